@@ -1,0 +1,54 @@
+"""cffi build script: compiles native/*.c into ``pytest_opprof._opprof_native``.
+
+``native/opprof.h`` is both the C header and the cffi cdef, so the Python
+side and the C side can never disagree about a signature.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy
+from cffi import FFI
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Listed explicitly: a file joins the build once it compiles.
+SOURCES = [
+    "core.c",
+]
+# Each header is part of the cdef; each must stay free of preprocessor lines.
+CDEF_HEADERS = [
+    "opprof.h",
+]
+
+
+def _cdef_text() -> str:
+    parts = []
+    for name in CDEF_HEADERS:
+        with open(os.path.join(HERE, name), encoding="utf-8") as f:
+            text = f.read()
+        # Comments are fine for cffi; preprocessor lines are not.
+        if re.search(r"^\s*#", text, flags=re.MULTILINE):
+            raise RuntimeError(f"native/{name} must stay free of preprocessor lines (it is the cdef)")
+        parts.append(text)
+    return "\n".join(parts)
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(_cdef_text())
+ffibuilder.set_source(
+    "pytest_opprof._opprof_native",
+    "".join(f'#include "{h}"\n' for h in CDEF_HEADERS),
+    sources=[os.path.relpath(os.path.join(HERE, s)) for s in SOURCES],
+    include_dirs=[HERE, numpy.get_include()],
+    # cffi turns on the limited API by default, which hides the type structs
+    # the numpy hooks need (DESIGN-NOTES: vectorcall offsets, PyMethodDef).
+    define_macros=[("_CFFI_NO_LIMITED_API", None), ("NPY_TARGET_VERSION", "NPY_1_22_API_VERSION")],
+    extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+    libraries=["dl"],
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(tmpdir=os.path.join(HERE, "..", "build", "cffi"), verbose=True)

@@ -1,0 +1,70 @@
+/* pytest-opprof native core: the internal C API shared by the .c files of the
+ * extension (core, numpy hooks, memory hooks, cuda).  Not parsed by cffi.
+ *
+ * Ownership: core.c implements everything declared here unless a comment
+ * names another file.  Hot-path functions are static inline where it pays.
+ *
+ * Threading model: each OS thread that records owns one opprof_thread, found
+ * through a thread-local pointer; only its owner writes to it.  The global
+ * recording flag and generation are read on the hot path without locks.
+ * A thread notices a new session (generation change) at its next begin and
+ * resets its own state; opprof_drain copies only states of the current
+ * generation, reading each state's published count with acquire semantics.
+ */
+#ifndef OPPROF_INTERNAL_H
+#define OPPROF_INTERNAL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "opprof.h"
+
+#define OPPROF_MAX_DEPTH 256       /* open events per thread; deeper ones are counted as dropped */
+#define OPPROF_MAX_SHAPE_ARGS 4    /* array arguments recorded per op */
+#define OPPROF_MAX_SHAPE_DIMS 6    /* dimensions recorded per argument */
+#define OPPROF_MAX_STACK 8         /* Python frames recorded per op with_stack */
+
+typedef struct opprof_thread opprof_thread;   /* defined in core.c */
+
+/* Read on the hot path.  Written by opprof_start / opprof_stop only. */
+extern volatile int opprof_g_recording;
+extern volatile uint32_t opprof_g_options;    /* OPPROF_OPT_* of the running session */
+
+/* The calling thread's state, created on first use; NULL only when out of
+ * memory.  Cheap: one TLS load and a generation compare on the fast path. */
+opprof_thread *opprof_thread_get(void);
+
+/* Raw clock ticks (rdtsc or clock_gettime ns); converted at drain time. */
+uint64_t opprof_ticks(void);
+
+/* Open an event on the calling thread (start time read inside).  Returns 0 on
+ * success, -1 when not recording or the depth bound was hit (then the
+ * matching opprof_op_end must still be called: depth is tracked either way). */
+int opprof_op_begin(opprof_thread *t, uint32_t name_id, uint16_t kind);
+
+/* Close the innermost open event (end time read inside) and commit it to the
+ * thread's buffer.  flags are OR-ed into the event's flags. */
+void opprof_op_end(opprof_thread *t, uint16_t flags);
+
+/* record_shapes: add one argument to the innermost open event.  ndim < 0
+ * records a non-array argument ("[]").  type_num is numpy's NPY_TYPES value
+ * (-1 when unknown).  Bounded by OPPROF_MAX_SHAPE_ARGS/DIMS; beyond, the
+ * event is flagged OPPROF_FLAG_TRUNCATED.  Copies dims into the thread's shape
+ * arena; interning into text happens at drain. */
+void opprof_op_shape_arg(opprof_thread *t, int ndim, const int64_t *dims, int type_num);
+
+/* with_stack: record the current Python call site (up to OPPROF_MAX_STACK
+ * frames, innermost first) on the innermost open event.  GIL must be held.
+ * Frames are resolved to text at drain time. */
+void opprof_op_capture_stack(opprof_thread *t);
+
+/* Memory accounting for the calling thread (memory.c calls this from the
+ * allocator, GIL not assumed).  Adds to the innermost open event's
+ * self_alloc/self_free/self_alloc_count, or, with no open event and a
+ * session recording with OPPROF_OPT_PROFILE_MEMORY, commits a
+ * OPPROF_KIND_MEMORY event named "[memory]" at the current time. */
+void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_bytes);
+
+/* Sets the calling thread's opprof_last_error() text and returns code. */
+int opprof_fail(int code, const char *fmt, ...);
+
+#endif

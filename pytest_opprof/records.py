@@ -1,0 +1,119 @@
+"""Event records as they leave the native core: one numpy structured array.
+
+``EVENT_DTYPE`` mirrors ``struct opprof_event`` in ``native/opprof.h`` field for
+field (``_native`` checks the item size at import).  A :class:`Records` holds
+one drained session: the array plus the string tables its integer ids point
+into.  Everything downstream (model, summary, render) starts from here, and
+sources other than the native core (torch) produce the same shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+KIND_SCOPE = 0
+KIND_NUMPY = 1
+KIND_TORCH = 2
+KIND_MEMORY = 3
+
+FLAG_EXCEPTION = 1
+FLAG_TRUNCATED = 2
+
+MEMORY_EVENT_NAME = "[memory]"
+
+EVENT_DTYPE = np.dtype(
+    [
+        ("start_ns", "<i8"),
+        ("end_ns", "<i8"),
+        ("id", "<i8"),
+        ("parent", "<i8"),  # id of the enclosing event, -1 for none
+        ("self_alloc_bytes", "<i8"),
+        ("self_free_bytes", "<i8"),
+        ("device_ns", "<i8"),  # -1 when not measured
+        ("thread", "<u8"),
+        ("name", "<u4"),  # index into Records.names
+        ("kind", "<u2"),
+        ("flags", "<u2"),
+        ("shape", "<u4"),  # index into Records.shapes, 0 = none
+        ("stack", "<u4"),  # index into Records.stacks, 0 = none
+        ("depth", "<u4"),
+        ("self_alloc_count", "<u4"),
+    ]
+)
+
+
+@dataclass
+class Records:
+    """One session's events and the string tables their ids index.
+
+    ``names[e["name"]]`` is the op name; ``shapes[e["shape"]]`` the input
+    shapes as a list of per-argument dimension lists (``[]`` for a non-array);
+    ``dtypes[e["shape"]]`` the matching dtype names (``""`` for a non-array);
+    ``stacks[e["stack"]]`` the call-site frames, innermost first, each
+    ``"file(line): function"``.  Index 0 of shapes/dtypes/stacks is "none".
+    """
+
+    events: np.ndarray
+    names: list[str]
+    shapes: list[list[list[int]]] = field(default_factory=lambda: [[]])
+    dtypes: list[list[str]] = field(default_factory=lambda: [[]])
+    stacks: list[list[str]] = field(default_factory=lambda: [[]])
+    dropped: int = 0
+    clock_source: str = "unknown"
+
+    @classmethod
+    def empty(cls) -> Records:
+        return cls(events=np.zeros(0, dtype=EVENT_DTYPE), names=[])
+
+    def __len__(self) -> int:
+        return int(self.events.shape[0])
+
+    def concat(self, other: Records) -> Records:
+        """Merge another source's records into one session (ids re-indexed)."""
+        name_map = _merge_table(self.names, other.names)
+        shape_map = _merge_table(
+            [repr((s, d)) for s, d in zip(self.shapes, self.dtypes)],
+            [repr((s, d)) for s, d in zip(other.shapes, other.dtypes)],
+        )
+        stack_map = _merge_table(["\n".join(s) for s in self.stacks], ["\n".join(s) for s in other.stacks])
+        names = list(self.names)
+        shapes, dtypes, stacks = list(self.shapes), list(self.dtypes), list(self.stacks)
+        for i, n in enumerate(other.names):
+            if name_map[i] >= len(names):
+                names.append(n)
+        for i in range(len(other.shapes)):
+            if shape_map[i] >= len(shapes):
+                shapes.append(other.shapes[i])
+                dtypes.append(other.dtypes[i])
+        for i, st in enumerate(other.stacks):
+            if stack_map[i] >= len(stacks):
+                stacks.append(st)
+        ev = other.events.copy()
+        if len(ev):
+            ev["name"] = np.asarray(name_map, dtype=np.uint32)[ev["name"]]
+            ev["shape"] = np.asarray(shape_map, dtype=np.uint32)[ev["shape"]]
+            ev["stack"] = np.asarray(stack_map, dtype=np.uint32)[ev["stack"]]
+        return Records(
+            events=np.concatenate([self.events, ev]),
+            names=names,
+            shapes=shapes,
+            dtypes=dtypes,
+            stacks=stacks,
+            dropped=self.dropped + other.dropped,
+            clock_source=self.clock_source,
+        )
+
+
+def _merge_table(mine: list[str], theirs: list[str]) -> list[int]:
+    """Index in the merged table of each of ``theirs`` (appended after ``mine``)."""
+    index = {s: i for i, s in enumerate(mine)}
+    out = []
+    nxt = len(mine)
+    for s in theirs:
+        if s not in index:
+            index[s] = nxt
+            nxt += 1
+        out.append(index[s])
+    return out
