@@ -1,0 +1,80 @@
+"""torch.profiler's event model over :class:`~pytest_opprof.records.Records`.
+
+``build_events`` makes one :class:`FunctionEvent` per record (only when
+asked); ``key_averages`` groups the structured array directly, with numpy.
+Times are microseconds, memory bytes.
+"""
+
+from __future__ import annotations
+
+from pytest_opprof.model import events as _events
+from pytest_opprof.model.averages import FunctionEventAvg, average_records
+from pytest_opprof.model.events import EventList, FunctionEvent, Interval
+from pytest_opprof.model.tree import EventTree, build_tree
+from pytest_opprof.records import Records
+
+__all__ = [
+    "EventList",
+    "EventTree",
+    "FunctionEvent",
+    "FunctionEventAvg",
+    "Interval",
+    "build_events",
+    "build_tree",
+    "key_averages",
+]
+
+
+def _device(tree: EventTree, use_device: str | None) -> str | None:
+    return use_device if use_device is not None or not tree.has_device_time else "cuda"
+
+
+def build_events(
+    records: Records,
+    *,
+    profile_memory: bool = False,
+    with_flops: bool = False,
+    use_device: str | None = None,
+) -> EventList:
+    """One linked :class:`FunctionEvent` per record, ordered by start time.
+
+    ``use_device`` defaults to ``"cuda"`` when any event has a device time.
+    """
+    tree = build_tree(records)
+    return _events.build_events(
+        records,
+        tree,
+        profile_memory=profile_memory,
+        with_flops=with_flops,
+        use_device=_device(tree, use_device),
+    )
+
+
+def key_averages(
+    records: Records,
+    *,
+    group_by_input_shape: bool = False,
+    group_by_stack_n: int = 0,
+    profile_memory: bool = False,
+    with_flops: bool = False,
+    use_device: str | None = None,
+) -> EventList:
+    """:class:`FunctionEventAvg` per name (+ input shapes, + first stack frames), vectorised.
+
+    Same groups, order and sums as ``build_events(records).key_averages(...)``.
+    """
+    tree = build_tree(records)
+    device = _device(tree, use_device)
+    return EventList(
+        average_records(
+            records,
+            tree,
+            group_by_input_shape=group_by_input_shape,
+            group_by_stack_n=group_by_stack_n,
+            with_flops=with_flops,
+            use_device=device,
+        ),
+        use_device=device,
+        profile_memory=profile_memory,
+        with_flops=with_flops,
+    )

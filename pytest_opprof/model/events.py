@@ -1,0 +1,301 @@
+"""torch.profiler's event objects: :class:`Interval`, :class:`FunctionEvent`, :class:`EventList`.
+
+Objects are built only when asked (:func:`build_events`); the metrics they
+carry come precomputed from :func:`~pytest_opprof.model.tree.build_tree`.
+Times are microseconds (floats), memory is bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pytest_opprof.flops import flops_for
+from pytest_opprof.model.averages import FunctionEventAvg, average_events
+from pytest_opprof.model.tree import EventTree
+from pytest_opprof.records import FLAG_EXCEPTION, Records
+from pytest_opprof.render import stacks as render_stacks
+from pytest_opprof.render import table as render_table
+from pytest_opprof.render import trace as render_trace
+
+_NS_PER_US = 1000.0
+
+
+class Interval:
+    """A time range; ``start`` and ``end`` in microseconds."""
+
+    __slots__ = ("end", "start")
+
+    def __init__(self, start: float, end: float) -> None:
+        self.start = start
+        self.end = end
+
+    def elapsed_us(self) -> float:
+        """Length of the interval, us."""
+        return self.end - self.start
+
+    def __repr__(self) -> str:
+        return f"Interval(start={self.start}, end={self.end})"
+
+
+class FunctionEvent:
+    """One recorded call (an op or a ``record_function`` scope).
+
+    ``cpu_time_total`` is the call's own interval and ``self_cpu_time_total``
+    excludes its direct children; memory ``self_*`` fields are the net bytes
+    allocated while the call was innermost, the others include the subtree.
+    """
+
+    __slots__ = (
+        "cpu_children",
+        "cpu_memory_usage",
+        "cpu_parent",
+        "cpu_time_total",
+        "device_memory_usage",
+        "device_time_total",
+        "flops",
+        "id",
+        "input_dtypes",
+        "input_shapes",
+        "is_exception",
+        "kind",
+        "name",
+        "self_cpu_memory_usage",
+        "self_cpu_time_total",
+        "self_device_memory_usage",
+        "self_device_time_total",
+        "stack",
+        "thread",
+        "time_range",
+        "use_device",
+    )
+
+    count = 1
+
+    def __init__(
+        self,
+        id: int,
+        name: str,
+        thread: int,
+        start_us: float,
+        end_us: float,
+        *,
+        self_cpu_time_total: float | None = None,
+        device_time_total: float = 0.0,
+        self_device_time_total: float = 0.0,
+        cpu_memory_usage: int = 0,
+        self_cpu_memory_usage: int = 0,
+        flops: int = 0,
+        input_shapes: list[list[int]] | None = None,
+        input_dtypes: list[str] | None = None,
+        stack: list[str] | None = None,
+        is_exception: bool = False,
+        kind: int = 0,
+        use_device: str | None = None,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.thread = thread
+        self.time_range = Interval(start_us, end_us)
+        self.cpu_time_total: float = end_us - start_us
+        self.self_cpu_time_total: float = (
+            self.cpu_time_total if self_cpu_time_total is None else self_cpu_time_total
+        )
+        self.device_time_total = device_time_total
+        self.self_device_time_total = self_device_time_total
+        self.cpu_memory_usage = cpu_memory_usage
+        self.self_cpu_memory_usage = self_cpu_memory_usage
+        self.device_memory_usage = 0
+        self.self_device_memory_usage = 0
+        self.flops = flops
+        self.input_shapes: list[list[int]] = input_shapes if input_shapes is not None else []
+        self.input_dtypes: list[str] = input_dtypes if input_dtypes is not None else []
+        self.stack: list[str] = stack if stack is not None else []
+        self.is_exception = is_exception
+        self.kind = kind
+        self.use_device = use_device
+        self.cpu_parent: FunctionEvent | None = None
+        self.cpu_children: list[FunctionEvent] = []
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    @property
+    def is_top_level(self) -> bool:
+        return self.cpu_parent is None
+
+    @property
+    def cpu_time(self) -> float:
+        """CPU time per call, us (``count`` is 1)."""
+        return self.cpu_time_total
+
+    @property
+    def device_time(self) -> float:
+        """Device time per call, us."""
+        return self.device_time_total
+
+    def __repr__(self) -> str:
+        return (
+            f"<FunctionEvent id={self.id} name={self.name} thread={self.thread} "
+            f"start_us={self.time_range.start} end_us={self.time_range.end} "
+            f"cpu_children={[c.id for c in self.cpu_children]} "
+            f"input_shapes={self.input_shapes} cpu_memory_usage={self.cpu_memory_usage}>"
+        )
+
+
+class EventList(list[Any]):
+    """A list of :class:`FunctionEvent` or :class:`FunctionEventAvg` with torch's helpers."""
+
+    def __init__(
+        self,
+        events: Iterable[Any] = (),
+        *,
+        use_device: str | None = None,
+        profile_memory: bool = False,
+        with_flops: bool = False,
+    ) -> None:
+        super().__init__(events)
+        self.use_device = use_device
+        self.profile_memory = profile_memory
+        self.with_flops = with_flops
+
+    def _like(self, events: Iterable[Any]) -> EventList:
+        return EventList(
+            events,
+            use_device=self.use_device,
+            profile_memory=self.profile_memory,
+            with_flops=self.with_flops,
+        )
+
+    @property
+    def self_cpu_time_total(self) -> float:
+        """Sum of self CPU time over the list, us."""
+        return float(sum(evt.self_cpu_time_total for evt in self))
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def table(
+        self,
+        sort_by: str | None = None,
+        row_limit: int = 100,
+        max_name_column_width: int = 55,
+        header: str | None = None,
+        top_level_events_only: bool = False,
+        time_unit: str | None = None,
+    ) -> str:
+        """The list as a text table (see :func:`pytest_opprof.render.table.table`)."""
+        return render_table.table(
+            self,
+            sort_by=sort_by,
+            row_limit=row_limit,
+            max_name_column_width=max_name_column_width,
+            header=header,
+            top_level_events_only=top_level_events_only,
+            time_unit=time_unit,
+            profile_memory=self.profile_memory,
+            with_flops=self.with_flops,
+            use_device=self.use_device,
+        )
+
+    def export_chrome_trace(self, path: str) -> None:
+        """Write a Chrome/Perfetto trace (JSON) of the events to ``path``."""
+        render_trace.export_chrome_trace(self, path)
+
+    def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
+        """Write collapsed stacks (flamegraph input) of ``metric`` to ``path``."""
+        render_stacks.export_stacks(self, path, metric)
+
+    def key_averages(
+        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
+    ) -> EventList:
+        """Group by key (+ input shapes, + first ``group_by_stack_n`` stack frames)."""
+        return self._like(
+            average_events(
+                self,
+                group_by_input_shape=group_by_input_shape,
+                group_by_stack_n=group_by_stack_n,
+            )
+        )
+
+    def total_average(self) -> FunctionEventAvg:
+        """All events summed into one :class:`FunctionEventAvg` keyed ``"Total"``."""
+        total = FunctionEventAvg()
+        for evt in self:
+            total.key = None
+            total.add(evt)
+        total.key = "Total"
+        # The descriptive fields of the last event added mean nothing for a total.
+        total.input_shapes, total.stack = [], []
+        total.cpu_parent, total.cpu_children = None, []
+        total.is_top_level = True
+        return total
+
+
+def build_events(
+    records: Records,
+    tree: EventTree,
+    *,
+    profile_memory: bool = False,
+    with_flops: bool = False,
+    use_device: str | None = None,
+) -> EventList:
+    """One linked :class:`FunctionEvent` per record, in canonical (start) order."""
+    ev = tree.events
+    flops_cache: dict[tuple[int, int], int] = {}
+    names = tree.names
+    objs: list[FunctionEvent] = []
+    columns = zip(
+        ev["id"].tolist(),
+        tree.name.tolist(),
+        ev["thread"].tolist(),
+        (ev["start_ns"] / _NS_PER_US).tolist(),
+        ((ev["start_ns"] + tree.cpu_total_ns) / _NS_PER_US).tolist(),
+        (tree.cpu_self_ns / _NS_PER_US).tolist(),
+        (tree.device_total_ns / _NS_PER_US).tolist(),
+        (tree.device_self_ns / _NS_PER_US).tolist(),
+        tree.mem_total_bytes.tolist(),
+        tree.mem_self_bytes.tolist(),
+        ev["shape"].tolist(),
+        ev["stack"].tolist(),
+        ev["flags"].tolist(),
+        ev["kind"].tolist(),
+        strict=True,
+    )
+    for eid, nid, thr, s, e, cself, dtot, dself, mtot, mself, shp, stk, flags, kind in columns:
+        flops = 0
+        if with_flops:
+            cached = flops_cache.get((nid, shp))
+            if cached is None:
+                cached = flops_cache[(nid, shp)] = flops_for(names[nid], records.shapes[shp])
+            flops = cached
+        objs.append(
+            FunctionEvent(
+                eid,
+                names[nid],
+                thr,
+                s,
+                e,
+                self_cpu_time_total=cself,
+                device_time_total=dtot,
+                self_device_time_total=dself,
+                cpu_memory_usage=mtot,
+                self_cpu_memory_usage=mself,
+                flops=flops,
+                input_shapes=records.shapes[shp],
+                input_dtypes=records.dtypes[shp] if shp < len(records.dtypes) else [],
+                stack=records.stacks[stk],
+                is_exception=bool(flags & FLAG_EXCEPTION),
+                kind=kind,
+                use_device=use_device,
+            )
+        )
+    for child, p in zip(objs, tree.parent.tolist(), strict=True):
+        if p >= 0:
+            parent = objs[p]
+            child.cpu_parent = parent
+            parent.cpu_children.append(child)
+    return EventList(
+        objs, use_device=use_device, profile_memory=profile_memory, with_flops=with_flops
+    )

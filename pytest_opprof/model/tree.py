@@ -1,0 +1,255 @@
+"""The event tree over :class:`~pytest_opprof.records.Records`, computed with numpy.
+
+:func:`build_tree` puts the events in one canonical order (start ascending,
+end descending, then depth and id, so a parent always comes before its
+children), finds each event's parent row, and derives the per-event metrics
+of torch's model:
+
+* CPU time: ``total`` is the event's own interval, ``self`` is ``total`` minus
+  the totals of its direct children.
+* memory: the core records the net bytes allocated while an event was the
+  innermost open one (``self``); ``total`` sums ``self`` over the subtree.
+* device time: ``device_ns`` is the device time of the event's own work
+  (``-1`` when not measured); ``total`` sums it over the subtree.
+
+Parents come from the native ids (``parent >= 0``: the enclosing event's id,
+``-1``: none).  A thread holding any event with ``parent == -2`` ("unknown",
+from sources without native parents such as torch) is nested by intervals
+instead: all its events are sorted by (start asc, end desc) and swept with a
+stack, as torch's ``_populate_cpu_children`` does.  A child must lie within
+``[start, end)`` of its parent; partial overlaps give no relation.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pytest_opprof.records import KIND_MEMORY, MEMORY_EVENT_NAME, Records
+
+PARENT_NONE = -1
+PARENT_UNKNOWN = -2
+
+_I64 = np.int64
+
+
+@dataclass(frozen=True)
+class EventTree:
+    """Per-event arrays, all in canonical order (row ``i`` is ``events[i]``).
+
+    Times are nanoseconds, memory is bytes.  ``parent`` holds the row of the
+    enclosing event or -1; ``name`` indexes ``names`` (``[memory]`` events are
+    mapped to that name whatever their record says).
+    """
+
+    events: np.ndarray
+    names: list[str]
+    name: np.ndarray
+    parent: np.ndarray
+    depth: np.ndarray
+    cpu_total_ns: np.ndarray
+    cpu_self_ns: np.ndarray
+    device_total_ns: np.ndarray
+    device_self_ns: np.ndarray
+    mem_total_bytes: np.ndarray
+    mem_self_bytes: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.events.shape[0])
+
+    @property
+    def has_device_time(self) -> bool:
+        """True when any event carries a measured device time."""
+        return bool(len(self) and (self.events["device_ns"] >= 0).any())
+
+
+def build_tree(records: Records) -> EventTree:
+    """Order the events, link parents and compute self/total metrics."""
+    raw = records.events
+    start = raw["start_ns"].astype(_I64)
+    end = np.maximum(raw["end_ns"].astype(_I64), start)
+    rows = _parent_rows(raw, start, end)
+    order = np.lexsort((raw["id"], raw["depth"], -end, start))
+    events = raw[order]
+    position = np.empty(len(order), dtype=_I64)
+    position[order] = np.arange(len(order), dtype=_I64)
+    parent_rows = rows[order]
+    parent = np.where(parent_rows >= 0, position[np.maximum(parent_rows, 0)], PARENT_NONE)
+    depth = _depths(parent)
+    names, name = _names(records, events)
+
+    cpu_total = end[order] - start[order]
+    cpu_self = cpu_total - _child_sums(parent, cpu_total)
+    mem_self = events["self_alloc_bytes"].astype(_I64) - events["self_free_bytes"].astype(_I64)
+    dev_self = np.maximum(events["device_ns"].astype(_I64), 0)
+    mem_total, dev_total = _subtree_sums(parent, depth, [mem_self, dev_self])
+    return EventTree(
+        events=events,
+        names=names,
+        name=name,
+        parent=parent,
+        depth=depth,
+        cpu_total_ns=cpu_total,
+        cpu_self_ns=cpu_self,
+        device_total_ns=dev_total,
+        device_self_ns=dev_self,
+        mem_total_bytes=mem_total,
+        mem_self_bytes=mem_self,
+    )
+
+
+def _parent_rows(raw: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Row (in ``raw``) of each event's parent, or -1."""
+    n = len(raw)
+    rows = np.full(n, PARENT_NONE, dtype=_I64)
+    if n == 0:
+        return rows
+    ids = raw["id"].astype(_I64)
+    parent_ids = raw["parent"].astype(_I64)
+    known = parent_ids >= 0
+    if known.any():
+        by_id = np.argsort(ids, kind="stable")
+        sorted_ids = ids[by_id]
+        at = np.searchsorted(sorted_ids, parent_ids[known])
+        at_clipped = np.minimum(at, n - 1)
+        # A parent id that is not in the records (dropped at capacity) makes a root.
+        found = sorted_ids[at_clipped] == parent_ids[known]
+        rows[known] = np.where(found, by_id[at_clipped], PARENT_NONE)
+    threads = raw["thread"]
+    unknown_threads = np.unique(threads[parent_ids == PARENT_UNKNOWN])
+    if len(unknown_threads):
+        nest = np.isin(threads, unknown_threads)
+        sub = np.flatnonzero(nest)
+        rows[sub] = _nest_by_interval(raw[sub], start[sub], end[sub], sub)
+    return rows
+
+
+def _nest_by_interval(
+    raw: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray
+) -> np.ndarray:
+    """Parent rows by interval containment on each thread (O(N log N))."""
+    order = np.lexsort((raw["id"], raw["depth"], -end, start, raw["thread"]))
+    thread = np.ascontiguousarray(raw["thread"][order], dtype=np.uint64)
+    s = np.ascontiguousarray(start[order])
+    e = np.ascontiguousarray(end[order])
+    parent_sorted = _nest_sorted(thread, s, e)
+    out = np.full(len(rows), PARENT_NONE, dtype=_I64)
+    has = parent_sorted >= 0
+    out[order[has]] = rows[order[parent_sorted[has]]]
+    return out
+
+
+def _nest_sorted(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Innermost containing event (index into the sorted arrays) or -1.
+
+    Uses the native ``opprof_nest_sorted`` when the extension is built; the
+    model must also work without it (records from files, torch only).
+    """
+    native = _native_module()
+    if native is not None:
+        n = len(start)
+        parent = np.empty(n, dtype=_I64)
+        ffi = native.ffi
+        native.check(
+            native.lib.opprof_nest_sorted(
+                ffi.cast("const uint64_t *", ffi.from_buffer(thread)),
+                ffi.cast("const int64_t *", ffi.from_buffer(start)),
+                ffi.cast("const int64_t *", ffi.from_buffer(end)),
+                n,
+                ffi.cast("int64_t *", ffi.from_buffer(parent)),
+            )
+        )
+        return parent
+    return _nest_sorted_py(thread, start, end)
+
+
+def _native_module() -> Any:
+    # Imported by name: the model runs without the compiled extension.
+    try:
+        module = importlib.import_module("pytest_opprof._native")
+    except ImportError:
+        return None
+    lib = getattr(module, "lib", None)
+    if lib is None or not hasattr(lib, "opprof_nest_sorted"):
+        return None
+    return module
+
+
+def _nest_sorted_py(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Stack sweep of torch's ``_populate_cpu_children`` over sorted arrays."""
+    out = [PARENT_NONE] * len(start)
+    stack: list[int] = []
+    ends = end.tolist()
+    prev_thread = None
+    for i, (t, s, e) in enumerate(zip(thread.tolist(), start.tolist(), ends, strict=True)):
+        if t != prev_thread:
+            stack.clear()
+            prev_thread = t
+        while stack:
+            top_end = ends[stack[-1]]
+            if s >= top_end or e > top_end:
+                stack.pop()
+            else:
+                out[i] = stack[-1]
+                break
+        stack.append(i)
+    return np.asarray(out, dtype=_I64)
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each row, by pointer jumping over live rows."""
+    n = len(parent)
+    depth = np.zeros(n, dtype=_I64)
+    live = np.flatnonzero(parent >= 0)
+    anc = parent[live]
+    steps = 0
+    while len(live):
+        steps += 1
+        if steps > n:
+            raise ValueError("event parents form a cycle")
+        depth[live] += 1
+        anc = parent[anc]
+        keep = anc >= 0
+        live, anc = live[keep], anc[keep]
+    return depth
+
+
+def _child_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Sum of ``values`` over each row's direct children."""
+    has = parent >= 0
+    if not has.any():
+        return np.zeros(len(parent), dtype=_I64)
+    sums = np.bincount(parent[has], weights=values[has], minlength=len(parent))
+    return np.rint(sums).astype(_I64)
+
+
+def _subtree_sums(
+    parent: np.ndarray, depth: np.ndarray, values: list[np.ndarray]
+) -> list[np.ndarray]:
+    """Each of ``values`` summed over each row's subtree, deepest level first."""
+    totals = [v.copy() for v in values]
+    if not len(parent):
+        return totals
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
+    for d in range(int(depth.max()), 0, -1):
+        level = by_depth[bounds[d] : bounds[d + 1]]
+        targets = parent[level]
+        for total in totals:
+            np.add.at(total, targets, total[level])
+    return totals
+
+
+def _names(records: Records, events: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Name table and per-event name ids, with ``[memory]`` for memory events."""
+    names = list(records.names)
+    name = events["name"].astype(_I64)
+    memory = events["kind"] == KIND_MEMORY
+    if memory.any():
+        if MEMORY_EVENT_NAME not in names:
+            names.append(MEMORY_EVENT_NAME)
+        name[memory] = names.index(MEMORY_EVENT_NAME)
+    return names, name

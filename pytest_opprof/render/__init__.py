@@ -1,0 +1,1 @@
+"""Rendering of the event model: op table, Chrome trace, collapsed stacks, units."""
