@@ -1,0 +1,302 @@
+"""The per-session manager: profiles the call phase of each test and keeps its figures.
+
+Registered as a plugin object only when ``--opprof`` is given (see ``plugin.py``),
+so importing this module, which pulls in numpy and the native core, is itself a
+sign that profiling was asked for.
+
+Per test it keeps a :class:`~pytest_opprof.summary.TestSummary` (per-op figures
+over the measured rounds) and, for marked tests, the rendered op table: never the
+events, so memory stays flat over thousands of tests.  The figures travel on the
+call-phase ``TestReport`` (attribute ``opprof``, plain JSON), so a pytest-xdist
+controller collects them from its workers' reports like a single process does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import statistics
+import time
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pytest_opprof.errors import OpprofError
+from pytest_opprof.jsonio import Fields
+from pytest_opprof.marker import (
+    MARKER_NAME,
+    MarkerUsageError,
+    TestSettings,
+    settings_for,
+)
+from pytest_opprof.options import OpprofOptions
+from pytest_opprof.profiler import profile
+from pytest_opprof.records import MEMORY_EVENT_NAME
+from pytest_opprof.sources import Source, resolve
+from pytest_opprof.summary import RoundFigures, TestSummary, summarize_rounds
+
+settings_key = pytest.StashKey[TestSettings]()
+
+REPORT_ATTRIBUTE = "opprof"
+
+
+@dataclass
+class ProfiledTest:
+    """What the terminal summary (and later the verdict) needs of one profiled test."""
+
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    marked: bool
+    summary: TestSummary
+    table: str | None = None
+    trace_path: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """Plain JSON, small enough to ride on a ``TestReport`` through pytest-xdist."""
+        return {
+            "marked": self.marked,
+            "summary": self.summary.to_json(),
+            "table": self.table,
+            "trace_path": self.trace_path,
+        }
+
+    @classmethod
+    def from_json(cls, nodeid: str, data: object) -> ProfiledTest:
+        f = Fields(data)
+        raw = data if isinstance(data, dict) else {}
+        return cls(
+            nodeid=nodeid,
+            marked=bool(raw.get("marked")),
+            summary=TestSummary.from_json(f.obj("summary")),
+            table=f.opt_text("table"),
+            trace_path=f.opt_text("trace_path"),
+        )
+
+
+@dataclass
+class _Rounds:
+    """The measured rounds of the test being run; dropped once it is summarised."""
+
+    profiles: list[profile] = field(default_factory=list)
+    cpu_times_ns: list[int] = field(default_factory=list)
+
+
+class OpprofManager:
+    """Holds the session's capture sources and the figures of every profiled test."""
+
+    def __init__(self, config: pytest.Config, options: OpprofOptions) -> None:
+        self.config = config
+        self.options = options
+        try:
+            self.sources: list[Source] = resolve(
+                list(options.capture) if options.capture is not None else None
+            )
+        except OpprofError as exc:
+            raise pytest.UsageError(f"--opprof-capture / opprof_capture: {exc}") from None
+        self._acquired: list[Source] = []
+        self._pending: dict[str, ProfiledTest] = {}
+        self.results: list[ProfiledTest] = []
+
+    # -- session lifecycle -------------------------------------------------
+
+    def _acquire(self) -> None:
+        """Install the sources' hooks once, at the first profiled test.
+
+        Lazily rather than at session start, so a pytest-xdist controller, which
+        runs no tests, never installs anything.
+        """
+        if self._acquired or not self.sources:
+            return
+        for source in self.sources:
+            source.acquire()
+            self._acquired.append(source)
+
+    def close(self) -> None:
+        """Remove every hook this manager installed (called from ``pytest_unconfigure``)."""
+        first_error: BaseException | None = None
+        while self._acquired:
+            source = self._acquired.pop()
+            try:
+                source.release()
+            except BaseException as exc:  # release the others before reporting it
+                first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
+
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        names = ", ".join(s.name for s in self.sources) or "none"
+        return (
+            f"opprof: capture {names}; rounds {self.options.rounds}, warmup {self.options.warmup}"
+        )
+
+    # -- per test ------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Validate the test's marker before its fixtures run: a bad one errors that test."""
+        mark = item.get_closest_marker(MARKER_NAME)
+        try:
+            settings = settings_for(
+                mark.args if mark is not None else None,
+                mark.kwargs if mark is not None else None,
+                self.options,
+            )
+        except MarkerUsageError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        item.stash[settings_key] = settings
+
+    # trylast: innermost among the wrappers, so output capture and logging
+    # enclose every round and their own work stays out of the measurement.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        settings = item.stash[settings_key]
+        self._acquire()
+        rounds = _Rounds()
+        try:
+            for _ in range(settings.warmup):
+                item.runtest()
+            for _ in range(settings.rounds - 1):
+                with self._round(rounds):
+                    item.runtest()
+            with self._round(rounds):
+                return (yield)
+        finally:
+            if rounds.profiles:
+                self._pending[item.nodeid] = self._finish(item, settings, rounds)
+
+    @contextlib.contextmanager
+    def _round(self, rounds: _Rounds) -> Iterator[None]:
+        prof = profile(
+            record_shapes=True,
+            profile_memory=True,
+            with_flops=True,
+            capture=list(self.options.capture) if self.options.capture is not None else None,
+        )
+        cpu_start_ns = time.process_time_ns()
+        prof.start()
+        try:
+            yield
+        finally:
+            prof.stop()
+            rounds.cpu_times_ns.append(time.process_time_ns() - cpu_start_ns)
+            rounds.profiles.append(prof)
+
+    def _finish(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> ProfiledTest:
+        figures = []
+        averages = []
+        for prof, cpu_ns in zip(rounds.profiles, rounds.cpu_times_ns, strict=True):
+            rows = prof.key_averages(group_by_input_shape=settings.group_by_input_shape)
+            averages.append(rows)
+            figures.append(
+                RoundFigures.from_events(
+                    rows,
+                    wall_time_ns=prof.wall_time_ns,
+                    cpu_time_ns=cpu_ns,
+                    memory=prof.memory,
+                    by_input_shape=settings.group_by_input_shape,
+                )
+            )
+        # The printed table and the trace show one actual round: the median by wall time.
+        walls = [f.wall_time_ns for f in figures]
+        shown = walls.index(statistics.median_low(walls))
+        table = None
+        if settings.marked or self.config.get_verbosity() >= 2:
+            table = averages[shown].table(
+                sort_by=settings.sort_by,
+                row_limit=settings.row_limit,
+                time_unit=settings.time_unit,
+                top_level_events_only=settings.top_level_events_only,
+            )
+            item.add_report_section("call", "opprof", table)
+        trace_path = None
+        if self.options.trace_dir is not None:
+            path = trace_file(self.options.trace_dir, item.nodeid)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            rounds.profiles[shown].export_chrome_trace(str(path))
+            trace_path = str(path)
+        return ProfiledTest(
+            nodeid=item.nodeid,
+            marked=settings.marked,
+            summary=summarize_rounds(figures),
+            table=table,
+            trace_path=trace_path,
+        )
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if call.when == "call":
+            result = self._pending.pop(item.nodeid, None)
+            if result is not None:
+                setattr(report, REPORT_ATTRIBUTE, result.to_json())
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, REPORT_ATTRIBUTE, None)
+        if report.when == "call" and data is not None:
+            self.results.append(ProfiledTest.from_json(report.nodeid, data))
+
+    # -- terminal ------------------------------------------------------------
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        tr = terminalreporter
+        tr.write_sep("=", "opprof")
+        if not self.results:
+            tr.write_line("no test was profiled")
+            return
+        for line in summary_lines(self.results):
+            tr.write_line(line)
+        for result in self.results:
+            if result.table is not None:
+                tr.write_sep("-", f"opprof: {result.nodeid}")
+                tr.write_line(result.table.rstrip("\n"))
+                if result.trace_path is not None:
+                    tr.write_line(f"trace: {result.trace_path}")
+
+
+def summary_lines(results: list[ProfiledTest]) -> list[str]:
+    """One line per test: self CPU time in captured ops, op count, the top op."""
+    width = min(max(len(r.nodeid) for r in results), 70)
+    lines = []
+    for r in results:
+        ops = {k: op for k, op in r.summary.ops.items() if k != MEMORY_EVENT_NAME}
+        self_ns = sum(op.self_cpu_time.median_ns for op in ops.values())
+        top = max(ops.values(), key=lambda op: op.self_cpu_time.median_ns, default=None)
+        top_text = (
+            f"top {top.key} {format_ns(top.self_cpu_time.median_ns)}" if top is not None else ""
+        )
+        lines.append(
+            f"{r.nodeid:<{width}}  {format_ns(self_ns):>9} self CPU in "
+            f"{r.summary.op_count:>5} ops  {top_text}".rstrip()
+        )
+    return lines
+
+
+def format_ns(value_ns: float) -> str:
+    """A duration in ns as the largest unit that keeps it >= 1 (ns, us, ms, s)."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(value_ns) >= scale:
+            return f"{value_ns / scale:.3f} {unit}"
+    return f"{value_ns:.0f} ns"
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def trace_file(trace_dir: Path, nodeid: str) -> Path:
+    """Where the Chrome trace of ``nodeid`` goes: a flat, safe name inside ``trace_dir``.
+
+    Separators (``/``, ``::``), brackets and dot runs become ``_`` so no nodeid
+    can climb out of the directory; a short hash of the nodeid keeps two ids that
+    sanitise alike apart.
+    """
+    stem = _UNSAFE.sub("_", nodeid)
+    stem = re.sub(r"\.{2,}", "_", stem).strip("._-")[:120] or "test"
+    digest = hashlib.sha1(nodeid.encode("utf-8")).hexdigest()[:10]
+    return trace_dir / f"{stem}-{digest}.trace.json"

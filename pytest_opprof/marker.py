@@ -1,0 +1,186 @@
+"""The ``@pytest.mark.profile(...)`` marker: its keywords, help text and validation.
+
+The signature of :func:`profile` below *is* the marker's interface: the help text
+shown by ``pytest --markers`` is built from it, and a marker's keywords are bound
+against it, so an unknown keyword is reported by name next to the accepted ones.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pytest_opprof.options import OpprofOptions, OptionValueError
+from pytest_opprof.tolerance import parse_tolerance
+
+T = TypeVar("T")
+
+MARKER_NAME = "profile"
+
+SORT_KEYS = (
+    "self_cpu_time_total",
+    "cpu_time_total",
+    "cpu_time",
+    "count",
+    "self_cpu_memory_usage",
+    "cpu_memory_usage",
+    "flops",
+    "self_device_time_total",
+    "device_time_total",
+    "device_time",
+    "self_device_memory_usage",
+    "device_memory_usage",
+)
+TIME_UNITS = ("s", "ms", "us")
+
+
+def profile(
+    *,
+    row_limit: int = 20,
+    sort_by: str = "self_cpu_time_total",
+    time_unit: str | None = None,
+    rounds: int | None = None,
+    warmup: int | None = None,
+    time_tolerance: float | str | None = None,
+    memory_tolerance: float | str | None = None,
+    flops_tolerance: float | str | None = None,
+    group_by_input_shape: bool = False,
+    top_level_events_only: bool = False,
+) -> None:
+    """Print this test's op table in the terminal summary (at most row_limit rows, sorted
+    by sort_by, times in time_unit: s, ms or us); rounds, warmup and the tolerances
+    override the command line and ini for this test."""
+
+
+class MarkerUsageError(ValueError):
+    """A ``profile`` marker with keywords or values it does not accept."""
+
+
+@dataclass(frozen=True)
+class TestSettings:
+    """How one test is profiled and printed: its marker over the session options."""
+
+    marked: bool
+    row_limit: int
+    sort_by: str
+    time_unit: str | None
+    rounds: int
+    warmup: int
+    time_tolerance: float | None
+    memory_tolerance: float | None
+    flops_tolerance: float | None
+    group_by_input_shape: bool
+    top_level_events_only: bool
+
+
+def marker_help() -> str:
+    """The ``markers`` ini line: signature with defaults, then the docstring."""
+    params = ", ".join(
+        f"{p.name}={p.default!r}" for p in inspect.signature(profile).parameters.values()
+    )
+    doc = " ".join((profile.__doc__ or "").split())
+    return f"{MARKER_NAME}({params}): {doc}"
+
+
+def settings_for(
+    marker_args: tuple[object, ...] | None,
+    marker_kwargs: Mapping[str, object] | None,
+    options: OpprofOptions,
+) -> TestSettings:
+    """Settings of a test given its closest ``profile`` marker (None if unmarked).
+
+    Raise :class:`MarkerUsageError` naming every unknown keyword, or the keyword
+    whose value is wrong and the values it accepts.
+    """
+    if marker_args is None or marker_kwargs is None:
+        return _defaults(options, marked=False)
+    accepted = list(inspect.signature(profile).parameters)
+    if marker_args:
+        raise MarkerUsageError(
+            f"@pytest.mark.{MARKER_NAME} takes keyword arguments only, got positional "
+            f"{', '.join(repr(a) for a in marker_args)}; accepted keywords: {', '.join(accepted)}"
+        )
+    unknown = sorted(k for k in marker_kwargs if k not in accepted)
+    if unknown:
+        raise MarkerUsageError(
+            f"@pytest.mark.{MARKER_NAME} got unknown keyword(s) {', '.join(unknown)}; "
+            f"accepted keywords: {', '.join(accepted)}"
+        )
+    base = _defaults(options, marked=True)
+    kw = dict(marker_kwargs)
+    return TestSettings(
+        marked=True,
+        row_limit=_check("row_limit", kw, base.row_limit, _int_at_least(1, None)),
+        sort_by=_check("sort_by", kw, base.sort_by, _parse_sort_by),
+        time_unit=_check("time_unit", kw, base.time_unit, _parse_time_unit),
+        rounds=_check("rounds", kw, base.rounds, _int_at_least(1, base.rounds)),
+        warmup=_check("warmup", kw, base.warmup, _int_at_least(0, base.warmup)),
+        time_tolerance=_check("time_tolerance", kw, None, _parse_tolerance),
+        memory_tolerance=_check("memory_tolerance", kw, None, _parse_tolerance),
+        flops_tolerance=_check("flops_tolerance", kw, None, _parse_tolerance),
+        group_by_input_shape=_check("group_by_input_shape", kw, False, _parse_bool),
+        top_level_events_only=_check("top_level_events_only", kw, False, _parse_bool),
+    )
+
+
+def _defaults(options: OpprofOptions, *, marked: bool) -> TestSettings:
+    return TestSettings(
+        marked=marked,
+        row_limit=options.row_limit,
+        sort_by="self_cpu_time_total",
+        time_unit=None,
+        rounds=options.rounds,
+        warmup=options.warmup,
+        time_tolerance=None,
+        memory_tolerance=None,
+        flops_tolerance=None,
+        group_by_input_shape=False,
+        top_level_events_only=False,
+    )
+
+
+def _check(name: str, kwargs: Mapping[str, object], default: T, parse: Callable[[object], T]) -> T:
+    if name not in kwargs:
+        return default
+    try:
+        return parse(kwargs[name])
+    except (OptionValueError, ValueError, TypeError) as exc:
+        raise MarkerUsageError(f"@pytest.mark.{MARKER_NAME}({name}=...): {exc}") from None
+
+
+def _int_at_least(minimum: int, none_means: int | None) -> Callable[[object], int]:
+    """Parser of an int >= minimum; None stands for ``none_means`` when that is given."""
+
+    def parse(value: object) -> int:
+        if value is None and none_means is not None:
+            return none_means
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            allowed = " or None" if none_means is not None else ""
+            raise OptionValueError(f"expected an integer >= {minimum}{allowed}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _parse_sort_by(value: object) -> str:
+    if value not in SORT_KEYS:
+        raise OptionValueError(f"expected one of {', '.join(SORT_KEYS)}; got {value!r}")
+    return str(value)
+
+
+def _parse_time_unit(value: object) -> str | None:
+    if value is not None and value not in TIME_UNITS:
+        raise OptionValueError(f"expected None or one of {', '.join(TIME_UNITS)}; got {value!r}")
+    return None if value is None else str(value)
+
+
+def _parse_bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise OptionValueError(f"expected True or False, got {value!r}")
+    return value
+
+
+def _parse_tolerance(value: object) -> float | None:
+    return None if value is None else parse_tolerance(value)
