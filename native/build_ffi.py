@@ -17,6 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Listed explicitly: a file joins the build once it compiles.
 SOURCES = [
     "core.c",
+    "drain.c",
 ]
 # Each header is part of the cdef; each must stay free of preprocessor lines.
 CDEF_HEADERS = [

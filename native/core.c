@@ -1,0 +1,689 @@
+/* pytest-opprof native core: clock, per-thread event buffers, scopes, names.
+ *
+ * Hot path (opprof_op_begin/opprof_op_end) touches only the calling thread's
+ * state: no locks, no syscalls, no Python API.  Everything that needs a lock
+ * or the GIL (start, drain, interning text) runs on the control path.
+ * Drain and the string tables live in drain.c; both share core_internal.h.
+ */
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#define OPPROF_HAVE_TSC 1
+#endif
+
+#include "core_internal.h"
+
+volatile int opprof_g_recording = 0;
+volatile uint32_t opprof_g_options = 0;
+
+core_globals core_g = {
+    .ctl = PTHREAD_MUTEX_INITIALIZER,
+    .registry = PTHREAD_MUTEX_INITIALIZER,
+    .generation = 1,
+    .capacity = OPPROF_DEFAULT_CAPACITY,
+    .ns_per_tick = 1.0,
+};
+
+static __thread opprof_thread *tls_state;
+static __thread char tls_error[512];
+static pthread_key_t thread_key;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_status = OPPROF_OK;
+static uint32_t memory_name_id;
+
+/* ---- errors ------------------------------------------------------------ */
+
+int opprof_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_error, sizeof tls_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *opprof_last_error(void) { return tls_error; }
+
+/* ---- clock ------------------------------------------------------------- */
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline uint64_t ticks(void)
+{
+#ifdef OPPROF_HAVE_TSC
+    if (__builtin_expect(core_g.use_tsc, 1))
+        return __rdtsc();
+#endif
+    return (uint64_t)mono_ns();
+}
+
+uint64_t opprof_ticks(void) { return ticks(); }
+
+#ifdef OPPROF_HAVE_TSC
+static int cpu_has_invariant_tsc(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u)
+        return 0;
+    __get_cpuid(0x80000007u, &a, &b, &c, &d);
+    return (d >> 8) & 1;
+}
+
+/* One (tsc, ns) pair read as close together as the machine allows: the
+ * tightest of a few tries, tsc taken at the midpoint of the clock read. */
+static void clock_pair(uint64_t *tsc, int64_t *ns)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 8; i++) {
+        uint64_t a = __rdtsc();
+        int64_t n = mono_ns();
+        uint64_t b = __rdtsc();
+        if (b - a < best) {
+            best = b - a;
+            *tsc = a + (b - a) / 2;
+            *ns = n;
+        }
+    }
+}
+
+/* Ticks-to-ns from two pairs; 10 ms apart is enough for parts per 10^5. */
+static int calibrate_tsc(void)
+{
+    uint64_t t0, t1;
+    int64_t n0, n1;
+    clock_pair(&t0, &n0);
+    while (mono_ns() - n0 < 10000000LL)
+        ;
+    clock_pair(&t1, &n1);
+    if (t1 <= t0)
+        return 0;
+    core_g.ns_per_tick = (double)(n1 - n0) / (double)(t1 - t0);
+    core_g.base_ticks = t0;
+    core_g.base_ns = n0;
+    return core_g.ns_per_tick > 0.01 && core_g.ns_per_tick < 100.0;
+}
+
+/* Refines the rate over the whole time since init: a longer baseline gives
+ * a better rate, and the rate only matters at drain. */
+static void recalibrate_tsc(void)
+{
+    uint64_t t;
+    int64_t n;
+    clock_pair(&t, &n);
+    if (n - core_g.base_ns > 1000000000LL && t > core_g.base_ticks)
+        core_g.ns_per_tick = (double)(n - core_g.base_ns) / (double)(t - core_g.base_ticks);
+}
+#endif
+
+int64_t core_ticks_to_ns(uint64_t t)
+{
+    if (!core_g.use_tsc)
+        return (int64_t)t;
+    return core_g.base_ns + (int64_t)((double)(int64_t)(t - core_g.base_ticks) * core_g.ns_per_tick);
+}
+
+const char *opprof_clock_source(void) { return core_g.use_tsc ? "tsc" : "clock_gettime"; }
+double opprof_ns_per_tick(void) { return core_g.ns_per_tick; }
+int64_t opprof_now_ns(void) { return core_ticks_to_ns(ticks()); }
+
+/* ---- thread registry --------------------------------------------------- */
+
+static void thread_exit(void *p)
+{
+    opprof_thread *t = p;
+    pthread_mutex_lock(&core_g.registry);
+    t->alive = 0;
+    pthread_mutex_unlock(&core_g.registry);
+    tls_state = NULL;
+}
+
+static void init_once_fn(void)
+{
+    const char *force = getenv("OPPROF_CLOCK");
+    core_g.use_tsc = 0;
+    core_g.ns_per_tick = 1.0;
+#ifdef OPPROF_HAVE_TSC
+    if (!(force && strcmp(force, "clock_gettime") == 0) && cpu_has_invariant_tsc())
+        core_g.use_tsc = calibrate_tsc();
+    if (!core_g.use_tsc)
+        core_g.ns_per_tick = 1.0;
+#endif
+    if (pthread_key_create(&thread_key, thread_exit) != 0) {
+        init_status = opprof_fail(OPPROF_E_NOMEM, "opprof_init: pthread_key_create failed");
+        return;
+    }
+    init_status = opprof_name_intern("[memory]", &memory_name_id);
+}
+
+int opprof_init(void)
+{
+    pthread_once(&init_once, init_once_fn);
+    if (init_status != OPPROF_OK)
+        return opprof_fail(init_status, "opprof_init failed (clock or thread-key setup)");
+    return OPPROF_OK;
+}
+
+static opprof_thread *thread_create(void)
+{
+    opprof_thread *t;
+    pthread_mutex_lock(&core_g.registry);
+    t = core_g.free_list;
+    if (t) {
+        core_g.free_list = t->next;
+    } else {
+        t = calloc(1, sizeof *t);
+        if (t)
+            t->slot = core_g.next_slot++;
+    }
+    if (t) {
+        uint32_t slot = t->slot;
+        memset(t, 0, sizeof *t);
+        t->slot = slot;
+        t->alive = 1;
+        t->innermost = -1;
+        t->tid = (uint64_t)syscall(SYS_gettid);
+        t->next = core_g.threads;
+        core_g.threads = t;
+    }
+    pthread_mutex_unlock(&core_g.registry);
+    if (t) {
+        tls_state = t;
+        pthread_setspecific(thread_key, t);
+    }
+    return t;
+}
+
+static void arena_trim(core_arena *a, int32_t keep)
+{
+    for (int32_t i = keep; i < a->nchunks; i++) {
+        free(a->chunks[i]);
+        a->chunks[i] = NULL;
+    }
+    if (a->nchunks > keep)
+        a->nchunks = keep;
+    a->cur = 0;
+    a->off = 0;
+}
+
+/* The owner starts a new session lazily: events still open from the old one
+ * stay on the stack (their ends must balance) but will not be committed. */
+static void thread_reset(opprof_thread *t, uint32_t gen)
+{
+    int32_t open = t->depth < OPPROF_MAX_DEPTH ? t->depth : OPPROF_MAX_DEPTH;
+    for (int32_t i = 0; i < open; i++)
+        t->open[i].active = 0;
+    t->innermost = -1;
+    t->active_depth = 0;
+    t->seq = 0;
+    t->room = 0;
+    t->reserved_left = 0;
+    t->wptr = NULL;
+    t->cur = NULL;
+    t->cur_used = 0;
+    /* Keep a few chunks warm for the next session; give the rest back. */
+    core_chunk **link = &t->head;
+    for (int i = 0; *link; i++) {
+        if (i >= OPPROF_KEEP_CHUNKS) {
+            core_chunk *c = *link;
+            *link = c->next;
+            free(c);
+        } else {
+            link = &(*link)->next;
+        }
+    }
+    arena_trim(&t->shapes, OPPROF_KEEP_ARENA_CHUNKS);
+    t->shape_owner = -1;
+    atomic_store_explicit(&t->count, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->dropped, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->generation, gen, memory_order_release);
+}
+
+opprof_thread *opprof_thread_get(void)
+{
+    opprof_thread *t = tls_state;
+    if (__builtin_expect(t == NULL, 0)) {
+        t = thread_create();
+        if (!t)
+            return NULL;
+    }
+    uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_acquire);
+    if (__builtin_expect(atomic_load_explicit(&t->generation, memory_order_relaxed) != gen, 0))
+        thread_reset(t, gen);
+    return t;
+}
+
+/* Frees a dead thread's buffers and parks its state (and slot) for reuse.
+ * Called with the registry lock and the GIL held. */
+static void thread_retire(opprof_thread *t)
+{
+    core_release_stacks(t);
+    arena_trim(&t->stacks, 0);
+    arena_trim(&t->shapes, 0);
+    while (t->head) {
+        core_chunk *c = t->head;
+        t->head = c->next;
+        free(c);
+    }
+    t->next = core_g.free_list;
+    core_g.free_list = t;
+}
+
+/* ---- event buffers ----------------------------------------------------- */
+
+/* Claims up to want records from the session's budget (lock-free). */
+static int64_t budget_reserve(int64_t want)
+{
+    int64_t left = atomic_load_explicit(&core_g.budget, memory_order_relaxed);
+    while (left > 0) {
+        int64_t take = left < want ? left : want;
+        if (atomic_compare_exchange_weak_explicit(&core_g.budget, &left, left - take,
+                                                  memory_order_relaxed, memory_order_relaxed))
+            return take;
+    }
+    return 0;
+}
+
+static void count_drop(opprof_thread *t)
+{
+    atomic_store_explicit(&t->dropped,
+                          atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* Makes room for at least one record; 0 when the budget or memory ran out. */
+static __attribute__((noinline)) int refill(opprof_thread *t)
+{
+    if (t->reserved_left == 0) {
+        t->reserved_left = budget_reserve(OPPROF_RESERVE_BLOCK);
+        if (t->reserved_left == 0)
+            return 0;
+    }
+    if (t->cur == NULL || t->cur_used == OPPROF_CHUNK_RECORDS) {
+        core_chunk **next = t->cur ? &t->cur->next : &t->head;
+        if (*next == NULL) {
+            *next = malloc(sizeof(core_chunk));
+            if (*next == NULL)
+                return 0;
+            (*next)->next = NULL;
+        }
+        t->cur = *next;
+        t->cur_used = 0;
+    }
+    int64_t room = OPPROF_CHUNK_RECORDS - t->cur_used;
+    if (room > t->reserved_left)
+        room = t->reserved_left;
+    t->reserved_left -= room;
+    t->wptr = &t->cur->rec[t->cur_used];
+    t->cur_used += room;
+    t->room = room;
+    return 1;
+}
+
+static inline void commit(opprof_thread *t, const opprof_event *ev)
+{
+    if (__builtin_expect(t->room == 0, 0) && !refill(t)) {
+        count_drop(t);
+        return;
+    }
+    t->room--;
+    *t->wptr++ = *ev;
+    /* Release: drain sees the record complete once it sees the count. */
+    atomic_store_explicit(&t->count, atomic_load_explicit(&t->count, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
+
+/* ---- hot path ---------------------------------------------------------- */
+
+static inline int is_recording(void)
+{
+    return __atomic_load_n(&opprof_g_recording, __ATOMIC_ACQUIRE);
+}
+
+int opprof_op_begin(opprof_thread *t, uint32_t name_id, uint16_t kind)
+{
+    int32_t d = t->depth++;
+    if (__builtin_expect(d >= OPPROF_MAX_DEPTH, 0)) {
+        if (is_recording())
+            count_drop(t);
+        return -1;
+    }
+    core_open *o = &t->open[d];
+    if (!is_recording()) {
+        o->active = 0;
+        return -1;
+    }
+    uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_relaxed);
+    if (__builtin_expect(atomic_load_explicit(&t->generation, memory_order_relaxed) != gen, 0))
+        thread_reset(t, gen);
+    o->active = 1;
+    o->prev_innermost = t->innermost;
+    o->ev.id = ((int64_t)t->slot << 40) | ++t->seq;
+    o->ev.parent = t->innermost >= 0 ? t->open[t->innermost].ev.id : -1;
+    o->ev.self_alloc_bytes = 0;
+    o->ev.self_free_bytes = 0;
+    o->ev.device_ns = -1;
+    o->ev.thread = t->tid;
+    o->ev.name = name_id;
+    o->ev.kind = kind;
+    o->ev.flags = 0;
+    o->ev.shape = 0;
+    o->ev.stack = 0;
+    o->ev.depth = (uint32_t)t->active_depth++;
+    o->ev.self_alloc_count = 0;
+    t->innermost = d;
+    o->ev.start_ns = (int64_t)ticks();
+    return 0;
+}
+
+void opprof_op_end(opprof_thread *t, uint16_t flags)
+{
+    uint64_t end = ticks();
+    if (__builtin_expect(t->depth <= 0, 0))
+        return;
+    int32_t d = --t->depth;
+    if (__builtin_expect(d >= OPPROF_MAX_DEPTH, 0))
+        return;
+    core_open *o = &t->open[d];
+    if (!o->active)
+        return;
+    o->active = 0;
+    t->innermost = o->prev_innermost;
+    t->active_depth--;
+    o->ev.end_ns = (int64_t)end;
+    o->ev.flags |= flags;
+    commit(t, &o->ev);
+}
+
+/* The innermost open event that records, or NULL. */
+static inline core_open *open_top(opprof_thread *t)
+{
+    int32_t d = t->depth - 1;
+    if (d < 0 || d >= OPPROF_MAX_DEPTH || !t->open[d].active)
+        return NULL;
+    return &t->open[d];
+}
+
+/* ---- arenas (shapes, stacks) ------------------------------------------- */
+
+/* Position of `words` contiguous free words (an entry never spans chunks),
+ * or -1 when the arena is full or memory ran out. */
+int64_t core_arena_reserve(core_arena *a, int64_t words)
+{
+    if (a->nchunks == 0 || a->off + words > OPPROF_ARENA_WORDS) {
+        int32_t next = a->nchunks == 0 ? 0 : a->cur + 1;
+        if (next >= OPPROF_ARENA_MAX_CHUNKS)
+            return -1;
+        if (a->nchunks > 0 && a->off < OPPROF_ARENA_WORDS)
+            a->chunks[a->cur][a->off] = 0; /* end-of-chunk mark for walkers */
+        if (next >= a->nchunks) {
+            a->chunks[next] = malloc(OPPROF_ARENA_WORDS * sizeof(int64_t));
+            if (!a->chunks[next])
+                return -1;
+            a->nchunks = next + 1;
+        }
+        a->cur = next;
+        a->off = 0;
+    }
+    return (int64_t)a->cur * OPPROF_ARENA_WORDS + a->off;
+}
+
+void opprof_op_shape_arg(opprof_thread *t, int ndim, const int64_t *dims, int type_num)
+{
+    core_open *o = open_top(t);
+    if (!o)
+        return;
+    core_arena *a = &t->shapes;
+    if (o->ev.shape == 0) {
+        /* header word (argument count) + per argument one (ndim, type) word and dims */
+        int64_t pos = core_arena_reserve(
+            a, 1 + OPPROF_MAX_SHAPE_ARGS * (1 + OPPROF_MAX_SHAPE_DIMS));
+        if (pos < 0) {
+            o->ev.flags |= OPPROF_FLAG_TRUNCATED;
+            return;
+        }
+        a->chunks[a->cur][a->off++] = 0;
+        o->ev.shape = (uint32_t)(pos + 1);
+        t->shape_owner = o->ev.id;
+    } else if (t->shape_owner != o->ev.id) {
+        /* Another event wrote shapes since: this one's entry cannot grow. */
+        o->ev.flags |= OPPROF_FLAG_TRUNCATED;
+        return;
+    }
+    int64_t *hdr = core_arena_at(a, o->ev.shape - 1);
+    if (*hdr >= OPPROF_MAX_SHAPE_ARGS) {
+        o->ev.flags |= OPPROF_FLAG_TRUNCATED;
+        return;
+    }
+    int n = ndim < 0 ? -1 : ndim;
+    if (n > OPPROF_MAX_SHAPE_DIMS) {
+        n = OPPROF_MAX_SHAPE_DIMS;
+        o->ev.flags |= OPPROF_FLAG_TRUNCATED;
+    }
+    int64_t *w = &a->chunks[a->cur][a->off];
+    w[0] = (int64_t)(uint32_t)n | ((int64_t)type_num << 32);
+    for (int i = 0; i < n; i++)
+        w[1 + i] = dims[i];
+    a->off += 1 + (n > 0 ? n : 0);
+    (*hdr)++;
+}
+
+void opprof_op_capture_stack(opprof_thread *t)
+{
+    core_open *o = open_top(t);
+    if (!o || o->ev.stack != 0)
+        return;
+    PyObject *codes[OPPROF_MAX_STACK];
+    int64_t lines[OPPROF_MAX_STACK];
+    int n = 0;
+    PyFrameObject *f = PyEval_GetFrame();
+    Py_XINCREF(f);
+    while (f && n < OPPROF_MAX_STACK) {
+        codes[n] = (PyObject *)PyFrame_GetCode(f);
+        lines[n] = PyFrame_GetLineNumber(f);
+        n++;
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    if (f) {
+        o->ev.flags |= OPPROF_FLAG_TRUNCATED;
+        Py_DECREF(f);
+    }
+    if (n == 0)
+        return;
+    core_arena *a = &t->stacks;
+    int64_t pos = core_arena_reserve(a, 1 + 2 * n);
+    if (pos < 0) {
+        for (int i = 0; i < n; i++)
+            Py_DECREF(codes[i]);
+        o->ev.flags |= OPPROF_FLAG_TRUNCATED;
+        return;
+    }
+    int64_t *w = &a->chunks[a->cur][a->off];
+    w[0] = n;
+    for (int i = 0; i < n; i++) {
+        w[1 + 2 * i] = (int64_t)(intptr_t)codes[i]; /* the arena owns this reference */
+        w[2 + 2 * i] = lines[i];
+    }
+    a->off += 1 + 2 * n;
+    o->ev.stack = (uint32_t)(pos + 1);
+}
+
+void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_bytes)
+{
+    if (!t || !is_recording())
+        return;
+    if (t->innermost >= 0) {
+        opprof_event *ev = &t->open[t->innermost].ev;
+        ev->self_alloc_bytes += alloc_bytes;
+        ev->self_free_bytes += freed_bytes;
+        ev->self_alloc_count += alloc_bytes > 0;
+        return;
+    }
+    if (!(opprof_g_options & OPPROF_OPT_PROFILE_MEMORY))
+        return;
+    uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_relaxed);
+    if (atomic_load_explicit(&t->generation, memory_order_relaxed) != gen)
+        thread_reset(t, gen);
+    opprof_event ev;
+    ev.start_ns = ev.end_ns = (int64_t)ticks();
+    ev.id = ((int64_t)t->slot << 40) | ++t->seq;
+    ev.parent = -1;
+    ev.self_alloc_bytes = alloc_bytes;
+    ev.self_free_bytes = freed_bytes;
+    ev.device_ns = -1;
+    ev.thread = t->tid;
+    ev.name = memory_name_id;
+    ev.kind = OPPROF_KIND_MEMORY;
+    ev.flags = 0;
+    ev.shape = 0;
+    ev.stack = 0;
+    ev.depth = 0;
+    ev.self_alloc_count = alloc_bytes > 0;
+    commit(t, &ev);
+}
+
+/* ---- record_function scopes -------------------------------------------- */
+
+int opprof_scope_push(uint32_t name_id)
+{
+    opprof_thread *t = opprof_thread_get();
+    if (!t)
+        return opprof_fail(OPPROF_E_NOMEM, "opprof_scope_push: no memory for thread state");
+    if (opprof_op_begin(t, name_id, OPPROF_KIND_SCOPE) == 0 &&
+        (opprof_g_options & OPPROF_OPT_WITH_STACK)) {
+        /* cffi released the GIL around this call; frames need it. */
+        PyGILState_STATE g = PyGILState_Ensure();
+        opprof_op_capture_stack(t);
+        PyGILState_Release(g);
+    }
+    return OPPROF_OK;
+}
+
+int opprof_scope_pop(uint32_t flags)
+{
+    opprof_thread *t = tls_state;
+    if (!t || t->depth <= 0)
+        return opprof_fail(OPPROF_E_STATE, "opprof_scope_pop: no open scope on this thread");
+    opprof_op_end(t, (uint16_t)flags);
+    return OPPROF_OK;
+}
+
+/* ---- sessions ---------------------------------------------------------- */
+
+#define OPPROF_ALL_OPTS                                                                   \
+    (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_PROFILE_MEMORY | OPPROF_OPT_WITH_STACK |      \
+     OPPROF_OPT_CAPTURE_NUMPY)
+
+int opprof_start(uint32_t options)
+{
+    int rc = opprof_init();
+    if (rc != OPPROF_OK)
+        return rc;
+    if (options & ~(uint32_t)OPPROF_ALL_OPTS)
+        return opprof_fail(OPPROF_E_ARG, "opprof_start: unknown option bits 0x%x",
+                           options & ~(uint32_t)OPPROF_ALL_OPTS);
+    pthread_mutex_lock(&core_g.ctl);
+    if (opprof_g_recording) {
+        pthread_mutex_unlock(&core_g.ctl);
+        return opprof_fail(OPPROF_E_STATE,
+                           "opprof_start: a session is already recording; stop it first");
+    }
+    /* Code-object references held by stack arenas are dropped under the GIL;
+     * the GIL also keeps owners from capturing stacks meanwhile. */
+    PyGILState_STATE g = PyGILState_Ensure();
+    pthread_mutex_lock(&core_g.registry);
+    for (opprof_thread **link = &core_g.threads; *link;) {
+        opprof_thread *t = *link;
+        if (!t->alive) {
+            *link = t->next;
+            thread_retire(t);
+            continue;
+        }
+        core_release_stacks(t);
+        link = &t->next;
+    }
+    pthread_mutex_unlock(&core_g.registry);
+    PyGILState_Release(g);
+    core_tables_clear();
+#ifdef OPPROF_HAVE_TSC
+    if (core_g.use_tsc)
+        recalibrate_tsc();
+#endif
+    atomic_store_explicit(&core_g.budget, core_g.capacity, memory_order_relaxed);
+    atomic_fetch_add_explicit(&core_g.generation, 1, memory_order_release);
+    opprof_g_options = options;
+    __atomic_store_n(&opprof_g_recording, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&core_g.ctl);
+    return OPPROF_OK;
+}
+
+int opprof_stop(void)
+{
+    pthread_mutex_lock(&core_g.ctl);
+    if (!opprof_g_recording) {
+        pthread_mutex_unlock(&core_g.ctl);
+        return opprof_fail(OPPROF_E_STATE, "opprof_stop: no session is recording");
+    }
+    __atomic_store_n(&opprof_g_recording, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&core_g.ctl);
+    return OPPROF_OK;
+}
+
+int opprof_is_recording(void) { return is_recording(); }
+
+int opprof_set_capacity(int64_t max_events)
+{
+    if (max_events <= 0)
+        return opprof_fail(OPPROF_E_ARG, "opprof_set_capacity: max_events must be > 0, got %lld",
+                           (long long)max_events);
+    pthread_mutex_lock(&core_g.ctl);
+    core_g.capacity = max_events;
+    pthread_mutex_unlock(&core_g.ctl);
+    return OPPROF_OK;
+}
+
+/* ---- tree helper --------------------------------------------------------- */
+
+int opprof_nest_sorted(const uint64_t *thread, const int64_t *start, const int64_t *end,
+                       int64_t n, int64_t *parent)
+{
+    if (n < 0)
+        return opprof_fail(OPPROF_E_ARG, "opprof_nest_sorted: n must be >= 0");
+    for (int64_t i = 1; i < n; i++) {
+        int sorted = thread[i - 1] < thread[i] ||
+                     (thread[i - 1] == thread[i] &&
+                      (start[i - 1] < start[i] || (start[i - 1] == start[i] && end[i - 1] >= end[i])));
+        if (!sorted)
+            return opprof_fail(OPPROF_E_ARG,
+                               "opprof_nest_sorted: rows must be sorted by (thread, start asc, end "
+                               "desc); row %lld is out of order",
+                               (long long)i);
+    }
+    /* The stack holds candidate containers, outermost at the bottom; `parent`
+     * doubles as the link to the next one down. */
+    int64_t top = -1;
+    for (int64_t i = 0; i < n; i++) {
+        while (top >= 0 && (thread[top] != thread[i] || end[top] < end[i]))
+            top = parent[top];
+        parent[i] = top;
+        top = i;
+    }
+    return OPPROF_OK;
+}

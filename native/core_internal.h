@@ -1,0 +1,95 @@
+/* Private to core.c and drain.c: the thread state layout and the globals the
+ * control path shares.  Other .c files use opprof_internal.h only. */
+#ifndef OPPROF_CORE_INTERNAL_H
+#define OPPROF_CORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "opprof_internal.h"
+
+#define OPPROF_DEFAULT_CAPACITY (4LL << 20) /* events per session across threads */
+#define OPPROF_CHUNK_RECORDS 65536          /* records per malloc'd buffer chunk */
+#define OPPROF_RESERVE_BLOCK 4096           /* budget a thread claims at a time */
+#define OPPROF_KEEP_CHUNKS 2                /* chunks a thread keeps between sessions */
+#define OPPROF_ARENA_WORDS 65536            /* int64 words per arena chunk */
+#define OPPROF_ARENA_MAX_CHUNKS 1024        /* arena positions stay below 2^26 */
+#define OPPROF_KEEP_ARENA_CHUNKS 2
+
+typedef struct core_chunk {
+    struct core_chunk *next;
+    opprof_event rec[OPPROF_CHUNK_RECORDS];
+} core_chunk;
+
+/* Append-only word store; a position is chunk * OPPROF_ARENA_WORDS + offset.
+ * Chunks never move, so a position stays valid until the owner resets. */
+typedef struct core_arena {
+    int64_t *chunks[OPPROF_ARENA_MAX_CHUNKS];
+    int32_t nchunks;
+    int32_t cur;
+    int64_t off;
+} core_arena;
+
+typedef struct core_open {
+    opprof_event ev;        /* in progress: start_ns holds raw ticks */
+    int32_t active;         /* 0: begun while not recording, or from an old session */
+    int32_t prev_innermost; /* innermost active index to restore at end */
+} core_open;
+
+struct opprof_thread {
+    _Atomic uint32_t generation; /* session this state belongs to */
+    uint32_t slot;               /* stable index, high bits of event ids */
+    uint64_t tid;                /* OS thread id */
+    int64_t seq;
+    int32_t depth;        /* open begins, including ones past OPPROF_MAX_DEPTH */
+    int32_t active_depth; /* open events that record */
+    int32_t innermost;    /* index in open[] of the innermost recording event, -1 none */
+    int32_t alive;        /* 0 once the OS thread exited (registry lock) */
+    /* Record buffer: chunks filled in order; count is published with release. */
+    core_chunk *head;
+    core_chunk *cur;
+    opprof_event *wptr;
+    int64_t cur_used;
+    int64_t room;
+    int64_t reserved_left;
+    _Atomic int64_t count;
+    _Atomic int64_t dropped;
+    core_arena shapes; /* owner-only writes */
+    int64_t shape_owner; /* id of the event whose shape entry is at the arena tail */
+    core_arena stacks; /* written and released only under the GIL */
+    struct opprof_thread *next;
+    core_open open[OPPROF_MAX_DEPTH];
+};
+
+typedef struct core_globals {
+    pthread_mutex_t ctl;      /* start/stop/drain/tables */
+    pthread_mutex_t registry; /* threads list, free list */
+    opprof_thread *threads;
+    opprof_thread *free_list;
+    uint32_t next_slot;
+    _Atomic uint32_t generation;
+    _Atomic int64_t budget;
+    int64_t capacity;
+    int use_tsc;
+    double ns_per_tick;
+    uint64_t base_ticks;
+    int64_t base_ns;
+} core_globals;
+
+extern core_globals core_g;
+
+int64_t core_ticks_to_ns(uint64_t ticks);
+int64_t core_arena_reserve(core_arena *a, int64_t words);
+
+static inline int64_t *core_arena_at(core_arena *a, int64_t pos)
+{
+    return &a->chunks[pos / OPPROF_ARENA_WORDS][pos % OPPROF_ARENA_WORDS];
+}
+
+/* drain.c: drops the code-object references in t's stack arena and empties
+ * it.  GIL held. */
+void core_release_stacks(opprof_thread *t);
+/* drain.c: forgets the shape and stack tables of the last drain.  ctl held. */
+void core_tables_clear(void);
+
+#endif
