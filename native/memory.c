@@ -1,0 +1,482 @@
+/* Memory accounting: process-wide counters, the live-bytes sample ring, and
+ * the NEP 49 numpy data-memory handler.  The Python allocator hooks live in
+ * memory_pymem.c and count through the same functions (memory_count.h).
+ *
+ * Why a header on every numpy block: numpy's free(ptr, size) argument does
+ * not always match the allocated size, and realloc gives no old size at all;
+ * the 16-byte header (size, window tag) makes both exact and keeps malloc's
+ * 16-byte alignment.
+ *
+ * Why the context-variable default is changed: numpy keeps the handler in a
+ * contextvars.ContextVar.  PyDataMem_SetHandler only sets it in the calling
+ * context; a thread started later begins with an empty context and reads
+ * the variable's default (numpy's default handler), so its arrays would
+ * escape.  We find that ContextVar object (set a handler in a fresh
+ * throw-away context and look for the key holding it), check that CPython's
+ * layout puts the default where we expect (the slot must hold exactly the
+ * value an empty context reads), and swap the default to our handler while
+ * installed.  Limits: a context that set a handler explicitly keeps its own
+ * (we also set it in the installing context); when the layout check fails
+ * only the installing context is covered (threads_covered = 0).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_22_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "opprof_internal.h"
+#include "memory.h"
+#include "memory_count.h"
+
+/* ---- counters -------------------------------------------------------- */
+
+opprof_mem_counters opprof_mem_g = {.window = 1};
+_Thread_local int opprof_mem_busy;
+
+#define SAMPLE_MIN_BYTES 4096
+#define SAMPLE_DEFAULT_CAPACITY 65536
+
+static opprof_memory_sample *g_samples;
+static int64_t g_sample_cap;           /* size of g_samples */
+static int64_t g_sample_want = SAMPLE_DEFAULT_CAPACITY;
+static _Atomic int64_t g_sample_next;  /* next index handed out */
+static int64_t g_start_live;
+
+void opprof_mem_sample(int64_t live)
+{
+    if (g_samples == NULL) {
+        return;
+    }
+    int64_t i = atomic_fetch_add_explicit(&g_sample_next, 1, memory_order_relaxed);
+    if (i < g_sample_cap) {
+        g_samples[i].time_ns = opprof_now_ns();
+        g_samples[i].live_bytes = live;
+    }
+}
+
+int64_t opprof_memory_sample_min_bytes(void)
+{
+    return SAMPLE_MIN_BYTES;
+}
+
+int opprof_memory_set_sample_capacity(int64_t max_samples)
+{
+    if (max_samples < 0) {
+        return opprof_fail(OPPROF_E_ARG, "sample capacity must be >= 0, got %lld",
+                           (long long)max_samples);
+    }
+    if (opprof_g_recording) {
+        return opprof_fail(OPPROF_E_STATE, "cannot change the memory sample capacity while recording");
+    }
+    g_sample_want = max_samples;
+    return OPPROF_OK;
+}
+
+int opprof_memory_reset(void)
+{
+    if (opprof_g_recording) {
+        return opprof_fail(OPPROF_E_STATE, "cannot reset memory counters while a profile records");
+    }
+    if (g_sample_cap != g_sample_want) {
+        free(g_samples);
+        g_samples = NULL;
+        g_sample_cap = 0;
+        if (g_sample_want > 0) {
+            g_samples = calloc((size_t)g_sample_want, sizeof(opprof_memory_sample));
+            if (g_samples == NULL) {
+                return opprof_fail(OPPROF_E_NOMEM, "no memory for %lld memory samples",
+                                   (long long)g_sample_want);
+            }
+            g_sample_cap = g_sample_want;
+        }
+    }
+    atomic_store_explicit(&g_sample_next, 0, memory_order_relaxed);
+    opprof_mem_counters *c = &opprof_mem_g;
+    int64_t live = atomic_load_explicit(&c->live, memory_order_relaxed);
+    g_start_live = live;
+    atomic_store_explicit(&c->peak, live, memory_order_relaxed);
+    atomic_store_explicit(&c->alloc_bytes, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->alloc_count, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->freed_bytes, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->held, 0, memory_order_relaxed);
+    /* Tags are 24 bits wide in the Python pointer table; 0 means "untagged". */
+    uint32_t w = (atomic_load_explicit(&c->window, memory_order_relaxed) + 1) & OPPROF_MEM_TAG_MASK;
+    atomic_store_explicit(&c->window, w ? w : 1, memory_order_relaxed);
+    return OPPROF_OK;
+}
+
+static int g_installed;
+static int g_threads_covered;
+
+int opprof_memory_stats_get(opprof_memory_stats *out)
+{
+    if (out == NULL) {
+        return opprof_fail(OPPROF_E_ARG, "opprof_memory_stats_get: out is NULL");
+    }
+    opprof_mem_counters *c = &opprof_mem_g;
+    int64_t peak = atomic_load_explicit(&c->peak, memory_order_relaxed) - g_start_live;
+    int64_t taken = atomic_load_explicit(&g_sample_next, memory_order_relaxed);
+    out->live_bytes = atomic_load_explicit(&c->live, memory_order_relaxed);
+    out->start_live_bytes = g_start_live;
+    out->peak_bytes = peak > 0 ? peak : 0;
+    out->allocated_bytes = atomic_load_explicit(&c->alloc_bytes, memory_order_relaxed);
+    out->allocations = atomic_load_explicit(&c->alloc_count, memory_order_relaxed);
+    out->freed_bytes = atomic_load_explicit(&c->freed_bytes, memory_order_relaxed);
+    out->held_bytes = atomic_load_explicit(&c->held, memory_order_relaxed);
+    out->samples = taken < g_sample_cap ? taken : g_sample_cap;
+    out->samples_dropped = taken > g_sample_cap ? taken - g_sample_cap : 0;
+    out->installed = g_installed;
+    out->threads_covered = g_threads_covered;
+    out->python_installed = opprof_mem_python_install_count();
+    out->python_untracked = opprof_mem_python_untracked();
+    return OPPROF_OK;
+}
+
+int opprof_memory_samples(opprof_memory_sample *out, int64_t capacity, int64_t *written)
+{
+    if (out == NULL || written == NULL || capacity < 0) {
+        return opprof_fail(OPPROF_E_ARG, "opprof_memory_samples: bad output buffer");
+    }
+    int64_t taken = atomic_load_explicit(&g_sample_next, memory_order_acquire);
+    int64_t n = taken < g_sample_cap ? taken : g_sample_cap;
+    if (n > capacity) {
+        n = capacity;
+    }
+    if (n > 0) {
+        memcpy(out, g_samples, (size_t)n * sizeof(opprof_memory_sample));
+    }
+    *written = n;
+    return OPPROF_OK;
+}
+
+/* ---- the numpy handler ------------------------------------------------- */
+
+#define BLOCK_MAGIC 0x6f70706du /* "oppm": catches a foreign pointer in debug runs */
+
+typedef struct {
+    uint64_t size;   /* bytes the caller asked for */
+    uint32_t tag;    /* window the block was allocated in while recording, 0 = none */
+    uint32_t magic;
+} block_header;
+
+_Static_assert(sizeof(block_header) == 16, "the header must keep malloc's 16-byte alignment");
+
+/* One wrapper per distinct inner handler (normally just numpy's default).
+ * Static storage: arrays keep a reference to their handler capsule and may
+ * outlive any install, so nothing here is ever freed. */
+typedef struct {
+    PyDataMem_Handler handler;   /* what numpy calls; allocator.ctx points at this wrapper */
+    PyDataMemAllocator inner;    /* copy of the wrapped handler's allocator */
+    PyObject *inner_capsule;     /* strong reference: keeps inner's ctx alive */
+    PyObject *capsule;           /* strong reference, never released */
+} wrapper;
+
+#define MAX_WRAPPERS 8
+static wrapper g_wrappers[MAX_WRAPPERS];
+static int g_nwrappers;
+
+static void *wrap_malloc(void *ctx, size_t size)
+{
+    wrapper *w = ctx;
+    if (size > SIZE_MAX - sizeof(block_header)) {
+        return NULL;
+    }
+    block_header *h = w->inner.malloc(w->inner.ctx, size + sizeof(block_header));
+    if (h == NULL) {
+        return NULL;
+    }
+    h->size = size;
+    h->magic = BLOCK_MAGIC;
+    h->tag = opprof_mem_count_alloc((int64_t)size);
+    return h + 1;
+}
+
+static void *wrap_calloc(void *ctx, size_t nelem, size_t elsize)
+{
+    wrapper *w = ctx;
+    if (elsize != 0 && nelem > (SIZE_MAX - sizeof(block_header)) / elsize) {
+        return NULL;
+    }
+    size_t size = nelem * elsize;
+    block_header *h = w->inner.calloc(w->inner.ctx, 1, size + sizeof(block_header));
+    if (h == NULL) {
+        return NULL;
+    }
+    h->size = size;
+    h->magic = BLOCK_MAGIC;
+    h->tag = opprof_mem_count_alloc((int64_t)size);
+    return h + 1;
+}
+
+static void *wrap_realloc(void *ctx, void *ptr, size_t new_size)
+{
+    wrapper *w = ctx;
+    if (ptr == NULL) {
+        return wrap_malloc(ctx, new_size);
+    }
+    if (new_size > SIZE_MAX - sizeof(block_header)) {
+        return NULL;
+    }
+    block_header *old = (block_header *)ptr - 1;
+    uint64_t old_size = old->size;
+    uint32_t old_tag = old->tag;
+    block_header *h = w->inner.realloc(w->inner.ctx, old, new_size + sizeof(block_header));
+    if (h == NULL) {
+        return NULL; /* the old block is untouched and still counted */
+    }
+    h->size = new_size;
+    h->tag = opprof_mem_count_realloc((int64_t)old_size, (int64_t)new_size, old_tag);
+    return h + 1;
+}
+
+static void wrap_free(void *ctx, void *ptr, size_t size_hint)
+{
+    wrapper *w = ctx;
+    if (ptr == NULL) {
+        return;
+    }
+    block_header *h = (block_header *)ptr - 1;
+    uint64_t size = h->size;
+    opprof_mem_count_free((int64_t)size, h->tag);
+    /* The inner handler gets the size it allocated (numpy's default handler
+     * files small blocks in its cache by this size). */
+    w->inner.free(w->inner.ctx, h, size + sizeof(block_header));
+}
+
+static int is_ours(PyObject *capsule)
+{
+    for (int i = 0; i < g_nwrappers; i++) {
+        if (g_wrappers[i].capsule == capsule) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The wrapper around `inner` (a handler capsule), created on first use.
+ * GIL held.  Returns a borrowed reference (wrappers live forever). */
+static PyObject *wrapper_for(PyObject *inner)
+{
+    if (is_ours(inner)) {
+        return inner;
+    }
+    for (int i = 0; i < g_nwrappers; i++) {
+        if (g_wrappers[i].inner_capsule == inner) {
+            return g_wrappers[i].capsule;
+        }
+    }
+    if (g_nwrappers == MAX_WRAPPERS) {
+        opprof_fail(OPPROF_E_HOOK, "more than %d distinct numpy memory handlers seen", MAX_WRAPPERS);
+        return NULL;
+    }
+    PyDataMem_Handler *in = PyCapsule_GetPointer(inner, "mem_handler");
+    if (in == NULL) {
+        PyErr_Clear();
+        opprof_fail(OPPROF_E_HOOK, "numpy's current memory handler is not a 'mem_handler' capsule");
+        return NULL;
+    }
+    wrapper *w = &g_wrappers[g_nwrappers];
+    memset(w, 0, sizeof(*w));
+    snprintf(w->handler.name, sizeof(w->handler.name), "opprof_counting(%.100s)", in->name);
+    w->handler.version = 1;
+    w->handler.allocator.ctx = w;
+    w->handler.allocator.malloc = wrap_malloc;
+    w->handler.allocator.calloc = wrap_calloc;
+    w->handler.allocator.realloc = wrap_realloc;
+    w->handler.allocator.free = wrap_free;
+    w->inner = in->allocator;
+    w->capsule = PyCapsule_New(&w->handler, "mem_handler", NULL);
+    if (w->capsule == NULL) {
+        PyErr_Clear();
+        opprof_fail(OPPROF_E_NOMEM, "could not create the numpy memory handler capsule");
+        return NULL;
+    }
+    Py_INCREF(inner);
+    w->inner_capsule = inner;
+    g_nwrappers++;
+    return w->capsule;
+}
+
+/* ---- the context variable holding numpy's handler ---------------------- */
+
+/* CPython's PyContextVar starts with these fields in 3.10 to 3.13; verified
+ * at run time before use (see find_handler_var). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *var_name;
+    PyObject *var_default;
+} ctxvar_head;
+
+static PyObject *g_var;          /* numpy's ContextVar, strong reference; NULL if unusable */
+static PyObject *g_var_default;  /* its original default while ours is swapped in */
+static int g_var_probed;
+
+/* Set our wrapper of the default handler in a fresh empty context and find
+ * the ContextVar whose value it became.  GIL held.  Leaves g_var NULL when
+ * anything does not match. */
+static void find_handler_var(void)
+{
+    g_var_probed = 1;
+    PyObject *ctx = PyContext_New();
+    if (ctx == NULL || PyContext_Enter(ctx) < 0) {
+        Py_XDECREF(ctx);
+        PyErr_Clear();
+        return;
+    }
+    PyObject *dflt = PyDataMem_GetHandler(); /* what an empty context reads */
+    PyObject *probe = dflt ? wrapper_for(dflt) : NULL;
+    PyObject *prev = probe ? PyDataMem_SetHandler(probe) : NULL;
+    PyObject *snap = prev ? PyContext_CopyCurrent() : NULL;
+    PyContext_Exit(ctx);
+    Py_DECREF(ctx);
+    PyObject *it = snap ? PyObject_GetIter(snap) : NULL;
+    PyObject *key;
+    while (it != NULL && (key = PyIter_Next(it)) != NULL) {
+        PyObject *val = PyContextVar_CheckExact(key) ? PyObject_GetItem(snap, key) : NULL;
+        ctxvar_head *v = (ctxvar_head *)key;
+        if (val == probe && v->var_default == dflt && v->var_name && PyUnicode_Check(v->var_name)) {
+            g_var = key;
+            Py_INCREF(g_var);
+        }
+        Py_XDECREF(val);
+        Py_DECREF(key);
+    }
+    Py_XDECREF(it);
+    Py_XDECREF(snap);
+    Py_XDECREF(prev);
+    Py_XDECREF(dflt);
+    PyErr_Clear();
+}
+
+/* Handler set explicitly in the installing context, restored at uninstall. */
+static PyObject *g_ctx_prev;     /* strong reference; NULL when we did not set one */
+static PyObject *g_ctx_ours;     /* the wrapper we set there (borrowed: lives forever) */
+
+static int ensure_numpy_api(void)
+{
+    static int imported;
+    if (!imported) {
+        if (_import_array() < 0) {
+            PyErr_Clear();
+            return opprof_fail(OPPROF_E_UNSUPPORTED, "numpy's C API could not be imported");
+        }
+        imported = 1;
+    }
+    return OPPROF_OK;
+}
+
+static int context_has_var(void)
+{
+    PyObject *snap = PyContext_CopyCurrent();
+    int has = snap ? PySequence_Contains(snap, g_var) : -1;
+    Py_XDECREF(snap);
+    if (has < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return has;
+}
+
+static int install_locked(void)
+{
+    int rc = ensure_numpy_api();
+    if (rc != OPPROF_OK) {
+        return rc;
+    }
+    if (!g_var_probed) {
+        find_handler_var();
+    }
+    if (g_var != NULL) {
+        ctxvar_head *v = (ctxvar_head *)g_var;
+        PyObject *ours = wrapper_for(v->var_default);
+        if (ours == NULL) {
+            return OPPROF_E_HOOK;
+        }
+        if (ours != v->var_default) {
+            g_var_default = v->var_default; /* the variable's reference becomes ours */
+            Py_INCREF(ours);
+            v->var_default = ours;
+        }
+        g_threads_covered = 1;
+    }
+    /* The installing context: set ours explicitly when the default does not
+     * reach it (no usable variable, or a handler set explicitly here). */
+    if (g_var == NULL || context_has_var()) {
+        PyObject *cur = PyDataMem_GetHandler();
+        PyObject *ours = cur ? wrapper_for(cur) : NULL;
+        if (cur != NULL && ours != NULL && ours != cur) {
+            PyObject *prev = PyDataMem_SetHandler(ours);
+            if (prev == NULL) {
+                PyErr_Clear();
+                Py_DECREF(cur);
+                return opprof_fail(OPPROF_E_HOOK, "PyDataMem_SetHandler failed");
+            }
+            g_ctx_prev = prev;
+            g_ctx_ours = ours;
+        }
+        Py_XDECREF(cur);
+        if (ours == NULL) {
+            PyErr_Clear();
+            return OPPROF_E_HOOK;
+        }
+    }
+    return OPPROF_OK;
+}
+
+static void uninstall_locked(void)
+{
+    if (g_var != NULL && g_var_default != NULL) {
+        ctxvar_head *v = (ctxvar_head *)g_var;
+        PyObject *ours = v->var_default;
+        v->var_default = g_var_default;
+        g_var_default = NULL;
+        Py_DECREF(ours);
+    }
+    g_threads_covered = 0;
+    if (g_ctx_prev != NULL) {
+        /* Only where ours is still in effect: another context, or a handler
+         * someone set after us, is left alone. */
+        PyObject *cur = PyDataMem_GetHandler();
+        if (cur == g_ctx_ours) {
+            PyObject *ret = PyDataMem_SetHandler(g_ctx_prev);
+            Py_XDECREF(ret);
+        }
+        Py_XDECREF(cur);
+        Py_CLEAR(g_ctx_prev);
+        g_ctx_ours = NULL;
+        PyErr_Clear();
+    }
+}
+
+int opprof_memory_install(void)
+{
+    PyGILState_STATE gs = PyGILState_Ensure();
+    int rc = OPPROF_OK;
+    if (g_installed == 0) {
+        rc = install_locked();
+        if (rc != OPPROF_OK) {
+            uninstall_locked();
+        }
+    }
+    if (rc == OPPROF_OK) {
+        g_installed++;
+    }
+    PyGILState_Release(gs);
+    return rc;
+}
+
+int opprof_memory_uninstall(void)
+{
+    PyGILState_STATE gs = PyGILState_Ensure();
+    int rc = OPPROF_OK;
+    if (g_installed == 0) {
+        rc = opprof_fail(OPPROF_E_STATE, "the numpy memory handler is not installed");
+    } else if (--g_installed == 0) {
+        uninstall_locked();
+    }
+    PyGILState_Release(gs);
+    return rc;
+}
