@@ -18,10 +18,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = [
     "core.c",
     "drain.c",
+    "memory.c",
+    "memory_pymem.c",
 ]
 # Each header is part of the cdef; each must stay free of preprocessor lines.
 CDEF_HEADERS = [
     "opprof.h",
+    "memory.h",
 ]
 
 
