@@ -20,11 +20,13 @@ SOURCES = [
     "drain.c",
     "memory.c",
     "memory_pymem.c",
+    "numpy_hooks.c",
 ]
 # Each header is part of the cdef; each must stay free of preprocessor lines.
 CDEF_HEADERS = [
     "opprof.h",
     "memory.h",
+    "numpy_hooks.h",
 ]
 
 

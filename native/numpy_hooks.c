@@ -1,0 +1,502 @@
+/* Native numpy capture: trampolines around numpy's C entry points.
+ *
+ * See numpy_hooks.h for the two hooks and DESIGN-NOTES.md for why these two:
+ * operators (a + b, a @ b) reach the ufunc's per-object vectorcall pointer,
+ * while methods and module functions are called by CPython's specialised
+ * call sites straight through PyMethodDef.ml_meth.
+ *
+ * Install, uninstall and every trampoline run with the GIL held, so the
+ * tables below need no locks.  Idle cost is one table lookup and one load of
+ * the recording flag before calling the original.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#include <numpy/arrayobject.h>
+
+#include "opprof_internal.h"
+#include "numpy_hooks.h"
+
+_Static_assert(sizeof(npy_intp) == sizeof(int64_t), "array dims are passed as int64_t");
+
+#define OPPROF_NP_MAX_CALLS 1024  /* hooked ufuncs + dispatchers */
+#define OPPROF_NP_TABLE 2048      /* open-addressing table, power of two, load <= 0.5 */
+#define OPPROF_NP_SLOTS 256       /* method trampolines per calling convention */
+
+static inline int np_active(void)
+{
+    return opprof_g_recording && (opprof_g_options & OPPROF_OPT_CAPTURE_NUMPY);
+}
+
+/* ---- shapes ------------------------------------------------------------ */
+
+static void np_shape_obj(opprof_thread *t, PyObject *o)
+{
+    if (PyArray_Check(o)) {
+        PyArrayObject *a = (PyArrayObject *)o;
+        opprof_op_shape_arg(t, PyArray_NDIM(a), (const int64_t *)PyArray_DIMS(a), PyArray_TYPE(a));
+    } else {
+        opprof_op_shape_arg(t, -1, NULL, -1);
+    }
+}
+
+/* Record self (when an array method) then positional arguments.  One more
+ * than the bound is passed so the core flags the event as truncated. */
+static void np_capture(opprof_thread *t, PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    uint32_t opts = opprof_g_options;
+    if (opts & OPPROF_OPT_RECORD_SHAPES) {
+        Py_ssize_t left = OPPROF_MAX_SHAPE_ARGS + 1;
+        if (self != NULL) {
+            np_shape_obj(t, self);
+            left--;
+        }
+        for (Py_ssize_t i = 0; i < n && i < left; i++)
+            np_shape_obj(t, args[i]);
+    }
+    if (opts & OPPROF_OPT_WITH_STACK)
+        opprof_op_capture_stack(t);
+}
+
+/* ---- call hooks: per-object vectorcall pointers --------------------------- */
+
+enum { NP_FREE = 0, NP_OURS = 1, NP_FOREIGN = 2 };
+
+typedef struct np_call {
+    PyObject *obj;           /* NULL: empty table cell */
+    vectorcallfunc orig;
+    uint32_t name;
+    uint32_t ufunc_methods[OPPROF_NP_UFUNC_METHODS];
+    uint8_t state;
+} np_call;
+
+static np_call g_calls[OPPROF_NP_TABLE];
+static int64_t g_n_calls;      /* NP_OURS entries */
+static int64_t g_n_methods;    /* NP_OURS method slots */
+static int64_t g_misses;
+static int g_installed;
+
+static inline size_t np_hash(const void *p)
+{
+    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 32) & (OPPROF_NP_TABLE - 1);
+}
+
+static inline np_call *np_lookup(PyObject *obj)
+{
+    size_t i = np_hash(obj);
+    for (;;) {
+        np_call *c = &g_calls[i];
+        if (c->obj == obj)
+            return c;
+        if (c->obj == NULL)
+            return NULL;
+        i = (i + 1) & (OPPROF_NP_TABLE - 1);
+    }
+}
+
+static np_call *np_insert(PyObject *obj)
+{
+    size_t i = np_hash(obj);
+    while (g_calls[i].obj != NULL && g_calls[i].obj != obj)
+        i = (i + 1) & (OPPROF_NP_TABLE - 1);
+    return &g_calls[i];
+}
+
+static inline vectorcallfunc *np_slot_of(PyObject *obj)
+{
+    return (vectorcallfunc *)((char *)obj + Py_TYPE(obj)->tp_vectorcall_offset);
+}
+
+static PyObject *np_call_tramp(PyObject *callable, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames)
+{
+    np_call *c = np_lookup(callable);
+    if (c == NULL) {
+        g_misses++;
+        PyErr_SetString(PyExc_SystemError, "pytest-opprof lost the original numpy call pointer");
+        return NULL;
+    }
+    if (!np_active())
+        return c->orig(callable, args, nargsf, kwnames);
+    opprof_thread *t = opprof_thread_get();
+    if (t == NULL)
+        return c->orig(callable, args, nargsf, kwnames);
+    if (opprof_op_begin(t, c->name, OPPROF_KIND_NUMPY) == 0)
+        np_capture(t, NULL, args, PyVectorcall_NARGS(nargsf));
+    PyObject *r = c->orig(callable, args, nargsf, kwnames);
+    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    return r;
+}
+
+static int np_can_swap(PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    return PyType_HasFeature(tp, Py_TPFLAGS_HAVE_VECTORCALL) && tp->tp_vectorcall_offset > 0 &&
+           *np_slot_of(obj) != NULL;
+}
+
+/* ---- method hooks: PyMethodDef.ml_meth, one trampoline per slot ------------ */
+
+enum { FAM_FASTKW, FAM_FAST, FAM_KW, FAM_PLAIN, FAM_COUNT };
+enum { CONV_FASTKW, CONV_FAST, CONV_KW, CONV_VARARGS, CONV_NOARGS, CONV_O };
+
+typedef struct np_slot {
+    PyMethodDef *def;
+    void *orig;              /* the original ml_meth */
+    uint32_t name;
+    uint8_t state;           /* NP_FREE / NP_OURS / NP_FOREIGN */
+    uint8_t conv;
+    uint8_t self_kind;
+    uint8_t method_index;
+} np_slot;
+
+static np_slot g_slots[FAM_COUNT][OPPROF_NP_SLOTS];
+
+static inline uint32_t np_slot_name(const np_slot *s, PyObject *self)
+{
+    if (s->self_kind == OPPROF_NP_SELF_UFUNC) {
+        np_call *c = np_lookup(self);
+        if (c != NULL && c->ufunc_methods[s->method_index] != 0)
+            return c->ufunc_methods[s->method_index];
+    }
+    return s->name;
+}
+
+static inline opprof_thread *np_method_begin(const np_slot *s, PyObject *self,
+                                             PyObject *const *args, Py_ssize_t n)
+{
+    opprof_thread *t = opprof_thread_get();
+    if (t == NULL)
+        return NULL;
+    if (opprof_op_begin(t, np_slot_name(s, self), OPPROF_KIND_NUMPY) == 0)
+        np_capture(t, s->self_kind == OPPROF_NP_SELF_ARRAY ? self : NULL, args, n);
+    return t;
+}
+
+typedef PyObject *(*fastkw_fn)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+typedef PyObject *(*fast_fn)(PyObject *, PyObject *const *, Py_ssize_t);
+typedef PyObject *(*kw_fn)(PyObject *, PyObject *, PyObject *);
+typedef PyObject *(*plain_fn)(PyObject *, PyObject *);
+
+static __attribute__((noinline)) PyObject *
+np_run_fastkw(const np_slot *s, PyObject *self, PyObject *const *a, Py_ssize_t n, PyObject *k)
+{
+    fastkw_fn orig = (fastkw_fn)s->orig;
+    opprof_thread *t;
+    if (!np_active() || (t = np_method_begin(s, self, a, n)) == NULL)
+        return orig(self, a, n, k);
+    PyObject *r = orig(self, a, n, k);
+    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    return r;
+}
+
+static __attribute__((noinline)) PyObject *
+np_run_fast(const np_slot *s, PyObject *self, PyObject *const *a, Py_ssize_t n)
+{
+    fast_fn orig = (fast_fn)s->orig;
+    opprof_thread *t;
+    if (!np_active() || (t = np_method_begin(s, self, a, n)) == NULL)
+        return orig(self, a, n);
+    PyObject *r = orig(self, a, n);
+    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    return r;
+}
+
+static __attribute__((noinline)) PyObject *
+np_run_kw(const np_slot *s, PyObject *self, PyObject *a, PyObject *k)
+{
+    kw_fn orig = (kw_fn)s->orig;
+    opprof_thread *t;
+    if (!np_active() || (t = np_method_begin(s, self, &PyTuple_GET_ITEM(a, 0),
+                                             PyTuple_GET_SIZE(a))) == NULL)
+        return orig(self, a, k);
+    PyObject *r = orig(self, a, k);
+    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    return r;
+}
+
+/* METH_VARARGS (a is a tuple), METH_O (a is the argument), METH_NOARGS (a is NULL). */
+static __attribute__((noinline)) PyObject *
+np_run_plain(const np_slot *s, PyObject *self, PyObject *a)
+{
+    plain_fn orig = (plain_fn)s->orig;
+    opprof_thread *t;
+    if (!np_active())
+        return orig(self, a);
+    if (s->conv == CONV_VARARGS)
+        t = np_method_begin(s, self, &PyTuple_GET_ITEM(a, 0), PyTuple_GET_SIZE(a));
+    else if (s->conv == CONV_O)
+        t = np_method_begin(s, self, &a, 1);
+    else
+        t = np_method_begin(s, self, NULL, 0);
+    if (t == NULL)
+        return orig(self, a);
+    PyObject *r = orig(self, a);
+    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    return r;
+}
+
+/* 256 trampolines per family, each a tail call into its family's runner with
+ * its own slot: ml_meth carries no user data, so the slot is the function. */
+#define NP_LO16(X, h) X(h, 0) X(h, 1) X(h, 2) X(h, 3) X(h, 4) X(h, 5) X(h, 6) X(h, 7) \
+    X(h, 8) X(h, 9) X(h, 10) X(h, 11) X(h, 12) X(h, 13) X(h, 14) X(h, 15)
+#define NP_ALL256(X) NP_LO16(X, 0) NP_LO16(X, 1) NP_LO16(X, 2) NP_LO16(X, 3) NP_LO16(X, 4) \
+    NP_LO16(X, 5) NP_LO16(X, 6) NP_LO16(X, 7) NP_LO16(X, 8) NP_LO16(X, 9) NP_LO16(X, 10)   \
+    NP_LO16(X, 11) NP_LO16(X, 12) NP_LO16(X, 13) NP_LO16(X, 14) NP_LO16(X, 15)
+#define NP_IDX(h, l) ((h) * 16 + (l))
+
+#define NP_DEF_FASTKW(h, l)                                                                    \
+    static PyObject *np_tr_fastkw_##h##_##l(PyObject *s, PyObject *const *a, Py_ssize_t n,    \
+                                            PyObject *k)                                      \
+    { return np_run_fastkw(&g_slots[FAM_FASTKW][NP_IDX(h, l)], s, a, n, k); }
+#define NP_DEF_FAST(h, l)                                                                      \
+    static PyObject *np_tr_fast_##h##_##l(PyObject *s, PyObject *const *a, Py_ssize_t n)      \
+    { return np_run_fast(&g_slots[FAM_FAST][NP_IDX(h, l)], s, a, n); }
+#define NP_DEF_KW(h, l)                                                                        \
+    static PyObject *np_tr_kw_##h##_##l(PyObject *s, PyObject *a, PyObject *k)                \
+    { return np_run_kw(&g_slots[FAM_KW][NP_IDX(h, l)], s, a, k); }
+#define NP_DEF_PLAIN(h, l)                                                                     \
+    static PyObject *np_tr_plain_##h##_##l(PyObject *s, PyObject *a)                          \
+    { return np_run_plain(&g_slots[FAM_PLAIN][NP_IDX(h, l)], s, a); }
+
+NP_ALL256(NP_DEF_FASTKW)
+NP_ALL256(NP_DEF_FAST)
+NP_ALL256(NP_DEF_KW)
+NP_ALL256(NP_DEF_PLAIN)
+
+#define NP_PTR_FASTKW(h, l) (void *)np_tr_fastkw_##h##_##l,
+#define NP_PTR_FAST(h, l) (void *)np_tr_fast_##h##_##l,
+#define NP_PTR_KW(h, l) (void *)np_tr_kw_##h##_##l,
+#define NP_PTR_PLAIN(h, l) (void *)np_tr_plain_##h##_##l,
+
+static void *const g_tramps[FAM_COUNT][OPPROF_NP_SLOTS] = {
+    {NP_ALL256(NP_PTR_FASTKW)},
+    {NP_ALL256(NP_PTR_FAST)},
+    {NP_ALL256(NP_PTR_KW)},
+    {NP_ALL256(NP_PTR_PLAIN)},
+};
+
+static PyMethodDef *np_def_of(PyObject *obj)
+{
+    if (PyCFunction_Check(obj))
+        return ((PyCFunctionObject *)obj)->m_ml;
+    if (Py_IS_TYPE(obj, &PyMethodDescr_Type))
+        return ((PyMethodDescrObject *)obj)->d_method;
+    return NULL;
+}
+
+/* Family and convention of a PyMethodDef, -1 for one we do not wrap. */
+static int np_conv_of(const PyMethodDef *def, int *family)
+{
+    int f = def->ml_flags & ~METH_COEXIST;
+    switch (f) {
+    case METH_FASTCALL | METH_KEYWORDS: *family = FAM_FASTKW; return CONV_FASTKW;
+    case METH_FASTCALL: *family = FAM_FAST; return CONV_FAST;
+    case METH_VARARGS | METH_KEYWORDS: *family = FAM_KW; return CONV_KW;
+    case METH_VARARGS: *family = FAM_PLAIN; return CONV_VARARGS;
+    case METH_NOARGS: *family = FAM_PLAIN; return CONV_NOARGS;
+    case METH_O: *family = FAM_PLAIN; return CONV_O;
+    default: return -1;
+    }
+}
+
+static int np_def_hooked(const PyMethodDef *def)
+{
+    for (int f = 0; f < FAM_COUNT; f++)
+        for (int i = 0; i < OPPROF_NP_SLOTS; i++)
+            if (g_slots[f][i].state != NP_FREE && g_slots[f][i].def == def)
+                return 1;
+    return 0;
+}
+
+static int np_free_slot(int family)
+{
+    for (int i = 0; i < OPPROF_NP_SLOTS; i++)
+        if (g_slots[family][i].state == NP_FREE)
+            return i;
+    return -1;
+}
+
+/* ---- install / uninstall --------------------------------------------------- */
+
+static int np_import_numpy(void)
+{
+    if (PyArray_API != NULL)
+        return 0;
+    if (_import_array() < 0) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *s = value ? PyObject_Str(value) : NULL;
+        const char *msg = s ? PyUnicode_AsUTF8(s) : NULL;
+        int rc = opprof_fail(OPPROF_E_UNSUPPORTED, "numpy C API unavailable: %s",
+                             msg ? msg : "unknown error");
+        Py_XDECREF(s);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        PyErr_Clear();
+        return rc;
+    }
+    return 0;
+}
+
+/* Restores our pointers and keeps foreign ones (and their originals) alive.
+ * swapped = 0 after an install that failed before swapping anything in:
+ * then our entries are simply dropped. */
+static int64_t np_restore_all(int swapped)
+{
+    static np_call keep[OPPROF_NP_TABLE];
+    int64_t foreign = 0;
+    int n_keep = 0;
+    for (int i = 0; i < OPPROF_NP_TABLE; i++) {
+        np_call *c = &g_calls[i];
+        if (c->obj == NULL)
+            continue;
+        if (c->state == NP_OURS) {
+            vectorcallfunc *p = np_slot_of(c->obj);
+            if (!swapped)
+                continue;
+            if (*p == np_call_tramp) {
+                *p = c->orig;
+                continue;
+            }
+            c->state = NP_FOREIGN;
+            foreign++;
+        }
+        keep[n_keep++] = *c;
+    }
+    memset(g_calls, 0, sizeof g_calls);
+    for (int i = 0; i < n_keep; i++)
+        *np_insert(keep[i].obj) = keep[i];
+    for (int f = 0; f < FAM_COUNT; f++) {
+        for (int i = 0; i < OPPROF_NP_SLOTS; i++) {
+            np_slot *s = &g_slots[f][i];
+            if (s->state != NP_OURS)
+                continue;
+            if (!swapped) {
+                memset(s, 0, sizeof *s);
+            } else if (s->def->ml_meth == (PyCFunction)g_tramps[f][i]) {
+                s->def->ml_meth = (PyCFunction)s->orig;
+                memset(s, 0, sizeof *s);
+            } else {
+                s->state = NP_FOREIGN;
+                foreign++;
+            }
+        }
+    }
+    g_n_calls = 0;
+    g_n_methods = 0;
+    return foreign;
+}
+
+int opprof_numpy_supported(void)
+{
+#ifdef Py_GIL_DISABLED
+    opprof_fail(OPPROF_E_UNSUPPORTED, "numpy capture needs the GIL; this is a free-threaded Python");
+    return 0;
+#else
+    return 1;
+#endif
+}
+
+static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
+                             const uint32_t *ufunc_method_names, int64_t n_calls,
+                             const intptr_t *methods, const uint32_t *method_names,
+                             const uint8_t *method_self, const uint8_t *method_index,
+                             int64_t n_methods, int64_t *skipped)
+{
+    if (g_installed)
+        return opprof_fail(OPPROF_E_STATE, "numpy hooks are already installed");
+    if (!opprof_numpy_supported())
+        return OPPROF_E_UNSUPPORTED;
+    if (n_calls < 0 || n_methods < 0 || n_calls > OPPROF_NP_MAX_CALLS)
+        return opprof_fail(OPPROF_E_ARG, "numpy hooks: %lld call objects (at most %d)",
+                           (long long)n_calls, OPPROF_NP_MAX_CALLS);
+    int rc = np_import_numpy();
+    if (rc != OPPROF_OK)
+        return rc;
+    int64_t skip = 0;
+    for (int64_t i = 0; i < n_calls; i++) {
+        PyObject *obj = (PyObject *)calls[i];
+        np_call *c = np_insert(obj);
+        if (!np_can_swap(obj) || *np_slot_of(obj) == np_call_tramp || c->obj != NULL) {
+            skip++;
+            continue;
+        }
+        c->obj = obj;
+        c->orig = *np_slot_of(obj);
+        c->name = call_names[i];
+        for (int k = 0; k < OPPROF_NP_UFUNC_METHODS; k++)
+            c->ufunc_methods[k] = ufunc_method_names[i * OPPROF_NP_UFUNC_METHODS + k];
+        c->state = NP_OURS;
+        g_n_calls++;
+    }
+    for (int64_t j = 0; j < n_methods; j++) {
+        PyMethodDef *def = np_def_of((PyObject *)methods[j]);
+        int family = 0;
+        int conv = def ? np_conv_of(def, &family) : -1;
+        if (conv < 0 || np_def_hooked(def) || method_index[j] >= OPPROF_NP_UFUNC_METHODS) {
+            skip++;
+            continue;
+        }
+        int i = np_free_slot(family);
+        if (i < 0) {
+            np_restore_all(0);
+            return opprof_fail(OPPROF_E_HOOK, "numpy hooks: more than %d methods of one calling "
+                               "convention", OPPROF_NP_SLOTS);
+        }
+        np_slot *s = &g_slots[family][i];
+        s->def = def;
+        s->orig = (void *)def->ml_meth;
+        s->name = method_names[j];
+        s->conv = (uint8_t)conv;
+        s->self_kind = method_self[j];
+        s->method_index = method_index[j];
+        s->state = NP_OURS;
+        g_n_methods++;
+    }
+    /* Tables are complete before the first pointer changes hands. */
+    for (int i = 0; i < OPPROF_NP_TABLE; i++)
+        if (g_calls[i].obj != NULL && g_calls[i].state == NP_OURS)
+            *np_slot_of(g_calls[i].obj) = np_call_tramp;
+    for (int f = 0; f < FAM_COUNT; f++)
+        for (int i = 0; i < OPPROF_NP_SLOTS; i++)
+            if (g_slots[f][i].state == NP_OURS)
+                g_slots[f][i].def->ml_meth = (PyCFunction)g_tramps[f][i];
+    g_installed = 1;
+    *skipped = skip;
+    return OPPROF_OK;
+}
+
+int opprof_numpy_install(const intptr_t *calls, const uint32_t *call_names,
+                         const uint32_t *ufunc_method_names, int64_t n_calls,
+                         const intptr_t *methods, const uint32_t *method_names,
+                         const uint8_t *method_self, const uint8_t *method_index,
+                         int64_t n_methods, int64_t *skipped)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = np_install_locked(calls, call_names, ufunc_method_names, n_calls, methods,
+                               method_names, method_self, method_index, n_methods, skipped);
+    PyGILState_Release(g);
+    return rc;
+}
+
+int opprof_numpy_uninstall(int64_t *foreign)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = OPPROF_OK;
+    if (!g_installed)
+        rc = opprof_fail(OPPROF_E_STATE, "numpy hooks are not installed");
+    else {
+        *foreign = np_restore_all(1);
+        g_installed = 0;
+    }
+    PyGILState_Release(g);
+    return rc;
+}
+
+int opprof_numpy_installed(void) { return g_installed; }
+int64_t opprof_numpy_hooked_calls(void) { return g_n_calls; }
+int64_t opprof_numpy_hooked_methods(void) { return g_n_methods; }
+int64_t opprof_numpy_misses(void) { return g_misses; }

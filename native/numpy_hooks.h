@@ -1,0 +1,50 @@
+/* pytest-opprof numpy capture (numpy_hooks.c): the cdef part.
+ *
+ * Two hooks, both installed once per session and idle unless a profile
+ * records with OPPROF_OPT_CAPTURE_NUMPY:
+ *   - call hooks: the per-object vectorcall pointer of a numpy.ufunc or a
+ *     numpy._ArrayFunctionDispatcher is swapped for one trampoline that finds
+ *     the original by object address;
+ *   - method hooks: ml_meth of a PyMethodDef (ndarray methods, ufunc methods,
+ *     numpy's C module functions) is swapped for a per-slot trampoline; this
+ *     survives CPython's call-site specialisation, which calls ml_meth directly.
+ * Objects are passed as id(obj); the caller keeps a reference to each while
+ * hooked (and forever for any reported as foreign after uninstall).
+ * Every entry point takes the GIL itself.
+ */
+
+enum {
+    OPPROF_NP_SELF_NONE = 0,   /* module function: self is the module, not recorded */
+    OPPROF_NP_SELF_ARRAY = 1,  /* ndarray method: self is recorded as the first shape */
+    OPPROF_NP_SELF_UFUNC = 2   /* ufunc method: the name comes from the ufunc (self) */
+};
+enum {
+    /* ufunc methods hooked, in this order: reduce, accumulate, reduceat, outer, at */
+    OPPROF_NP_UFUNC_METHODS = 5
+};
+
+/* 1 if this build and interpreter can hook numpy; 0 with opprof_last_error() saying why. */
+int opprof_numpy_supported(void);
+
+/* Install every hook at once; on failure nothing stays installed.
+ * calls[i] (ufunc or dispatcher) records as call_names[i]; for a ufunc,
+ * ufunc_method_names[i * OPPROF_NP_UFUNC_METHODS + k] names its k-th method
+ * (0 = use the method hook's own name).  methods[j] is a method descriptor or
+ * builtin function whose PyMethodDef gets patched; method_self[j] is an
+ * OPPROF_NP_SELF_* value and method_index[j] the ufunc method index (for
+ * OPPROF_NP_SELF_UFUNC).  Objects whose hook cannot be installed (another
+ * calling convention, no vectorcall) are skipped and counted in *skipped. */
+int opprof_numpy_install(const intptr_t *calls, const uint32_t *call_names,
+                         const uint32_t *ufunc_method_names, int64_t n_calls,
+                         const intptr_t *methods, const uint32_t *method_names,
+                         const uint8_t *method_self, const uint8_t *method_index,
+                         int64_t n_methods, int64_t *skipped);
+
+/* Restore every pointer that is still ours.  A pointer someone replaced after
+ * us is left alone, its trampoline kept working, and counted in *foreign. */
+int opprof_numpy_uninstall(int64_t *foreign);
+
+int opprof_numpy_installed(void);
+int64_t opprof_numpy_hooked_calls(void);    /* call hooks in place */
+int64_t opprof_numpy_hooked_methods(void);  /* method hooks in place */
+int64_t opprof_numpy_misses(void);          /* trampoline calls with no original found */
