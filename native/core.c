@@ -677,10 +677,12 @@ int opprof_nest_sorted(const uint64_t *thread, const int64_t *start, const int64
                                (long long)i);
     }
     /* The stack holds candidate containers, outermost at the bottom; `parent`
-     * doubles as the link to the next one down. */
+     * doubles as the link to the next one down.  As in torch's event tree, an
+     * event starting exactly at another's end is not inside it. */
     int64_t top = -1;
     for (int64_t i = 0; i < n; i++) {
-        while (top >= 0 && (thread[top] != thread[i] || end[top] < end[i]))
+        while (top >= 0 &&
+               (thread[top] != thread[i] || start[i] >= end[top] || end[i] > end[top]))
             top = parent[top];
         parent[i] = top;
         top = i;

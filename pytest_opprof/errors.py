@@ -1,0 +1,27 @@
+"""Exceptions raised by pytest-opprof; all derive from :class:`OpprofError`."""
+
+from __future__ import annotations
+
+
+class OpprofError(Exception):
+    """Base of every error pytest-opprof raises on purpose."""
+
+
+class NativeError(OpprofError):
+    """A native entry point failed: ``code`` is its ``OPPROF_E_*`` status."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class BaselineError(OpprofError):
+    """A baseline (or report) file cannot be used; the message names the file and field."""
+
+    def __init__(self, path: object, message: str, *, field: str | None = None) -> None:
+        where = f"{path}: {field}" if field else str(path)
+        super().__init__(f"{where}: {message}")
+        self.path = str(path)
+        self.field = field
+        self.reason = message
