@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <numpy/arrayobject.h>
@@ -41,9 +42,52 @@ static void np_shape_obj(opprof_thread *t, PyObject *o)
     }
 }
 
+/* ---- strings (einsum subscripts) -------------------------------------- */
+
+#define OPPROF_NP_STRS 4096
+#define OPPROF_NP_STR_TABLE 8192
+
+static char *g_strs[OPPROF_NP_STRS];
+static uint32_t g_n_strs;
+static uint32_t g_str_index[OPPROF_NP_STR_TABLE]; /* k + 1, 0 = empty */
+
+/* Index of the string's text in g_strs, added on first sight; -1 when the
+ * table is full or the text cannot be read (no Python error is left set). */
+static int64_t np_string_index(PyObject *s)
+{
+    Py_ssize_t len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(s, &len);
+    Py_hash_t h = utf8 ? PyObject_Hash(s) : -1;
+    if (h == -1) {
+        PyErr_Clear();
+        return -1;
+    }
+    size_t i = (size_t)h & (OPPROF_NP_STR_TABLE - 1);
+    for (; g_str_index[i] != 0; i = (i + 1) & (OPPROF_NP_STR_TABLE - 1)) {
+        const char *known = g_strs[g_str_index[i] - 1];
+        if ((Py_ssize_t)strlen(known) == len && memcmp(known, utf8, (size_t)len) == 0)
+            return g_str_index[i] - 1;
+    }
+    if (g_n_strs == OPPROF_NP_STRS)
+        return -1;
+    char *copy = malloc((size_t)len + 1);
+    if (copy == NULL)
+        return -1;
+    memcpy(copy, utf8, (size_t)len + 1);
+    g_strs[g_n_strs] = copy;
+    g_str_index[i] = ++g_n_strs;
+    return g_n_strs - 1;
+}
+
+const char *opprof_numpy_string_get(uint32_t k)
+{
+    return k < g_n_strs ? g_strs[k] : NULL;
+}
+
 /* Record self (when an array method) then positional arguments.  One more
  * than the bound is passed so the core flags the event as truncated. */
-static void np_capture(opprof_thread *t, PyObject *self, PyObject *const *args, Py_ssize_t n)
+static void np_capture(opprof_thread *t, PyObject *self, PyObject *const *args, Py_ssize_t n,
+                       int strings)
 {
     uint32_t opts = opprof_g_options;
     if (opts & OPPROF_OPT_RECORD_SHAPES) {
@@ -52,8 +96,13 @@ static void np_capture(opprof_thread *t, PyObject *self, PyObject *const *args, 
             np_shape_obj(t, self);
             left--;
         }
-        for (Py_ssize_t i = 0; i < n && i < left; i++)
-            np_shape_obj(t, args[i]);
+        for (Py_ssize_t i = 0; i < n && i < left; i++) {
+            int64_t k = strings && PyUnicode_Check(args[i]) ? np_string_index(args[i]) : -1;
+            if (k >= 0)
+                opprof_op_shape_arg(t, 0, NULL, OPPROF_NP_STR_TYPE + (int)k);
+            else
+                np_shape_obj(t, args[i]);
+        }
     }
     if (opts & OPPROF_OPT_WITH_STACK)
         opprof_op_capture_stack(t);
@@ -69,6 +118,7 @@ typedef struct np_call {
     uint32_t name;
     uint32_t ufunc_methods[OPPROF_NP_UFUNC_METHODS];
     uint8_t state;
+    uint8_t strings;         /* record str arguments (opprof_numpy_record_strings) */
 } np_call;
 
 static np_call g_calls[OPPROF_NP_TABLE];
@@ -123,7 +173,7 @@ static PyObject *np_call_tramp(PyObject *callable, PyObject *const *args, size_t
     if (t == NULL)
         return c->orig(callable, args, nargsf, kwnames);
     if (opprof_op_begin(t, c->name, OPPROF_KIND_NUMPY) == 0)
-        np_capture(t, NULL, args, PyVectorcall_NARGS(nargsf));
+        np_capture(t, NULL, args, PyVectorcall_NARGS(nargsf), c->strings);
     PyObject *r = c->orig(callable, args, nargsf, kwnames);
     opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
@@ -170,7 +220,7 @@ static inline opprof_thread *np_method_begin(const np_slot *s, PyObject *self,
     if (t == NULL)
         return NULL;
     if (opprof_op_begin(t, np_slot_name(s, self), OPPROF_KIND_NUMPY) == 0)
-        np_capture(t, s->self_kind == OPPROF_NP_SELF_ARRAY ? self : NULL, args, n);
+        np_capture(t, s->self_kind == OPPROF_NP_SELF_ARRAY ? self : NULL, args, n, 0);
     return t;
 }
 
@@ -492,6 +542,19 @@ int opprof_numpy_uninstall(int64_t *foreign)
         *foreign = np_restore_all(1);
         g_installed = 0;
     }
+    PyGILState_Release(g);
+    return rc;
+}
+
+int opprof_numpy_record_strings(intptr_t call)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    np_call *c = np_lookup((PyObject *)call);
+    int rc = OPPROF_OK;
+    if (c == NULL || c->state != NP_OURS)
+        rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not hooked", (void *)call);
+    else
+        c->strings = 1;
     PyGILState_Release(g);
     return rc;
 }

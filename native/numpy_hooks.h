@@ -19,6 +19,12 @@ enum {
     OPPROF_NP_SELF_UFUNC = 2   /* ufunc method: the name comes from the ufunc (self) */
 };
 enum {
+    /* A str argument of a call marked with opprof_numpy_record_strings is
+     * recorded as a 0-d shape whose type number is OPPROF_NP_STR_TYPE + k,
+     * k indexing opprof_numpy_string_get (einsum subscripts, for FLOPs). */
+    OPPROF_NP_STR_TYPE = 1000000
+};
+enum {
     /* ufunc methods hooked, in this order: reduce, accumulate, reduceat, outer, at */
     OPPROF_NP_UFUNC_METHODS = 5
 };
@@ -43,6 +49,12 @@ int opprof_numpy_install(const intptr_t *calls, const uint32_t *call_names,
 /* Restore every pointer that is still ours.  A pointer someone replaced after
  * us is left alone, its trampoline kept working, and counted in *foreign. */
 int opprof_numpy_uninstall(int64_t *foreign);
+
+/* Record str positional arguments of this hooked call object (see
+ * OPPROF_NP_STR_TYPE).  Strings are kept for the life of the process, at most
+ * 4096 distinct ones; beyond, str arguments record as non-arrays. */
+int opprof_numpy_record_strings(intptr_t call);
+const char *opprof_numpy_string_get(uint32_t k);   /* NULL for an unknown k */
 
 int opprof_numpy_installed(void);
 int64_t opprof_numpy_hooked_calls(void);    /* call hooks in place */
