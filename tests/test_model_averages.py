@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from synthetic_records import Ev, records_from
 
 from pytest_opprof.model import FunctionEventAvg, build_events, key_averages
-from pytest_opprof.records import KIND_MEMORY, KIND_SCOPE
+from pytest_opprof.records import KIND_MEMORY, KIND_SCOPE, Records
 
 FIELDS = (
     "key",
@@ -165,6 +165,4 @@ def test_without_flops_counts_zero() -> None:
 
 
 def test_empty() -> None:
-    from pytest_opprof.records import Records
-
     assert list(key_averages(Records.empty())) == []
