@@ -1,0 +1,182 @@
+"""JSON in and out for the data files people read: baselines and reports.
+
+Writing: :func:`dumps_stable` sorts keys, indents by two spaces and keeps a list
+of plain numbers on one line, so a changed figure is a one-line diff.
+:func:`round_sig` gives times a stable precision.
+
+Reading: :class:`Fields` reads typed values out of parsed JSON and raises
+:class:`FieldError` naming the field's path (``tests["t"].ops["numpy.add"].count``)
+so the caller can name the file around it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class FieldError(ValueError):
+    """A JSON value is missing or has the wrong type; ``field`` is its path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field or '<top level>'}: {message}")
+        self.field = field
+        self.reason = message
+
+
+def round_sig(value: float, digits: int = 3) -> int:
+    """``value`` rounded to ``digits`` significant digits, as an int (for ns figures)."""
+    if value == 0:
+        return 0
+    exponent = math.floor(math.log10(abs(value)))
+    return int(round(value, digits - 1 - exponent))
+
+
+def dumps_stable(data: object) -> str:
+    """JSON text with sorted keys, two-space indent and scalar lists on one line."""
+    return _dump(data, 0) + "\n"
+
+
+def _dump(value: object, level: int) -> str:
+    pad = "  " * (level + 1)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = [
+            f"{pad}{_scalar(str(key))}: {_dump(value[key], level + 1)}"
+            for key in sorted(value, key=str)
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
+    if isinstance(value, list | tuple):
+        if all(not isinstance(item, dict | list | tuple) for item in value):
+            return "[" + ", ".join(_scalar(item) for item in value) + "]"
+        items = [pad + _dump(item, level + 1) for item in value]
+        return "[\n" + ",\n".join(items) + "\n" + "  " * level + "]"
+    return _scalar(value)
+
+
+def _scalar(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def field_path(parent: str, key: str | int) -> str:
+    """``parent.key`` for identifier keys, ``parent["key"]`` otherwise."""
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    if _IDENTIFIER.match(key):
+        return f"{parent}.{key}" if parent else key
+    return f"{parent}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+class Fields:
+    """Typed, path-aware reads from one parsed JSON object."""
+
+    def __init__(self, data: object, path: str = "") -> None:
+        if not isinstance(data, dict):
+            raise FieldError(path, f"expected an object, got {_kind(data)}")
+        self.data: dict[str, object] = data
+        self.path = path
+
+    def _get(self, key: str) -> object:
+        if key not in self.data:
+            raise FieldError(field_path(self.path, key), "missing")
+        return self.data[key]
+
+    def has(self, key: str) -> bool:
+        """Whether ``key`` is present and not null."""
+        return self.data.get(key) is not None
+
+    def integer(self, key: str, *, minimum: int | None = 0) -> int:
+        """An integer (not a boolean, not a float) >= ``minimum``."""
+        value = self._get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise FieldError(field_path(self.path, key), f"expected an integer, got {_kind(value)}")
+        if minimum is not None and value < minimum:
+            raise FieldError(field_path(self.path, key), f"expected >= {minimum}, got {value}")
+        return value
+
+    def opt_integer(self, key: str, *, minimum: int | None = 0) -> int | None:
+        """Like :meth:`integer`, ``None`` when absent or null."""
+        return self.integer(key, minimum=minimum) if self.has(key) else None
+
+    def number(self, key: str) -> float:
+        """A finite number (NaN and infinities are refused)."""
+        value = self._get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise FieldError(field_path(self.path, key), f"expected a number, got {_kind(value)}")
+        if not math.isfinite(value):
+            raise FieldError(field_path(self.path, key), f"expected a finite number, got {value}")
+        return float(value)
+
+    def text(self, key: str) -> str:
+        """A string."""
+        value = self._get(key)
+        if not isinstance(value, str):
+            raise FieldError(field_path(self.path, key), f"expected a string, got {_kind(value)}")
+        return value
+
+    def opt_text(self, key: str) -> str | None:
+        """Like :meth:`text`, ``None`` when absent or null."""
+        return self.text(key) if self.has(key) else None
+
+    def obj(self, key: str) -> Fields:
+        """A nested object."""
+        return Fields(self._get(key), field_path(self.path, key))
+
+    def opt_obj(self, key: str) -> Fields | None:
+        """Like :meth:`obj`, ``None`` when absent or null."""
+        return self.obj(key) if self.has(key) else None
+
+    def integers(self, key: str) -> list[int]:
+        """A list of integers >= 0."""
+        value = self._get(key)
+        path = field_path(self.path, key)
+        if not isinstance(value, list):
+            raise FieldError(path, f"expected a list, got {_kind(value)}")
+        for i, item in enumerate(value):
+            if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+                raise FieldError(field_path(path, i), f"expected an integer >= 0, got {item!r}")
+        return list(value)
+
+    def texts(self, key: str) -> list[str]:
+        """A list of strings."""
+        value = self._get(key)
+        path = field_path(self.path, key)
+        if not isinstance(value, list):
+            raise FieldError(path, f"expected a list, got {_kind(value)}")
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise FieldError(field_path(path, i), f"expected a string, got {_kind(item)}")
+        return list(value)
+
+    def objects(self, key: str) -> Iterator[Fields]:
+        """Each object of a list of objects."""
+        value = self._get(key)
+        path = field_path(self.path, key)
+        if not isinstance(value, list):
+            raise FieldError(path, f"expected a list, got {_kind(value)}")
+        for i, item in enumerate(value):
+            yield Fields(item, field_path(path, i))
+
+    def entries(self) -> Iterator[tuple[str, Fields]]:
+        """Each ``(key, object)`` of an object whose values are objects, in key order."""
+        for key in sorted(self.data):
+            yield key, Fields(self.data[key], field_path(self.path, key))

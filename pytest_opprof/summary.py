@@ -1,0 +1,364 @@
+"""Per-test figures over measured rounds: what baselines store and verdicts compare.
+
+One :class:`RoundFigures` per measured round is taken from that round's
+``key_averages()`` rows (any object with the ``FunctionEventAvg`` attribute
+names; times there are in microseconds) plus the round's wall and CPU time and
+memory statistics.  :func:`summarize_rounds` turns the rounds into a
+:class:`TestSummary`.
+
+Two kinds of figures, two rules:
+
+* Times are noisy: every time is kept as the per-round samples (an op's time in
+  a round is its total over the round) plus median, min, max, mean, stdev and
+  MAD (median absolute deviation), all in ns, so a verdict can judge noise.
+* Counts, FLOPs and bytes are deterministic once warm: the summary keeps the
+  low median over rounds (``statistics.median_low``, an actual round's value), so
+  a one-off first round (lazy imports, caches) does not set the figure once
+  there are three or more rounds.
+
+``to_json`` rounds times to three significant digits and shares to three
+decimals; ints that are exact (counts, FLOPs, bytes) stay exact.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pytest_opprof.jsonio import Fields, round_sig
+from pytest_opprof.records import MEMORY_EVENT_NAME
+
+_US_TO_NS = 1000
+
+
+@dataclass(frozen=True)
+class TimeStats:
+    """Statistics of one time over the measured rounds, all in ns."""
+
+    samples_ns: tuple[int, ...]
+    median_ns: int
+    min_ns: int
+    max_ns: int
+    mean_ns: int
+    stdev_ns: int
+    mad_ns: int
+
+    @classmethod
+    def from_samples(cls, samples_ns: Sequence[float]) -> TimeStats:
+        """Statistics of per-round times in ns (at least one)."""
+        if not samples_ns:
+            raise ValueError("TimeStats needs at least one sample")
+        values = [round(s) for s in samples_ns]
+        median = statistics.median(values)
+        return cls(
+            samples_ns=tuple(values),
+            median_ns=round(median),
+            min_ns=min(values),
+            max_ns=max(values),
+            mean_ns=round(statistics.fmean(values)),
+            stdev_ns=round(statistics.stdev(values)) if len(values) > 1 else 0,
+            mad_ns=round(statistics.median(abs(v - median) for v in values)),
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """JSON object; times rounded to three significant digits."""
+        return {
+            "samples_ns": [round_sig(s) for s in self.samples_ns],
+            "median_ns": round_sig(self.median_ns),
+            "min_ns": round_sig(self.min_ns),
+            "max_ns": round_sig(self.max_ns),
+            "mean_ns": round_sig(self.mean_ns),
+            "stdev_ns": round_sig(self.stdev_ns),
+            "mad_ns": round_sig(self.mad_ns),
+        }
+
+    @classmethod
+    def from_json(cls, f: Fields) -> TimeStats:
+        """Read back :meth:`to_json` (raises ``FieldError``)."""
+        return cls(
+            samples_ns=tuple(f.integers("samples_ns")),
+            median_ns=f.integer("median_ns"),
+            min_ns=f.integer("min_ns"),
+            max_ns=f.integer("max_ns"),
+            mean_ns=f.integer("mean_ns"),
+            stdev_ns=f.integer("stdev_ns"),
+            mad_ns=f.integer("mad_ns"),
+        )
+
+
+class MemoryStatsLike(Protocol):
+    """What is read from ``sources.memory_source.MemoryStats`` (bytes, and a count)."""
+
+    @property
+    def peak_bytes(self) -> int: ...
+    @property
+    def allocated_bytes(self) -> int: ...
+    @property
+    def allocations(self) -> int: ...
+    @property
+    def leaked_bytes(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    """Memory of one round, or the low median over rounds; all bytes except ``allocations``."""
+
+    peak_bytes: int
+    allocated_bytes: int
+    allocations: int
+    leaked_bytes: int
+
+    @classmethod
+    def of(cls, stats: MemoryStatsLike) -> MemoryFigures:
+        """Copy the figures of any object with ``MemoryStats``' attribute names."""
+        return cls(
+            peak_bytes=int(stats.peak_bytes),
+            allocated_bytes=int(stats.allocated_bytes),
+            allocations=int(stats.allocations),
+            leaked_bytes=int(stats.leaked_bytes),
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "peak_bytes": self.peak_bytes,
+            "allocated_bytes": self.allocated_bytes,
+            "allocations": self.allocations,
+            "leaked_bytes": self.leaked_bytes,
+        }
+
+    @classmethod
+    def from_json(cls, f: Fields) -> MemoryFigures:
+        return cls(
+            peak_bytes=f.integer("peak_bytes"),
+            allocated_bytes=f.integer("allocated_bytes"),
+            allocations=f.integer("allocations"),
+            leaked_bytes=f.integer("leaked_bytes", minimum=None),
+        )
+
+
+@dataclass(frozen=True)
+class OpFigures:
+    """One op key's totals within one round: times in ns, memory in net bytes."""
+
+    count: int = 0
+    self_cpu_ns: int = 0
+    cpu_ns: int = 0
+    self_memory_bytes: int = 0
+    memory_bytes: int = 0
+    flops: int = 0
+    self_device_ns: int = 0
+    device_ns: int = 0
+
+    def __add__(self, other: OpFigures) -> OpFigures:
+        return OpFigures(*(getattr(self, n) + getattr(other, n) for n in self.__dataclass_fields__))
+
+
+def _num(row: object, name: str) -> float:
+    value = getattr(row, name, 0)
+    return float(value) if value is not None else 0.0
+
+
+def _op_key(row: object, by_input_shape: bool) -> str:
+    key = getattr(row, "key", None)
+    if key is None:
+        raise TypeError(f"expected a key_averages() row with a 'key', got {row!r}")
+    shapes = getattr(row, "input_shapes", None) if by_input_shape else None
+    return f"{key} {shapes}" if shapes else str(key)
+
+
+@dataclass(frozen=True)
+class RoundFigures:
+    """Everything measured in one round: wall and CPU time (ns), op totals, memory."""
+
+    wall_time_ns: int
+    cpu_time_ns: int
+    ops: Mapping[str, OpFigures]
+    memory: MemoryFigures | None = None
+
+    @classmethod
+    def from_events(
+        cls,
+        rows: Iterable[object],
+        *,
+        wall_time_ns: int,
+        cpu_time_ns: int,
+        memory: MemoryStatsLike | None = None,
+        by_input_shape: bool = False,
+    ) -> RoundFigures:
+        """Figures of one round from its ``key_averages()`` rows (µs) and a ``MemoryStats``.
+
+        Rows sharing a key are summed; with ``by_input_shape`` the key gets the
+        row's ``input_shapes`` appended so each shape is its own op.
+        """
+        ops: dict[str, OpFigures] = {}
+        for row in rows:
+            key = _op_key(row, by_input_shape)
+            figures = OpFigures(
+                count=int(_num(row, "count")),
+                self_cpu_ns=round(_num(row, "self_cpu_time_total") * _US_TO_NS),
+                cpu_ns=round(_num(row, "cpu_time_total") * _US_TO_NS),
+                self_memory_bytes=int(_num(row, "self_cpu_memory_usage")),
+                memory_bytes=int(_num(row, "cpu_memory_usage")),
+                flops=int(_num(row, "flops")),
+                self_device_ns=round(_num(row, "self_device_time_total") * _US_TO_NS),
+                device_ns=round(_num(row, "device_time_total") * _US_TO_NS),
+            )
+            ops[key] = ops[key] + figures if key in ops else figures
+        return cls(
+            wall_time_ns=int(wall_time_ns),
+            cpu_time_ns=int(cpu_time_ns),
+            ops=ops,
+            memory=MemoryFigures.of(memory) if memory is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class OpSummary:
+    """One op key over the rounds: per-round totals of its times (ns), low medians of the rest."""
+
+    key: str
+    count: int
+    self_cpu_time: TimeStats
+    cpu_time: TimeStats
+    self_memory_bytes: int
+    memory_bytes: int
+    flops: int
+    self_device_time: TimeStats | None = None
+    device_time: TimeStats | None = None
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "count": self.count,
+            "self_cpu_time": self.self_cpu_time.to_json(),
+            "cpu_time": self.cpu_time.to_json(),
+            "self_memory_bytes": self.self_memory_bytes,
+            "memory_bytes": self.memory_bytes,
+            "flops": self.flops,
+        }
+        if self.self_device_time is not None and self.device_time is not None:
+            out["self_device_time"] = self.self_device_time.to_json()
+            out["device_time"] = self.device_time.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, key: str, f: Fields) -> OpSummary:
+        device = f.opt_obj("device_time")
+        self_device = f.opt_obj("self_device_time")
+        return cls(
+            key=key,
+            count=f.integer("count"),
+            self_cpu_time=TimeStats.from_json(f.obj("self_cpu_time")),
+            cpu_time=TimeStats.from_json(f.obj("cpu_time")),
+            self_memory_bytes=f.integer("self_memory_bytes", minimum=None),
+            memory_bytes=f.integer("memory_bytes", minimum=None),
+            flops=f.integer("flops"),
+            self_device_time=TimeStats.from_json(self_device) if self_device else None,
+            device_time=TimeStats.from_json(device) if device else None,
+        )
+
+
+@dataclass(frozen=True)
+class TestSummary:
+    """One test's figures over its measured rounds (times in ns, memory in bytes)."""
+
+    __test__ = False  # not a pytest test class, whatever module imports it
+
+    rounds: int
+    wall_time: TimeStats
+    cpu_time: TimeStats
+    op_count: int
+    flops: int
+    op_time_share: float
+    """Median over rounds of (self time of all ops) / wall time: the share spent in captured ops."""
+    memory: MemoryFigures | None = None
+    ops: Mapping[str, OpSummary] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        """``{"rounds", "summary", "ops"}``: the part of a baseline entry this summary fills."""
+        figures: dict[str, object] = {
+            "wall_time": self.wall_time.to_json(),
+            "cpu_time": self.cpu_time.to_json(),
+            "op_count": self.op_count,
+            "flops": self.flops,
+            "op_time_share": round(self.op_time_share, 3),
+            "memory": self.memory.to_json() if self.memory is not None else None,
+        }
+        return {
+            "rounds": self.rounds,
+            "summary": figures,
+            "ops": {key: op.to_json() for key, op in sorted(self.ops.items())},
+        }
+
+    @classmethod
+    def from_json(cls, f: Fields) -> TestSummary:
+        """Read back :meth:`to_json` from an object holding ``rounds``, ``summary``, ``ops``."""
+        figures = f.obj("summary")
+        memory = figures.opt_obj("memory")
+        return cls(
+            rounds=f.integer("rounds", minimum=1),
+            wall_time=TimeStats.from_json(figures.obj("wall_time")),
+            cpu_time=TimeStats.from_json(figures.obj("cpu_time")),
+            op_count=figures.integer("op_count"),
+            flops=figures.integer("flops"),
+            op_time_share=figures.number("op_time_share"),
+            memory=MemoryFigures.from_json(memory) if memory else None,
+            ops={key: OpSummary.from_json(key, op) for key, op in f.obj("ops").entries()},
+        )
+
+
+def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
+    """Combine the measured rounds of one test (at least one) into its summary."""
+    if not rounds:
+        raise ValueError("summarize_rounds needs at least one round")
+    keys = sorted({key for r in rounds for key in r.ops})
+    ops = {key: _summarize_op(key, [r.ops.get(key, OpFigures()) for r in rounds]) for key in keys}
+    memories = [r.memory for r in rounds if r.memory is not None]
+    return TestSummary(
+        rounds=len(rounds),
+        wall_time=TimeStats.from_samples([r.wall_time_ns for r in rounds]),
+        cpu_time=TimeStats.from_samples([r.cpu_time_ns for r in rounds]),
+        op_count=statistics.median_low(
+            [sum(f.count for k, f in r.ops.items() if k != MEMORY_EVENT_NAME) for r in rounds]
+        ),
+        flops=statistics.median_low([sum(f.flops for f in r.ops.values()) for r in rounds]),
+        op_time_share=statistics.median(
+            [
+                sum(f.self_cpu_ns for f in r.ops.values()) / r.wall_time_ns
+                if r.wall_time_ns > 0
+                else 0.0
+                for r in rounds
+            ]
+        ),
+        memory=_low_median_memory(memories) if memories else None,
+        ops=ops,
+    )
+
+
+def _summarize_op(key: str, per_round: list[OpFigures]) -> OpSummary:
+    has_device = any(f.device_ns or f.self_device_ns for f in per_round)
+    return OpSummary(
+        key=key,
+        count=statistics.median_low([f.count for f in per_round]),
+        self_cpu_time=TimeStats.from_samples([f.self_cpu_ns for f in per_round]),
+        cpu_time=TimeStats.from_samples([f.cpu_ns for f in per_round]),
+        self_memory_bytes=statistics.median_low([f.self_memory_bytes for f in per_round]),
+        memory_bytes=statistics.median_low([f.memory_bytes for f in per_round]),
+        flops=statistics.median_low([f.flops for f in per_round]),
+        self_device_time=(
+            TimeStats.from_samples([f.self_device_ns for f in per_round]) if has_device else None
+        ),
+        device_time=TimeStats.from_samples([f.device_ns for f in per_round])
+        if has_device
+        else None,
+    )
+
+
+def _low_median_memory(memories: list[MemoryFigures]) -> MemoryFigures:
+    return MemoryFigures(
+        peak_bytes=statistics.median_low([m.peak_bytes for m in memories]),
+        allocated_bytes=statistics.median_low([m.allocated_bytes for m in memories]),
+        allocations=statistics.median_low([m.allocations for m in memories]),
+        leaked_bytes=statistics.median_low([m.leaked_bytes for m in memories]),
+    )

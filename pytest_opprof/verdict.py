@@ -1,0 +1,418 @@
+"""Compare a test's summary with its baseline: metric rows, op-level reasons, a status.
+
+Rules (each threshold is a :class:`Tolerances` field):
+
+* Deterministic figures (FLOPs, memory bytes and allocations, op counts) compare
+  directly: ``now > baseline * (1 + tolerance)`` is a regression,
+  ``now * (1 + tolerance) < baseline`` an improvement.  Memory changes of at most
+  ``memory_floor_bytes`` are ignored (allocator granularity, caches).  Op counts
+  are reported but judged only when ``count`` is set.
+* Time is noisy.  The statistic is the median over rounds (the test's wall time;
+  each op's per-round self CPU time).  A time regresses when its median exceeds
+  ``baseline * (1 + time)`` and, when both sides have at least ``min_rounds``
+  rounds, a one-sided Mann-Whitney U test says the rounds are slower than the
+  baseline's rounds scaled by ``1 + time`` with p < ``alpha``: the slowdown beyond
+  tolerance must be significant, not just the median.  Times whose medians are
+  both under ``min_time_ns`` are too short to judge.  Time is judged only when
+  the machine fingerprint matches the baseline's (or ``force_time``); otherwise a
+  note says so and only deterministic figures count.
+* Improvements beyond tolerance never fail; they carry a hint to update baselines.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+import numpy as np
+
+from pytest_opprof.store import BaselineEntry
+from pytest_opprof.summary import OpSummary, TestSummary, TimeStats
+
+Status = Literal["pass", "regressed", "improved", "new"]
+RowStatus = Literal["pass", "regressed", "improved", "info", "not judged"]
+
+UPDATE_HINT = "run with --opprof-update-baselines to record the improvement"
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """Thresholds of a comparison; relative ones are fractions (0.2 = 20%)."""
+
+    time: float = 0.2
+    memory: float = 0.1
+    flops: float = 0.0
+    count: float | None = None
+    """Relative op-count growth allowed; ``None`` reports count changes without judging them."""
+    min_time_ns: int = 50_000
+    memory_floor_bytes: int = 4096
+    alpha: float = 0.05
+    min_rounds: int = 5
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One test-level figure, baseline against now (``change`` relative, 0.1 = +10%)."""
+
+    metric: str
+    unit: str
+    baseline: float | None
+    now: float | None
+    change: float | None
+    tolerance: float | None
+    status: RowStatus
+    note: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "metric": self.metric,
+            "unit": self.unit,
+            "baseline": self.baseline,
+            "now": self.now,
+            "change": None if self.change is None else round(self.change, 4),
+            "tolerance": self.tolerance,
+            "status": self.status,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class OpReason:
+    """One op-level change; ``impact`` is |change| as a share of the test's total of that unit."""
+
+    op: str
+    kind: str
+    """slower, faster, more flops, fewer flops, more memory, less memory, count, new, vanished"""
+    unit: str
+    baseline: float | None
+    now: float | None
+    change: float | None
+    status: RowStatus
+    impact: float
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "op": self.op,
+            "kind": self.kind,
+            "unit": self.unit,
+            "baseline": self.baseline,
+            "now": self.now,
+            "change": None if self.change is None else round(self.change, 4),
+            "status": self.status,
+            "impact": round(self.impact, 4),
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of one test's comparison; ``failed`` when something regressed."""
+
+    status: Status
+    metrics: tuple[MetricRow, ...] = ()
+    reasons: tuple[OpReason, ...] = ()
+    notes: tuple[str, ...] = ()
+    time_judged: bool = True
+    baseline_recorded_at: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "regressed"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "status": self.status,
+            "time_judged": self.time_judged,
+            "baseline_recorded_at": self.baseline_recorded_at,
+            "metrics": [row.to_json() for row in self.metrics],
+            "reasons": [reason.to_json() for reason in self.reasons],
+            "notes": list(self.notes),
+        }
+
+
+def compare(
+    summary: TestSummary,
+    baseline: BaselineEntry | None,
+    *,
+    fingerprint: str,
+    tolerances: Tolerances | None = None,
+    force_time: bool = False,
+) -> Verdict:
+    """Judge ``summary`` (measured on the machine ``fingerprint``) against ``baseline``."""
+    tol = tolerances or Tolerances()
+    if baseline is None:
+        return Verdict(
+            status="new",
+            notes=("no baseline yet; run with --opprof-update-baselines to record one",),
+        )
+    base = baseline.summary
+    notes: list[str] = []
+    time_judged = force_time or baseline.machine.fingerprint == fingerprint
+    if not time_judged:
+        notes.append(
+            f"baseline recorded on another machine ({baseline.machine.describe()}, fingerprint "
+            f"{baseline.machine.fingerprint}, now {fingerprint}): times are not judged, "
+            "only FLOPs, memory and op counts"
+        )
+    metrics = _metric_rows(summary, base, tol, time_judged)
+    reasons = _op_reasons(summary, base, tol, time_judged, _totals_status(metrics))
+    statuses = {m.status for m in metrics} | {r.status for r in reasons}
+    status: Status = (
+        "regressed" if "regressed" in statuses else "improved" if "improved" in statuses else "pass"
+    )
+    if "improved" in statuses:
+        notes.append(f"some figures improved beyond tolerance; {UPDATE_HINT}")
+    return Verdict(
+        status=status,
+        metrics=tuple(metrics),
+        reasons=tuple(reasons),
+        notes=tuple(notes),
+        time_judged=time_judged,
+        baseline_recorded_at=baseline.recorded_at,
+    )
+
+
+def _totals_status(metrics: list[MetricRow]) -> dict[str, RowStatus]:
+    """Status of each test-level total an op figure belongs to (all memory rows as one)."""
+    status = {m.metric: m.status for m in metrics}
+    memory = {m.status for m in metrics if m.unit in ("bytes", "allocations")}
+    status["memory"] = (
+        "regressed" if "regressed" in memory else "improved" if "improved" in memory else "pass"
+    )
+    return status
+
+
+def _change(baseline: float, now: float) -> float | None:
+    if baseline == 0:
+        return None if now == 0 else math.inf
+    return (now - baseline) / baseline
+
+
+def _judge_exact(baseline: int, now: int, tolerance: float | None, floor: int = 0) -> RowStatus:
+    if tolerance is None:
+        return "info"
+    if abs(now - baseline) <= floor:
+        return "pass"
+    if now > baseline * (1 + tolerance):
+        return "regressed"
+    if now * (1 + tolerance) < baseline:
+        return "improved"
+    return "pass"
+
+
+def _judge_time(base: TimeStats, now: TimeStats, tol: Tolerances, judged: bool) -> RowStatus:
+    if not judged:
+        return "not judged"
+    b, c = base.median_ns, now.median_ns
+    if max(b, c) < tol.min_time_ns:
+        return "not judged"
+    enough = min(len(base.samples_ns), len(now.samples_ns)) >= tol.min_rounds
+    if c > b * (1 + tol.time):
+        if not enough:
+            return "regressed"
+        scaled = [s * (1 + tol.time) for s in base.samples_ns]
+        p = mann_whitney_greater(now.samples_ns, scaled)
+        return "regressed" if p < tol.alpha else "pass"
+    if c * (1 + tol.time) < b:
+        if not enough:
+            return "improved"
+        scaled = [s * (1 + tol.time) for s in now.samples_ns]
+        p = mann_whitney_greater(base.samples_ns, scaled)
+        return "improved" if p < tol.alpha else "pass"
+    return "pass"
+
+
+def _row(
+    metric: str,
+    unit: str,
+    baseline: float,
+    now: float,
+    tolerance: float | None,
+    status: RowStatus,
+    note: str = "",
+) -> MetricRow:
+    return MetricRow(metric, unit, baseline, now, _change(baseline, now), tolerance, status, note)
+
+
+def _metric_rows(
+    now: TestSummary, base: TestSummary, tol: Tolerances, time_judged: bool
+) -> list[MetricRow]:
+    wall = _judge_time(base.wall_time, now.wall_time, tol, time_judged)
+    rows = [
+        _row("wall time", "ns", base.wall_time.median_ns, now.wall_time.median_ns, tol.time, wall),
+        _row("cpu time", "ns", base.cpu_time.median_ns, now.cpu_time.median_ns, None, "info"),
+        _row(
+            "flops",
+            "flops",
+            base.flops,
+            now.flops,
+            tol.flops,
+            _judge_exact(base.flops, now.flops, tol.flops),
+        ),
+        _row(
+            "op count",
+            "ops",
+            base.op_count,
+            now.op_count,
+            tol.count,
+            _judge_exact(base.op_count, now.op_count, tol.count),
+        ),
+    ]
+    if base.memory is not None and now.memory is not None:
+        for name, unit, b, c in (
+            ("peak memory", "bytes", base.memory.peak_bytes, now.memory.peak_bytes),
+            ("allocated memory", "bytes", base.memory.allocated_bytes, now.memory.allocated_bytes),
+            ("allocations", "allocations", base.memory.allocations, now.memory.allocations),
+            ("leaked memory", "bytes", base.memory.leaked_bytes, now.memory.leaked_bytes),
+        ):
+            floor = tol.memory_floor_bytes if unit == "bytes" else 0
+            rows.append(_row(name, unit, b, c, tol.memory, _judge_exact(b, c, tol.memory, floor)))
+    rows.append(_row("op time share", "share", base.op_time_share, now.op_time_share, None, "info"))
+    return rows
+
+
+def _op_reasons(
+    now: TestSummary,
+    base: TestSummary,
+    tol: Tolerances,
+    time_judged: bool,
+    metric_status: dict[str, RowStatus],
+) -> list[OpReason]:
+    wall_ref = max(base.wall_time.median_ns, 1)
+    flops_ref = max(base.flops, 1)
+    memory_ref = max(base.memory.allocated_bytes if base.memory else 0, 1)
+    count_ref = max(base.op_count, 1)
+    reasons: list[OpReason] = []
+    for key in sorted(set(now.ops) | set(base.ops)):
+        c, b = now.ops.get(key), base.ops.get(key)
+        if b is None and c is not None:
+            reasons.append(_presence(key, "new", c, wall_ref))
+        elif c is None and b is not None:
+            reasons.append(_presence(key, "vanished", b, wall_ref))
+        elif b is not None and c is not None:
+            reasons.extend(
+                _op_changes(
+                    key,
+                    b,
+                    c,
+                    tol,
+                    time_judged,
+                    metric_status,
+                    (wall_ref, flops_ref, memory_ref, count_ref),
+                )
+            )
+    severity = {"regressed": 0, "improved": 1}
+    reasons.sort(key=lambda r: (severity.get(r.status, 2), -r.impact, r.op, r.kind))
+    return reasons
+
+
+def _presence(key: str, kind: str, op: OpSummary, wall_ref: int) -> OpReason:
+    return OpReason(
+        op=key,
+        kind=kind,
+        unit="ops",
+        baseline=op.count if kind == "vanished" else None,
+        now=op.count if kind == "new" else None,
+        change=None,
+        status="info",
+        impact=op.self_cpu_time.median_ns / wall_ref,
+    )
+
+
+def _op_changes(
+    key: str,
+    b: OpSummary,
+    c: OpSummary,
+    tol: Tolerances,
+    time_judged: bool,
+    metric_status: dict[str, RowStatus],
+    refs: tuple[int, int, int, int],
+) -> list[OpReason]:
+    wall_ref, flops_ref, memory_ref, count_ref = refs
+    out: list[OpReason] = []
+    bt, ct = b.self_cpu_time.median_ns, c.self_cpu_time.median_ns
+    time_status = _judge_time(b.self_cpu_time, c.self_cpu_time, tol, time_judged)
+    if time_status in ("regressed", "improved"):
+        kind = "slower" if ct > bt else "faster"
+        out.append(
+            OpReason(key, kind, "ns", bt, ct, _change(bt, ct), time_status, abs(ct - bt) / wall_ref)
+        )
+    # An op's deterministic change fails only when the test's total of that figure fails:
+    # work moved between ops is a change to explain, not a regression.
+    for kind_up, kind_down, unit, bv, cv, metric, tolerance, floor, ref in (
+        ("more flops", "fewer flops", "flops", b.flops, c.flops, "flops", tol.flops, 0, flops_ref),
+        (
+            "more memory",
+            "less memory",
+            "bytes",
+            b.self_memory_bytes,
+            c.self_memory_bytes,
+            "memory",
+            tol.memory,
+            tol.memory_floor_bytes,
+            memory_ref,
+        ),
+        ("count", "count", "ops", b.count, c.count, "op count", tol.count, 0, count_ref),
+    ):
+        beyond = _judge_exact(bv, cv, tolerance or 0.0, floor)
+        if beyond == "pass" and not (unit == "ops" and bv != cv):
+            continue  # within tolerance; an op count change is always worth a line
+        judged = tolerance is not None and metric_status.get(metric) == beyond
+        out.append(
+            OpReason(
+                key,
+                kind_up if cv > bv else kind_down,
+                unit,
+                bv,
+                cv,
+                _change(bv, cv),
+                beyond if judged else "info",
+                abs(cv - bv) / ref,
+            )
+        )
+    return out
+
+
+def mann_whitney_greater(x: Sequence[float], y: Sequence[float]) -> float:
+    """One-sided Mann-Whitney U p-value for "x tends to be larger than y".
+
+    Exact null distribution when there are no ties and both sides have at most
+    20 values; otherwise the normal approximation with tie and continuity
+    corrections.  numpy only, no scipy.
+    """
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    m, n = len(xs), len(ys)
+    if m == 0 or n == 0:
+        raise ValueError("mann_whitney_greater needs values on both sides")
+    values = np.concatenate([xs, ys])
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    average_rank = np.cumsum(counts) - (counts - 1) / 2.0
+    ranks = average_rank[inverse]
+    u = float(ranks[:m].sum()) - m * (m + 1) / 2.0
+    ties = bool((counts > 1).any())
+    if not ties and m <= 20 and n <= 20:
+        dist = _u_distribution(m, n)
+        return float(dist[round(u) :].sum() / dist.sum())
+    total = m + n
+    tie_term = float((counts**3 - counts).sum()) / (total * (total - 1))
+    variance = m * n / 12.0 * ((total + 1) - tie_term)
+    if variance <= 0:
+        return 1.0
+    z = (u - m * n / 2.0 - 0.5) / math.sqrt(variance)
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+@cache
+def _u_distribution(m: int, n: int) -> np.ndarray:
+    """Number of orderings giving each U = 0..m*n for sizes m, n (no ties)."""
+    if m == 0 or n == 0:
+        return np.ones(1)
+    # The largest value is either an x (it beats all n y's: U shifts by n) or a y.
+    with_x = np.concatenate([np.zeros(n), _u_distribution(m - 1, n)])
+    with_y = _u_distribution(m, n - 1)
+    out = np.zeros(m * n + 1)
+    out[: len(with_x)] += with_x
+    out[: len(with_y)] += with_y
+    return out

@@ -1,0 +1,100 @@
+"""Plain stand-ins for key_averages() rows and MemoryStats, and summaries built from them.
+
+The baseline layers are duck-typed on these attribute names; building real
+profiles here would test the profiler, not the comparison.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_opprof.machine import MachineInfo, fingerprint
+from pytest_opprof.store import BaselineEntry
+from pytest_opprof.summary import RoundFigures, TestSummary, summarize_rounds
+
+
+@dataclass
+class Row:
+    """The attributes of a FunctionEventAvg that summaries read (times in µs)."""
+
+    key: str
+    count: int = 1
+    self_cpu_time_total: float = 0.0
+    cpu_time_total: float = 0.0
+    self_cpu_memory_usage: int = 0
+    cpu_memory_usage: int = 0
+    flops: int = 0
+    device_time_total: float = 0.0
+    self_device_time_total: float = 0.0
+
+
+@dataclass
+class Mem:
+    """The attributes of sources.memory_source.MemoryStats (bytes)."""
+
+    peak_bytes: int = 0
+    allocated_bytes: int = 0
+    allocations: int = 0
+    freed_bytes: int = 0
+    leaked_bytes: int = 0
+
+
+def summary_of(
+    rounds: Sequence[tuple[float, Sequence[Row]]], memory: Mem | None = None
+) -> TestSummary:
+    """A summary of rounds given as (wall time in µs, rows); CPU time = wall time."""
+    return summarize_rounds(
+        [
+            RoundFigures.from_events(
+                rows,
+                wall_time_ns=round(wall_us * 1000),
+                cpu_time_ns=round(wall_us * 1000),
+                memory=memory,
+            )
+            for wall_us, rows in rounds
+        ]
+    )
+
+
+def machine(cpu_model: str = "Test CPU 3000") -> MachineInfo:
+    """A fixed machine description (so fingerprints are chosen by the test)."""
+    parts = dict(
+        cpu_model=cpu_model,
+        cpu_count=8,
+        arch="x86_64",
+        system="Linux",
+        python="CPython 3.11",
+        numpy="2.4.0",
+        blas="openblas 0.3",
+        torch=None,
+    )
+    return MachineInfo(platform="Linux-test", fingerprint=fingerprint(**parts), **parts)  # type: ignore[arg-type]
+
+
+def entry(summary: TestSummary, on: MachineInfo | None = None) -> BaselineEntry:
+    """A baseline entry recorded at a fixed time."""
+    when = datetime.datetime(2025, 1, 31, 12, 0, tzinfo=datetime.timezone.utc)
+    return BaselineEntry.record(summary, on or machine(), now=when)
+
+
+def simple_summary(
+    *, rounds: int = 3, matmul_flops: int = 2_000_000, allocated: int = 8_000_000
+) -> TestSummary:
+    """A small test: a scope around matmul and add, with memory figures."""
+    rows = [
+        Row("forward", 1, self_cpu_time_total=20.0, cpu_time_total=1020.0),
+        Row(
+            "numpy.matmul",
+            10,
+            self_cpu_time_total=800.0,
+            cpu_time_total=800.0,
+            flops=matmul_flops,
+            self_cpu_memory_usage=allocated,
+            cpu_memory_usage=allocated,
+        ),
+        Row("numpy.add", 5, self_cpu_time_total=200.0, cpu_time_total=200.0, flops=5000),
+    ]
+    mem = Mem(peak_bytes=allocated, allocated_bytes=allocated, allocations=10)
+    return summary_of([(1500.0, rows)] * rounds, memory=mem)
