@@ -1,0 +1,254 @@
+"""``profile`` and ``record_function``: torch.profiler's API over the native core.
+
+A profile resolves its capture sources, installs their hooks, and starts the
+native session with their option bits; stop drains the native buffers, merges
+what Python-side sources collected, and removes every hook (on every exit
+path).  One profile records at a time.  ``record_function`` checks a module
+flag before touching the native core, so it is nearly free when nothing
+records.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pytest_opprof import _native, sources
+from pytest_opprof.errors import OpprofError
+from pytest_opprof.records import FLAG_EXCEPTION, Records
+
+if TYPE_CHECKING:
+    from pytest_opprof.model import EventList
+    from pytest_opprof.sources.memory_source import MemoryStats
+
+__all__ = ["profile", "record_function"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_lib = _native.lib
+_lock = threading.Lock()
+_active: profile | None = None
+# Read by record_function before any native call; written under _lock.
+_recording = False
+
+
+class profile:  # noqa: N801 - torch.profiler's spelling
+    """Record ops (record_function scopes and captured library calls) while active.
+
+    Use as a context manager or with :meth:`start`/:meth:`stop`.  ``capture``
+    names the op sources (``["numpy"]``, ``["none"]``; None: every available
+    one).  ``python_memory`` also counts Python object allocations (slower).
+    After stop: :meth:`records`, :meth:`events`, :meth:`key_averages`, the
+    exports, ``memory`` (bytes, when ``profile_memory``) and ``wall_time_ns``.
+    """
+
+    def __init__(
+        self,
+        record_shapes: bool = True,
+        profile_memory: bool = True,
+        with_flops: bool = True,
+        with_stack: bool = False,
+        capture: Sequence[str] | None = None,
+        python_memory: bool = False,
+    ) -> None:
+        if isinstance(capture, str):
+            raise OpprofError(f"capture must be a list of source names, not the string {capture!r}")
+        self.record_shapes = record_shapes
+        self.profile_memory = profile_memory
+        self.with_flops = with_flops
+        self.with_stack = with_stack
+        self.capture = None if capture is None else list(capture)
+        self.python_memory = python_memory
+        self.memory: MemoryStats | None = None
+        self.wall_time_ns = 0
+        self._sources: list[sources.Source] = []
+        self._memory_source: sources.Source | None = None
+        self._records: Records | None = None
+        self._events: EventList | None = None
+        self._start_ns = 0
+
+    def __enter__(self) -> profile:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _wanted_sources(self) -> list[sources.Source]:
+        wanted = sources.resolve(self.capture)
+        helpers = []
+        if self.profile_memory:
+            helpers.append("memory")
+            if self.python_memory:
+                helpers.append("python_memory")
+        for name in helpers:
+            source = sources.get(name)
+            if source is not None and source.available():
+                wanted.append(source)
+                if name == "memory":
+                    self._memory_source = source
+        return wanted
+
+    def start(self) -> None:
+        """Install the sources' hooks and start recording in every thread."""
+        global _active, _recording
+        with _lock:
+            if _active is not None:
+                raise OpprofError(
+                    "an opprof profile is already recording; one profile records at a time "
+                    "(stop the other one first)"
+                )
+            wanted = self._wanted_sources()
+            options = 0
+            if self.record_shapes:
+                options |= int(_lib.OPPROF_OPT_RECORD_SHAPES)
+            if self.with_stack:
+                options |= int(_lib.OPPROF_OPT_WITH_STACK)
+            acquired: list[sources.Source] = []
+            try:
+                for source in wanted:
+                    source.acquire()
+                    acquired.append(source)
+                for source in acquired:
+                    options |= source.start_options()
+                self._records = None
+                self._events = None
+                self.memory = None
+                self._start_ns = time.perf_counter_ns()
+                _native.start(options)
+            except BaseException:
+                _release(acquired)
+                raise
+            self._sources = acquired
+            _active = self
+            _recording = True
+
+    def stop(self) -> None:
+        """Stop recording, drain and merge the records, and remove every hook."""
+        global _active, _recording
+        with _lock:
+            if _active is not self:
+                raise OpprofError("profile.stop(): this profile is not recording")
+            self.wall_time_ns = time.perf_counter_ns() - self._start_ns
+            _recording = False
+            _active = None
+            acquired, self._sources = self._sources, []
+            try:
+                _native.stop()
+                records = _native.drain()
+                for source in acquired:
+                    extra = source.collect()
+                    if extra is not None:
+                        records = records.concat(extra)
+                self._records = records
+                if self._memory_source in acquired:
+                    from pytest_opprof.sources.memory_source import memory_stats
+
+                    self.memory = memory_stats()
+            finally:
+                _release(acquired)
+
+    def records(self) -> Records:
+        """The drained and merged records of this profile (after stop)."""
+        if self._records is None:
+            raise OpprofError("profile has no records yet: stop it first")
+        return self._records
+
+    def events(self) -> EventList:
+        """One FunctionEvent per record, tree linked (built on first call)."""
+        if self._events is None:
+            from pytest_opprof.model import build_events
+
+            self._events = build_events(
+                self.records(), profile_memory=self.profile_memory, with_flops=self.with_flops
+            )
+        return self._events
+
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> EventList:
+        """FunctionEventAvg per op name (and input shapes / stack frames when asked)."""
+        from pytest_opprof.model import key_averages
+
+        return key_averages(
+            self.records(),
+            group_by_input_shape=group_by_input_shape,
+            group_by_stack_n=group_by_stack_n,
+            profile_memory=self.profile_memory,
+            with_flops=self.with_flops,
+        )
+
+    def export_chrome_trace(self, path: str) -> None:
+        """Write a Chrome/Perfetto trace (JSON) of the events."""
+        self.events().export_chrome_trace(path)
+
+    def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
+        """Write collapsed stacks (flame-graph input) weighted by ``metric`` (us)."""
+        self.events().export_stacks(path, metric)
+
+
+def _release(acquired: list[sources.Source]) -> None:
+    """Release in reverse order; every source is released even if one raises."""
+    error: BaseException | None = None
+    for source in reversed(acquired):
+        try:
+            source.release()
+        except BaseException as exc:  # noqa: BLE001 - re-raised after the rest are released
+            error = error or exc
+    if error is not None:
+        raise error
+
+
+class record_function:  # noqa: N801 - torch.profiler's spelling
+    """A named scope: context manager or decorator; records only while a profile is active.
+
+    An exception inside the scope propagates and flags the event.
+    """
+
+    __slots__ = ("_id", "_pushed", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._id = -1
+        self._pushed = False
+
+    def __enter__(self) -> record_function:
+        if _recording:
+            if self._id < 0:
+                self._id = _native.intern(self.name)
+            status = _lib.opprof_scope_push(self._id)
+            if status:
+                _native.check(status)
+            self._pushed = True
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._pushed:
+            self._pushed = False
+            status = _lib.opprof_scope_pop(FLAG_EXCEPTION if exc_type is not None else 0)
+            if status:
+                _native.check(status)
+
+    def __call__(self, fn: F) -> F:
+        name = self.name
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not _recording:
+                return fn(*args, **kwargs)
+            with record_function(name):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
