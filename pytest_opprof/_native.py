@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -205,3 +205,154 @@ def nest_sorted(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
         )
     )
     return parent
+
+
+# ---- memory: numpy handler, Python allocator hooks (native/memory*.c) --------
+
+MEMORY_SAMPLE_DTYPE = np.dtype([("time_ns", "<i8"), ("net_bytes", "<i8")])
+
+
+class MemoryCounters(NamedTuple):
+    """``opprof_memory_stats`` as Python ints (bytes unless named otherwise)."""
+
+    net_bytes: int
+    peak_bytes: int
+    allocated_bytes: int
+    allocations: int
+    freed_bytes: int
+    held_bytes: int
+    samples: int
+    samples_dropped: int
+    installed: int
+    threads_covered: int
+    python_installed: int
+    python_untracked: int
+
+
+def memory_install() -> None:
+    """Install the counting numpy data-memory handler (refcounted; every thread)."""
+    check(lib.opprof_memory_install())
+
+
+def memory_uninstall() -> None:
+    """Undo one :func:`memory_install`; the last one restores numpy's handler."""
+    check(lib.opprof_memory_uninstall())
+
+
+def memory_python_install() -> None:
+    """Hook Python's PyMem and object allocators (refcounted)."""
+    check(lib.opprof_memory_python_install())
+
+
+def memory_python_uninstall() -> None:
+    """Undo one :func:`memory_python_install`; the last one restores the allocators."""
+    check(lib.opprof_memory_python_uninstall())
+
+
+def memory_reset() -> None:
+    """Open a measurement window: per-profile memory counters to zero (before start)."""
+    check(lib.opprof_memory_reset())
+
+
+def memory_counters() -> MemoryCounters:
+    """The native memory counters now."""
+    out = ffi.new("opprof_memory_stats *")
+    check(lib.opprof_memory_stats_get(out))
+    return MemoryCounters(*(int(getattr(out, f)) for f in MemoryCounters._fields))
+
+
+def memory_set_sample_capacity(max_samples: int) -> None:
+    """Live-bytes samples kept per profile (takes effect at the next reset)."""
+    check(lib.opprof_memory_set_sample_capacity(max_samples))
+
+
+def memory_samples() -> np.ndarray:
+    """The window's net-bytes samples, in the order taken."""
+    count = memory_counters().samples
+    out = np.empty(count, dtype=MEMORY_SAMPLE_DTYPE)
+    written = ffi.new("int64_t *")
+    check(lib.opprof_memory_samples(ffi.from_buffer("opprof_memory_sample[]", out), count, written))
+    return out[: written[0]]
+
+
+# ---- numpy: call and method hooks (native/numpy_hooks.c) ----------------------
+
+NUMPY_STR_TYPE = int(lib.OPPROF_NP_STR_TYPE)  # dtype "type<N>" marks a recorded string
+
+
+def numpy_unsupported_reason() -> str | None:
+    """Why this build or interpreter cannot hook numpy, or None when it can."""
+    if lib.opprof_numpy_supported():
+        return None
+    return _text(lib.opprof_last_error())
+
+
+def numpy_install(
+    calls: list[tuple[int, int, list[int]]], methods: list[tuple[int, int, int, int]]
+) -> int:
+    """Install every numpy hook at once; returns how many objects were skipped.
+
+    ``calls``: (id of a ufunc or dispatcher, name id, name ids of its
+    ``UFUNC_METHODS`` or zeros); ``methods``: (id of a method descriptor or
+    builtin, name id, OPPROF_NP_SELF_* kind, ufunc method index).  The caller
+    keeps every object alive while hooked.
+    """
+    width = int(lib.OPPROF_NP_UFUNC_METHODS)
+    ufunc_names = [n for _obj, _name, per in calls for n in (per or [0] * width)]
+    skipped = ffi.new("int64_t *")
+    check(
+        lib.opprof_numpy_install(
+            [c[0] for c in calls],
+            [c[1] for c in calls],
+            ufunc_names,
+            len(calls),
+            [m[0] for m in methods],
+            [m[1] for m in methods],
+            [m[2] for m in methods],
+            [m[3] for m in methods],
+            len(methods),
+            skipped,
+        )
+    )
+    return int(skipped[0])
+
+
+def numpy_uninstall() -> int:
+    """Restore numpy; returns how many pointers someone else had replaced (left alone)."""
+    foreign = ffi.new("int64_t *")
+    check(lib.opprof_numpy_uninstall(foreign))
+    return int(foreign[0])
+
+
+def numpy_record_strings(call: int) -> None:
+    """Record str arguments of the hooked call object ``call`` (an id), e.g. einsum subscripts."""
+    check(lib.opprof_numpy_record_strings(call))
+
+
+def numpy_string(dtype: str) -> str | None:
+    """The recorded string a dtype text ``"type<N>"`` stands for, or None if it is not one."""
+    if not dtype.startswith("type") or not dtype[4:].isdigit():
+        return None
+    k = int(dtype[4:]) - NUMPY_STR_TYPE
+    if k < 0:
+        return None
+    ptr = lib.opprof_numpy_string_get(k)
+    return None if ptr == ffi.NULL else _text(ptr)
+
+
+class NumpyHookCounts(NamedTuple):
+    """State of the numpy hooks: hooks in place and trampoline calls that found no original."""
+
+    installed: bool
+    calls: int
+    methods: int
+    misses: int
+
+
+def numpy_hook_counts() -> NumpyHookCounts:
+    return NumpyHookCounts(
+        bool(lib.opprof_numpy_installed()),
+        int(lib.opprof_numpy_hooked_calls()),
+        int(lib.opprof_numpy_hooked_methods()),
+        int(lib.opprof_numpy_misses()),
+    )

@@ -1,0 +1,209 @@
+"""numpy capture source: names numpy's C entry points and installs the native hooks.
+
+What is hooked (``native/numpy_hooks.c`` does the per-call work):
+
+- every ``numpy.ufunc`` and ``numpy._ArrayFunctionDispatcher`` reachable from the
+  public namespaces in ``NAMESPACES``, through its per-object vectorcall pointer
+  (this also catches operators: ``a + b`` is ``numpy.add``, ``a @ b`` ``numpy.matmul``);
+- ndarray methods (``numpy.ndarray.sum``), ufunc methods (``numpy.add.reduce``) and
+  numpy's C module functions (``numpy.empty``, ``numpy.array``), through ``ml_meth``
+  in their ``PyMethodDef`` tables, which CPython's specialised call sites still call.
+
+Each object gets one name: its public path, preferring the first namespace in
+``NAMESPACES``, then the attribute spelled like the object's ``__name__``
+(``numpy.absolute``, not the alias ``numpy.abs``), then the shortest.
+Not captured: numpy scalar arithmetic, Python-level numpy functions that are not
+dispatchers, ``numpy.random`` (its functions are Cython methods), dunder methods.
+Supported: CPython with the GIL and numpy >= 2.0; elsewhere the source warns once
+and profiles record scopes only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_opprof import _native
+
+NAMESPACES = (
+    "numpy",
+    "numpy.linalg",
+    "numpy.fft",
+    "numpy.emath",
+    "numpy.strings",
+    "numpy.char",
+    "numpy.lib.stride_tricks",
+    "numpy.lib.array_utils",
+)
+UFUNC_METHODS = ("reduce", "accumulate", "reduceat", "outer", "at")
+SELF_NONE, SELF_ARRAY, SELF_UFUNC = 0, 1, 2
+# Calls whose str arguments are recorded with the shapes: einsum's subscripts
+# decide its FLOPs (pytest_opprof.flops).
+STRING_ARGUMENT_CALLS = frozenset({"numpy.einsum"})
+_C_MODULE = "numpy._core._multiarray_umath"
+
+
+@dataclass
+class HookTable:
+    """What to hook and under which names; holds a reference to every object."""
+
+    calls: list[tuple[Any, str]] = field(default_factory=list)
+    """(ufunc or dispatcher, name)"""
+    methods: list[tuple[Any, str, int, int]] = field(default_factory=list)
+    """(method descriptor or builtin, name, SELF_* kind, ufunc method index)"""
+
+
+def _public_objects(np: types.ModuleType) -> Iterator[tuple[int, str, str, Any]]:
+    """(namespace rank, namespace, attribute, object) for every public attribute.
+
+    Reads module dicts, not ``getattr``, so numpy's lazily loaded submodules
+    (``numpy.testing``, ``numpy.ma``) are not imported as a side effect."""
+    for rank, ns in enumerate(NAMESPACES):
+        try:
+            mod = np.emath if ns == "numpy.emath" else importlib.import_module(ns)
+        except ImportError:
+            continue
+        for attr, obj in vars(mod).items():
+            if not attr.startswith("_"):
+                yield rank, ns, attr, obj
+
+
+def build_hook_table() -> HookTable:
+    """Walk numpy's public namespaces and name every hookable object once."""
+    import numpy as np
+
+    dispatcher_type = type(np.dot)
+    best: dict[int, tuple[tuple[int, bool, int, str], str, Any]] = {}
+    for rank, ns, attr, obj in _public_objects(np):
+        is_call = isinstance(obj, (np.ufunc, dispatcher_type))
+        is_c_function = (
+            isinstance(obj, types.BuiltinFunctionType)
+            and isinstance(obj.__self__, types.ModuleType)
+            and obj.__self__.__name__ == _C_MODULE
+        )
+        if not (is_call or is_c_function):
+            continue
+        key = (rank, attr != getattr(obj, "__name__", attr), len(attr), attr)
+        seen = best.get(id(obj))
+        if seen is None or key < seen[0]:
+            best[id(obj)] = (key, f"{ns}.{attr}", obj)
+    table = HookTable()
+    for _key, name, obj in sorted(best.values(), key=lambda v: v[1]):
+        if isinstance(obj, types.BuiltinFunctionType):
+            table.methods.append((obj, name, SELF_NONE, 0))
+        else:
+            table.calls.append((obj, name))
+    for attr, obj in sorted(vars(np.ndarray).items()):
+        if not attr.startswith("_") and type(obj).__name__ == "method_descriptor":
+            table.methods.append((obj, f"numpy.ndarray.{attr}", SELF_ARRAY, 0))
+    for index, attr in enumerate(UFUNC_METHODS):
+        table.methods.append((vars(np.ufunc)[attr], f"numpy.ufunc.{attr}", SELF_UFUNC, index))
+    return table
+
+
+def install(table: HookTable) -> None:
+    """Intern the table's names and install its hooks (the caller keeps ``table`` alive)."""
+    import numpy as np
+
+    calls = []
+    for obj, name in table.calls:
+        per = (
+            [_native.intern(f"{name}.{m}") for m in UFUNC_METHODS]
+            if isinstance(obj, np.ufunc)
+            else []
+        )
+        calls.append((id(obj), _native.intern(name), per))
+    methods = [(id(o), _native.intern(n), kind, i) for o, n, kind, i in table.methods]
+    _native.numpy_install(calls, methods)
+    for obj, name in table.calls:
+        if name in STRING_ARGUMENT_CALLS:
+            _native.numpy_record_strings(id(obj))
+
+
+def unsupported_reason() -> str | None:
+    """Why numpy capture cannot run here, or None when it can."""
+    try:
+        import numpy as np
+    except ImportError:
+        return "numpy is not installed"
+    major = int(np.__version__.split(".")[0])
+    if major < 2:
+        return f"numpy {np.__version__} is older than 2.0"
+    if type(np.dot).__name__ != "_ArrayFunctionDispatcher":
+        return "this numpy has no C array-function dispatchers"
+    return _native.numpy_unsupported_reason()
+
+
+class NumpySource:
+    """The "numpy" capture source (see the module docstring)."""
+
+    name = "numpy"
+
+    def __init__(self) -> None:
+        self._refs = 0
+        self._walked: HookTable | None = None  # the walk is done once per process
+        self._table: HookTable | None = None
+        self._available: bool | None = None
+        self._foreign: list[HookTable] = []
+
+    def available(self) -> bool:
+        """True when numpy can be hooked here; warns once when it cannot."""
+        if self._available is None:
+            reason = unsupported_reason()
+            if reason is not None:
+                warnings.warn(
+                    f"pytest-opprof: numpy capture off ({reason}); profiles record scopes only",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            self._available = reason is None
+        return self._available
+
+    def acquire(self) -> None:
+        """Install the hooks on the first acquire; later ones only count."""
+        if self._refs == 0:
+            if self._walked is None:
+                self._walked = build_hook_table()
+            table = self._walked
+            install(table)
+            self._table = table
+        self._refs += 1
+
+    def release(self) -> None:
+        """Restore numpy on the last release."""
+        if self._refs == 0:
+            return
+        self._refs -= 1
+        if self._refs == 0 and self._table is not None:
+            foreign = _native.numpy_uninstall()
+            if foreign:
+                # Someone wrapped our trampolines: they stay callable, so the
+                # objects they route to must stay alive.
+                self._foreign.append(self._table)
+                warnings.warn(
+                    f"pytest-opprof: {foreign} numpy entry points were replaced by someone "
+                    "else while hooked; left them in place",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            self._table = None
+
+    @property
+    def installed(self) -> bool:
+        """True while the hooks are in place."""
+        return self._table is not None
+
+    def start_options(self) -> int:
+        """OPPROF_OPT_* bits that make the installed hooks record."""
+        return int(_native.lib.OPPROF_OPT_CAPTURE_NUMPY)
+
+    def collect(self) -> None:
+        """numpy events come out of the native drain."""
+        return None
+
+
+SOURCE = NumpySource()
