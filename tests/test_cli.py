@@ -1,0 +1,155 @@
+"""``python -m pytest_opprof compare/show`` on real files, and the reports they read."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from baseline_helpers import entry, machine, simple_summary
+
+from pytest_opprof.report import (
+    TestResult,
+    read_report,
+    render_markdown,
+    write_json_report,
+    write_markdown,
+)
+from pytest_opprof.store import update
+from pytest_opprof.verdict import compare
+
+ROOT = Path(__file__).parent.parent
+
+
+def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_opprof", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
+
+
+def _baselines(tmp_path: Path, flops: int) -> Path:
+    path = tmp_path / f"b{flops}" / "test_a.json"
+    update(
+        path,
+        {
+            "test_x": entry(simple_summary(matmul_flops=flops)),
+            "TestK::test_p[a/b-..]": entry(simple_summary()),
+        },
+    )
+    return path
+
+
+def test_show_prints_tables(tmp_path: Path) -> None:
+    path = _baselines(tmp_path, 2_000_000)
+    done = cli("show", path, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "TestK::test_p[a/b-..]" in out and "test_x" in out
+    assert "recorded 2025-01-31T12:00:00Z on Test CPU 3000 x8" in out
+    assert "numpy.matmul" in out and "2.00 MFLOP" in out
+    assert "7.63 Mb" in out  # 8,000,000 bytes allocated
+    lines = [line for line in out.splitlines() if line.startswith("numpy.")]
+    assert [line.split()[0] for line in lines[:2]] == ["numpy.matmul", "numpy.add"]  # by time
+
+
+def test_compare_regression_exits_1_and_names_the_op(tmp_path: Path) -> None:
+    old, new = _baselines(tmp_path, 2_000_000), _baselines(tmp_path, 3_000_000)
+    done = cli("compare", old, new, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "opprof REGRESSED: test_x" in done.stdout
+    assert "+ numpy.matmul  more flops: 3.00 MFLOP" in done.stdout
+    assert "opprof PASS: TestK::test_p[a/b-..]" in done.stdout
+    assert done.stdout.rstrip().endswith(f"1 regressed against {old}")
+    relaxed = cli("compare", old, new, "--flops-tolerance", "60%", cwd=tmp_path)
+    assert relaxed.returncode == 0, relaxed.stdout
+    improved = cli("compare", new, old, cwd=tmp_path)
+    assert improved.returncode == 0 and "opprof IMPROVED: test_x" in improved.stdout
+
+
+def test_compare_report_against_baseline_file(tmp_path: Path) -> None:
+    old = _baselines(tmp_path, 2_000_000)
+    now = simple_summary(matmul_flops=8_000_000)
+    verdict = compare(now, entry(simple_summary()), fingerprint=machine().fingerprint)
+    report = tmp_path / "report.json"
+    write_json_report(
+        report, [TestResult("tests/test_a.py::test_x", now, verdict)], machine=machine()
+    )
+    done = cli("compare", old, report, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "opprof REGRESSED: tests/test_a.py::test_x" in done.stdout
+    assert "opprof GONE: TestK::test_p[a/b-..]" in done.stdout
+    shown = cli("show", report, cwd=tmp_path)
+    assert shown.returncode == 0 and "8.00 MFLOP" in shown.stdout
+
+
+def test_errors_name_the_file_and_exit_2(tmp_path: Path) -> None:
+    good = _baselines(tmp_path, 2_000_000)
+    missing = cli("show", tmp_path / "nope.json", cwd=tmp_path)
+    assert missing.returncode == 2 and "nope.json: no such file" in missing.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text(good.read_text(encoding="utf-8")[:300], encoding="utf-8")
+    done = cli("compare", good, broken, cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"error: {broken}: not valid JSON" in done.stderr
+    assert "Traceback" not in done.stderr
+    bad_option = cli("compare", good, good, "--time-tolerance", "abc", cwd=tmp_path)
+    assert bad_option.returncode == 2
+    assert "--time-tolerance" in bad_option.stderr and "20%" in bad_option.stderr
+
+
+def test_json_report_schema_and_roundtrip(tmp_path: Path) -> None:
+    now = simple_summary(matmul_flops=4_000_000)
+    regressed = compare(now, entry(simple_summary()), fingerprint=machine().fingerprint)
+    new = compare(simple_summary(), None, fingerprint=machine().fingerprint)
+    results = [
+        TestResult("tests/test_a.py::test_r", now, regressed, "baselines/tests/test_a.json"),
+        TestResult("tests/test_a.py::test_n", simple_summary(), new),
+    ]
+    path = tmp_path / "out" / "report.json"
+    write_json_report(path, results, machine=machine())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["kind"] == "opprof-report" and data["schema"] == 1
+    assert data["totals"] == {"pass": 0, "regressed": 1, "improved": 0, "new": 1}
+    test = data["tests"]["tests/test_a.py::test_r"]
+    assert test["status"] == "regressed"
+    assert test["baseline_file"] == "baselines/tests/test_a.json"
+    assert test["ops"]["numpy.matmul"]["flops"] == 4_000_000
+    flops_row = next(r for r in test["verdict"]["metrics"] if r["metric"] == "flops")
+    assert flops_row["status"] == "regressed" and flops_row["tolerance"] == 0.0
+    assert test["verdict"]["reasons"][0]["op"] == "numpy.matmul"
+    back = read_report(path)
+    assert back["tests/test_a.py::test_r"].summary.flops == now.flops
+    assert back["tests/test_a.py::test_r"].machine == machine()
+
+
+def test_markdown_summary(tmp_path: Path) -> None:
+    now = simple_summary(matmul_flops=4_000_000)
+    verdict = compare(now, entry(simple_summary()), fingerprint=machine().fingerprint)
+    results = [
+        TestResult("tests/test_a.py::test_r[a|b]", now, verdict),
+        TestResult(
+            "tests/test_a.py::test_ok",
+            simple_summary(),
+            compare(simple_summary(), entry(simple_summary()), fingerprint=machine().fingerprint),
+        ),
+    ]
+    text = render_markdown(results, machine=machine())
+    assert text.startswith("## pytest-opprof: 1 regressed, 1 pass\n")
+    lines = text.splitlines()
+    row = next(line for line in lines if "test_r" in line and line.startswith("| `"))
+    assert (
+        "test_r[a\\|b]" in row and "❌ regressed" in row and "+99.8%" in row
+    )  # (4,005,000 - 2,005,000) / 2,005,000
+    assert lines.index(row) < next(i for i, line in enumerate(lines) if "test_ok" in line)
+    assert "| `numpy.matmul` | more flops | 2.00 MFLOP | 4.00 MFLOP | +100.0% | regressed |" in text
+    out = tmp_path / "summary.md"
+    write_markdown(out, results, machine=machine())
+    assert out.read_text(encoding="utf-8") == text
