@@ -213,3 +213,22 @@ def test_partial_overlaps_never_crash(items: list[tuple[int, int, int]]) -> None
     assert sum(e.self_cpu_time_total for e in events) == pytest.approx(
         sum(e.cpu_time_total for e in events if e.cpu_parent is None)
     )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 30), st.integers(0, 10)),
+        max_size=40,
+    )
+)
+def test_native_sweep_agrees_with_python(items: list[tuple[int, int, int]]) -> None:
+    native = pytest.importorskip("pytest_opprof._native")
+    items.sort(key=lambda x: (x[0], x[1], -(x[1] + x[2])))
+    thread = np.array([t for t, _, _ in items], dtype=np.uint64)
+    start = np.array([s for _, s, _ in items], dtype=np.int64)
+    end = start + np.array([d for _, _, d in items], dtype=np.int64)
+    assert (
+        native.nest_sorted(thread, start, end).tolist()
+        == _nest_sorted_py(thread, start, end).tolist()
+    )

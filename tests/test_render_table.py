@@ -135,16 +135,17 @@ def test_memory_format() -> None:
 
 
 def test_flops_column_scaled() -> None:
-    text = key_averages(_records(), with_flops=True).table()
-    flops = 2 * 64 * 32 * 16
-    scale, header = flops_scale(flops)
-    assert header == "KFLOPs"
-    assert f"Total {header}" in _headers(text)
-    assert (
-        _rows(text)["numpy.matmul"][_headers(text).index("Total KFLOPs")] == f"{flops * scale:.3f}"
-    )
-    assert _rows(text)["numpy.add"][_headers(text).index("Total KFLOPs")] == "--"
-    assert flops_scale(5)[1] == "FLOPs" and flops_scale(7 * 10**9)[1] == "GFLOPs"
+    groups = key_averages(_records(), with_flops=True)
+    text = groups.table()
+    matmul = next(g for g in groups if g.key == "numpy.matmul")
+    assert matmul.flops == 2 * 64 * 32 * 16
+    scale, header = flops_scale(min(g.flops for g in groups if g.flops > 0))
+    column = _headers(text).index(f"Total {header}")
+    assert _rows(text)["numpy.matmul"][column] == f"{matmul.flops * scale:.3f}"
+    assert _rows(text)["forward"][column] == "--"  # a scope does no arithmetic itself
+    assert flops_scale(5) == (1.0, "FLOPs")
+    assert flops_scale(32_768)[1] == "KFLOPs"
+    assert flops_scale(7 * 10**9)[1] == "GFLOPs"
     assert "FLOPs" not in key_averages(_records(), with_flops=False).table()
 
 

@@ -173,7 +173,7 @@ def average_records(
     }
     mem_total = total(tree.mem_total_bytes)
     mem_self = total(tree.mem_self_bytes)
-    flops = _group_flops(records, tree, shape_key, group, m) if with_flops else [0] * m
+    flops = _group_flops(records, tree, group, m) if with_flops else [0] * m
 
     out = []
     for g, row in enumerate(first.tolist()):
@@ -220,17 +220,20 @@ def _stack_key(records: Records, stack_ids: np.ndarray, n: int) -> np.ndarray:
     return table[stack_ids.astype(_I64)]
 
 
-def _group_flops(
-    records: Records, tree: EventTree, shape_key: np.ndarray, group: np.ndarray, m: int
-) -> np.ndarray:
-    """FLOPs per group: ``flops_for`` once per distinct (name, shapes)."""
-    pair = _combine(tree.name, shape_key)
+def _group_flops(records: Records, tree: EventTree, group: np.ndarray, m: int) -> np.ndarray:
+    """FLOPs per group: ``flops_for`` once per distinct (name, interned shapes and dtypes)."""
+    shape_ids = tree.events["shape"]
+    pair = _combine(tree.name, shape_ids)
     _, first = np.unique(pair, return_index=True)
     per_pair = np.zeros(len(first), dtype=_I64)
     for p, row in enumerate(first.tolist()):
         name = tree.names[int(tree.name[row])]
-        shapes: Sequence[Sequence[int]] = records.shapes[int(tree.events["shape"][row])]
-        per_pair[p] = flops_for(name, shapes)
+        sid = int(shape_ids[row])
+        per_pair[p] = flops_for(name, records.shapes[sid], shape_dtypes(records, sid))
     flops = np.zeros(m, dtype=_I64)
     np.add.at(flops, group, per_pair[pair])
     return flops
+
+
+def shape_dtypes(records: Records, shape_id: int) -> Sequence[str]:
+    return records.dtypes[shape_id] if shape_id < len(records.dtypes) else ()

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pytest_opprof.flops import flops_for
-from pytest_opprof.model.averages import FunctionEventAvg, average_events
+from pytest_opprof.model.averages import FunctionEventAvg, average_events, shape_dtypes
 from pytest_opprof.model.tree import EventTree
 from pytest_opprof.records import FLAG_EXCEPTION, Records
 from pytest_opprof.render import stacks as render_stacks
@@ -268,7 +268,9 @@ def build_events(
         if with_flops:
             cached = flops_cache.get((nid, shp))
             if cached is None:
-                cached = flops_cache[(nid, shp)] = flops_for(names[nid], records.shapes[shp])
+                cached = flops_cache[(nid, shp)] = flops_for(
+                    names[nid], records.shapes[shp], shape_dtypes(records, shp)
+                )
             flops = cached
         objs.append(
             FunctionEvent(
@@ -284,7 +286,7 @@ def build_events(
                 self_cpu_memory_usage=mself,
                 flops=flops,
                 input_shapes=records.shapes[shp],
-                input_dtypes=records.dtypes[shp] if shp < len(records.dtypes) else [],
+                input_dtypes=list(shape_dtypes(records, shp)),
                 stack=records.stacks[stk],
                 is_exception=bool(flags & FLAG_EXCEPTION),
                 kind=kind,
