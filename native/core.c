@@ -310,7 +310,7 @@ static void count_drop(opprof_thread *t)
 static __attribute__((noinline)) int refill(opprof_thread *t)
 {
     if (t->reserved_left == 0) {
-        t->reserved_left = budget_reserve(OPPROF_RESERVE_BLOCK);
+        t->reserved_left = budget_reserve(core_g.reserve_block);
         if (t->reserved_left == 0)
             return 0;
     }
@@ -627,6 +627,13 @@ int opprof_start(uint32_t options)
         recalibrate_tsc();
 #endif
     atomic_store_explicit(&core_g.budget, core_g.capacity, memory_order_relaxed);
+    /* Small blocks for small capacities: a thread cannot sit on a large share
+     * of the budget that others need. */
+    core_g.reserve_block = core_g.capacity / 64;
+    if (core_g.reserve_block > OPPROF_RESERVE_BLOCK)
+        core_g.reserve_block = OPPROF_RESERVE_BLOCK;
+    if (core_g.reserve_block < 1)
+        core_g.reserve_block = 1;
     atomic_fetch_add_explicit(&core_g.generation, 1, memory_order_release);
     opprof_g_options = options;
     __atomic_store_n(&opprof_g_recording, 1, __ATOMIC_RELEASE);

@@ -10,7 +10,7 @@
 
 #define OPPROF_DEFAULT_CAPACITY (4LL << 20) /* events per session across threads */
 #define OPPROF_CHUNK_RECORDS 65536          /* records per malloc'd buffer chunk */
-#define OPPROF_RESERVE_BLOCK 4096           /* budget a thread claims at a time */
+#define OPPROF_RESERVE_BLOCK 4096           /* most budget a thread claims at a time */
 #define OPPROF_KEEP_CHUNKS 2                /* chunks a thread keeps between sessions */
 #define OPPROF_ARENA_WORDS 65536            /* int64 words per arena chunk */
 #define OPPROF_ARENA_MAX_CHUNKS 1024        /* arena positions stay below 2^26 */
@@ -70,6 +70,7 @@ typedef struct core_globals {
     _Atomic uint32_t generation;
     _Atomic int64_t budget;
     int64_t capacity;
+    int64_t reserve_block; /* records a thread claims from the budget at a time */
     int use_tsc;
     double ns_per_tick;
     uint64_t base_ticks;

@@ -1,0 +1,226 @@
+"""``profile`` and ``record_function``: the torch.profiler-style Python API."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import pytest_opprof as opprof
+from pytest_opprof import _native, profiler, sources
+from pytest_opprof.errors import OpprofError
+from pytest_opprof.records import FLAG_EXCEPTION, KIND_SCOPE, Records
+
+
+def scope_names(records: Records) -> list[str]:
+    """Scope names in start order."""
+    ev = records.events[records.events["kind"] == KIND_SCOPE]
+    ev = ev[ev["start_ns"].argsort(kind="stable")]
+    return [records.names[n] for n in ev["name"]]
+
+
+@pytest.fixture(autouse=True)
+def no_profile_left() -> Iterator[None]:
+    yield
+    assert profiler._active is None
+    assert not _native.is_recording()
+
+
+def test_profile_context_manager_records_nested_scopes() -> None:
+    with opprof.profile(capture=["none"]) as prof:
+        with opprof.record_function("forward"):
+            with opprof.record_function("layer"):
+                pass
+    records = prof.records()
+    assert scope_names(records) == ["forward", "layer"]
+    fwd, layer = sorted(records.events, key=lambda e: e["depth"])
+    assert layer["parent"] == fwd["id"]
+    assert prof.wall_time_ns > 0
+    assert records.clock_source == _native.clock_source()
+
+
+def test_start_stop_api_matches_the_context_manager() -> None:
+    prof = opprof.profile(capture=["none"])
+    prof.start()
+    with opprof.record_function("step"):
+        pass
+    prof.stop()
+    assert scope_names(prof.records()) == ["step"]
+
+
+def test_record_function_counts_as_context_manager_and_decorator() -> None:
+    @opprof.record_function("decorated")
+    def work(x: int) -> int:
+        return x * 2
+
+    with opprof.profile(capture=["none"], profile_memory=False) as prof:
+        results = [work(i) for i in range(3)]
+        for _ in range(2):
+            with opprof.record_function("block"):
+                pass
+    assert results == [0, 2, 4]
+    assert work.__name__ == "work"
+    counts = {row.key: row.count for row in prof.key_averages()}
+    assert counts == {"decorated": 3, "block": 2}
+
+
+def test_exception_propagates_and_flags_the_scope() -> None:
+    with opprof.profile(capture=["none"]) as prof:
+        with pytest.raises(ValueError, match="boom"):
+            with opprof.record_function("failing"):
+                raise ValueError("boom")
+        with opprof.record_function("fine"):
+            pass
+    ev = prof.records().events
+    flags = {prof.records().names[e["name"]]: int(e["flags"]) for e in ev}
+    assert flags["failing"] & FLAG_EXCEPTION
+    assert not flags["fine"] & FLAG_EXCEPTION
+
+
+def test_exception_in_profile_body_still_stops_and_releases() -> None:
+    numpy_source = sources.get("numpy")
+    with pytest.raises(RuntimeError, match="body failed"):
+        with opprof.profile(capture=["numpy"]) as prof:
+            raise RuntimeError("body failed")
+    assert prof.records() is not None
+    if numpy_source is not None:
+        assert not getattr(numpy_source, "installed", False)
+
+
+class CallSpy:
+    """Counts attribute reads on the native lib the profiler uses."""
+
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls.append(name)
+        return getattr(self.lib, name)
+
+
+def test_record_function_without_a_profile_makes_no_native_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spy = CallSpy(_native.lib)
+    monkeypatch.setattr(profiler, "_lib", spy)
+
+    @opprof.record_function("idle decorated")
+    def idle() -> int:
+        return 1
+
+    with opprof.record_function("idle"):
+        pass
+    assert idle() == 1
+    assert spy.calls == []
+    # The spy does see calls once a profile records.
+    with opprof.profile(capture=["none"]) as prof:
+        with opprof.record_function("active"):
+            pass
+    assert "opprof_scope_push" in spy.calls and "opprof_scope_pop" in spy.calls
+    assert scope_names(prof.records()) == ["active"]
+
+
+def test_scope_entered_before_the_profile_is_not_recorded() -> None:
+    with opprof.record_function("before"):
+        with opprof.profile(capture=["none"]) as prof:
+            with opprof.record_function("inside"):
+                pass
+    assert scope_names(prof.records()) == ["inside"]
+
+
+def test_one_profile_records_at_a_time() -> None:
+    with opprof.profile(capture=["none"]):
+        second = opprof.profile(capture=["none"])
+        with pytest.raises(OpprofError, match="already recording; one profile records at a time"):
+            second.start()
+        with pytest.raises(OpprofError, match="not recording"):
+            second.stop()
+
+
+def test_stop_without_start_and_records_before_stop_are_errors() -> None:
+    prof = opprof.profile(capture=["none"])
+    with pytest.raises(OpprofError, match="not recording"):
+        prof.stop()
+    with pytest.raises(OpprofError, match="stop it first"):
+        prof.records()
+
+
+def test_unknown_capture_source_names_the_accepted_ones() -> None:
+    with pytest.raises(OpprofError) as info:
+        opprof.profile(capture=["bogus"]).start()
+    message = str(info.value)
+    assert "'bogus'" in message
+    assert "accepted: numpy, torch, none" in message
+    assert profiler._active is None
+
+
+def test_capture_none_stands_alone() -> None:
+    with pytest.raises(OpprofError, match="'none' stands alone"):
+        sources.resolve(["none", "numpy"])
+    assert sources.resolve(["none"]) == []
+
+
+def test_capture_as_a_plain_string_is_refused() -> None:
+    with pytest.raises(OpprofError, match="list of source names"):
+        opprof.profile(capture="numpy")  # type: ignore[arg-type]
+
+
+def test_with_stack_points_at_the_user_line() -> None:
+    with opprof.profile(capture=["none"], with_stack=True) as prof:
+        line = test_with_stack_points_at_the_user_line.__code__.co_firstlineno + 3
+        with opprof.record_function("here"):
+            pass
+    records = prof.records()
+    (ev,) = records.events[records.events["kind"] == KIND_SCOPE]
+    frames = records.stacks[ev["stack"]]
+    assert frames[0] == f"{__file__}({line}): test_with_stack_points_at_the_user_line"
+
+
+def test_scopes_from_threads_land_in_one_profile() -> None:
+    def worker(i: int) -> None:
+        with opprof.record_function(f"thread {i}"):
+            pass
+
+    with opprof.profile(capture=["none"]) as prof:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    records = prof.records()
+    assert sorted(scope_names(records)) == ["thread 0", "thread 1", "thread 2"]
+    assert len(set(records.events["thread"])) == 3
+
+
+def test_events_and_exports_come_from_the_model(tmp_path: Any) -> None:
+    with opprof.profile(capture=["none"]) as prof:
+        with opprof.record_function("outer"):
+            with opprof.record_function("inner"):
+                pass
+    events = prof.events()
+    names = sorted(e.name for e in events)
+    assert names == ["inner", "outer"]
+    trace = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(trace))
+    assert "outer" in trace.read_text()
+    stacks = tmp_path / "stacks.txt"
+    prof.export_stacks(str(stacks))
+    assert "outer;inner" in stacks.read_text()
+
+
+def test_package_import_is_lazy() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pytest_opprof\n"
+        "heavy = ['numpy', 'pytest_opprof._opprof_native', 'pytest_opprof.profiler']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+        "pytest_opprof.record_function\n"
+        "print('pytest_opprof.profiler' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "True"]
