@@ -26,8 +26,10 @@ from pytest_opprof.verdict import Tolerances, compare
 def read_any(path: str) -> dict[str, BaselineEntry]:
     """Entries of a baseline file or a JSON report (by its ``kind``); raises BaselineError."""
     file = Path(path)
-    if not file.is_file():
+    if not file.exists():
         raise BaselineError(path, "no such file")
+    if not file.is_file():
+        raise BaselineError(path, "not a regular file")
     try:
         kind = json.loads(file.read_text(encoding="utf-8")).get("kind")
     except (ValueError, AttributeError):

@@ -1,0 +1,147 @@
+"""Summaries over rounds: statistics, deterministic figures, JSON, and real profiles."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from baseline_helpers import Mem, Row, summary_of
+from hypothesis import given
+from hypothesis import strategies as st
+
+import pytest_opprof as opprof
+from pytest_opprof.jsonio import Fields
+from pytest_opprof.machine import machine_info
+from pytest_opprof.store import BaselineEntry, baseline_path, load, update
+from pytest_opprof.summary import RoundFigures, TestSummary, TimeStats, summarize_rounds
+from pytest_opprof.verdict import compare
+
+
+def test_time_stats() -> None:
+    stats = TimeStats.from_samples([10, 20, 30, 40, 1000])
+    assert (stats.median_ns, stats.min_ns, stats.max_ns, stats.mean_ns) == (30, 10, 1000, 220)
+    assert stats.mad_ns == 10  # |x - 30| = 20, 10, 0, 10, 970 -> median 10
+    assert stats.stdev_ns == 436  # sample standard deviation
+    assert TimeStats.from_samples([5]).stdev_ns == 0
+    with pytest.raises(ValueError):
+        TimeStats.from_samples([])
+
+
+def test_rounds_give_per_round_totals_and_low_medians() -> None:
+    first = [Row("numpy.add", 100, self_cpu_time_total=900.0, flops=100)]  # cold round
+    warm = [
+        Row("numpy.add", 10, self_cpu_time_total=90.0, flops=10),
+        Row("numpy.add", 2, self_cpu_time_total=10.0, flops=2),
+    ]  # same key twice: summed
+    summary = summary_of(
+        [(1000.0, first), (200.0, warm), (200.0, warm)],
+        memory=Mem(peak_bytes=64, allocated_bytes=128, allocations=2),
+    )
+    op = summary.ops["numpy.add"]
+    assert op.count == 12 and op.flops == 12 and summary.flops == 12 and summary.op_count == 12
+    assert op.self_cpu_time.samples_ns == (900_000, 100_000, 100_000)
+    assert op.self_cpu_time.median_ns == 100_000
+    assert summary.wall_time.median_ns == 200_000
+    assert summary.op_time_share == pytest.approx(0.5)
+    assert summary.memory is not None and summary.memory.allocated_bytes == 128
+    assert op.device_time is None
+
+
+def test_op_missing_from_a_round_counts_as_zero_there() -> None:
+    summary = summary_of([(100.0, [Row("a", 1, self_cpu_time_total=50.0)]), (100.0, [])])
+    assert summary.ops["a"].self_cpu_time.samples_ns == (50_000, 0)
+    assert summary.ops["a"].count == 0  # low median of (1, 0)
+
+
+def test_device_time_kept_when_measured() -> None:
+    summary = summary_of(
+        [(100.0, [Row("aten::mm", 1, device_time_total=30.0, self_device_time_total=30.0)])]
+    )
+    device = summary.ops["aten::mm"].self_device_time
+    assert device is not None and device.median_ns == 30_000
+    assert "self_device_time" in summary.to_json()["ops"]["aten::mm"]  # type: ignore[index]
+
+
+def test_by_input_shape_splits_keys() -> None:
+    rows = [Row("numpy.add", 1), Row("numpy.add", 1)]
+    rows[0].input_shapes = [[2], [2]]  # type: ignore[attr-defined]
+    rows[1].input_shapes = [[3], [3]]  # type: ignore[attr-defined]
+    figures = RoundFigures.from_events(rows, wall_time_ns=1, cpu_time_ns=1, by_input_shape=True)
+    assert sorted(figures.ops) == ["numpy.add [[2], [2]]", "numpy.add [[3], [3]]"]
+    merged = RoundFigures.from_events(rows, wall_time_ns=1, cpu_time_ns=1)
+    assert merged.ops["numpy.add"].count == 2
+
+
+def test_rows_without_a_key_are_refused() -> None:
+    with pytest.raises(TypeError, match="key"):
+        RoundFigures.from_events([object()], wall_time_ns=1, cpu_time_ns=1)
+    with pytest.raises(ValueError):
+        summarize_rounds([])
+
+
+_rows = st.lists(
+    st.builds(
+        Row,
+        key=st.sampled_from(["numpy.add", "numpy.matmul", "fwd", "a/b..c", "[memory]"]),
+        count=st.integers(0, 10**6),
+        self_cpu_time_total=st.floats(0, 1e7),
+        cpu_time_total=st.floats(0, 1e7),
+        self_cpu_memory_usage=st.integers(-(10**12), 10**12),
+        flops=st.integers(0, 10**15),
+        device_time_total=st.floats(0, 1e4),
+    ),
+    max_size=5,
+)
+
+
+@given(st.lists(st.tuples(st.floats(0.001, 1e7), _rows), min_size=1, max_size=6))
+def test_json_roundtrip_is_stable(rounds: list[tuple[float, list[Row]]]) -> None:
+    summary = summary_of(rounds)
+    data = summary.to_json()
+    back = TestSummary.from_json(Fields(data))
+    assert back.to_json() == data
+    assert back.flops == summary.flops and back.op_count == summary.op_count
+    for key, op in summary.ops.items():
+        assert (back.ops[key].count, back.ops[key].flops) == (op.count, op.flops)
+        assert back.ops[key].self_memory_bytes == op.self_memory_bytes
+
+
+def _measure(work: int, rounds: int = 3) -> TestSummary:
+    a = np.ones((64, 64))
+    figures = []
+    for _ in range(rounds):
+        cpu0 = time.process_time_ns()
+        with opprof.profile() as prof:
+            with opprof.record_function("step"):
+                for _ in range(work):
+                    a = (a @ a) * 0.001
+        cpu = time.process_time_ns() - cpu0
+        figures.append(
+            RoundFigures.from_events(
+                prof.key_averages(),
+                wall_time_ns=prof.wall_time_ns,
+                cpu_time_ns=cpu,
+                memory=prof.memory,
+            )
+        )
+    return summarize_rounds(figures)
+
+
+def test_real_profiles_store_and_judge(tmp_path: Path) -> None:
+    summary = _measure(work=2)
+    matmul = summary.ops["numpy.matmul"]
+    assert matmul.count == 2 and matmul.flops == 2 * 2 * 64**3
+    assert summary.ops["step"].count == 1
+    path = baseline_path(tmp_path, "tests/test_real.py")
+    update(path, {"test_work": BaselineEntry.record(summary)})
+    stored = load(path)["test_work"]
+    here = machine_info().fingerprint
+    same = compare(_measure(work=2), stored, fingerprint=here)
+    flops_row = next(r for r in same.metrics if r.metric == "flops")
+    assert flops_row.status == "pass" and flops_row.now == flops_row.baseline
+    more = compare(_measure(work=3), stored, fingerprint=here)
+    assert more.failed
+    regressed = [(r.op, r.kind) for r in more.reasons if r.status == "regressed"]
+    assert ("numpy.matmul", "more flops") in regressed
