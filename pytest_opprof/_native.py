@@ -192,8 +192,9 @@ def nest_sorted(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
     end = np.ascontiguousarray(end, dtype=np.int64)
     n = len(thread)
     if len(start) != n or len(end) != n:
-        raise OpprofError(f"nest_sorted: thread, start and end differ in length ({n}, "
-                          f"{len(start)}, {len(end)})")
+        raise OpprofError(
+            f"nest_sorted: thread, start and end differ in length ({n}, {len(start)}, {len(end)})"
+        )
     parent = np.empty(n, dtype=np.int64)
     check(
         lib.opprof_nest_sorted(

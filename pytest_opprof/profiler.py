@@ -36,7 +36,7 @@ _active: profile | None = None
 _recording = False
 
 
-class profile:  # noqa: N801 - torch.profiler's spelling
+class profile:  # lower case: torch.profiler's spelling
     """Record ops (record_function scopes and captured library calls) while active.
 
     Use as a context manager or with :meth:`start`/:meth:`stop`.  ``capture``
@@ -173,7 +173,9 @@ class profile:  # noqa: N801 - torch.profiler's spelling
             )
         return self._events
 
-    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0) -> EventList:
+    def key_averages(
+        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
+    ) -> EventList:
         """FunctionEventAvg per op name (and input shapes / stack frames when asked)."""
         from pytest_opprof.model import key_averages
 
@@ -200,13 +202,13 @@ def _release(acquired: list[sources.Source]) -> None:
     for source in reversed(acquired):
         try:
             source.release()
-        except BaseException as exc:  # noqa: BLE001 - re-raised after the rest are released
+        except BaseException as exc:  # re-raised once the rest are released
             error = error or exc
     if error is not None:
         raise error
 
 
-class record_function:  # noqa: N801 - torch.profiler's spelling
+class record_function:  # lower case: torch.profiler's spelling
     """A named scope: context manager or decorator; records only while a profile is active.
 
     An exception inside the scope propagates and flags the event.
