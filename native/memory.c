@@ -1,6 +1,7 @@
 /* Memory accounting: process-wide counters, the live-bytes sample ring, and
  * the NEP 49 numpy data-memory handler.  The Python allocator hooks live in
- * memory_pymem.c and count through the same functions (memory_count.h).
+ * memory_pymem.c and count through the same functions (memory_count.h, which
+ * also explains the counting model).
  *
  * Why a header on every numpy block: numpy's free(ptr, size) argument does
  * not always match the allocated size, and realloc gives no old size at all;
@@ -24,6 +25,7 @@
 #define NPY_NO_DEPRECATED_API NPY_1_22_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,19 +35,110 @@
 
 /* ---- counters -------------------------------------------------------- */
 
-opprof_mem_counters opprof_mem_g = {.window = 1};
-_Thread_local int opprof_mem_busy;
+_Atomic int64_t opprof_mem_net;
+_Atomic int64_t opprof_mem_peak;
+_Atomic uint32_t opprof_mem_window_id = 1;
+_Thread_local opprof_mem_tls *opprof_mem_tl __attribute__((tls_model("initial-exec")));
 
-#define SAMPLE_MIN_BYTES 4096
+/* Every thread's counters, live or exited; an exited thread's entry is
+ * reused by the next new thread after its counts move to g_retired. */
+static pthread_mutex_t g_tls_lock = PTHREAD_MUTEX_INITIALIZER;
+static opprof_mem_tls *g_tls_list;
+static opprof_mem_tls g_retired;      /* sums of reused entries, for g_retired.window */
+static pthread_key_t g_tls_key;
+static pthread_once_t g_tls_once = PTHREAD_ONCE_INIT;
+
+static void tls_exit(void *p)
+{
+    opprof_mem_tls *tl = p;
+    opprof_mem_tl = NULL; /* a later free in this thread's teardown takes a fresh entry */
+    pthread_mutex_lock(&g_tls_lock);
+    tl->dead = 1;
+    pthread_mutex_unlock(&g_tls_lock);
+}
+
+static void tls_key_make(void)
+{
+    pthread_key_create(&g_tls_key, tls_exit);
+}
+
+static void fold(opprof_mem_tls *into, const opprof_mem_tls *from)
+{
+    into->alloc_bytes += from->alloc_bytes;
+    into->alloc_count += from->alloc_count;
+    into->freed_bytes += from->freed_bytes;
+    into->freed_tagged += from->freed_tagged;
+}
+
+static uint32_t tls_window(const opprof_mem_tls *tl)
+{
+    return __atomic_load_n(&tl->window, __ATOMIC_ACQUIRE);
+}
+
+opprof_mem_tls *opprof_mem_tls_slow(uint32_t window)
+{
+    opprof_mem_tls *tl = opprof_mem_tl;
+    if (tl == NULL) {
+        pthread_once(&g_tls_once, tls_key_make);
+        pthread_mutex_lock(&g_tls_lock);
+        for (tl = g_tls_list; tl != NULL && !tl->dead; tl = tl->next) {
+        }
+        if (tl != NULL) {
+            if (tls_window(tl) == window) {
+                if (g_retired.window != window) {
+                    memset(&g_retired, 0, sizeof(g_retired));
+                    g_retired.window = window;
+                }
+                fold(&g_retired, tl);
+            }
+            tl->dead = 0;
+        } else {
+            tl = calloc(1, sizeof(*tl));
+            if (tl != NULL) {
+                tl->next = g_tls_list;
+                g_tls_list = tl;
+            }
+        }
+        pthread_mutex_unlock(&g_tls_lock);
+        if (tl == NULL) {
+            return NULL;
+        }
+        tl->window = 0;
+        pthread_setspecific(g_tls_key, tl);
+        opprof_mem_tl = tl;
+    }
+    /* Zero first, then publish the window: a reader that sees the new window
+     * never sees the old counts. */
+    tl->alloc_bytes = tl->alloc_count = tl->freed_bytes = tl->freed_tagged = 0;
+    __atomic_store_n(&tl->window, window, __ATOMIC_RELEASE);
+    return tl;
+}
+
+/* Sum of every thread's counters for the current window. */
+static void tls_sum(opprof_mem_tls *sum)
+{
+    uint32_t w = opprof_mem_window();
+    memset(sum, 0, sizeof(*sum));
+    pthread_mutex_lock(&g_tls_lock);
+    for (opprof_mem_tls *tl = g_tls_list; tl != NULL; tl = tl->next) {
+        if (tls_window(tl) == w) {
+            fold(sum, tl);
+        }
+    }
+    if (g_retired.window == w) {
+        fold(sum, &g_retired);
+    }
+    pthread_mutex_unlock(&g_tls_lock);
+}
+
 #define SAMPLE_DEFAULT_CAPACITY 65536
 
 static opprof_memory_sample *g_samples;
 static int64_t g_sample_cap;           /* size of g_samples */
 static int64_t g_sample_want = SAMPLE_DEFAULT_CAPACITY;
 static _Atomic int64_t g_sample_next;  /* next index handed out */
-static int64_t g_start_live;
 
-void opprof_mem_sample(int64_t live)
+void opprof_mem_sample(int64_t net)
 {
     if (g_samples == NULL) {
         return;
@@ -53,13 +146,13 @@ void opprof_mem_sample(int64_t live)
     int64_t i = atomic_fetch_add_explicit(&g_sample_next, 1, memory_order_relaxed);
     if (i < g_sample_cap) {
         g_samples[i].time_ns = opprof_now_ns();
-        g_samples[i].live_bytes = live;
+        g_samples[i].net_bytes = net;
     }
 }
 
 int64_t opprof_memory_sample_min_bytes(void)
 {
-    return SAMPLE_MIN_BYTES;
+    return OPPROF_MEM_SAMPLE_MIN;
 }
 
 int opprof_memory_set_sample_capacity(int64_t max_samples)
@@ -94,17 +187,12 @@ int opprof_memory_reset(void)
         }
     }
     atomic_store_explicit(&g_sample_next, 0, memory_order_relaxed);
-    opprof_mem_counters *c = &opprof_mem_g;
-    int64_t live = atomic_load_explicit(&c->live, memory_order_relaxed);
-    g_start_live = live;
-    atomic_store_explicit(&c->peak, live, memory_order_relaxed);
-    atomic_store_explicit(&c->alloc_bytes, 0, memory_order_relaxed);
-    atomic_store_explicit(&c->alloc_count, 0, memory_order_relaxed);
-    atomic_store_explicit(&c->freed_bytes, 0, memory_order_relaxed);
-    atomic_store_explicit(&c->held, 0, memory_order_relaxed);
-    /* Tags are 24 bits wide in the Python pointer table; 0 means "untagged". */
-    uint32_t w = (atomic_load_explicit(&c->window, memory_order_relaxed) + 1) & OPPROF_MEM_TAG_MASK;
-    atomic_store_explicit(&c->window, w ? w : 1, memory_order_relaxed);
+    atomic_store_explicit(&opprof_mem_net, 0, memory_order_relaxed);
+    atomic_store_explicit(&opprof_mem_peak, 0, memory_order_relaxed);
+    /* Thread counters of older windows read as zero and are zeroed by their
+     * owners.  Tags are 24 bits wide in the Python pointer table; 0 = none. */
+    uint32_t w = (opprof_mem_window() + 1) & OPPROF_MEM_TAG_MASK;
+    atomic_store_explicit(&opprof_mem_window_id, w ? w : 1, memory_order_release);
     return OPPROF_OK;
 }
 
@@ -116,16 +204,15 @@ int opprof_memory_stats_get(opprof_memory_stats *out)
     if (out == NULL) {
         return opprof_fail(OPPROF_E_ARG, "opprof_memory_stats_get: out is NULL");
     }
-    opprof_mem_counters *c = &opprof_mem_g;
-    int64_t peak = atomic_load_explicit(&c->peak, memory_order_relaxed) - g_start_live;
+    opprof_mem_tls sum;
+    tls_sum(&sum);
     int64_t taken = atomic_load_explicit(&g_sample_next, memory_order_relaxed);
-    out->live_bytes = atomic_load_explicit(&c->live, memory_order_relaxed);
-    out->start_live_bytes = g_start_live;
-    out->peak_bytes = peak > 0 ? peak : 0;
-    out->allocated_bytes = atomic_load_explicit(&c->alloc_bytes, memory_order_relaxed);
-    out->allocations = atomic_load_explicit(&c->alloc_count, memory_order_relaxed);
-    out->freed_bytes = atomic_load_explicit(&c->freed_bytes, memory_order_relaxed);
-    out->held_bytes = atomic_load_explicit(&c->held, memory_order_relaxed);
+    out->net_bytes = atomic_load_explicit(&opprof_mem_net, memory_order_relaxed);
+    out->peak_bytes = atomic_load_explicit(&opprof_mem_peak, memory_order_relaxed);
+    out->allocated_bytes = sum.alloc_bytes;
+    out->allocations = sum.alloc_count;
+    out->freed_bytes = sum.freed_bytes;
+    out->held_bytes = sum.alloc_bytes - sum.freed_tagged;
     out->samples = taken < g_sample_cap ? taken : g_sample_cap;
     out->samples_dropped = taken > g_sample_cap ? taken - g_sample_cap : 0;
     out->installed = g_installed;

@@ -1,30 +1,27 @@
 /* pytest-opprof memory accounting (native/memory.c): the cffi cdef part.
  *
  * A NEP 49 numpy data-memory handler that wraps the handler numpy would
- * otherwise use, keeps a 16-byte size header in front of every block it hands
- * out, and counts bytes in process-wide relaxed atomics.  Optionally the same
- * counting for Python's PYMEM_DOMAIN_MEM and PYMEM_DOMAIN_OBJ allocators
- * (headerless: a pointer -> size table, so the hooks can be removed again).
+ * otherwise use and keeps a 16-byte size header in front of every block it
+ * hands out.  Optionally the same counting for Python's PYMEM_DOMAIN_MEM and
+ * PYMEM_DOMAIN_OBJ allocators (headerless: a pointer -> size table, so the
+ * hooks can be removed again).
  *
- * Counting model.  live_bytes is always kept (every block our handler gave
- * out is subtracted when it is freed, whenever that is).  The per-profile
- * figures (peak, allocated, allocations, freed, held) move only while a
- * session records with OPPROF_OPT_PROFILE_MEMORY, so allocations made by the
- * drain after stop never count.  opprof_memory_reset starts a new window: a
- * block allocated in the window is tagged with it, and held_bytes is the
- * bytes of tagged blocks not yet freed (the test's leak, read after
- * gc.collect()).  Same syntax rules as opprof.h: this file is cdef text.
+ * Counting model (details in memory_count.h): counters move only while a
+ * session records with OPPROF_OPT_PROFILE_MEMORY, inside the window opened
+ * by the last opprof_memory_reset, so allocations made by the drain after
+ * stop never count.  A block allocated in the window carries the window's
+ * tag; held_bytes is the bytes of such blocks not freed yet (the test's leak,
+ * read after gc.collect()).  Same syntax rules as opprof.h: this is cdef text.
  */
 
 typedef struct opprof_memory_stats {
-    int64_t live_bytes;        /* bytes now held in blocks our handlers gave out */
-    int64_t start_live_bytes;  /* live_bytes at the last opprof_memory_reset */
-    int64_t peak_bytes;        /* highest live_bytes while recording, minus start; >= 0 */
-    int64_t allocated_bytes;   /* bytes allocated while recording (a realloc counts its new size) */
-    int64_t allocations;       /* allocations while recording (malloc, calloc, realloc) */
-    int64_t freed_bytes;       /* bytes freed while recording (a realloc counts its old size) */
-    int64_t held_bytes;        /* bytes allocated while recording since the reset, still held */
-    int64_t samples;           /* live-byte samples taken since the reset */
+    int64_t net_bytes;         /* allocated minus freed in the window (live bytes above start) */
+    int64_t peak_bytes;        /* highest net_bytes in the window; >= 0 */
+    int64_t allocated_bytes;   /* bytes allocated in the window (a realloc counts its new size) */
+    int64_t allocations;       /* allocations in the window (malloc, calloc, realloc) */
+    int64_t freed_bytes;       /* bytes freed in the window (a realloc counts its old size) */
+    int64_t held_bytes;        /* bytes of blocks allocated in the window, still held */
+    int64_t samples;           /* net-bytes samples taken in the window */
     int64_t samples_dropped;   /* samples beyond the capacity, not kept */
     int32_t installed;         /* install count of the numpy handler (0 = not installed) */
     int32_t threads_covered;   /* 1: new threads and contexts use the handler too */
@@ -33,11 +30,10 @@ typedef struct opprof_memory_stats {
 } opprof_memory_stats;
 
 /* One point of the live-bytes counter track: taken at every allocation or
- * free of at least opprof_memory_sample_min_bytes() bytes while recording.
- * live_bytes is absolute: subtract start_live_bytes for "above start". */
+ * free of at least opprof_memory_sample_min_bytes() bytes in the window. */
 typedef struct opprof_memory_sample {
     int64_t time_ns;           /* core clock (opprof_now_ns), same base as event times */
-    int64_t live_bytes;
+    int64_t net_bytes;         /* net_bytes right after that allocation or free */
 } opprof_memory_sample;
 
 /* numpy data-memory handler.  Refcounted: the first install wraps the
@@ -54,13 +50,12 @@ int opprof_memory_uninstall(void);
 int opprof_memory_python_install(void);
 int opprof_memory_python_uninstall(void);
 
-/* Start a measurement window: per-profile counters to zero, peak to the
- * current live bytes, held bytes to zero, samples cleared.  Call before
- * opprof_start; fails with OPPROF_E_STATE while recording. */
+/* Open a new measurement window: every counter reads zero, samples cleared.
+ * Call before opprof_start; fails with OPPROF_E_STATE while recording. */
 int opprof_memory_reset(void);
 int opprof_memory_stats_get(opprof_memory_stats *out);
 
-/* Live-bytes samples of the current window, in the order taken (sort by
+/* Net-bytes samples of the current window, in the order taken (sort by
  * time: threads interleave).  Call after stop. */
 int opprof_memory_set_sample_capacity(int64_t max_samples);
 int64_t opprof_memory_sample_min_bytes(void);

@@ -1,10 +1,21 @@
 /* Memory accounting shared by memory.c (numpy handler) and memory_pymem.c
  * (Python allocator hooks).  Not parsed by cffi.
  *
- * Every counter is a relaxed atomic: allocators run in any thread, with or
- * without the GIL, and a counter only has to be right once the threads that
- * touched it are quiet (after stop).  The per-profile counters move only
- * while a session records with OPPROF_OPT_PROFILE_MEMORY; live always does.
+ * Counting happens only while a session records with
+ * OPPROF_OPT_PROFILE_MEMORY, inside a "window" opened by opprof_memory_reset:
+ *
+ * - net: bytes allocated minus bytes freed since the window opened, one
+ *   relaxed atomic shared by all threads (the peak needs a global view);
+ * - totals (allocated, count, freed) in per-thread counters: no atomic, no
+ *   shared cache line.  A thread's counters carry the window they belong to
+ *   and the owner zeroes them when it first counts in a newer window, so a
+ *   reset never writes to another thread's counters;
+ * - held bytes (the leak): every block allocated in the window carries the
+ *   window's tag; held = allocated - (freed blocks carrying the tag), the
+ *   latter counted whenever such a block is freed, also after stop.
+ *
+ * Outside a window the hooks only strip or write the block header: no
+ * counter moves, so allocations made after stop (the drain) never count.
  */
 #ifndef OPPROF_MEMORY_COUNT_H
 #define OPPROF_MEMORY_COUNT_H
@@ -17,20 +28,26 @@
 #define OPPROF_MEM_TAG_MASK 0xFFFFFFu   /* window tags fit the Python table's 24 bits */
 #define OPPROF_MEM_SAMPLE_MIN 4096      /* smallest allocation or free that takes a sample */
 
-typedef struct {
-    _Atomic int64_t live;         /* bytes in blocks our hooks gave out and not yet freed */
-    _Atomic int64_t peak;         /* highest live seen while recording (reset: live) */
-    _Atomic int64_t alloc_bytes;
-    _Atomic int64_t alloc_count;
-    _Atomic int64_t freed_bytes;
-    _Atomic int64_t held;         /* bytes of blocks tagged with the current window */
-    _Atomic uint32_t window;      /* current window tag, never 0 */
-} opprof_mem_counters;
+/* One thread's counters (memory.c keeps them in a registry for summing). */
+typedef struct opprof_mem_tls {
+    uint32_t window;              /* the window these counts belong to */
+    int busy;                     /* inside opprof_mem_record: do not recurse */
+    int64_t alloc_bytes;
+    int64_t alloc_count;
+    int64_t freed_bytes;
+    int64_t freed_tagged;         /* bytes of freed blocks tagged with `window` */
+    struct opprof_mem_tls *next;
+    int dead;                     /* owner thread exited; counts kept until reused */
+} opprof_mem_tls;
 
-extern opprof_mem_counters opprof_mem_g;
-extern _Thread_local int opprof_mem_busy;   /* this thread is inside opprof_mem_record */
+extern _Atomic int64_t opprof_mem_net;
+extern _Atomic int64_t opprof_mem_peak;
+extern _Atomic uint32_t opprof_mem_window_id;   /* current window tag, never 0 */
+extern _Thread_local opprof_mem_tls *opprof_mem_tl
+    __attribute__((tls_model("initial-exec")));
 
-void opprof_mem_sample(int64_t live);
+opprof_mem_tls *opprof_mem_tls_slow(uint32_t window);  /* create or roll to `window` */
+void opprof_mem_sample(int64_t net);
 int opprof_mem_python_install_count(void);
 int opprof_mem_python_untracked(void);
 
@@ -43,93 +60,115 @@ static inline int opprof_mem_recording(void)
 
 static inline uint32_t opprof_mem_window(void)
 {
-    return atomic_load_explicit(&opprof_mem_g.window, OPPROF_RELAXED);
+    return atomic_load_explicit(&opprof_mem_window_id, OPPROF_RELAXED);
 }
 
-static inline void opprof_mem_raise_peak(int64_t live)
+/* The calling thread's counters for window w; NULL only when out of memory. */
+static inline opprof_mem_tls *opprof_mem_tls_get(uint32_t w)
 {
-    int64_t p = atomic_load_explicit(&opprof_mem_g.peak, OPPROF_RELAXED);
-    while (live > p && !atomic_compare_exchange_weak_explicit(&opprof_mem_g.peak, &p, live,
-                                                              OPPROF_RELAXED, OPPROF_RELAXED)) {
+    opprof_mem_tls *tl = opprof_mem_tl;
+    if (__builtin_expect(tl != NULL && tl->window == w, 1)) {
+        return tl;
     }
+    return opprof_mem_tls_slow(w);
+}
+
+static inline int64_t opprof_mem_move_net(int64_t delta)
+{
+    int64_t net = atomic_fetch_add_explicit(&opprof_mem_net, delta, OPPROF_RELAXED) + delta;
+    if (delta > 0) {
+        int64_t p = atomic_load_explicit(&opprof_mem_peak, OPPROF_RELAXED);
+        while (net > p && !atomic_compare_exchange_weak_explicit(&opprof_mem_peak, &p, net,
+                                                                 OPPROF_RELAXED, OPPROF_RELAXED)) {
+        }
+    }
+    return net;
 }
 
 /* Attribute to the calling thread's innermost open event (or a "[memory]"
- * event) and sample the live bytes for the counter track.  The busy flag
- * stops recursion when the core itself allocates through a hooked allocator. */
-static inline void opprof_mem_attribute(int64_t alloc, int64_t freed, int64_t live)
+ * event) and sample the net bytes for the counter track.  The busy flag stops
+ * recursion when the core itself allocates through a hooked allocator. */
+static inline void opprof_mem_attribute(opprof_mem_tls *tl, int64_t alloc, int64_t freed,
+                                        int64_t net)
 {
-    if (opprof_mem_busy) {
+    if (tl->busy) {
         return;
     }
-    opprof_mem_busy = 1;
+    tl->busy = 1;
     opprof_thread *t = opprof_thread_get();
     if (t != NULL) {
         opprof_mem_record(t, alloc, freed);
     }
     if (alloc >= OPPROF_MEM_SAMPLE_MIN || freed >= OPPROF_MEM_SAMPLE_MIN) {
-        opprof_mem_sample(live);
+        opprof_mem_sample(net);
     }
-    opprof_mem_busy = 0;
+    tl->busy = 0;
 }
 
-/* A new block of n bytes.  Returns its window tag (0 when not recording). */
+/* A new block of n bytes.  Returns its window tag (0 outside a window). */
 static inline uint32_t opprof_mem_count_alloc(int64_t n)
 {
-    opprof_mem_counters *c = &opprof_mem_g;
-    int64_t live = atomic_fetch_add_explicit(&c->live, n, OPPROF_RELAXED) + n;
     if (!opprof_mem_recording()) {
         return 0;
     }
-    atomic_fetch_add_explicit(&c->alloc_bytes, n, OPPROF_RELAXED);
-    atomic_fetch_add_explicit(&c->alloc_count, 1, OPPROF_RELAXED);
-    atomic_fetch_add_explicit(&c->held, n, OPPROF_RELAXED);
-    opprof_mem_raise_peak(live);
-    opprof_mem_attribute(n, 0, live);
-    return opprof_mem_window();
+    uint32_t w = opprof_mem_window();
+    opprof_mem_tls *tl = opprof_mem_tls_get(w);
+    if (tl == NULL) {
+        return 0;
+    }
+    tl->alloc_bytes += n;
+    tl->alloc_count++;
+    opprof_mem_attribute(tl, n, 0, opprof_mem_move_net(n));
+    return w;
 }
 
 /* A block of n bytes with window tag `tag` is freed. */
 static inline void opprof_mem_count_free(int64_t n, uint32_t tag)
 {
-    opprof_mem_counters *c = &opprof_mem_g;
-    int64_t live = atomic_fetch_sub_explicit(&c->live, n, OPPROF_RELAXED) - n;
-    if (tag != 0 && tag == opprof_mem_window()) {
-        atomic_fetch_sub_explicit(&c->held, n, OPPROF_RELAXED);
-    }
-    if (!opprof_mem_recording()) {
+    int recording = opprof_mem_recording();
+    if (!recording && tag == 0) {
         return;
     }
-    atomic_fetch_add_explicit(&c->freed_bytes, n, OPPROF_RELAXED);
-    opprof_mem_attribute(0, n, live);
+    uint32_t w = opprof_mem_window();
+    opprof_mem_tls *tl = opprof_mem_tls_get(w);
+    if (tl == NULL) {
+        return;
+    }
+    if (tag == w) {
+        tl->freed_tagged += n;
+    }
+    if (recording) {
+        tl->freed_bytes += n;
+        opprof_mem_attribute(tl, 0, n, opprof_mem_move_net(-n));
+    }
 }
 
-/* A block grows or shrinks from old_n to new_n bytes: counted as one
- * allocation of new_n and a free of old_n (what tracemalloc does too), with
- * live moving by the difference only.  Returns the new block's tag. */
+/* A block moves from old_n to new_n bytes: one allocation of new_n and a free
+ * of old_n (what tracemalloc counts too).  Returns the new block's tag.
+ * Outside a window a tagged block leaves the window (its old size counts as
+ * freed from it) and comes back untagged. */
 static inline uint32_t opprof_mem_count_realloc(int64_t old_n, int64_t new_n, uint32_t old_tag)
 {
-    opprof_mem_counters *c = &opprof_mem_g;
-    int64_t live = atomic_fetch_add_explicit(&c->live, new_n - old_n, OPPROF_RELAXED) + new_n - old_n;
-    uint32_t w = opprof_mem_window();
     int recording = opprof_mem_recording();
-    uint32_t tag = 0;
-    if (old_tag != 0 && old_tag == w) {
-        atomic_fetch_add_explicit(&c->held, new_n - old_n, OPPROF_RELAXED);
-        tag = w;
-    } else if (recording) {
-        atomic_fetch_add_explicit(&c->held, new_n, OPPROF_RELAXED);
-        tag = w;
+    if (!recording && old_tag == 0) {
+        return 0;
+    }
+    uint32_t w = opprof_mem_window();
+    opprof_mem_tls *tl = opprof_mem_tls_get(w);
+    if (tl == NULL) {
+        return 0;
+    }
+    if (old_tag == w) {
+        tl->freed_tagged += old_n;
     }
     if (!recording) {
-        return tag;
+        return 0;
     }
-    atomic_fetch_add_explicit(&c->alloc_bytes, new_n, OPPROF_RELAXED);
-    atomic_fetch_add_explicit(&c->alloc_count, 1, OPPROF_RELAXED);
-    atomic_fetch_add_explicit(&c->freed_bytes, old_n, OPPROF_RELAXED);
-    opprof_mem_raise_peak(live);
-    opprof_mem_attribute(new_n, old_n, live);
-    return tag;
+    tl->alloc_bytes += new_n;
+    tl->alloc_count++;
+    tl->freed_bytes += old_n;
+    opprof_mem_attribute(tl, new_n, old_n, opprof_mem_move_net(new_n - old_n));
+    return w;
 }
 
 #endif

@@ -32,7 +32,6 @@ static entry *g_tab;
 static size_t g_mask;        /* capacity - 1; capacity is a power of two */
 static unsigned g_shift;     /* 64 - log2(capacity) */
 static size_t g_len;
-static int64_t g_tab_bytes;  /* sum of the sizes in the table */
 static int g_untracked;
 static int g_py_installed;
 
@@ -91,7 +90,6 @@ static inline void table_put(uintptr_t key, uint64_t size, uint32_t tag)
     g_tab[j].key = key;
     g_tab[j].val = (size & SIZE_MASK) | ((uint64_t)tag << SIZE_BITS);
     g_len++;
-    g_tab_bytes += (int64_t)size;
 }
 
 /* Remove key; 1 and its value when present.  Backward-shift deletion keeps
@@ -107,7 +105,6 @@ static inline int table_take(uintptr_t key, uint64_t *val)
     }
     *val = g_tab[i].val;
     g_len--;
-    g_tab_bytes -= (int64_t)(*val & SIZE_MASK);
     size_t j = i;
     for (;;) {
         j = (j + 1) & g_mask;
@@ -240,14 +237,12 @@ int opprof_memory_python_uninstall(void)
             for (int d = 0; d < 2; d++) {
                 PyMem_SetAllocator(DOMAINS[d], &g_inner[d]);
             }
-            /* Blocks still in the table will be freed unseen: they leave the
-             * live count now.  Those tagged with the window stay in held
-             * (the caller collects garbage before uninstalling). */
-            atomic_fetch_sub_explicit(&opprof_mem_g.live, g_tab_bytes, OPPROF_RELAXED);
+            /* Blocks still in the table will be freed unseen, so those
+             * allocated in the window stay in held_bytes for good (the
+             * caller collects garbage before uninstalling). */
             free(g_tab);
             g_tab = NULL;
             g_len = 0;
-            g_tab_bytes = 0;
             g_py_installed = 0;
         }
     } else {

@@ -1,0 +1,178 @@
+"""Cost and accuracy of pytest-opprof's memory accounting.
+
+1. Added ns per numpy allocation (``np.empty(8)``: one allocation and one free
+   per iteration) with the counting handler off / installed / installed and
+   recording inside an open scope.
+2. Added ns per Python allocation with the PyMem/object hooks off / on / on and
+   recording (workload: ``object()``, which has no free list; the divisor is the number of
+   allocations the hooks counted).
+3. Peak and net bytes of one numpy workload as seen by opprof (numpy handler;
+   numpy handler + Python hooks) and by ``tracemalloc`` (which also sees numpy
+   data through numpy's tracemalloc domain, and every Python object).
+
+Variants run interleaved, ``--repeats`` short runs each; medians are reported,
+and the difference of minimums beside them (steadier on a shared machine).
+Run: ``python bench/bench_memory.py [--n 20000] [--repeats 101]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+
+import numpy as np
+
+from pytest_opprof import _native
+from pytest_opprof.sources.memory_source import MemorySource, PythonMemorySource, memory_stats
+
+OPT_MEMORY = int(_native.lib.OPPROF_OPT_PROFILE_MEMORY)
+
+
+def numpy_loop(n: int) -> None:
+    empty = np.empty
+    for _ in range(n):
+        empty(8)
+
+
+def python_loop(n: int) -> None:
+    new = object
+    for _ in range(n):
+        new()
+
+
+def timed(loop: Callable[[int], None], n: int) -> float:
+    """ns per iteration of one run."""
+    gc.disable()
+    t0 = time.perf_counter_ns()
+    loop(n)
+    dt = time.perf_counter_ns() - t0
+    gc.enable()
+    return dt / n
+
+
+def run_variant(
+    source: MemorySource | None, recording: bool, loop: Callable[[int], None], n: int
+) -> tuple[float, int]:
+    """(ns per iteration, allocations counted) for one variant."""
+    if source is not None:
+        source.acquire()
+    try:
+        if recording:
+            _native.memory_reset()
+            _native.start(OPT_MEMORY)
+            _native.scope_push(_native.intern("bench"))
+        ns = timed(loop, n)
+        if recording:
+            _native.scope_pop()
+            _native.stop()
+        return ns, _native.memory_counters().allocations
+    finally:
+        if source is not None:
+            source.release()
+
+
+def overhead(
+    title: str, loop: Callable[[int], None], source: MemorySource, n: int, repeats: int
+) -> None:
+    variants = {"off": (None, False), "installed": (source, False), "recording": (source, True)}
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    allocs = 0
+    loop(n // 10)  # warm caches and the specialising interpreter
+    for _ in range(repeats):
+        for name, (src, rec) in variants.items():
+            ns, counted = run_variant(src, rec, loop, n)
+            times[name].append(ns)
+            if rec:
+                allocs = counted
+    base = statistics.median(times["off"])
+    per_iter = allocs / n if allocs else 1.0
+    print(f"\n{title}  (n={n}, repeats={repeats}, allocations per iteration={per_iter:.2f})")
+    low = min(times["off"])
+    print(
+        f"  {'variant':<10} {'ns/iter':>9} {'+ns/iter':>9} {'+ns/alloc':>10} {'+ns/alloc(min)':>15}"
+    )
+    for name, vals in times.items():
+        med = statistics.median(vals)
+        added_min = (min(vals) - low) / per_iter
+        print(
+            f"  {name:<10} {med:9.1f} {med - base:+9.1f} {(med - base) / per_iter:+10.1f}"
+            f" {added_min:+15.1f}"
+        )
+
+
+def workload() -> list[np.ndarray]:
+    a = np.ones(10**6)  # 8 MB
+    b = a * 2.0  # 8 MB
+    c = np.concatenate([a, b])  # 16 MB
+    del a, b
+    d = np.resize(c, 3 * 10**6)  # 24 MB
+    del c
+    parts = [np.arange(1000) for _ in range(100)]  # 100 x 8 kB
+    return [d, *parts]
+
+
+def opprof_figures(python: bool) -> tuple[int, int, int]:
+    """(peak, net, total allocated) bytes of the workload under opprof."""
+    sources: list[MemorySource] = [MemorySource()] + ([PythonMemorySource()] if python else [])
+    for s in sources:
+        s.acquire()
+    try:
+        _native.memory_reset()
+        _native.start(OPT_MEMORY)
+        _native.scope_push(_native.intern("workload"))
+        kept = workload()
+        _native.scope_pop()
+        _native.stop()
+        _native.drain()
+    finally:
+        for s in reversed(sources):
+            s.release()
+    stats = memory_stats()
+    del kept
+    return stats.peak_bytes, stats.leaked_bytes, stats.allocated_bytes
+
+
+def tracemalloc_figures() -> tuple[int, int]:
+    """(peak, net) bytes of the workload under tracemalloc (all domains)."""
+    gc.collect()
+    tracemalloc.start()
+    start, _ = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    kept = workload()
+    gc.collect()
+    end, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del kept
+    return peak - start, end - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=20_000, help="iterations per run")
+    parser.add_argument("--repeats", type=int, default=101, help="runs per variant")
+    args = parser.parse_args()
+    print(f"clock: {_native.clock_source()}, numpy {np.__version__}")
+    overhead("numpy np.empty(8), NEP 49 handler", numpy_loop, MemorySource(), args.n, args.repeats)
+    overhead(
+        "Python object(), PyMem/object hooks",
+        python_loop,
+        PythonMemorySource(),
+        args.n,
+        args.repeats,
+    )
+    print("\nworkload figures (bytes)")
+    print(f"  {'who':<28} {'peak':>12} {'net':>12} {'allocated':>12}")
+    for python in (False, True):
+        peak, net, total = opprof_figures(python)
+        who = "opprof numpy" + (" + python" if python else "")
+        print(f"  {who:<28} {peak:12d} {net:12d} {total:12d}")
+    peak, net = tracemalloc_figures()
+    print(f"  {'tracemalloc (all domains)':<28} {peak:12d} {net:12d} {'n/a':>12}")
+
+
+if __name__ == "__main__":
+    main()

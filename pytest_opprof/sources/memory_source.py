@@ -1,0 +1,157 @@
+"""Memory sources: numpy data memory (NEP 49 handler) and, optionally, Python's allocators.
+
+``MemorySource`` installs the counting numpy handler (``native/memory.c``) while
+acquired; ``PythonMemorySource`` adds the same counting for Python's object and
+``PyMem`` allocators (``native/memory_pymem.c``), which costs more per allocation
+and is opt-in (``profile(python_memory=True)``).  Both feed the same native
+counters, which move only while a profile records with ``profile_memory``:
+
+- every allocation or free is attributed to the calling thread's innermost open
+  event (``self_alloc_bytes``/``self_free_bytes``), or becomes a ``"[memory]"``
+  event when no event is open;
+- the profile's totals come back from :func:`memory_stats` after stop;
+- allocations and frees of at least ``SAMPLE_MIN_BYTES`` also record a live-bytes
+  sample (:func:`memory_samples`), the data for a trace's memory counter track.
+
+Neither is a capture name: the profiler adds them when ``profile_memory=True``.
+"""
+
+from __future__ import annotations
+
+import gc
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from pytest_opprof import _native
+from pytest_opprof.records import Records
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    """One profile's memory figures, in bytes (counts for ``allocations``).
+
+    ``peak_bytes``: highest live bytes during the profile, above the live bytes
+    at its start (allocated minus freed so far, at its maximum).
+    ``allocated_bytes``/``allocations``: everything allocated during the profile
+    (a realloc counts as one allocation of its new size).
+    ``freed_bytes``: everything freed during the profile (a realloc frees its old
+    size).  ``leaked_bytes``: bytes allocated during the profile and still held
+    after ``gc.collect()`` when the stats are read.
+    """
+
+    peak_bytes: int
+    allocated_bytes: int
+    allocations: int
+    freed_bytes: int
+    leaked_bytes: int
+
+
+SAMPLE_MIN_BYTES = 4096
+"""Allocations and frees of at least this many bytes record a live-bytes sample."""
+
+
+def memory_stats() -> MemoryStats:
+    """The last profile's memory figures; call after stop (collects garbage first)."""
+    gc.collect()
+    c = _native.memory_counters()
+    return MemoryStats(
+        peak_bytes=c.peak_bytes,
+        allocated_bytes=c.allocated_bytes,
+        allocations=c.allocations,
+        freed_bytes=c.freed_bytes,
+        leaked_bytes=c.held_bytes,
+    )
+
+
+def memory_samples() -> np.ndarray:
+    """Live-bytes samples of the last profile, sorted by time; call after stop.
+
+    A structured array of ``time_ns`` (the events' clock) and ``net_bytes``
+    (bytes allocated minus freed since the profile started, i.e. live bytes above
+    the start; negative when the profile freed memory allocated before it).  The
+    data for a trace's memory counter track: a sample is taken at each
+    allocation or free of at least ``SAMPLE_MIN_BYTES``, so smaller ones show up
+    in the next sample.
+    """
+    return np.sort(_native.memory_samples(), order="time_ns", kind="stable")
+
+
+class MemorySource:
+    """Counting numpy data-memory handler; acquire/release are refcounted.
+
+    ``start_options()`` is called once per profile right before recording starts:
+    it opens the profile's measurement window (zeroes the per-profile counters).
+    """
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self._refs = 0
+        self._available: bool | None = None
+
+    def available(self) -> bool:
+        """True when numpy is importable (the handler is numpy's); warns once otherwise."""
+        if self._available is None:
+            try:
+                import numpy  # noqa: F401
+            except ImportError:
+                warnings.warn(
+                    "pytest-opprof: memory profiling off (numpy is not installed)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self._available = False
+            else:
+                self._available = True
+        return self._available
+
+    def acquire(self) -> None:
+        """Install the handler on the first acquire (in every thread, see memory.c)."""
+        _native.memory_install()
+        self._refs += 1
+
+    def release(self) -> None:
+        """Restore numpy's previous handler on the last release."""
+        if self._refs == 0:
+            return
+        self._refs -= 1
+        _native.memory_uninstall()
+
+    def start_options(self) -> int:
+        """``OPPROF_OPT_PROFILE_MEMORY``; opens the profile's measurement window."""
+        _native.memory_reset()
+        return int(_native.lib.OPPROF_OPT_PROFILE_MEMORY)
+
+    def collect(self) -> Records | None:
+        """Native source: its data comes out of the native drain and memory_stats()."""
+        return None
+
+
+class PythonMemorySource(MemorySource):
+    """Counting hooks on Python's ``PyMem``/object allocators (opt-in, see module doc).
+
+    Adds roughly a hash-table insert or delete per Python allocation; see
+    ``bench/bench_memory.py`` for the measured cost.
+    """
+
+    name = "python_memory"
+
+    def available(self) -> bool:
+        """Always available on CPython."""
+        return True
+
+    def acquire(self) -> None:
+        """Hook PYMEM_DOMAIN_MEM and PYMEM_DOMAIN_OBJ on the first acquire."""
+        _native.memory_python_install()
+        self._refs += 1
+
+    def release(self) -> None:
+        """Collect garbage (so dead objects count as freed), then unhook on the last release."""
+        if self._refs == 0:
+            return
+        self._refs -= 1
+        if self._refs == 0:
+            gc.collect()
+        _native.memory_python_uninstall()

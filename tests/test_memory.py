@@ -1,0 +1,341 @@
+"""Memory accounting: the NEP 49 handler, attribution to events, per-profile figures.
+
+Real numpy, real profiles.  ``np.empty(n)`` allocates exactly ``8 * n`` data bytes
+(float64) and nothing else from numpy's data allocator, which makes exact
+assertions possible.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pytest_opprof as opprof
+from pytest_opprof import _native, sources
+from pytest_opprof.errors import NativeError
+from pytest_opprof.records import KIND_MEMORY, MEMORY_EVENT_NAME, Records
+from pytest_opprof.sources.memory_source import (
+    SAMPLE_MIN_BYTES,
+    MemorySource,
+    memory_samples,
+)
+
+MB8 = 8_000_000
+_kept: list[np.ndarray] = []  # a deliberate leak across a profile
+
+
+@pytest.fixture
+def session_handler() -> Any:
+    """The handler installed around the whole test, as a plugin run holds it."""
+    source = sources.get("memory")
+    assert source is not None
+    source.acquire()
+    yield
+    source.release()
+
+
+def handler_name(arr: np.ndarray | None = None) -> str:
+    from numpy._core.multiarray import get_handler_name
+
+    return str(get_handler_name() if arr is None else get_handler_name(arr))
+
+
+def rows(records: Records, name: str) -> np.ndarray:
+    """The records named ``name``."""
+    ids = [i for i, n in enumerate(records.names) if n == name]
+    return records.events[np.isin(records.events["name"], ids)]
+
+
+def one(records: Records, name: str) -> np.void:
+    found = rows(records, name)
+    assert len(found) == 1, f"{len(found)} events named {name!r}"
+    return found[0]
+
+
+def event(prof: opprof.profile, name: str) -> Any:
+    found = [e for e in prof.events() if e.name == name]
+    assert len(found) == 1, f"{len(found)} events named {name!r}"
+    return found[0]
+
+
+def test_ones_is_exactly_8mb_in_its_empty_op_and_in_the_scope() -> None:
+    with opprof.profile(capture=["numpy"]) as prof:
+        with opprof.record_function("outer"):
+            a = np.ones(10**6)
+    records = prof.records()
+    # np.ones is Python code: numpy.empty inside it allocates the data.
+    empty = one(records, "numpy.empty")
+    assert empty["self_alloc_bytes"] == MB8
+    assert empty["self_free_bytes"] == 0
+    assert empty["self_alloc_count"] == 1
+    assert event(prof, "numpy.empty").self_cpu_memory_usage == MB8
+    outer = event(prof, "outer")
+    assert outer.cpu_memory_usage == MB8  # net bytes, children included
+    assert outer.self_cpu_memory_usage == 0
+    assert a.nbytes == MB8
+    assert handler_name(a).startswith("opprof_counting")
+
+
+def test_del_in_another_scope_is_minus_8mb() -> None:
+    with opprof.profile(capture=["numpy"]) as prof:
+        with opprof.record_function("make"):
+            a = np.empty(10**6)
+        with opprof.record_function("drop"):
+            del a
+    drop = one(prof.records(), "drop")
+    assert drop["self_free_bytes"] == MB8
+    assert drop["self_alloc_bytes"] == 0
+    assert event(prof, "drop").self_cpu_memory_usage == -MB8
+    assert event(prof, "drop").cpu_memory_usage == -MB8
+    assert prof.memory is not None
+    assert prof.memory.allocated_bytes == MB8
+    assert prof.memory.freed_bytes == MB8
+    assert prof.memory.leaked_bytes == 0
+
+
+@pytest.mark.usefixtures("session_handler")
+def test_free_outside_any_op_is_a_memory_event() -> None:
+    a = np.empty(10**6)  # allocated (through our handler) before the profile
+    with opprof.profile(capture=["numpy"]) as prof:
+        del a
+        b = np.empty(1000)
+    records = prof.records()
+    mem = rows(records, MEMORY_EVENT_NAME)
+    assert set(mem["kind"].tolist()) == {KIND_MEMORY}
+    assert mem["self_free_bytes"].sum() == MB8
+    assert (mem["parent"] == -1).all()
+    # The allocation happened inside numpy.empty, not in a "[memory]" event.
+    assert mem["self_alloc_bytes"].sum() == 0
+    assert one(records, "numpy.empty")["self_alloc_bytes"] == b.nbytes
+    assert prof.memory is not None
+    assert prof.memory.freed_bytes == MB8
+    assert prof.memory.leaked_bytes == b.nbytes
+    assert prof.memory.peak_bytes == 0  # never above the start: the free came first
+
+
+def test_thread_started_during_the_profile_is_counted_in_its_own_scope() -> None:
+    seen: dict[str, Any] = {}
+
+    def work() -> None:
+        seen["handler"] = handler_name()
+        with opprof.record_function("worker"):
+            seen["array"] = np.empty(10**5)
+        seen["tid"] = threading.get_native_id()
+
+    with opprof.profile(capture=["none"]) as prof:
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    worker = one(prof.records(), "worker")
+    assert seen["handler"].startswith("opprof_counting")
+    assert worker["self_alloc_bytes"] == 800_000
+    assert worker["thread"] == seen["tid"] != threading.get_native_id()
+    assert prof.memory is not None
+    assert prof.memory.leaked_bytes == 800_000
+
+
+def test_thread_running_before_the_profile_and_fresh_contexts_are_covered() -> None:
+    go, done = threading.Event(), threading.Event()
+    out: dict[str, Any] = {}
+
+    def waiter() -> None:
+        go.wait(10)
+        out["handler"] = handler_name()
+        with opprof.record_function("late"):
+            out["array"] = np.empty(1000)
+        done.set()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    try:
+        with opprof.profile(capture=["none"]) as prof:
+            in_fresh_context = contextvars.Context().run(handler_name)
+            go.set()
+            assert done.wait(10)
+    finally:
+        go.set()
+        t.join()
+    assert in_fresh_context.startswith("opprof_counting")
+    assert out["handler"].startswith("opprof_counting")
+    assert one(prof.records(), "late")["self_alloc_bytes"] == 8000
+    assert _native.memory_counters().threads_covered == 0  # uninstalled again
+    assert contextvars.Context().run(handler_name) == "default_allocator"
+
+
+def test_blocks_from_before_the_install_are_not_seen() -> None:
+    a = np.empty(10**6)  # numpy's default handler: freed by it, not by ours
+    with opprof.profile(capture=["none"]) as prof:
+        del a
+    assert prof.memory is not None
+    assert prof.memory.freed_bytes == 0
+    assert len(rows(prof.records(), MEMORY_EVENT_NAME)) == 0
+
+
+def test_handler_is_restored_and_its_blocks_stay_usable_after_uninstall() -> None:
+    before = handler_name()
+    with opprof.profile(capture=["none"]):
+        a = np.arange(10**5, dtype=np.float64)
+    assert handler_name() == before
+    assert _native.memory_counters().installed == 0
+    assert handler_name(a).startswith("opprof_counting")
+    a.resize(2 * 10**5, refcheck=False)  # realloc through our handler, uninstalled
+    assert a[: 10**5].sum() == sum(range(10**5))
+    del a  # free through our handler: must not crash or count
+    with opprof.profile(capture=["none"]) as prof:
+        pass
+    assert prof.memory is not None
+    assert prof.memory.allocated_bytes == prof.memory.freed_bytes == 0
+
+
+def test_realloc_counts_exactly_and_returns_to_baseline() -> None:
+    with opprof.profile(capture=["numpy"]) as prof:
+        a = np.arange(1000, dtype=np.float64)  # 8,000 bytes
+        with opprof.record_function("grow"):
+            a.resize(10**6, refcheck=False)  # realloc 8,000 -> 8,000,000
+        with opprof.record_function("shrink"):
+            a.resize(10, refcheck=False)  # realloc 8,000,000 -> 80
+        grown = np.empty(0)
+        for _ in range(20):
+            grown = np.concatenate([grown, np.ones(5000)])
+        fromiter = np.fromiter((float(i) for i in range(100_000)), dtype=np.float64)
+        del a, grown, fromiter
+    resizes = rows(prof.records(), "numpy.ndarray.resize")
+    assert resizes[["self_alloc_bytes", "self_free_bytes"]].tolist() == [(MB8, 8000), (80, MB8)]
+    assert resizes["self_alloc_count"].tolist() == [1, 1]
+    assert event(prof, "grow").cpu_memory_usage == MB8 - 8000
+    assert event(prof, "shrink").cpu_memory_usage == 80 - MB8
+    memory = prof.memory
+    assert memory is not None
+    # Everything allocated in the profile was freed in it, to the byte.
+    assert memory.allocated_bytes == memory.freed_bytes > 2 * MB8
+    assert memory.leaked_bytes == 0
+    assert _native.memory_counters().net_bytes == 0
+    assert memory.peak_bytes >= MB8
+
+
+def test_peak_of_allocate_free_allocate_is_the_first_block() -> None:
+    with opprof.profile(capture=["none"]) as prof:
+        a = np.empty(10**6)  # 8 MB
+        del a
+        b = np.empty(5 * 10**5)  # 4 MB
+    memory = prof.memory
+    assert memory is not None
+    assert memory.peak_bytes == MB8
+    assert memory.allocated_bytes == MB8 + 4_000_000
+    assert memory.allocations == 2
+    assert memory.freed_bytes == MB8
+    assert memory.leaked_bytes == 4_000_000
+    del b
+
+
+@pytest.mark.usefixtures("session_handler")
+def test_peak_is_above_the_start_not_absolute() -> None:
+    big = np.empty(4 * 10**6)  # 32 MB held before the profile
+    with opprof.profile(capture=["none"]) as prof:
+        del big  # -32 MB
+        c = np.empty(10**6)  # +8 MB: still below the start
+    assert prof.memory is not None
+    assert prof.memory.peak_bytes == 0
+    assert prof.memory.leaked_bytes == MB8
+    del c
+
+
+def test_a_deliberate_leak_is_reported_and_garbage_is_not() -> None:
+    with opprof.profile(capture=["none"]) as prof:
+        _kept.append(np.empty(10**6))
+        cycle: list[Any] = [np.empty(10**5)]
+        cycle.append(cycle)  # only the cycle collector frees this one
+        del cycle
+    try:
+        assert prof.memory is not None
+        assert prof.memory.leaked_bytes == MB8
+    finally:
+        _kept.clear()
+
+
+def test_memory_figures_are_left_out_without_profile_memory() -> None:
+    with opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        a = np.empty(10**6)
+    assert prof.memory is None
+    assert one(prof.records(), "numpy.empty")["self_alloc_bytes"] == 0
+    assert handler_name(a) == "default_allocator"
+
+
+def test_samples_track_live_bytes_on_the_event_clock() -> None:
+    with opprof.profile(capture=["none"]) as prof:
+        with opprof.record_function("phase"):
+            a = np.empty(10**6)
+            b = np.empty(10**6)
+            del a
+            small = np.empty(10)  # below SAMPLE_MIN_BYTES: no sample
+        del b, small
+    samples = memory_samples()
+    assert samples["net_bytes"].tolist() == [MB8, 2 * MB8, MB8, 80]
+    phase = one(prof.records(), "phase")
+    assert (samples["time_ns"][:3] >= phase["start_ns"]).all()
+    assert (samples["time_ns"][:3] <= phase["end_ns"]).all()
+    assert np.all(np.diff(samples["time_ns"]) >= 0)
+    assert SAMPLE_MIN_BYTES > 80
+
+
+def test_sample_capacity_bounds_the_samples_and_counts_the_rest() -> None:
+    _native.memory_set_sample_capacity(3)
+    try:
+        with opprof.profile(capture=["none"]):
+            for _ in range(5):
+                np.empty(10**4)
+        counters = _native.memory_counters()
+        assert (counters.samples, counters.samples_dropped) == (3, 7)
+        assert len(memory_samples()) == 3
+    finally:
+        _native.memory_set_sample_capacity(65536)
+
+
+def test_reset_while_recording_is_refused() -> None:
+    with opprof.profile(capture=["none"]):
+        with pytest.raises(NativeError, match="while a profile records"):
+            _native.memory_reset()
+
+
+def test_source_refcount_installs_once_and_restores_on_the_last_release() -> None:
+    source = MemorySource()
+    source.acquire()
+    source.acquire()
+    try:
+        assert handler_name().startswith("opprof_counting")
+        source.release()
+        assert handler_name().startswith("opprof_counting")
+    finally:
+        source.release()
+    assert handler_name() == "default_allocator"
+    source.release()  # one too many: harmless
+    assert _native.memory_counters().installed == 0
+
+
+def test_python_memory_counts_object_allocations_in_scopes() -> None:
+    with opprof.profile(capture=["none"], python_memory=True) as prof:
+        with opprof.record_function("objects"):
+            objs = [object() for _ in range(1000)]
+    objects = one(prof.records(), "objects")
+    # 1,000 objects of 16 bytes each, plus the list's item array.
+    assert objects["self_alloc_count"] >= 1000
+    assert objects["self_alloc_bytes"] >= 1000 * 16 + 1000 * 8
+    counters = _native.memory_counters()
+    assert counters.python_installed == 0
+    assert prof.memory is not None
+    assert prof.memory.leaked_bytes >= 1000 * 16
+    del objs
+
+
+def test_python_memory_survives_objects_allocated_before_install() -> None:
+    before = [bytearray(64) for _ in range(100)]
+    with opprof.profile(capture=["none"], python_memory=True) as prof:
+        del before  # frees of blocks the hooks never saw allocated: not counted
+        after = [bytearray(64) for _ in range(100)]
+    assert prof.memory is not None
+    assert prof.memory.freed_bytes < 100 * 64
+    del after
