@@ -339,3 +339,17 @@ def test_python_memory_survives_objects_allocated_before_install() -> None:
     assert prof.memory is not None
     assert prof.memory.freed_bytes < 100 * 64
     del after
+
+
+def test_counts_of_exited_threads_survive_their_counters_being_reused() -> None:
+    def work() -> None:
+        np.empty(1000)  # 8,000 bytes, freed in the thread
+
+    with opprof.profile(capture=["none"]) as prof:
+        for _ in range(50):  # one at a time: each new thread reuses the last one's counters
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+    assert prof.memory is not None
+    assert prof.memory.allocated_bytes == prof.memory.freed_bytes == 50 * 8000
+    assert prof.memory.allocations == 50
