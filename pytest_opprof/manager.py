@@ -35,7 +35,9 @@ from pytest_opprof.marker import (
 from pytest_opprof.options import OpprofOptions
 from pytest_opprof.profiler import profile
 from pytest_opprof.records import MEMORY_EVENT_NAME
+from pytest_opprof.render.units import format_time
 from pytest_opprof.sources import Source, resolve
+from pytest_opprof.sources import get as get_source
 from pytest_opprof.summary import RoundFigures, TestSummary, summarize_rounds
 
 settings_key = pytest.StashKey[TestSettings]()
@@ -97,6 +99,10 @@ class OpprofManager:
             )
         except OpprofError as exc:
             raise pytest.UsageError(f"--opprof-capture / opprof_capture: {exc}") from None
+        # Held for the whole session too, so each test's profile only counts a reference.
+        helpers = ["memory", "python_memory"] if options.python_memory else ["memory"]
+        found = (get_source(name) for name in helpers)
+        self._helpers = [h for h in found if h is not None and h.available()]
         self._acquired: list[Source] = []
         self._pending: dict[str, ProfiledTest] = {}
         self.results: list[ProfiledTest] = []
@@ -109,9 +115,9 @@ class OpprofManager:
         Lazily rather than at session start, so a pytest-xdist controller, which
         runs no tests, never installs anything.
         """
-        if self._acquired or not self.sources:
+        if self._acquired:
             return
-        for source in self.sources:
+        for source in [*self.sources, *self._helpers]:
             source.acquire()
             self._acquired.append(source)
 
@@ -175,6 +181,7 @@ class OpprofManager:
             profile_memory=True,
             with_flops=True,
             capture=list(self.options.capture) if self.options.capture is not None else None,
+            python_memory=self.options.python_memory,
         )
         cpu_start_ns = time.process_time_ns()
         prof.start()
@@ -269,21 +276,15 @@ def summary_lines(results: list[ProfiledTest]) -> list[str]:
         self_ns = sum(op.self_cpu_time.median_ns for op in ops.values())
         top = max(ops.values(), key=lambda op: op.self_cpu_time.median_ns, default=None)
         top_text = (
-            f"top {top.key} {format_ns(top.self_cpu_time.median_ns)}" if top is not None else ""
+            f"top {top.key} {format_time(top.self_cpu_time.median_ns / 1000)}"
+            if top is not None
+            else ""
         )
         lines.append(
-            f"{r.nodeid:<{width}}  {format_ns(self_ns):>9} self CPU in "
+            f"{r.nodeid:<{width}}  {format_time(self_ns / 1000):>10} self CPU in "
             f"{r.summary.op_count:>5} ops  {top_text}".rstrip()
         )
     return lines
-
-
-def format_ns(value_ns: float) -> str:
-    """A duration in ns as the largest unit that keeps it >= 1 (ns, us, ms, s)."""
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(value_ns) >= scale:
-            return f"{value_ns / scale:.3f} {unit}"
-    return f"{value_ns:.0f} ns"
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -19,6 +19,8 @@ from typing import TypeVar
 
 import pytest
 
+from pytest_opprof.errors import OpprofError
+
 T = TypeVar("T")
 
 DEFAULT_ROW_LIMIT = 20
@@ -26,7 +28,7 @@ DEFAULT_ROUNDS = 1
 DEFAULT_WARMUP = 0
 
 
-class OptionValueError(ValueError):
+class OptionValueError(OpprofError, ValueError):
     """A value does not parse; the message states the accepted forms."""
 
 
@@ -136,11 +138,20 @@ def add_options(parser: pytest.Parser) -> None:
         help=f"unmeasured runs of each test body before the measured ones "
         f"(default {DEFAULT_WARMUP})",
     )
+    group.addoption(
+        "--opprof-python-memory",
+        action="store_true",
+        default=None,
+        help="also count Python object allocations (slower; numpy data is always counted)",
+    )
     parser.addini("opprof_capture", "default for --opprof-capture", type="string", default="")
     parser.addini("opprof_row_limit", "default for --opprof-row-limit", type="string", default="")
     parser.addini("opprof_trace_dir", "default for --opprof-trace-dir", type="string", default="")
     parser.addini("opprof_rounds", "default for --opprof-rounds", type="string", default="")
     parser.addini("opprof_warmup", "default for --opprof-warmup", type="string", default="")
+    parser.addini(
+        "opprof_python_memory", "default for --opprof-python-memory", type="bool", default=False
+    )
 
 
 @dataclass(frozen=True)
@@ -152,6 +163,7 @@ class OpprofOptions:
     trace_dir: Path | None
     rounds: int
     warmup: int
+    python_memory: bool
 
 
 def is_enabled(config: pytest.Config) -> bool:
@@ -167,6 +179,7 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         trace_dir=_trace_dir(config),
         rounds=_setting(config, "rounds", parse_positive_int, DEFAULT_ROUNDS),
         warmup=_setting(config, "warmup", parse_non_negative_int, DEFAULT_WARMUP),
+        python_memory=_python_memory(config),
     )
 
 
@@ -188,10 +201,22 @@ def _trace_dir(config: pytest.Config) -> Path | None:
     given = config.getoption("opprof_trace_dir")
     if given:
         # Like --junitxml: relative to where pytest was invoked.
-        return (config.invocation_params.dir / given).resolve()
+        return (config.invocation_params.dir / str(given)).resolve()
     text = str(config.getini("opprof_trace_dir")).strip()
     if not text:
         return None
     # An ini path is relative to the ini file, so it means the same from any directory.
     base = config.inipath.parent if config.inipath is not None else config.rootpath
     return (base / text).resolve()
+
+
+def _python_memory(config: pytest.Config) -> bool:
+    given = config.getoption("opprof_python_memory")
+    if given is not None:
+        return bool(given)
+    try:
+        return bool(config.getini("opprof_python_memory"))
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"ini setting opprof_python_memory: expected true or false ({exc})"
+        ) from None

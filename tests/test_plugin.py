@@ -1,0 +1,483 @@
+"""The pytest plugin end to end, through ``pytester``.
+
+Runs that profile happen in a subprocess (``runpytest_subprocess``): the native
+hooks are process-global state, and an inner session must never share them with
+the outer one.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import pytest_opprof.plugin
+from pytest_opprof.manager import trace_file
+
+REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[1]
+
+
+def _plugin_args() -> list[str]:
+    """``-p`` for the plugin unless its entry point is installed (then -p would clash)."""
+    installed = any(
+        ep.value == "pytest_opprof.plugin"
+        for ep in importlib.metadata.entry_points(group="pytest11")
+    )
+    return [] if installed else ["-p", "pytest_opprof.plugin"]
+
+
+PLUGIN = _plugin_args()
+
+
+@pytest.fixture(autouse=True)
+def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The subprocess runs in a temporary directory: make the package importable there.
+    parts = [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", *args)
+
+
+NUMPY_TESTS = """
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+def test_matmul():
+    a = np.ones((64, 64))
+    for _ in range(3):
+        a = a @ a / 64.0
+    assert a.shape == (64, 64)
+
+def test_add():
+    x = np.arange(1000.0)
+    assert (x + x).sum() == 999000.0
+"""
+
+
+# -- without --opprof ------------------------------------------------------------
+
+
+def test_without_opprof_nothing_is_imported_or_installed(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_nothing_loaded():
+            heavy = ["numpy", "pytest_opprof._opprof_native", "pytest_opprof.manager",
+                     "pytest_opprof.profiler"]
+            assert [m for m in heavy if m in sys.modules] == []
+            assert "pytest_opprof.plugin" in sys.modules
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*opprof*self CPU*")
+
+
+def test_fixture_without_opprof_is_a_no_op_scope(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_scopes(opprof):
+            assert opprof.enabled is False
+            with opprof.record_function("outer"):
+                pass
+
+            @opprof.record_function("decorated")
+            def f():
+                return 3
+
+            assert f() == 3
+            assert "pytest_opprof._opprof_native" not in sys.modules
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("opprof_flag", [[], ["--opprof", "--opprof-capture", "none"]])
+def test_marker_is_registered_for_strict_markers(
+    pytester: pytest.Pytester, opprof_flag: list[str]
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.profile(row_limit=3)
+        def test_marked():
+            pass
+        """
+    )
+    run(pytester, "--strict-markers", *opprof_flag).assert_outcomes(passed=1)
+
+
+def test_marker_help_shows_signature_and_doc(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--markers")
+    result.stdout.fnmatch_lines(
+        ["@pytest.mark.profile(row_limit=20, sort_by='self_cpu_time_total', *): Print this*"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--opprof-row-limit", "0"], "*argument --opprof-row-limit: expected a positive integer*"),
+        (["--opprof-row-limit", "many"], "*argument --opprof-row-limit: expected an integer*"),
+        (["--opprof-rounds", "-1"], "*argument --opprof-rounds: expected a positive integer*"),
+        (["--opprof-warmup", "x"], "*argument --opprof-warmup: expected an integer*"),
+        (
+            ["--opprof-capture", "numpy,none"],
+            "*argument --opprof-capture: 'none' cannot be combined*",
+        ),
+    ],
+)
+def test_bad_option_is_a_usage_error(
+    pytester: pytest.Pytester, args: list[str], expected: str
+) -> None:
+    pytester.makepyfile("def test_a(): pass")
+    result = run(pytester, "--opprof", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+
+
+def test_bad_ini_value_is_a_usage_error_naming_the_key(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nopprof_row_limit = lots\n")
+    pytester.makepyfile("def test_a(): pass")
+    result = run(pytester, "--opprof", "--opprof-capture", "none")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*opprof_row_limit = 'lots': expected an integer*"])
+
+
+def test_unknown_capture_source_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_a(): pass")
+    result = run(pytester, "--opprof", "--opprof-capture", "numpy,tensorflow")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--opprof-capture*tensorflow*numpy*"])
+
+
+# -- with --opprof -----------------------------------------------------------------
+
+
+def test_opprof_profiles_every_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(NUMPY_TESTS)
+    result = run(pytester, "--opprof", "--opprof-capture", "numpy")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*= opprof =*",
+            "test_opprof_profiles_every_test.py::test_matmul * self CPU in * ops  top numpy.*",
+            "test_opprof_profiles_every_test.py::test_add * self CPU in * ops  top numpy.*",
+        ]
+    )
+    lines = [line for line in result.outlines if "::test_matmul " in line and "self CPU" in line]
+    # three matmuls and three divisions at least
+    assert int(re.search(r"in\s+(\d+) ops", lines[0]).group(1)) >= 6  # type: ignore[union-attr]
+    result.stdout.fnmatch_lines(["opprof: capture numpy; rounds 1, warmup 0"])
+
+
+def _table_rows(lines: list[str], nodeid: str) -> list[str]:
+    """The data rows of the op table printed for ``nodeid``."""
+    start = next(i for i, line in enumerate(lines) if f"opprof: {nodeid}" in line)
+    header = next(i for i in range(start, len(lines)) if lines[i].startswith("Name "))
+    # layout: header, column rule, rows..., full-width rule
+    end = next(i for i in range(header + 2, len(lines)) if set(lines[i].strip()) == {"-"})
+    return lines[header + 2 : end]
+
+
+def test_marked_test_prints_its_table_within_row_limit(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import numpy as np
+        import pytest
+
+        @pytest.mark.profile(row_limit=3)
+        def test_many_ops():
+            x = np.linspace(0.0, 1.0, 500)
+            y = np.sin(x) + np.cos(x) * np.exp(x) - np.sqrt(x + 1.0)
+            assert np.all(np.isfinite(np.log1p(np.abs(y))))
+
+        def test_unmarked():
+            assert np.ones(3).sum() == 3
+        """
+    )
+    result = run(pytester, "--opprof", "--opprof-capture", "numpy")
+    result.assert_outcomes(passed=2)
+    nodeid = "test_marked_test_prints_its_table_within_row_limit.py::test_many_ops"
+    rows = _table_rows(result.outlines, nodeid)
+    assert len(rows) == 3
+    assert all(row.lstrip().startswith("numpy.") for row in rows)
+    # The unmarked test gets its summary line, not a table.
+    assert not any("opprof: " in line and "::test_unmarked" in line for line in result.outlines)
+
+
+def test_ini_row_limit_applies_to_a_marker_without_one(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nopprof_row_limit = 2\nopprof_capture = numpy\n")
+    pytester.makepyfile(
+        """
+        import numpy as np
+        import pytest
+
+        @pytest.mark.profile(sort_by="count")
+        def test_marked():
+            x = np.linspace(0.0, 1.0, 50)
+            assert np.sqrt(np.exp(x) + np.sin(x)).max() > 1
+        """
+    )
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(passed=1)
+    assert len(_table_rows(result.outlines, "test_ini_row_limit_applies")) == 2
+    result.stdout.fnmatch_lines(["opprof: capture numpy; *"])
+
+
+def test_record_function_scope_appears_in_the_table(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import numpy as np
+        import pytest
+
+        @pytest.mark.profile(row_limit=50)
+        def test_scoped(opprof):
+            assert opprof.enabled
+            with opprof.record_function("solve block"):
+                a = np.eye(20) * 2.0
+                np.linalg.solve(a, np.ones(20))
+        """
+    )
+    result = run(pytester, "--opprof", "--opprof-capture", "numpy")
+    result.assert_outcomes(passed=1)
+    rows = _table_rows(result.outlines, "test_record_function_scope_appears_in_the_table.py::")
+    names = [row.split("  ")[0].strip() for row in rows]
+    assert "solve block" in names
+    assert "numpy.linalg.solve" in names
+
+
+def test_unknown_marker_keyword_errors_that_test_by_name(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.profile(row_limt=5, colour="red")
+        def test_typo():
+            pass
+
+        def test_fine():
+            pass
+        """
+    )
+    result = run(pytester, "--opprof", "--opprof-capture", "none")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.profile got unknown keyword(s) colour, row_limt; "
+            "accepted keywords: row_limit, sort_by, *"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*Traceback*")
+
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        ("row_limit=0", "*profile(row_limit=...): expected an integer >= 1, got 0*"),
+        (
+            "sort_by='speed'",
+            "*profile(sort_by=...): sort_by='speed' is not a sort key; use one of*",
+        ),
+        ("time_unit='h'", "*profile(time_unit=...): time_unit='h' is not a time unit; use one of*"),
+        ("time_tolerance='lots'", "*profile(time_tolerance=...): expected a fraction*"),
+        ("5", "*takes keyword arguments only*"),
+    ],
+)
+def test_bad_marker_value_errors_that_test(
+    pytester: pytest.Pytester, marker: str, expected: str
+) -> None:
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        @pytest.mark.profile({marker})
+        def test_bad():
+            pass
+        """
+    )
+    result = run(pytester, "--opprof", "--opprof-capture", "none")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([expected])
+
+
+def test_trace_dir_gets_one_parseable_trace_per_test_inside_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import numpy as np
+        import pytest
+
+        @pytest.mark.parametrize("name", ["../../escape", "a/b::c[d]", "plain"])
+        def test_ids(name):
+            assert np.add(np.ones(4), 1.0).sum() == 8.0
+        """
+    )
+    result = run(pytester, "--opprof", "--opprof-capture", "numpy", "--opprof-trace-dir", "traces")
+    result.assert_outcomes(passed=3)
+    trace_dir = pytester.path / "traces"
+    files = sorted(trace_dir.iterdir())
+    assert len(files) == 3
+    assert {p.parent for p in files} == {trace_dir}
+    # nothing was written outside the directory
+    assert sorted(p.name for p in pytester.path.rglob("*.json")) == sorted(p.name for p in files)
+    for path in files:
+        trace = json.loads(path.read_text())
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        assert any(e.get("name") == "numpy.add" for e in events), path.name
+
+
+def test_failing_test_fails_normally_and_hooks_are_restored(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_unconfigure(config):
+            from pytest_opprof import _native
+            with open("hooks_after.txt", "w") as f:
+                f.write(str(_native.lib.opprof_numpy_installed()))
+        """
+    )
+    pytester.makepyfile(
+        """
+        import numpy as np
+        from pytest_opprof import _native
+
+        def test_fails():
+            assert _native.lib.opprof_numpy_installed()
+            assert np.ones(3).sum() == 4, "sum is off"
+
+        def test_raises():
+            raise RuntimeError("boom")
+        """
+    )
+    result = run(pytester, "--opprof", "--opprof-capture", "numpy")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*AssertionError: sum is off*", "*RuntimeError: boom*"])
+    assert (pytester.path / "hooks_after.txt").read_text() == "0"
+
+
+def test_keyboard_interrupt_restores_hooks(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_unconfigure(config):
+            from pytest_opprof import _native
+            with open("hooks_after.txt", "w") as f:
+                f.write(str(_native.lib.opprof_numpy_installed()))
+        """
+    )
+    pytester.makepyfile(
+        """
+        import numpy as np
+        from pytest_opprof import _native
+
+        def test_interrupted():
+            assert _native.lib.opprof_numpy_installed()
+            np.ones(3).sum()
+            raise KeyboardInterrupt
+
+        def test_never_runs():
+            pass
+        """
+    )
+    result = run(pytester, "--opprof", "--opprof-capture", "numpy")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+    assert (pytester.path / "hooks_after.txt").read_text() == "0"
+
+
+def test_rounds_and_warmup_rerun_the_body(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import numpy as np
+        import pytest
+
+        RUNS = []
+
+        def test_counted():
+            RUNS.append(1)
+            np.ones(5).sum()
+
+        @pytest.mark.profile(rounds=2, warmup=0)
+        def test_marker_overrides():
+            RUNS.append(2)
+
+        def test_after():
+            assert RUNS.count(1) == 3 + 1
+            assert RUNS.count(2) == 2
+        """
+    )
+    result = run(
+        pytester,
+        "--opprof",
+        "--opprof-capture",
+        "numpy",
+        "--opprof-rounds",
+        "3",
+        "--opprof-warmup",
+        "1",
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["opprof: capture numpy; rounds 3, warmup 1"])
+
+
+def test_a_failing_round_fails_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        RUNS = []
+
+        def test_flaky():
+            RUNS.append(1)
+            assert len(RUNS) < 2, f"round {len(RUNS)} failed"
+        """
+    )
+    result = run(pytester, "--opprof", "--opprof-capture", "none", "--opprof-rounds", "3")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: round 2 failed*"])
+
+
+def test_xdist_controller_collects_worker_figures(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(NUMPY_TESTS)
+    result = run(pytester, "--opprof", "--opprof-capture", "numpy", "-n", "2")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*= opprof =*"])
+    result.stdout.fnmatch_lines(["*::test_matmul * self CPU in * ops  top numpy.*"])
+    result.stdout.fnmatch_lines(["*::test_add * self CPU in * ops  top numpy.*"])
+
+
+# -- trace file names ------------------------------------------------------------
+
+
+@given(st.text(min_size=1, max_size=300))
+def test_trace_file_stays_inside_the_directory(nodeid: str) -> None:
+    base = Path("/tmp/opprof-traces")
+    path = trace_file(base, nodeid)
+    assert path.parent == base
+    assert not path.name.startswith(".")
+    assert ".." not in path.name
+    assert re.fullmatch(r"[A-Za-z0-9_.-]+", path.name)
+
+
+def test_trace_file_names_are_readable_and_distinct() -> None:
+    base = Path("traces")
+    a = trace_file(base, "tests/test_x.py::test_a[x/y]")
+    b = trace_file(base, "tests/test_x.py::test_a[x_y]")
+    assert a.name.startswith("tests_test_x.py_test_a_x_y-")
+    assert a != b
