@@ -36,6 +36,7 @@ typedef struct opprof_mem_tls {
     int64_t alloc_count;
     int64_t freed_bytes;
     int64_t freed_tagged;         /* bytes of freed blocks tagged with `window` */
+    opprof_thread *core;          /* the core's state for this thread, fetched once a window */
     struct opprof_mem_tls *next;
     int dead;                     /* owner thread exited; counts kept until reused */
 } opprof_mem_tls;
@@ -95,9 +96,8 @@ static inline void opprof_mem_attribute(opprof_mem_tls *tl, int64_t alloc, int64
         return;
     }
     tl->busy = 1;
-    opprof_thread *t = opprof_thread_get();
-    if (t != NULL) {
-        opprof_mem_record(t, alloc, freed);
+    if (tl->core != NULL) {
+        opprof_mem_record(tl->core, alloc, freed);
     }
     if (alloc >= OPPROF_MEM_SAMPLE_MIN || freed >= OPPROF_MEM_SAMPLE_MIN) {
         opprof_mem_sample(net);
