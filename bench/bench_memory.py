@@ -1,5 +1,8 @@
 """Cost and accuracy of pytest-opprof's memory accounting.
 
+0. The handler alone: ns per malloc+free of 64 bytes called from a C loop
+   (compiled here with cffi) through numpy's default handler, through ours
+   installed but idle, and through ours while recording inside a scope.
 1. Added ns per numpy allocation (``np.empty(8)``: one allocation and one free
    per iteration) with the counting handler off / installed / installed and
    recording inside an open scope.
@@ -18,13 +21,19 @@ Run: ``python bench/bench_memory.py [--n 20000] [--repeats 101]``.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
+import importlib
 import statistics
+import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from cffi import FFI
 
 from pytest_opprof import _native
 from pytest_opprof.sources.memory_source import MemorySource, PythonMemorySource, memory_stats
@@ -104,6 +113,95 @@ def overhead(
         )
 
 
+LOOP_C = """
+typedef struct {
+    void *ctx;
+    void *(*malloc)(void *, size_t);
+    void *(*calloc)(void *, size_t, size_t);
+    void *(*realloc)(void *, void *, size_t);
+    void (*free)(void *, void *, size_t);
+} alloc_t;
+typedef struct { char name[127]; uint8_t version; alloc_t a; } handler_t;
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+double loop(uintptr_t handler, int64_t n, size_t size) {
+    handler_t *h = (handler_t *)handler;
+    int64_t t0 = now_ns();
+    for (int64_t i = 0; i < n; i++) h->a.free(h->a.ctx, h->a.malloc(h->a.ctx, size), size);
+    return (double)(now_ns() - t0) / (double)n;
+}
+"""
+
+
+def compile_loop() -> Any:
+    """The C malloc+free loop as a cffi module built in a temporary directory."""
+    ffi = FFI()
+    ffi.cdef("double loop(uintptr_t handler, int64_t n, size_t size);")
+    ffi.set_source("_opprof_bench_loop", "#include <stdint.h>\n#include <time.h>\n" + LOOP_C)
+    tmp = tempfile.mkdtemp(prefix="opprof-bench-")
+    ffi.compile(tmpdir=tmp)
+    sys.path.insert(0, tmp)
+    return importlib.import_module("_opprof_bench_loop").lib
+
+
+class _ArrayFields(ctypes.Structure):
+    """numpy's public PyArrayObject_fields (ndarraytypes.h, numpy >= 1.22) up to mem_handler."""
+
+    _fields_ = [
+        ("ob_refcnt", ctypes.c_ssize_t),
+        ("ob_type", ctypes.c_void_p),
+        ("data", ctypes.c_void_p),
+        ("nd", ctypes.c_int),
+        ("dimensions", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("base", ctypes.c_void_p),
+        ("descr", ctypes.c_void_p),
+        ("flags", ctypes.c_int),
+        ("weakreflist", ctypes.c_void_p),
+        ("_buffer_info", ctypes.c_void_p),
+        ("mem_handler", ctypes.py_object),
+    ]
+
+
+def handler_address(arr: np.ndarray) -> int:
+    """Address of the PyDataMem_Handler an array was allocated with."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return int(get(_ArrayFields.from_address(id(arr)).mem_handler, b"mem_handler"))
+
+
+def handler_alone(repeats: int) -> None:
+    lib = compile_loop()
+    default = handler_address(np.empty(1))
+    source = MemorySource()
+    source.acquire()
+    try:
+        ours = handler_address(np.empty(1))
+        n = 200_000
+        times: dict[str, list[float]] = {"default": [], "ours idle": [], "ours recording": []}
+        for _ in range(repeats):
+            times["default"].append(lib.loop(default, n, 64))
+            times["ours idle"].append(lib.loop(ours, n, 64))
+            _native.memory_reset()
+            _native.start(OPT_MEMORY)
+            _native.scope_push(_native.intern("bench"))
+            times["ours recording"].append(lib.loop(ours, n, 64))
+            _native.scope_pop()
+            _native.stop()
+    finally:
+        source.release()
+    base, low = statistics.median(times["default"]), min(times["default"])
+    print(f"\nhandler alone, C loop of malloc+free (64 bytes), n={n}, repeats={repeats}")
+    print(f"  {'variant':<15} {'ns/pair':>8} {'+ns/pair':>9} {'+ns/pair(min)':>14}")
+    for name, vals in times.items():
+        med = statistics.median(vals)
+        print(f"  {name:<15} {med:8.1f} {med - base:+9.1f} {min(vals) - low:+14.1f}")
+
+
 def workload() -> list[np.ndarray]:
     a = np.ones(10**6)  # 8 MB
     b = a * 2.0  # 8 MB
@@ -156,6 +254,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=101, help="runs per variant")
     args = parser.parse_args()
     print(f"clock: {_native.clock_source()}, numpy {np.__version__}")
+    handler_alone(max(7, args.repeats // 3))
     overhead("numpy np.empty(8), NEP 49 handler", numpy_loop, MemorySource(), args.n, args.repeats)
     overhead(
         "Python object(), PyMem/object hooks",

@@ -19,6 +19,7 @@ Neither is a capture name: the profiler adds them when ``profile_memory=True``.
 from __future__ import annotations
 
 import gc
+import sysconfig
 import warnings
 from dataclasses import dataclass
 
@@ -139,8 +140,17 @@ class PythonMemorySource(MemorySource):
     name = "python_memory"
 
     def available(self) -> bool:
-        """Always available on CPython."""
-        return True
+        """True with a GIL (the pointer table relies on it); warns once otherwise."""
+        if self._available is None:
+            self._available = not sysconfig.get_config_var("Py_GIL_DISABLED")
+            if not self._available:
+                warnings.warn(
+                    "pytest-opprof: python_memory off (this free-threaded Python has no GIL "
+                    "to guard the allocation table); numpy memory is still counted",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        return self._available
 
     def acquire(self) -> None:
         """Hook PYMEM_DOMAIN_MEM and PYMEM_DOMAIN_OBJ on the first acquire."""
