@@ -38,7 +38,7 @@
 _Atomic int64_t opprof_mem_net;
 _Atomic int64_t opprof_mem_peak;
 _Atomic uint32_t opprof_mem_window_id = 1;
-_Thread_local opprof_mem_tls *opprof_mem_tl __attribute__((tls_model("initial-exec")));
+_Thread_local opprof_mem_tls *opprof_mem_tl;
 
 /* Every thread's counters, live or exited; an exited thread's entry is
  * reused by the next new thread after its counts move to g_retired. */

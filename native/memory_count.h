@@ -44,8 +44,10 @@ typedef struct opprof_mem_tls {
 extern _Atomic int64_t opprof_mem_net;
 extern _Atomic int64_t opprof_mem_peak;
 extern _Atomic uint32_t opprof_mem_window_id;   /* current window tag, never 0 */
-extern _Thread_local opprof_mem_tls *opprof_mem_tl
-    __attribute__((tls_model("initial-exec")));
+/* Default TLS model on purpose: initial-exec would mark the whole extension
+ * STATIC_TLS, and its TLS block (with other files' per-thread arrays) does
+ * not fit the static TLS surplus a dlopen'ed module may use. */
+extern _Thread_local opprof_mem_tls *opprof_mem_tl;
 
 opprof_mem_tls *opprof_mem_tls_slow(uint32_t window);  /* create or roll to `window` */
 void opprof_mem_sample(int64_t net);
