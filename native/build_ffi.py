@@ -21,12 +21,14 @@ SOURCES = [
     "memory.c",
     "memory_pymem.c",
     "numpy_hooks.c",
+    "cuda.c",
 ]
 # Each header is part of the cdef; each must stay free of preprocessor lines.
 CDEF_HEADERS = [
     "opprof.h",
     "memory.h",
     "numpy_hooks.h",
+    "cuda.h",
 ]
 
 

@@ -38,8 +38,10 @@ core_globals core_g = {
     .ns_per_tick = 1.0,
 };
 
-static __thread opprof_thread *tls_state;
-static __thread char tls_error[512];
+/* Initial-exec: the module already uses static TLS (memory.c), and this is
+ * read on every thread_get.  The error text lives in the thread state so the
+ * module's static TLS stays a few pointers. */
+static __thread opprof_thread *tls_state __attribute__((tls_model("initial-exec")));
 static pthread_key_t thread_key;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_status = OPPROF_OK;
@@ -47,16 +49,24 @@ static uint32_t memory_name_id;
 
 /* ---- errors ------------------------------------------------------------ */
 
+static opprof_thread *thread_create(void);
+
 int opprof_fail(int code, const char *fmt, ...)
 {
+    opprof_thread *t = tls_state ? tls_state : thread_create();
+    if (!t)
+        return code; /* no memory for a state to hold the text */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tls_error, sizeof tls_error, fmt, ap);
+    vsnprintf(t->error, sizeof t->error, fmt, ap);
     va_end(ap);
     return code;
 }
 
-const char *opprof_last_error(void) { return tls_error; }
+const char *opprof_last_error(void)
+{
+    return tls_state ? tls_state->error : "";
+}
 
 /* ---- clock ------------------------------------------------------------- */
 
@@ -309,17 +319,28 @@ static void count_drop(opprof_thread *t)
                           memory_order_relaxed);
 }
 
-/* Buffer chunks are large and written once per session: huge pages cut the
- * first-touch page faults, which otherwise cost more than the events. */
-static core_chunk *chunk_alloc(void)
+/* The first chunk is small: most threads record little, and a huge page
+ * would cost each of them 2 MB of zeroing.  Later chunks are large and
+ * written once per session: huge pages cut the first-touch page faults,
+ * which otherwise cost more than the events. */
+static core_chunk *chunk_alloc(int first)
 {
+    int64_t cap = first ? OPPROF_FIRST_CHUNK_RECORDS : OPPROF_CHUNK_RECORDS;
+    size_t size = sizeof(core_chunk) + (size_t)cap * sizeof(opprof_event);
     void *p = NULL;
-    if (posix_memalign(&p, OPPROF_HUGE_PAGE, sizeof(core_chunk)) != 0)
-        return NULL;
+    if (first) {
+        p = malloc(size);
+    } else if (posix_memalign(&p, OPPROF_HUGE_PAGE, size) != 0) {
+        p = NULL;
+    }
 #ifdef MADV_HUGEPAGE
-    madvise(p, sizeof(core_chunk) & ~(size_t)(OPPROF_HUGE_PAGE - 1), MADV_HUGEPAGE);
+    if (p && !first)
+        madvise(p, size & ~(size_t)(OPPROF_HUGE_PAGE - 1), MADV_HUGEPAGE);
 #endif
-    ((core_chunk *)p)->next = NULL;
+    if (p) {
+        ((core_chunk *)p)->next = NULL;
+        ((core_chunk *)p)->cap = cap;
+    }
     return p;
 }
 
@@ -331,17 +352,17 @@ static __attribute__((noinline)) int refill(opprof_thread *t)
         if (t->reserved_left == 0)
             return 0;
     }
-    if (t->cur == NULL || t->cur_used == OPPROF_CHUNK_RECORDS) {
+    if (t->cur == NULL || t->cur_used == t->cur->cap) {
         core_chunk **next = t->cur ? &t->cur->next : &t->head;
         if (*next == NULL) {
-            *next = chunk_alloc();
+            *next = chunk_alloc(next == &t->head);
             if (*next == NULL)
                 return 0;
         }
         t->cur = *next;
         t->cur_used = 0;
     }
-    int64_t room = OPPROF_CHUNK_RECORDS - t->cur_used;
+    int64_t room = t->cur->cap - t->cur_used;
     if (room > t->reserved_left)
         room = t->reserved_left;
     t->reserved_left -= room;
@@ -403,6 +424,9 @@ int opprof_op_begin(opprof_thread *t, uint32_t name_id, uint16_t kind)
     o->ev.depth = (uint32_t)t->active_depth++;
     o->ev.self_alloc_count = 0;
     t->innermost = d;
+    /* Before the start tick: the CUDA call's cost stays out of this event. */
+    if (__builtin_expect(opprof_g_options & OPPROF_OPT_CUDA, 0))
+        opprof_cuda_op_begin(name_id, o->ev.depth);
     o->ev.start_ns = (int64_t)ticks();
     return 0;
 }
@@ -423,6 +447,8 @@ void opprof_op_end(opprof_thread *t, uint16_t flags)
     t->active_depth--;
     o->ev.end_ns = (int64_t)end;
     o->ev.flags |= flags;
+    if (__builtin_expect(opprof_g_options & OPPROF_OPT_CUDA, 0))
+        opprof_cuda_op_end(o->ev.depth, o->ev.id);
     commit(t, &o->ev);
 }
 
@@ -605,7 +631,7 @@ int opprof_scope_pop(uint32_t flags)
 
 #define OPPROF_ALL_OPTS                                                                   \
     (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_PROFILE_MEMORY | OPPROF_OPT_WITH_STACK |      \
-     OPPROF_OPT_CAPTURE_NUMPY)
+     OPPROF_OPT_CAPTURE_NUMPY | OPPROF_OPT_CUDA)
 
 int opprof_start(uint32_t options)
 {

@@ -9,7 +9,8 @@
 #include "opprof_internal.h"
 
 #define OPPROF_DEFAULT_CAPACITY (4LL << 20) /* events per session across threads */
-#define OPPROF_CHUNK_RECORDS 65536          /* records per malloc'd buffer chunk */
+#define OPPROF_FIRST_CHUNK_RECORDS 4096     /* a thread's first buffer chunk: most record little */
+#define OPPROF_CHUNK_RECORDS 65536          /* records per later buffer chunk (huge pages) */
 #define OPPROF_RESERVE_BLOCK 4096           /* most budget a thread claims at a time */
 #define OPPROF_KEEP_CHUNKS 2                /* chunks a thread keeps between sessions */
 #define OPPROF_ARENA_WORDS 65536            /* int64 words per arena chunk */
@@ -18,7 +19,8 @@
 
 typedef struct core_chunk {
     struct core_chunk *next;
-    opprof_event rec[OPPROF_CHUNK_RECORDS];
+    int64_t cap; /* records in rec[] */
+    opprof_event rec[];
 } core_chunk;
 
 /* Append-only word store; a position is chunk * OPPROF_ARENA_WORDS + offset.
@@ -58,6 +60,7 @@ struct opprof_thread {
     int64_t shape_owner; /* id of the event whose shape entry is at the arena tail */
     core_arena stacks; /* written and released only under the GIL */
     struct opprof_thread *next;
+    char error[512]; /* opprof_last_error() of this thread */
     core_open open[OPPROF_MAX_DEPTH];
 };
 

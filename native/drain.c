@@ -409,7 +409,7 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
         lost += atomic_load_explicit(&t->dropped, memory_order_relaxed);
         int64_t i = 0;
         for (core_chunk *c = t->head; c && i < cnt; c = c->next) {
-            int64_t k = cnt - i < OPPROF_CHUNK_RECORDS ? cnt - i : OPPROF_CHUNK_RECORDS;
+            int64_t k = cnt - i < c->cap ? cnt - i : c->cap;
             for (int64_t j = 0; j < k; j++) {
                 if (n < capacity)
                     convert(&out[n++], &c->rec[j], t);

@@ -38,7 +38,8 @@ enum {
     OPPROF_OPT_RECORD_SHAPES = 1,
     OPPROF_OPT_PROFILE_MEMORY = 2,
     OPPROF_OPT_WITH_STACK = 4,
-    OPPROF_OPT_CAPTURE_NUMPY = 8   /* numpy hooks record only with this bit set */
+    OPPROF_OPT_CAPTURE_NUMPY = 8,  /* numpy hooks record only with this bit set */
+    OPPROF_OPT_CUDA = 16           /* CUDA event pair per sampled op/scope (native/cuda.h) */
 };
 
 /* One finished event.  Fixed size; per-thread buffers hold these, and

@@ -64,6 +64,11 @@ void opprof_op_capture_stack(opprof_thread *t);
  * OPPROF_KIND_MEMORY event named "[memory]" at the current time. */
 void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_bytes);
 
+/* cuda.c: CUDA event pair of the event being opened / closed at active
+ * depth `depth`; the core calls these only while OPPROF_OPT_CUDA is set. */
+void opprof_cuda_op_begin(uint32_t name_id, uint32_t depth);
+void opprof_cuda_op_end(uint32_t depth, int64_t event_id);
+
 /* Sets the calling thread's opprof_last_error() text and returns code. */
 int opprof_fail(int code, const char *fmt, ...);
 

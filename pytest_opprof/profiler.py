@@ -23,6 +23,7 @@ from pytest_opprof.records import FLAG_EXCEPTION, Records
 
 if TYPE_CHECKING:
     from pytest_opprof.model import EventList
+    from pytest_opprof.sources.cuda_source import CudaSource, DeviceMemoryStats
     from pytest_opprof.sources.memory_source import MemoryStats
 
 __all__ = ["profile", "record_function"]
@@ -42,6 +43,10 @@ class profile:  # lower case: torch.profiler's spelling
     Use as a context manager or with :meth:`start`/:meth:`stop`.  ``capture``
     names the op sources (``["numpy"]``, ``["none"]``; None: every available
     one).  ``python_memory`` also counts Python object allocations (slower).
+    ``cuda`` times ops and scopes with CUDA events (None: when the process
+    already uses CUDA, see ``sources.cuda_source``), every ``cuda_sample_rate``-th
+    call of each name; ``device_memory`` then holds the device memory peak and
+    ``not_measured`` says what could not be measured and why.
     After stop: :meth:`records`, :meth:`events`, :meth:`key_averages`, the
     exports, ``memory`` (bytes, when ``profile_memory``) and ``wall_time_ns``.
     """
@@ -54,6 +59,8 @@ class profile:  # lower case: torch.profiler's spelling
         with_stack: bool = False,
         capture: Sequence[str] | None = None,
         python_memory: bool = False,
+        cuda: bool | None = None,
+        cuda_sample_rate: int = 1,
     ) -> None:
         if isinstance(capture, str):
             raise OpprofError(f"capture must be a list of source names, not the string {capture!r}")
@@ -63,6 +70,11 @@ class profile:  # lower case: torch.profiler's spelling
         self.with_stack = with_stack
         self.capture = None if capture is None else list(capture)
         self.python_memory = python_memory
+        self.cuda = cuda
+        self.cuda_sample_rate = cuda_sample_rate
+        self.device_memory: DeviceMemoryStats | None = None
+        self.not_measured: list[str] = []
+        self._cuda_source: CudaSource | None = None
         self.memory: MemoryStats | None = None
         self.wall_time_ns = 0
         self._sources: list[sources.Source] = []
@@ -90,6 +102,9 @@ class profile:  # lower case: torch.profiler's spelling
             helpers.append("memory")
             if self.python_memory:
                 helpers.append("python_memory")
+        self._cuda_source = self._wanted_cuda()
+        if self._cuda_source is not None:
+            wanted.append(self._cuda_source)
         for name in helpers:
             source = sources.get(name)
             if source is not None and source.available():
@@ -97,6 +112,25 @@ class profile:  # lower case: torch.profiler's spelling
                 if name == "memory":
                     self._memory_source = source
         return wanted
+
+    def _wanted_cuda(self) -> CudaSource | None:
+        from pytest_opprof.sources import cuda_source
+
+        self.not_measured = []
+        for name in self.capture if self.capture is not None else sources.CAPTURE_SOURCES:
+            source = sources.get(name) if name != sources.NONE else None
+            reason = getattr(source, "reason", None)
+            if source is not None and reason is not None and not source.available():
+                self.not_measured.append(f"{name} ops: {reason}")
+        if self.cuda is False or (self.cuda is None and not cuda_source.cuda_in_use()):
+            return None
+        source = sources.get("cuda")
+        assert isinstance(source, cuda_source.CudaSource)
+        source.configure(self.cuda_sample_rate)
+        if not source.available():
+            self.not_measured.append(f"device time: {source.reason}")
+            return None
+        return source
 
     def start(self) -> None:
         """Install the sources' hooks and start recording in every thread."""
@@ -123,6 +157,7 @@ class profile:  # lower case: torch.profiler's spelling
                 self._records = None
                 self._events = None
                 self.memory = None
+                self.device_memory = None
                 self._start_ns = time.perf_counter_ns()
                 _native.start(options)
             except BaseException:
@@ -149,6 +184,9 @@ class profile:  # lower case: torch.profiler's spelling
                     extra = source.collect()
                     if extra is not None:
                         records = records.concat(extra)
+                if self._cuda_source in acquired:
+                    records = self._cuda_source.attach(records)
+                    self.device_memory = self._cuda_source.device_memory
                 self._records = records
                 if self._memory_source in acquired:
                     from pytest_opprof.sources.memory_source import memory_stats

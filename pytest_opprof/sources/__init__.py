@@ -53,6 +53,7 @@ CAPTURE_SOURCES: dict[str, str] = {
 HELPER_SOURCES: dict[str, str] = {
     "memory": "pytest_opprof.sources.memory_source:MemorySource",
     "python_memory": "pytest_opprof.sources.memory_source:PythonMemorySource",
+    "cuda": "pytest_opprof.sources.cuda_source:CudaSource",
 }
 NONE = "none"
 
