@@ -357,3 +357,66 @@ def numpy_hook_counts() -> NumpyHookCounts:
         int(lib.opprof_numpy_hooked_methods()),
         int(lib.opprof_numpy_misses()),
     )
+
+
+# ---- cuda: CUDA event timing (native/cuda.c) ----------------------------------
+
+
+class CudaStats(NamedTuple):
+    """``opprof_cuda_stats`` of the last session (counts of calls and event pairs)."""
+
+    calls: int
+    timed: int
+    resolved: int
+    dropped: int
+    pool_events: int
+    sample_rate: int
+    last_error: int
+    device_count: int
+
+
+def cuda_load(path: str) -> None:
+    """dlopen the CUDA runtime at ``path``; NativeError says why it cannot be used."""
+    check(lib.opprof_cuda_load(path.encode()))
+
+
+def cuda_loaded_path() -> str | None:
+    """Path of the loaded CUDA runtime, None before a successful :func:`cuda_load`."""
+    return _text(lib.opprof_cuda_path()) if lib.opprof_cuda_loaded() else None
+
+
+def cuda_configure(sample_rate: int, max_pairs: int) -> None:
+    """Before start: time every ``sample_rate``-th call of each name, ``max_pairs`` at most."""
+    check(lib.opprof_cuda_configure(sample_rate, max_pairs))
+
+
+def cuda_resolve() -> tuple[np.ndarray, np.ndarray]:
+    """After stop: (core event ids, elapsed device ns) of every timed pair."""
+    check(lib.opprof_cuda_resolve())
+    capacity = cuda_stats().resolved
+    ids = np.empty(capacity, dtype=np.int64)
+    elapsed = np.empty(capacity, dtype=np.int64)
+    written = ffi.new("int64_t *")
+    check(
+        lib.opprof_cuda_results(
+            ffi.cast("int64_t *", ffi.from_buffer(ids)),
+            ffi.cast("int64_t *", ffi.from_buffer(elapsed)),
+            capacity,
+            written,
+        )
+    )
+    return ids[: written[0]], elapsed[: written[0]]
+
+
+def cuda_stats() -> CudaStats:
+    out = ffi.new("opprof_cuda_stats *")
+    check(lib.opprof_cuda_stats_get(out))
+    return CudaStats(*(int(getattr(out, f)) for f in CudaStats._fields))
+
+
+def cuda_mem_info() -> tuple[int, int]:
+    """(free, total) device memory in bytes (cudaMemGetInfo)."""
+    free = ffi.new("int64_t *")
+    total = ffi.new("int64_t *")
+    check(lib.opprof_cuda_mem_info(free, total))
+    return int(free[0]), int(total[0])
