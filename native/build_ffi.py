@@ -22,6 +22,7 @@ SOURCES = [
     "memory_pymem.c",
     "numpy_hooks.c",
     "cuda.c",
+    "model_kernels.c",
 ]
 # Each header is part of the cdef; each must stay free of preprocessor lines.
 CDEF_HEADERS = [
@@ -29,6 +30,7 @@ CDEF_HEADERS = [
     "memory.h",
     "numpy_hooks.h",
     "cuda.h",
+    "model_kernels.h",
 ]
 
 

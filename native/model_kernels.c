@@ -1,0 +1,238 @@
+/* pytest-opprof native core: event-model kernels (see model_kernels.h).
+ *
+ * The numpy model needs a sort to link parents and a level-by-level sweep to
+ * sum subtrees; over a native drain neither is needed (children precede
+ * parents on every thread), so a key_averages() over 10^6 events is a few
+ * linear passes here.
+ */
+#include <stdlib.h>
+
+#include "opprof_internal.h"
+#include "model_kernels.h"
+
+#define SEQ_BITS 40
+#define SEQ_MASK ((INT64_C(1) << SEQ_BITS) - 1)
+
+int opprof_model_parent_rows(const opprof_event *ev, int64_t n, int64_t *parent_row)
+{
+    if (n < 0 || (n > 0 && (!ev || !parent_row)))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_parent_rows: bad arguments (n %lld)",
+                           (long long)n);
+    if (n == 0)
+        return OPPROF_OK;
+    /* Slots are small (one per recording thread); bound them by n. */
+    int64_t max_slot = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (ev[i].id < 0 || (ev[i].id >> SEQ_BITS) > n + 64)
+            return opprof_fail(OPPROF_E_UNSUPPORTED,
+                               "opprof_model_parent_rows: id %lld is not a native event id",
+                               (long long)ev[i].id);
+        if ((ev[i].id >> SEQ_BITS) > max_slot)
+            max_slot = ev[i].id >> SEQ_BITS;
+    }
+    int64_t slots = max_slot + 1;
+    int64_t *lo = malloc((size_t)slots * sizeof *lo);
+    int64_t *hi = malloc((size_t)slots * sizeof *hi);
+    int64_t *base = malloc((size_t)slots * sizeof *base);
+    int64_t *table = NULL;
+    int status = OPPROF_OK;
+    if (!lo || !hi || !base) {
+        status = opprof_fail(OPPROF_E_NOMEM, "opprof_model_parent_rows: out of memory");
+        goto done;
+    }
+    for (int64_t s = 0; s < slots; s++) {
+        lo[s] = INT64_MAX;
+        hi[s] = -1;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = ev[i].id >> SEQ_BITS, q = ev[i].id & SEQ_MASK;
+        if (q < lo[s])
+            lo[s] = q;
+        if (q > hi[s])
+            hi[s] = q;
+    }
+    int64_t size = 0;
+    for (int64_t s = 0; s < slots; s++) {
+        base[s] = size;
+        if (hi[s] >= 0)
+            size += hi[s] - lo[s] + 1;
+        if (size > 2 * n + 4096) {
+            status = opprof_fail(OPPROF_E_UNSUPPORTED,
+                                 "opprof_model_parent_rows: ids too sparse for a dense table");
+            goto done;
+        }
+    }
+    table = malloc((size_t)size * sizeof *table);
+    if (!table) {
+        status = opprof_fail(OPPROF_E_NOMEM, "opprof_model_parent_rows: out of memory");
+        goto done;
+    }
+    for (int64_t k = 0; k < size; k++)
+        table[k] = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = ev[i].id >> SEQ_BITS;
+        int64_t *cell = &table[base[s] + (ev[i].id & SEQ_MASK) - lo[s]];
+        if (*cell < 0)
+            *cell = i;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = ev[i].parent;
+        int64_t row = p;
+        if (p >= 0) {
+            int64_t s = p >> SEQ_BITS, q = p & SEQ_MASK;
+            row = s < slots && hi[s] >= 0 && q >= lo[s] && q <= hi[s] ? table[base[s] + q - lo[s]]
+                                                                      : -1;
+        }
+        parent_row[i] = row;
+    }
+done:
+    free(lo);
+    free(hi);
+    free(base);
+    free(table);
+    return status;
+}
+
+static int check_order(const int64_t *parent_row, int64_t n, const char *who)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (parent_row[i] >= 0 && (parent_row[i] <= i || parent_row[i] >= n))
+            return opprof_fail(OPPROF_E_UNSUPPORTED,
+                               "%s: row %lld has parent row %lld, not after it", who,
+                               (long long)i, (long long)parent_row[i]);
+    return OPPROF_OK;
+}
+
+static inline int64_t cpu_total(const opprof_event *e)
+{
+    return e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
+}
+
+int opprof_model_tree(const opprof_event *ev, const int64_t *parent_row, int64_t n,
+                      int64_t *cpu_self_ns, int64_t *mem_total_bytes, int64_t *device_total_ns)
+{
+    if (n < 0 || (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes ||
+                            !device_total_ns)))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_tree: bad arguments (n %lld)",
+                           (long long)n);
+    int status = check_order(parent_row, n, "opprof_model_tree");
+    if (status != OPPROF_OK)
+        return status;
+    for (int64_t i = 0; i < n; i++) {
+        cpu_self_ns[i] = cpu_total(&ev[i]);
+        mem_total_bytes[i] = ev[i].self_alloc_bytes - ev[i].self_free_bytes;
+        device_total_ns[i] = ev[i].device_ns > 0 ? ev[i].device_ns : 0;
+    }
+    /* Children come first: a row's subtree sums are complete when it is reached. */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = parent_row[i];
+        if (p < 0)
+            continue;
+        cpu_self_ns[p] -= cpu_total(&ev[i]);
+        mem_total_bytes[p] += mem_total_bytes[i];
+        device_total_ns[p] += device_total_ns[i];
+    }
+    return OPPROF_OK;
+}
+
+/* Whether row a comes before row b in canonical order (start asc, end desc, depth, id, row). */
+static inline int canonical_before(const opprof_event *ev, int64_t a, int64_t b)
+{
+    const opprof_event *x = &ev[a], *y = &ev[b];
+    if (x->start_ns != y->start_ns)
+        return x->start_ns < y->start_ns;
+    int64_t xe = x->end_ns > x->start_ns ? x->end_ns : x->start_ns;
+    int64_t ye = y->end_ns > y->start_ns ? y->end_ns : y->start_ns;
+    if (xe != ye)
+        return xe > ye;
+    if (x->depth != y->depth)
+        return x->depth < y->depth;
+    if (x->id != y->id)
+        return x->id < y->id;
+    return a < b;
+}
+
+int opprof_model_group(const opprof_event *ev, const int64_t *parent_row,
+                       const int64_t *cpu_self_ns, const int64_t *mem_total_bytes,
+                       const int64_t *device_total_ns, const int64_t *group, int64_t memory_group,
+                       int64_t n, int64_t m, const int64_t *pair_flops, int64_t n_names,
+                       int64_t n_shapes, int64_t *sums, int64_t *first_row)
+{
+    if (n < 0 || m < 0 || (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes ||
+                                     !device_total_ns)) ||
+        (m > 0 && (!sums || !first_row)) || (pair_flops && (n_names < 0 || n_shapes <= 0)))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_group: bad arguments (n %lld, m %lld)",
+                           (long long)n, (long long)m);
+    int status = check_order(parent_row, n, "opprof_model_group");
+    if (status != OPPROF_OK)
+        return status;
+    /* under[i]: some descendant of row i carries FLOPs ("innermost wins"). */
+    unsigned char *under = NULL;
+    if (pair_flops && n > 0) {
+        under = calloc((size_t)n, 1);
+        if (!under)
+            return opprof_fail(OPPROF_E_NOMEM, "opprof_model_group: out of memory");
+    }
+    for (int64_t g = 0; g < m; g++) {
+        first_row[g] = -1;
+        for (int c = 0; c < OPPROF_GROUP_COLUMNS; c++)
+            sums[g * OPPROF_GROUP_COLUMNS + c] = 0;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const opprof_event *e = &ev[i];
+        int64_t g = group ? group[i] : e->kind == OPPROF_KIND_MEMORY ? memory_group : e->name;
+        int64_t flops = 0;
+        if (pair_flops) {
+            if (e->name >= n_names || e->shape >= n_shapes) {
+                free(under);
+                return opprof_fail(OPPROF_E_ARG, "opprof_model_group: row %lld names pair "
+                                   "(%u, %u) outside the FLOP table", (long long)i,
+                                   e->name, e->shape);
+            }
+            flops = pair_flops[(int64_t)e->name * n_shapes + e->shape];
+        }
+        if (g < 0 || g >= m) {
+            free(under);
+            return opprof_fail(OPPROF_E_ARG, "opprof_model_group: row %lld has group %lld, "
+                               "not in [0, %lld)", (long long)i, (long long)g, (long long)m);
+        }
+        int64_t *s = &sums[g * OPPROF_GROUP_COLUMNS];
+        int64_t p = parent_row[i];
+        int64_t dev_self = e->device_ns > 0 ? e->device_ns : 0;
+        s[OPPROF_GROUP_COUNT] += 1;
+        s[OPPROF_GROUP_CPU_TOTAL] += cpu_total(e);
+        s[OPPROF_GROUP_CPU_SELF] += cpu_self_ns[i];
+        s[OPPROF_GROUP_DEVICE_TOTAL] += device_total_ns[i];
+        s[OPPROF_GROUP_DEVICE_SELF] += dev_self;
+        s[OPPROF_GROUP_MEM_TOTAL] += mem_total_bytes[i];
+        s[OPPROF_GROUP_MEM_SELF] += e->self_alloc_bytes - e->self_free_bytes;
+        if (under) {
+            s[OPPROF_GROUP_FLOPS] += flops;
+            if (!under[i])
+                s[OPPROF_GROUP_SELF_FLOPS] += flops;
+            if (p >= 0 && (flops > 0 || under[i]))
+                under[p] = 1;
+        }
+        if (first_row[g] < 0 || canonical_before(ev, i, first_row[g]))
+            first_row[g] = i;
+    }
+    free(under);
+    return OPPROF_OK;
+}
+
+int opprof_model_pair_counts(const opprof_event *ev, int64_t n, int64_t n_names,
+                             int64_t n_shapes, int64_t *counts)
+{
+    if (n < 0 || n_names < 0 || n_shapes <= 0 || (n > 0 && (!ev || !counts)))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_pair_counts: bad arguments");
+    for (int64_t k = 0; k < n_names * n_shapes; k++)
+        counts[k] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (ev[i].name >= n_names || ev[i].shape >= n_shapes)
+            return opprof_fail(OPPROF_E_ARG, "opprof_model_pair_counts: row %lld names pair "
+                               "(%u, %u) outside %lld names x %lld shapes", (long long)i,
+                               ev[i].name, ev[i].shape, (long long)n_names, (long long)n_shapes);
+        counts[(int64_t)ev[i].name * n_shapes + ev[i].shape] += 1;
+    }
+    return OPPROF_OK;
+}

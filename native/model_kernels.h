@@ -1,0 +1,56 @@
+/* pytest-opprof native core: event-model kernels (native/model_kernels.c).
+ *
+ * Part of the cffi cdef (no preprocessor lines).  These serve
+ * pytest_opprof/model: one linear pass each over a drained opprof_event
+ * array, no sort.  They rely on what the drain guarantees: ids are
+ * (slot << 40) | seq with seq dense per thread, and each thread's events
+ * come in END order, so a child's row precedes its parent's.  Where input
+ * breaks that (records merged from other sources, hand-made ids) they return
+ * OPPROF_E_UNSUPPORTED and the model uses its numpy path instead.
+ */
+
+enum {
+    OPPROF_GROUP_COUNT = 0,        /* events in the group */
+    OPPROF_GROUP_CPU_TOTAL = 1,    /* ns */
+    OPPROF_GROUP_CPU_SELF = 2,     /* ns */
+    OPPROF_GROUP_DEVICE_TOTAL = 3, /* ns */
+    OPPROF_GROUP_DEVICE_SELF = 4,  /* ns */
+    OPPROF_GROUP_MEM_TOTAL = 5,    /* bytes */
+    OPPROF_GROUP_MEM_SELF = 6,     /* bytes */
+    OPPROF_GROUP_FLOPS = 7,        /* every event's FLOPs */
+    OPPROF_GROUP_SELF_FLOPS = 8,   /* FLOPs of events with no FLOP-carrying descendant */
+    OPPROF_GROUP_COLUMNS = 9
+};
+
+/* parent_row[i]: row of the event whose id is ev[i].parent; -1 when parent
+ * is -1 or names no event in ev (dropped at capacity); any other negative
+ * parent (-2, "unknown") is copied.  Duplicate ids resolve to the first row.
+ * OPPROF_E_UNSUPPORTED when ids are negative or too sparse for a dense
+ * per-slot table (more than 2n + 4096 entries). */
+int opprof_model_parent_rows(const opprof_event *ev, int64_t n, int64_t *parent_row);
+
+/* Self CPU time (total minus direct children's totals, ns), and memory
+ * (self_alloc - self_free) and device time (device_ns, -1 counts 0) summed
+ * over each subtree.  A CPU total is end - start, 0 when end < start.
+ * OPPROF_E_UNSUPPORTED unless every parent_row[i] is negative or > i. */
+int opprof_model_tree(const opprof_event *ev, const int64_t *parent_row, int64_t n,
+                      int64_t *cpu_self_ns, int64_t *mem_total_bytes, int64_t *device_total_ns);
+
+/* Per-group sums (sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_*]) and each
+ * group's first event in canonical order (start asc, end desc, depth, id,
+ * row; -1 for an empty group).  group == NULL groups by ev[i].name, with
+ * OPPROF_KIND_MEMORY events in memory_group.  pair_flops == NULL means no
+ * FLOPs; else an event's FLOPs are pair_flops[name * n_shapes + shape]
+ * (n_names * n_shapes entries).  Same ordering requirement as
+ * opprof_model_tree. */
+int opprof_model_group(const opprof_event *ev, const int64_t *parent_row,
+                       const int64_t *cpu_self_ns, const int64_t *mem_total_bytes,
+                       const int64_t *device_total_ns, const int64_t *group, int64_t memory_group,
+                       int64_t n, int64_t m, const int64_t *pair_flops, int64_t n_names,
+                       int64_t n_shapes, int64_t *sums, int64_t *first_row);
+
+/* counts[name * n_shapes + shape] += 1 for each event: which (op, shapes)
+ * pairs occur, so FLOP formulas run once per pair.  OPPROF_E_ARG when a
+ * name or shape id is out of range. */
+int opprof_model_pair_counts(const opprof_event *ev, int64_t n, int64_t n_names,
+                             int64_t n_shapes, int64_t *counts);
