@@ -11,7 +11,7 @@
 #include "opprof_internal.h"
 
 #define N 1000000
-#define N_WARM 100000 /* fits the buffer chunks a thread keeps between sessions */
+#define N_WARM 60000 /* fits the buffer chunks a thread keeps between sessions */
 #define REPEATS 7
 
 static int64_t now(void)
