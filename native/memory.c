@@ -1,5 +1,6 @@
-/* Memory accounting: process-wide counters, the live-bytes sample ring, and
- * the NEP 49 numpy data-memory handler.  The Python allocator hooks live in
+/* Memory accounting: the counters (a shared net/peak pair, per-thread
+ * totals), the live-bytes sample buffer, and the NEP 49 numpy data-memory
+ * handler.  The Python allocator hooks live in
  * memory_pymem.c and count through the same functions (memory_count.h, which
  * also explains the counting model).
  *
@@ -16,9 +17,12 @@
  * throw-away context and look for the key holding it), check that CPython's
  * layout puts the default where we expect (the slot must hold exactly the
  * value an empty context reads), and swap the default to our handler while
- * installed.  Limits: a context that set a handler explicitly keeps its own
- * (we also set it in the installing context); when the layout check fails
- * only the installing context is covered (threads_covered = 0).
+ * installed (the default is never cached by CPython: only values found in
+ * a context are).  Limits: a context that set a handler explicitly keeps its
+ * own (we also set ours in the installing context, and put its handler back
+ * at uninstall if ours is still in effect there); blocks allocated before
+ * install belong to numpy's handler and are never seen; when the layout
+ * check fails only the installing context is covered (threads_covered = 0).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,7 +42,7 @@
 _Atomic int64_t opprof_mem_net;
 _Atomic int64_t opprof_mem_peak;
 _Atomic uint32_t opprof_mem_window_id = 1;
-_Thread_local opprof_mem_tls *opprof_mem_tl;
+_Thread_local opprof_mem_tls *opprof_mem_tl __attribute__((tls_model("initial-exec")));
 
 /* Every thread's counters, live or exited; an exited thread's entry is
  * reused by the next new thread after its counts move to g_retired. */
