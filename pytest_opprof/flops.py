@@ -287,6 +287,11 @@ def flops_for(name: str, shapes: Shapes, dtypes: Sequence[str] = ()) -> int:
     ``dtypes`` are the recorded dtype texts, one per shape; einsum needs them
     (its subscripts are recorded as a string argument)."""
     try:
+        if name.startswith("aten::"):
+            # torch ops: a separate table, torch.utils.flop_counter's formulas.
+            from pytest_opprof.flops_torch import aten_flops
+
+            return max(0, aten_flops(name, shapes, dtypes))
         if name == "numpy.einsum":
             return int(_einsum(shapes, dtypes))
         formula = _FORMULAS.get(name) or _ufunc_formula(name)

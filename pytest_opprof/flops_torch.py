@@ -1,0 +1,114 @@
+"""FLOP counts of torch ops (aten names), the formulas of ``torch.utils.flop_counter``.
+
+:func:`pytest_opprof.flops.flops_for` sends ``aten::`` names here.  Counts equal
+``FlopCounterMode``'s for the same calls: a multiply-add counts 2, bias and
+softmax are not counted.
+
+| op | FLOPs |
+| --- | --- |
+| `aten::mm` (M x K, K x N), `aten::addmm` (its two matrices) | 2*M*N*K |
+| `aten::bmm` (B x M x K, B x K x N), `aten::baddbmm` | 2*B*M*N*K |
+| `aten::convolution` (x: N x C x *S, w: C_out x C_w x *K) | 2*N*C_out*C_w*prod(K)*prod(out S) (transposed: prod(S)) |
+| `aten::_scaled_dot_product_{efficient,flash,cudnn}_attention` | QK^T and PV as two bmm |
+| `aten::_scaled_dot_product_flash_attention_for_cpu` | the same (1) |
+
+Only the op ``FlopCounterMode`` intercepts carries a count, so nested events
+never count twice: ``aten::conv2d`` -> ``aten::convolution`` (counted) ->
+``aten::_convolution`` -> backend kernels; ``aten::matmul`` / ``aten::linear``
+count nothing themselves, their ``aten::mm`` / ``aten::addmm`` child does.
+A convolution's spatial output size comes from its concrete arguments (stride,
+padding, dilation, transposed), recorded as dtype texts ``"ScalarList=[2, 2]"``
+and ``"Scalar=False"`` by the torch source (:data:`CONCRETE_ARGUMENT_OPS`).
+
+(1) ``FlopCounterMode`` has no formula for the CPU flash kernel (it counts 0
+there); we count the attention formula torch uses for the other kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+
+Shapes = Sequence[Sequence[int]]
+
+# Ops whose concrete (non-tensor) arguments the torch source records.
+CONCRETE_ARGUMENT_OPS = frozenset({"aten::convolution"})
+CONCRETE_PREFIXES = ("ScalarList=", "Scalar=")
+
+
+def _mm(a: Sequence[int], b: Sequence[int]) -> int:
+    m, k = a
+    k2, n = b
+    if k != k2:
+        raise ValueError(f"mm: inner dimensions differ ({k}, {k2})")
+    return 2 * m * n * k
+
+
+def _bmm(a: Sequence[int], b: Sequence[int]) -> int:
+    batch, m, k = a
+    batch2, k2, n = b
+    if batch != batch2 or k != k2:
+        raise ValueError(f"bmm: shapes {list(a)} and {list(b)} do not match")
+    return 2 * batch * m * n * k
+
+
+def concrete(dtype: str) -> object:
+    """The value a concrete-argument dtype text stands for (``"ScalarList=[2, 2]"`` -> [2, 2])."""
+    for prefix in CONCRETE_PREFIXES:
+        if dtype.startswith(prefix):
+            text = dtype[len(prefix) :]
+            if text in ("True", "False"):
+                return text == "True"
+            return json.loads(text)
+    raise ValueError(f"not a recorded concrete argument: {dtype!r}")
+
+
+def _conv(shapes: Shapes, dtypes: Sequence[str]) -> int:
+    x, w = list(shapes[0]), list(shapes[1])
+    stride, padding, dilation = (concrete(dtypes[i]) for i in (3, 4, 5))
+    transposed = bool(concrete(dtypes[6]))
+    assert isinstance(stride, list) and isinstance(padding, list) and isinstance(dilation, list)
+    if transposed:
+        spatial = x[2:]
+    else:
+        spatial = [
+            (size + 2 * p - d * (kernel - 1) - 1) // s + 1
+            for size, kernel, s, p, d in zip(x[2:], w[2:], stride, padding, dilation, strict=True)
+        ]
+    c_out, c_in, *kernel = w
+    return math.prod(spatial) * math.prod(kernel) * x[0] * c_out * c_in * 2
+
+
+def _sdpa(shapes: Shapes, dtypes: Sequence[str]) -> int:
+    b, h_q, s_q, d_q = shapes[0]
+    b2, h_kv, s_k, d_k = shapes[1]
+    b3, h_v, s_v, d_v = shapes[2]
+    if not (b == b2 == b3 and h_kv == h_v and d_q == d_k and s_k == s_v) or h_q % h_kv:
+        raise ValueError("sdpa: query/key/value shapes do not match")
+    return _bmm((b * h_q, s_q, d_q), (b * h_q, d_q, s_k)) + _bmm(
+        (b * h_q, s_q, s_k), (b * h_q, s_k, d_v)
+    )
+
+
+_FORMULAS: dict[str, Callable[[Shapes, Sequence[str]], int]] = {
+    "aten::mm": lambda s, d: _mm(s[0], s[1]),
+    "aten::addmm": lambda s, d: _mm(s[1], s[2]),
+    "aten::bmm": lambda s, d: _bmm(s[0], s[1]),
+    "aten::baddbmm": lambda s, d: _bmm(s[1], s[2]),
+    "aten::convolution": _conv,
+    "aten::_scaled_dot_product_efficient_attention": _sdpa,
+    "aten::_scaled_dot_product_flash_attention": _sdpa,
+    "aten::_scaled_dot_product_cudnn_attention": _sdpa,
+    "aten::_scaled_dot_product_flash_attention_for_cpu": _sdpa,
+}
+
+
+def aten_flops(name: str, shapes: Shapes, dtypes: Sequence[str]) -> int:
+    """FLOPs of one call of aten op ``name`` (0 for ops without a formula).
+
+    Raises ValueError / IndexError / TypeError on shapes that do not fit;
+    ``flops_for`` turns those into 0.
+    """
+    formula = _FORMULAS.get(name)
+    return 0 if formula is None else int(formula(shapes, dtypes))

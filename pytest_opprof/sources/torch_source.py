@@ -1,0 +1,291 @@
+"""torch capture source: aten ops from torch's Kineto profiler, merged into our records.
+
+Mechanism (chosen by measured overhead, see ``bench/bench_torch_source.py``):
+Kineto driven at its lowest Python level, ``torch.autograd``'s
+``_prepare_profiler`` / ``_enable_profiler`` / ``_disable_profiler`` with CPU
+activity, input shapes and memory on.  Like ``torch.profiler``, it records the
+thread that starts the profile and the threads torch itself hands work to
+(autograd, intra-op pools); Kineto's ``profile_all_threads`` would add other
+Python threads but then reports no memory events (measured with torch 2.13),
+and per-op CPU memory is worth more here.  torch's RecordFunction machinery records in C++ while the test runs; no
+Python runs per op.  After stop, :meth:`TorchSource.collect` reads the
+``_KinetoEvent`` list once and turns it into :class:`Records`:
+
+* names are torch's (``aten::mm``); input shapes and dtypes as torch reports
+  them; for ops in :data:`~pytest_opprof.flops_torch.CONCRETE_ARGUMENT_OPS`
+  the concrete non-tensor arguments are kept in the dtype text
+  (``"ScalarList=[2, 2]"``) so the FLOP formulas can use them;
+* ``[memory]`` instants are attributed to the innermost torch op around them on
+  their thread (self CPU memory, as torch's model does); the rest stay
+  ``[memory]`` events;
+* ``parent = -2`` (unknown): the model nests torch events with our scopes and
+  numpy events by interval on each thread;
+* ``thread`` is the OS thread id (Kineto's ``device_resource_id`` of a CPU
+  event, the same ``gettid`` the native core records);
+* times are mapped onto the core clock (:class:`ClockMap`): at start and at
+  stop a marker ``RecordFunction`` is opened between two reads of
+  ``_native.now_ns()``; torch's start of the marker lies between the two, so
+  the tightest of a few tries gives the offset to within half its bracket
+  (typically < 1 us); times in between are mapped by interpolating the two
+  offsets (torch's clock is wall time, ours monotonic).  The markers are
+  dropped from the records.
+
+The source records when torch is already imported when a profile starts (a
+test module importing torch has been imported by then); an install of torch
+that nothing imported is not imported just to find no ops.  Another active
+torch profiler (Kineto allows one) makes the source warn and record nothing
+for that profile.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pytest_opprof import _native
+from pytest_opprof.flops_torch import CONCRETE_ARGUMENT_OPS
+from pytest_opprof.records import EVENT_DTYPE, KIND_MEMORY, KIND_TORCH, MEMORY_EVENT_NAME, Records
+
+MARKER = "__opprof_clock_marker__"
+MARKER_TRIES = 5
+ID_BASE = 1 << 62  # torch events' ids: above every native id ((slot << 40) | seq)
+PARENT_UNKNOWN = -2
+
+
+@dataclass(frozen=True)
+class ClockMap:
+    """Maps torch event times (ns) onto the core clock: ``core = torch - offset(torch)``.
+
+    ``offset`` is linear between the two marker points; ``error_ns`` is the
+    larger half-bracket of the two markers (the bound on the mapping error).
+    """
+
+    torch_ns: tuple[int, int]
+    offset_ns: tuple[float, float]
+    error_ns: float
+
+    def to_core(self, t: np.ndarray) -> np.ndarray:
+        (t0, t1), (o0, o1) = self.torch_ns, self.offset_ns
+        if t1 == t0:
+            return (t - o0).astype(np.int64)
+        offset = o0 + (o1 - o0) * (t.astype(np.float64) - t0) / (t1 - t0)
+        return np.rint(t - offset).astype(np.int64)
+
+
+class _Marker:
+    """Core-clock brackets of marker RecordFunctions, matched to torch's times after stop."""
+
+    def __init__(self) -> None:
+        self.brackets: list[tuple[int, int]] = []
+
+    def emit(self, fast: Any) -> None:
+        for _ in range(MARKER_TRIES):
+            before = _native.now_ns()
+            with fast(MARKER):
+                after = _native.now_ns()
+            self.brackets.append((before, after))
+
+
+def clock_map(brackets: list[tuple[int, int]], marker_starts: list[int]) -> ClockMap:
+    """The tightest bracket of the first and of the second half of the markers."""
+    half = len(brackets) // 2
+    points = []
+    for lo, hi in ((0, half), (half, len(brackets))):
+        best = min(range(lo, hi), key=lambda i: brackets[i][1] - brackets[i][0])
+        before, after = brackets[best]
+        points.append((marker_starts[best], marker_starts[best] - (before + after) / 2, (after - before) / 2))
+    (t0, o0, e0), (t1, o1, e1) = points
+    return ClockMap(torch_ns=(t0, t1), offset_ns=(o0, o1), error_ns=max(e0, e1))
+
+
+def _dtype_text(dtype: str, value: object) -> str:
+    if dtype == "ScalarList" and isinstance(value, list):
+        return f"ScalarList={value}"
+    if dtype == "Scalar" and isinstance(value, (bool, int)):
+        return f"Scalar={value}"
+    return dtype
+
+
+class TorchSource:
+    """The "torch" capture source (see the module docstring)."""
+
+    name = "torch"
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.last_clock: ClockMap | None = None
+        self._refs = 0
+        self._enabled = False
+        self._marker = _Marker()
+
+    def available(self) -> bool:
+        """True when torch is imported in this process; ``reason`` says why not."""
+        if "torch" in sys.modules:
+            self.reason = None
+        elif importlib.util.find_spec("torch") is None:
+            self.reason = "torch is not installed"
+        else:
+            self.reason = "torch is installed but not imported by the tests"
+        return self.reason is None
+
+    def acquire(self) -> None:
+        """Start Kineto (before the native start) and emit the start markers."""
+        if self._refs == 0:
+            self._start()
+        self._refs += 1
+
+    def _start(self) -> None:
+        from torch._C import _autograd, _profiler
+
+        self._enabled = False
+        self._marker = _Marker()
+        if _autograd._profiler_enabled():
+            warnings.warn(
+                "pytest-opprof: another torch profiler is running; torch ops not captured "
+                "by this profile",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return
+        config = _profiler.ProfilerConfig(
+            _profiler.ProfilerState.KINETO,
+            True,  # report_input_shapes
+            True,  # profile_memory
+            False,  # with_stack
+            False,  # with_flops: ours come from pytest_opprof.flops_torch
+            False,  # with_modules
+            _profiler._ExperimentalConfig(),
+            "",
+        )
+        activities = {_profiler.ProfilerActivity.CPU}
+        _autograd._prepare_profiler(config, activities)
+        _autograd._enable_profiler(config, activities, set())
+        self._enabled = True
+        self._marker.emit(_profiler._RecordFunctionFast)
+
+    def release(self) -> None:
+        """On the last release, stop Kineto if collect() did not (error paths)."""
+        if self._refs == 0:
+            return
+        self._refs -= 1
+        if self._refs == 0 and self._enabled:
+            self._enabled = False
+            from torch._C import _autograd
+
+            _autograd._disable_profiler()
+
+    def start_options(self) -> int:
+        return 0
+
+    def collect(self) -> Records | None:
+        """Stop Kineto and turn its events into records on the core clock."""
+        if not self._enabled:
+            return None
+        from torch._C import _autograd, _profiler
+
+        self._marker.emit(_profiler._RecordFunctionFast)
+        self._enabled = False
+        result = _autograd._disable_profiler()
+        return self._records(result.events())
+
+    def _records(self, kineto_events: list[Any]) -> Records:
+        marker_starts = []
+        names: dict[str, int] = {}
+        shape_ids: dict[tuple[str, ...], int] = {}
+        shapes: list[list[list[int]]] = [[]]
+        dtypes: list[list[str]] = [[]]
+        rows: list[tuple[int, int, int, int, int]] = []
+        mem: list[tuple[int, int, int]] = []
+        for e in kineto_events:
+            name = e.name()
+            if name == MARKER:
+                marker_starts.append(e.start_ns())
+                continue
+            kind = e.activity_type()
+            if name == MEMORY_EVENT_NAME:
+                mem.append((e.start_ns(), e.device_resource_id(), e.nbytes()))
+                continue
+            if kind not in ("cpu_op", "user_annotation"):
+                continue
+            ev_shapes = e.shapes()
+            ev_dtypes = e.dtypes()
+            if name in CONCRETE_ARGUMENT_OPS:
+                ev_dtypes = [_dtype_text(d, v) for d, v in zip(ev_dtypes, e.concrete_inputs())]
+            key = (repr(ev_shapes), *ev_dtypes)
+            sid = shape_ids.get(key)
+            if sid is None:
+                sid = shape_ids[key] = len(shapes)
+                shapes.append([list(s) for s in ev_shapes])
+                dtypes.append(list(ev_dtypes))
+            nid = names.setdefault(name, len(names))
+            rows.append((e.start_ns(), e.end_ns(), e.device_resource_id(), nid, sid))
+        self.last_clock = clock = clock_map(self._marker.brackets, marker_starts)
+        return _to_records(rows, mem, list(names), shapes, dtypes, clock)
+
+
+def _to_records(
+    rows: list[tuple[int, int, int, int, int]],
+    mem: list[tuple[int, int, int]],
+    names: list[str],
+    shapes: list[list[list[int]]],
+    dtypes: list[list[str]],
+    clock: ClockMap,
+) -> Records:
+    """Vectorised: ops and memory instants into one structured array."""
+    ops = np.array(rows, dtype=np.int64).reshape(-1, 5)
+    m = np.array(mem, dtype=np.int64).reshape(-1, 3)
+    n_ops = len(ops)
+    # Nest the memory instants under the ops by interval, one sweep.
+    thread = np.concatenate([ops[:, 2], m[:, 1]]).astype(np.uint64)
+    start = np.concatenate([ops[:, 0], m[:, 0]])
+    end = np.concatenate([np.maximum(ops[:, 1], ops[:, 0]), m[:, 0]])
+    order = np.lexsort((-end, start, thread))
+    parent_sorted = _native.nest_sorted(thread[order], start[order], end[order])
+    parent = np.full(len(order), -1, dtype=np.int64)
+    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    mem_parent = parent[n_ops:]
+    inside = mem_parent >= 0
+    nbytes = m[:, 2]
+    alloc = np.zeros(n_ops, dtype=np.int64)
+    freed = np.zeros(n_ops, dtype=np.int64)
+    count = np.zeros(n_ops, dtype=np.int64)
+    np.add.at(alloc, mem_parent[inside], np.maximum(nbytes[inside], 0))
+    np.add.at(freed, mem_parent[inside], np.maximum(-nbytes[inside], 0))
+    np.add.at(count, mem_parent[inside], (nbytes[inside] > 0).astype(np.int64))
+    loose = np.flatnonzero(~inside)
+    if len(loose) and MEMORY_EVENT_NAME not in names:
+        names = [*names, MEMORY_EVENT_NAME]
+    n = n_ops + len(loose)
+    out = np.zeros(n, dtype=EVENT_DTYPE)
+    out["start_ns"] = clock.to_core(np.concatenate([ops[:, 0], m[loose, 0]]))
+    out["end_ns"] = clock.to_core(np.concatenate([ops[:, 1], m[loose, 0]]))
+    out["id"] = ID_BASE + np.arange(n, dtype=np.int64)
+    out["parent"] = PARENT_UNKNOWN
+    out["self_alloc_bytes"] = np.concatenate([alloc, np.maximum(nbytes[loose], 0)])
+    out["self_free_bytes"] = np.concatenate([freed, np.maximum(-nbytes[loose], 0)])
+    out["device_ns"] = -1
+    out["thread"] = np.concatenate([ops[:, 2], m[loose, 1]]).astype(np.uint64)
+    mem_name = names.index(MEMORY_EVENT_NAME) if len(loose) else 0
+    out["name"] = np.concatenate([ops[:, 3], np.full(len(loose), mem_name)]).astype(np.uint32)
+    out["kind"] = np.concatenate(
+        [np.full(n_ops, KIND_TORCH), np.full(len(loose), KIND_MEMORY)]
+    ).astype(np.uint16)
+    out["shape"] = np.concatenate([ops[:, 4], np.zeros(len(loose), dtype=np.int64)]).astype(
+        np.uint32
+    )
+    out["self_alloc_count"] = np.concatenate([count, (nbytes[loose] > 0)]).astype(np.uint32)
+    return Records(
+        events=out,
+        names=names,
+        shapes=shapes,
+        dtypes=dtypes,
+        clock_source=_native.clock_source(),
+    )
+
+
+SOURCE = TorchSource()
