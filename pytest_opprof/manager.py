@@ -135,8 +135,10 @@ class OpprofManager:
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         names = ", ".join(s.name for s in self.sources) or "none"
+        extra = "; python memory" if self.options.python_memory else ""
         return (
-            f"opprof: capture {names}; rounds {self.options.rounds}, warmup {self.options.warmup}"
+            f"opprof: capture {names}; rounds {self.options.rounds}, "
+            f"warmup {self.options.warmup}{extra}"
         )
 
     # -- per test ------------------------------------------------------------
@@ -268,23 +270,19 @@ class OpprofManager:
 
 
 def summary_lines(results: list[ProfiledTest]) -> list[str]:
-    """One line per test: self CPU time in captured ops, op count, the top op."""
-    width = min(max(len(r.nodeid) for r in results), 70)
-    lines = []
+    """A header and one line per test: self CPU time in captured ops, op count, top op."""
+    rows = []
     for r in results:
-        ops = {k: op for k, op in r.summary.ops.items() if k != MEMORY_EVENT_NAME}
-        self_ns = sum(op.self_cpu_time.median_ns for op in ops.values())
-        top = max(ops.values(), key=lambda op: op.self_cpu_time.median_ns, default=None)
-        top_text = (
-            f"top {top.key} {format_time(top.self_cpu_time.median_ns / 1000)}"
-            if top is not None
-            else ""
-        )
-        lines.append(
-            f"{r.nodeid:<{width}}  {format_time(self_ns / 1000):>10} self CPU in "
-            f"{r.summary.op_count:>5} ops  {top_text}".rstrip()
-        )
-    return lines
+        ops = [op for key, op in r.summary.ops.items() if key != MEMORY_EVENT_NAME]
+        self_us = sum(op.self_cpu_time.median_ns for op in ops) / 1000
+        top = max(ops, key=lambda op: op.self_cpu_time.median_ns, default=None)
+        top_text = f"{top.key} {format_time(top.self_cpu_time.median_ns / 1000)}" if top else "-"
+        rows.append((format_time(self_us), str(r.summary.op_count), top_text, r.nodeid))
+    top_width = min(max(len(row[2]) for row in rows), 48)
+    header = f"{'self CPU':>11} {'ops':>6}  {'top op':<{top_width}}  test"
+    return [header] + [
+        f"{cpu:>11} {count:>6}  {top:<{top_width}}  {nodeid}" for cpu, count, top, nodeid in rows
+    ]
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
