@@ -114,10 +114,7 @@ opprof_mem_tls *opprof_mem_tls_slow(uint32_t window)
     /* Zero first, then publish the window: a reader that sees the new window
      * never sees the old counts. */
     tl->alloc_bytes = tl->alloc_count = tl->freed_bytes = tl->freed_tagged = 0;
-    /* The state pointer is stable for the thread's life; fetching it here
-     * (once a window) keeps the TLS lookup and generation check off the
-     * per-allocation path.  opprof_mem_record checks the session itself. */
-    tl->core = opprof_thread_get();
+    tl->core = NULL; /* fetched again at the window's first attribution */
     __atomic_store_n(&tl->window, window, __ATOMIC_RELEASE);
     return tl;
 }

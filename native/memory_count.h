@@ -36,7 +36,7 @@ typedef struct opprof_mem_tls {
     int64_t alloc_count;
     int64_t freed_bytes;
     int64_t freed_tagged;         /* bytes of freed blocks tagged with `window` */
-    opprof_thread *core;          /* the core's state for this thread, fetched once a window */
+    opprof_thread *core;          /* the core's state for this thread (see opprof_mem_attribute) */
     struct opprof_mem_tls *next;
     int dead;                     /* owner thread exited; counts kept until reused */
 } opprof_mem_tls;
@@ -99,6 +99,14 @@ static inline void opprof_mem_attribute(opprof_mem_tls *tl, int64_t alloc, int64
         return;
     }
     tl->busy = 1;
+    /* The core's state pointer is stable for the thread's life: fetching it
+     * once a window keeps its lookup and generation check off the
+     * per-allocation path (opprof_mem_record checks the session itself).
+     * Fetched only here, while recording, never from a free on a control
+     * path that may hold the core's locks. */
+    if (tl->core == NULL) {
+        tl->core = opprof_thread_get();
+    }
     if (tl->core != NULL) {
         opprof_mem_record(tl->core, alloc, freed);
     }

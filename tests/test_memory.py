@@ -291,6 +291,11 @@ def test_sample_capacity_bounds_the_samples_and_counts_the_rest() -> None:
         counters = _native.memory_counters()
         assert (counters.samples, counters.samples_dropped) == (3, 7)
         assert len(memory_samples()) == 3
+        _native.memory_set_sample_capacity(0)
+        with opprof.profile(capture=["none"]) as prof:
+            np.empty(10**4)
+        assert len(memory_samples()) == 0
+        assert prof.memory is not None and prof.memory.allocated_bytes == 80_000
     finally:
         _native.memory_set_sample_capacity(65536)
 
