@@ -319,7 +319,9 @@ int opprof_cuda_resolve(void)
     int64_t n = 0;
     for (int64_t i = 0; i < used; i++) {
         cuda_pair *p = pair_at(i);
-        if (atomic_load_explicit(&p->state, memory_order_acquire) != 2)
+        int state = atomic_load_explicit(&p->state, memory_order_acquire);
+        n += state == 3; /* resolved by an earlier call: resolving is idempotent */
+        if (state != 2)
             continue;
         float ms = 0.0f;
         int err = rt.elapsed_time(&ms, p->start, p->end);

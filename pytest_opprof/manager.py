@@ -106,6 +106,7 @@ class OpprofManager:
         self._acquired: list[Source] = []
         self._pending: dict[str, ProfiledTest] = {}
         self.results: list[ProfiledTest] = []
+        self.not_measured: set[str] = set()  # "what: why" lines from the profiles
 
     # -- session lifecycle -------------------------------------------------
 
@@ -184,6 +185,7 @@ class OpprofManager:
             with_flops=True,
             capture=list(self.options.capture) if self.options.capture is not None else None,
             python_memory=self.options.python_memory,
+            cuda_sample_rate=self.options.cuda_sample_rate,
         )
         cpu_start_ns = time.process_time_ns()
         prof.start()
@@ -191,6 +193,7 @@ class OpprofManager:
             yield
         finally:
             prof.stop()
+            self.not_measured.update(prof.not_measured)
             rounds.cpu_times_ns.append(time.process_time_ns() - cpu_start_ns)
             rounds.profiles.append(prof)
 
@@ -207,6 +210,9 @@ class OpprofManager:
                     cpu_time_ns=cpu_ns,
                     memory=prof.memory,
                     by_input_shape=settings.group_by_input_shape,
+                    device_memory_bytes=(
+                        prof.device_memory.peak_bytes if prof.device_memory is not None else None
+                    ),
                 )
             )
         # The printed table and the trace show one actual round: the median by wall time.
@@ -256,6 +262,8 @@ class OpprofManager:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         tr = terminalreporter
         tr.write_sep("=", "opprof")
+        if self.not_measured:
+            tr.write_line("opprof: not measured: " + "; ".join(sorted(self.not_measured)))
         if not self.results:
             tr.write_line("no test was profiled")
             return

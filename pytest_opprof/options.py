@@ -144,7 +144,21 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="also count Python object allocations (slower; numpy data is always counted)",
     )
+    group.addoption(
+        "--opprof-cuda-sample-rate",
+        metavar="N",
+        type=_argparse_type(parse_positive_int),
+        default=None,
+        help="time every Nth call of each op with CUDA events and extrapolate by the count "
+        "(default 1: every call; only when the process uses CUDA)",
+    )
     parser.addini("opprof_capture", "default for --opprof-capture", type="string", default="")
+    parser.addini(
+        "opprof_cuda_sample_rate",
+        "default for --opprof-cuda-sample-rate",
+        type="string",
+        default="",
+    )
     parser.addini("opprof_row_limit", "default for --opprof-row-limit", type="string", default="")
     parser.addini("opprof_trace_dir", "default for --opprof-trace-dir", type="string", default="")
     parser.addini("opprof_rounds", "default for --opprof-rounds", type="string", default="")
@@ -164,6 +178,7 @@ class OpprofOptions:
     rounds: int
     warmup: int
     python_memory: bool
+    cuda_sample_rate: int = 1
 
 
 def is_enabled(config: pytest.Config) -> bool:
@@ -180,6 +195,7 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         rounds=_setting(config, "rounds", parse_positive_int, DEFAULT_ROUNDS),
         warmup=_setting(config, "warmup", parse_non_negative_int, DEFAULT_WARMUP),
         python_memory=_python_memory(config),
+        cuda_sample_rate=_setting(config, "cuda_sample_rate", parse_positive_int, 1),
     )
 
 

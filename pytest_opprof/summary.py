@@ -176,6 +176,8 @@ class RoundFigures:
     cpu_time_ns: int
     ops: Mapping[str, OpFigures]
     memory: MemoryFigures | None = None
+    device_memory_bytes: int | None = None
+    """Device memory peak of the round (bytes), None when not measured."""
 
     @classmethod
     def from_events(
@@ -186,6 +188,7 @@ class RoundFigures:
         cpu_time_ns: int,
         memory: MemoryStatsLike | None = None,
         by_input_shape: bool = False,
+        device_memory_bytes: int | None = None,
     ) -> RoundFigures:
         """Figures of one round from its ``key_averages()`` rows (µs) and a ``MemoryStats``.
 
@@ -211,6 +214,7 @@ class RoundFigures:
             cpu_time_ns=int(cpu_time_ns),
             ops=ops,
             memory=MemoryFigures.of(memory) if memory is not None else None,
+            device_memory_bytes=device_memory_bytes,
         )
 
 
@@ -274,6 +278,10 @@ class TestSummary:
     """Median over rounds of (self time of all ops) / wall time: the share spent in captured ops."""
     memory: MemoryFigures | None = None
     ops: Mapping[str, OpSummary] = field(default_factory=dict)
+    device_time: TimeStats | None = None
+    """Per round, the self device time of all ops (ns); None when no device time was measured."""
+    device_memory_bytes: int | None = None
+    """Low median over rounds of the device memory peak (bytes); None when not measured."""
 
     def to_json(self) -> dict[str, object]:
         """``{"rounds", "summary", "ops"}``: the part of a baseline entry this summary fills."""
@@ -285,6 +293,10 @@ class TestSummary:
             "op_time_share": round(self.op_time_share, 3),
             "memory": self.memory.to_json() if self.memory is not None else None,
         }
+        if self.device_time is not None:
+            figures["device_time"] = self.device_time.to_json()
+        if self.device_memory_bytes is not None:
+            figures["device_memory_bytes"] = self.device_memory_bytes
         return {
             "rounds": self.rounds,
             "summary": figures,
@@ -296,6 +308,7 @@ class TestSummary:
         """Read back :meth:`to_json` from an object holding ``rounds``, ``summary``, ``ops``."""
         figures = f.obj("summary")
         memory = figures.opt_obj("memory")
+        device_time = figures.opt_obj("device_time")
         return cls(
             rounds=f.integer("rounds", minimum=1),
             wall_time=TimeStats.from_json(figures.obj("wall_time")),
@@ -305,6 +318,8 @@ class TestSummary:
             op_time_share=figures.number("op_time_share"),
             memory=MemoryFigures.from_json(memory) if memory else None,
             ops={key: OpSummary.from_json(key, op) for key, op in f.obj("ops").entries()},
+            device_time=TimeStats.from_json(device_time) if device_time else None,
+            device_memory_bytes=figures.opt_integer("device_memory_bytes"),
         )
 
 
@@ -315,6 +330,7 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
     keys = sorted({key for r in rounds for key in r.ops})
     ops = {key: _summarize_op(key, [r.ops.get(key, OpFigures()) for r in rounds]) for key in keys}
     memories = [r.memory for r in rounds if r.memory is not None]
+    device_memory = [r.device_memory_bytes for r in rounds if r.device_memory_bytes is not None]
     return TestSummary(
         rounds=len(rounds),
         wall_time=TimeStats.from_samples([r.wall_time_ns for r in rounds]),
@@ -333,6 +349,12 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
         ),
         memory=_low_median_memory(memories) if memories else None,
         ops=ops,
+        device_time=(
+            TimeStats.from_samples([sum(f.self_device_ns for f in r.ops.values()) for r in rounds])
+            if any(op.device_time is not None for op in ops.values())
+            else None
+        ),
+        device_memory_bytes=statistics.median_low(device_memory) if device_memory else None,
     )
 
 

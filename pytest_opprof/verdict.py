@@ -269,6 +269,22 @@ def _metric_rows(
         ):
             floor = tol.memory_floor_bytes if unit == "bytes" else 0
             rows.append(_row(name, unit, b, c, tol.memory, _judge_exact(b, c, tol.memory, floor)))
+    if base.device_time is not None and now.device_time is not None:
+        device = _judge_time(base.device_time, now.device_time, tol, time_judged)
+        rows.append(
+            _row(
+                "device time",
+                "ns",
+                base.device_time.median_ns,
+                now.device_time.median_ns,
+                tol.time,
+                device,
+            )
+        )
+    if base.device_memory_bytes is not None and now.device_memory_bytes is not None:
+        b, c = base.device_memory_bytes, now.device_memory_bytes
+        status = _judge_exact(b, c, tol.memory, tol.memory_floor_bytes)
+        rows.append(_row("device memory peak", "bytes", b, c, tol.memory, status))
     rows.append(_row("op time share", "share", base.op_time_share, now.op_time_share, None, "info"))
     return rows
 

@@ -150,19 +150,6 @@ class CudaSource:
         self.sample_rate = sample_rate
 
     def acquire(self) -> None:
-        """Reset the counters and open the device-memory window (before the native start)."""
-        if self._refs == 0:
-            _native.cuda_configure(self.sample_rate, self.max_pairs)
-            self.device_memory = None
-            if _torch_cuda_in_use():
-                import torch
-
-                torch.cuda.reset_peak_memory_stats()
-                self._start_torch = int(torch.cuda.memory_allocated())
-            else:
-                self._start_torch = -1
-                free, total = _native.cuda_mem_info()
-                self._start_used = total - free
         self._refs += 1
 
     def release(self) -> None:
@@ -170,6 +157,18 @@ class CudaSource:
             self._refs -= 1
 
     def start_options(self) -> int:
+        """Per profile, right before the native start: reset the counters, open the memory window."""
+        _native.cuda_configure(self.sample_rate, self.max_pairs)
+        self.device_memory = None
+        if _torch_cuda_in_use():
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+            self._start_torch = int(torch.cuda.memory_allocated())
+        else:
+            self._start_torch = -1
+            free, total = _native.cuda_mem_info()
+            self._start_used = total - free
         return int(_native.lib.OPPROF_OPT_CUDA)
 
     def collect(self) -> None:

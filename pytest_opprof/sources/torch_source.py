@@ -134,15 +134,13 @@ class TorchSource:
         return self.reason is None
 
     def acquire(self) -> None:
-        """Start Kineto (before the native start) and emit the start markers."""
-        if self._refs == 0:
-            self._start()
+        """Count a user; Kineto itself runs per profile (:meth:`start_options`)."""
         self._refs += 1
 
     def _start(self) -> None:
         from torch._C import _autograd, _profiler
 
-        self._enabled = False
+        self._stop_stale()
         self._marker = _Marker()
         if _autograd._profiler_enabled():
             warnings.warn(
@@ -173,13 +171,22 @@ class TorchSource:
         if self._refs == 0:
             return
         self._refs -= 1
-        if self._refs == 0 and self._enabled:
+        if self._refs == 0:
+            self._stop_stale()
+
+    def _stop_stale(self) -> None:
+        if self._enabled:
             self._enabled = False
             from torch._C import _autograd
 
             _autograd._disable_profiler()
 
     def start_options(self) -> int:
+        """Called by each profile right before the native start: starts Kineto and the markers.
+
+        (acquire/release may span many profiles: the plugin holds sources for the session.)
+        """
+        self._start()
         return 0
 
     def collect(self) -> Records | None:

@@ -1,0 +1,190 @@
+"""CUDA event timing against a fake libcudart (host clocks behind the CUDA entry points)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pytest_opprof as opprof
+from pytest_opprof import _native
+from pytest_opprof import store
+from pytest_opprof.store import BaselineEntry
+from pytest_opprof.summary import RoundFigures, TimeStats, summarize_rounds
+from pytest_opprof.verdict import Tolerances
+from pytest_opprof.verdict import compare
+
+FAKE_SOURCE = Path(__file__).parent / "fake_cudart" / "fake_cudart.c"
+
+
+@pytest.fixture(scope="session")
+def fake_cudart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake runtime compiled with gcc into a temporary directory."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.fail("gcc is needed to build the fake CUDA runtime")
+    out = tmp_path_factory.mktemp("fake_cudart") / "libfakecudart.so"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O2", "-o", str(out), str(FAKE_SOURCE)], check=True)
+    return out
+
+
+@pytest.fixture
+def fake(fake_cudart: Path, monkeypatch: pytest.MonkeyPatch) -> ctypes.CDLL:
+    monkeypatch.setenv("OPPROF_CUDART", str(fake_cudart))
+    lib = ctypes.CDLL(str(fake_cudart))  # same file: dlopen returns the runtime the core uses
+    for name in ("fake_cudart_records", "fake_cudart_syncs", "fake_cudart_elapsed_calls"):
+        getattr(lib, name).restype = ctypes.c_int64
+    lib.fake_cudart_set_used.argtypes = [ctypes.c_int64]
+    lib.fake_cudart_set_used(0)
+    return lib
+
+
+def test_events_recorded_and_attributed(fake: ctypes.CDLL) -> None:
+    x = np.ones((64, 64))
+    records0 = fake.fake_cudart_records()
+    with opprof.profile(capture=["numpy"]) as prof:
+        with opprof.record_function("block"):
+            for _ in range(4):
+                np.matmul(x, x)
+    assert _native.cuda_loaded_path() is not None
+    stats = _native.cuda_stats()
+    assert stats.timed == 5 and stats.resolved == 5 and stats.dropped == 0
+    assert fake.fake_cudart_records() - records0 == 10  # one pair per op and per scope
+    assert fake.fake_cudart_syncs() >= 1
+    rec = prof.records()
+    names = [rec.names[n] for n in rec.events["name"]]
+    dev = rec.events["device_ns"]
+    cpu = rec.events["end_ns"] - rec.events["start_ns"]
+    for name, d, c in zip(names, dev, cpu, strict=True):
+        assert d > 0, name
+        if name == "numpy.matmul":
+            # fake device time is host time between the records, which enclose the op's ticks
+            assert d >= c * 0.9
+    block = names.index("block")
+    block_raw_floor = dev[block]  # own time: the matmuls' times were subtracted
+    assert block_raw_floor < cpu[block]
+    rows = {r.key: r for r in prof.key_averages()}
+    assert rows["numpy.matmul"].self_device_time_total > 0
+    assert rows["block"].device_time_total >= rows["numpy.matmul"].device_time_total
+    assert "CUDA" in prof.key_averages().table()
+
+
+def test_sampling_times_every_nth_call_and_extrapolates(fake: ctypes.CDLL) -> None:
+    x = np.ones((32, 32))
+    rate, calls = 3, 10
+    records0 = fake.fake_cudart_records()
+    with opprof.profile(capture=["numpy"], cuda_sample_rate=rate) as prof:
+        for _ in range(calls):
+            np.add(x, x)
+    timed_expected = -(-calls // rate)  # calls 1, 4, 7, 10
+    stats = _native.cuda_stats()
+    assert stats.calls == calls and stats.timed == timed_expected and stats.sample_rate == rate
+    assert fake.fake_cudart_records() - records0 == 2 * timed_expected
+    rec = prof.records()
+    ev = rec.events[rec.events["name"] == rec.names.index("numpy.add")]
+    assert len(ev) == calls
+    dev = ev["device_ns"]
+    timed = np.flatnonzero(dev >= 0)
+    order = np.argsort(ev["start_ns"])
+    assert list(np.searchsorted(ev["start_ns"][order], ev["start_ns"][timed])) == [0, 3, 6, 9]
+    ids, elapsed = _native.cuda_resolve()
+    raw = dict(zip(ids.tolist(), elapsed.tolist(), strict=True))
+    # each timed event stands for calls / timed calls
+    for row in timed:
+        assert dev[row] == round(raw[int(ev["id"][row])] * calls / timed_expected)
+    extrapolated = int(dev[timed].sum())
+    cpu_total = int((ev["end_ns"] - ev["start_ns"]).sum())
+    assert 0.5 * cpu_total <= extrapolated
+
+
+def test_device_memory_from_mem_get_info(fake: ctypes.CDLL) -> None:
+    fake.fake_cudart_set_used(1 << 20)
+    with opprof.profile(capture=["none"]) as prof:
+        fake.fake_cudart_set_used((1 << 20) + 4096 * 1000)
+    assert prof.device_memory is not None
+    assert prof.device_memory.method == "cudaMemGetInfo"
+    assert prof.device_memory.peak_bytes == 4096 * 1000
+
+
+def test_cuda_off_leaves_device_time_unmeasured(fake: ctypes.CDLL) -> None:
+    with opprof.profile(capture=["numpy"], cuda=False) as prof:
+        np.add(np.ones(4), 1)
+    assert (prof.records().events["device_ns"] == -1).all()
+    assert prof.device_memory is None
+
+
+def test_bad_sample_rate_is_named(fake: ctypes.CDLL) -> None:
+    with pytest.raises(opprof.OpprofError, match="cuda_sample_rate"):
+        with opprof.profile(cuda_sample_rate=0):
+            pass
+
+
+def test_no_runtime_is_a_note_not_an_error(tmp_path: Path) -> None:
+    code = (
+        "import numpy as np, pytest_opprof as o\n"
+        "with o.profile(capture=['numpy'], cuda=True) as p:\n"
+        "    np.add(np.ones(3), 1)\n"
+        "print('NOTE', p.not_measured)\n"
+        "print('DEV', int((p.records().events['device_ns'] >= 0).sum()))\n"
+    )
+    env = dict(os.environ, OPPROF_CUDART=str(tmp_path / "missing-libcudart.so"))
+    root = str(Path(opprof.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "device time: cannot open CUDA runtime" in out.stdout
+    assert "missing-libcudart.so" in out.stdout
+    assert "DEV 0" in out.stdout
+
+
+def test_device_figures_roundtrip_store_and_verdict(fake: ctypes.CDLL, tmp_path: Path) -> None:
+    x = np.ones((64, 64))
+    rounds = []
+    for _ in range(3):
+        with opprof.profile(capture=["numpy"]) as prof:
+            np.matmul(x, x)
+        rounds.append(
+            RoundFigures.from_events(
+                prof.key_averages(),
+                wall_time_ns=prof.wall_time_ns,
+                cpu_time_ns=prof.wall_time_ns,
+                memory=prof.memory,
+                device_memory_bytes=prof.device_memory.peak_bytes if prof.device_memory else None,
+            )
+        )
+    summary = summarize_rounds(rounds)
+    assert summary.device_time is not None and summary.device_time.median_ns > 0
+    assert summary.ops["numpy.matmul"].device_time is not None
+    assert summary.device_memory_bytes == 0
+    path = tmp_path / "baselines" / "test_mod.json"
+    entry = BaselineEntry.record(summary)
+    store.update(path, {"test_x": entry})
+    loaded = store.load(path)["test_x"]
+    assert loaded.summary.device_time is not None
+    assert loaded.summary.device_memory_bytes == 0
+    assert loaded.summary.device_time.samples_ns == summary.device_time.samples_ns or (
+        loaded.summary.device_time.median_ns > 0
+    )
+    tol = replace(Tolerances(), min_time_ns=0)  # the fake's device times are microseconds
+    same = compare(summary, loaded, fingerprint=loaded.machine.fingerprint, tolerances=tol)
+    rows = {m.metric: m for m in same.metrics}
+    assert rows["device time"].status == "pass"
+    assert rows["device memory peak"].status == "pass"
+    # 100x the device time in every round and 64 MiB more device memory: both regress
+    slower = replace(
+        summary,
+        device_time=TimeStats.from_samples([s * 100 for s in summary.device_time.samples_ns]),
+        device_memory_bytes=64 << 20,
+    )
+    verdict = compare(slower, loaded, fingerprint=loaded.machine.fingerprint, tolerances=tol)
+    rows = {m.metric: m for m in verdict.metrics}
+    assert rows["device memory peak"].status == "regressed"
+    assert rows["device time"].status == "regressed"
+    assert verdict.failed
