@@ -8,9 +8,9 @@ softmax are not counted.
 | --- | --- |
 | `aten::mm` (M x K, K x N), `aten::addmm` (its two matrices) | 2*M*N*K |
 | `aten::bmm` (B x M x K, B x K x N), `aten::baddbmm` | 2*B*M*N*K |
-| `aten::convolution` (x: N x C x *S, w: C_out x C_w x *K) | 2*N*C_out*C_w*prod(K)*prod(out S) (transposed: prod(S)) |
+| `aten::convolution` (x: N x C x S..., w: Co x Cw x K...) | 2*N*Co*Cw*prod(K)*prod(output S) (1) |
 | `aten::_scaled_dot_product_{efficient,flash,cudnn}_attention` | QK^T and PV as two bmm |
-| `aten::_scaled_dot_product_flash_attention_for_cpu` | the same (1) |
+| `aten::_scaled_dot_product_flash_attention_for_cpu` | the same (2) |
 
 Only the op ``FlopCounterMode`` intercepts carries a count, so nested events
 never count twice: ``aten::conv2d`` -> ``aten::convolution`` (counted) ->
@@ -20,7 +20,8 @@ A convolution's spatial output size comes from its concrete arguments (stride,
 padding, dilation, transposed), recorded as dtype texts ``"ScalarList=[2, 2]"``
 and ``"Scalar=False"`` by the torch source (:data:`CONCRETE_ARGUMENT_OPS`).
 
-(1) ``FlopCounterMode`` has no formula for the CPU flash kernel (it counts 0
+(1) transposed: prod(input S) instead of the output's.
+(2) ``FlopCounterMode`` has no formula for the CPU flash kernel (it counts 0
 there); we count the attention formula torch uses for the other kernels.
 """
 
@@ -68,7 +69,8 @@ def _conv(shapes: Shapes, dtypes: Sequence[str]) -> int:
     x, w = list(shapes[0]), list(shapes[1])
     stride, padding, dilation = (concrete(dtypes[i]) for i in (3, 4, 5))
     transposed = bool(concrete(dtypes[6]))
-    assert isinstance(stride, list) and isinstance(padding, list) and isinstance(dilation, list)
+    if not (isinstance(stride, list) and isinstance(padding, list) and isinstance(dilation, list)):
+        raise TypeError("convolution: stride, padding and dilation must be recorded lists")
     if transposed:
         spatial = x[2:]
     else:

@@ -14,12 +14,10 @@ import numpy as np
 import pytest
 
 import pytest_opprof as opprof
-from pytest_opprof import _native
-from pytest_opprof import store
+from pytest_opprof import _native, store
 from pytest_opprof.store import BaselineEntry
 from pytest_opprof.summary import RoundFigures, TimeStats, summarize_rounds
-from pytest_opprof.verdict import Tolerances
-from pytest_opprof.verdict import compare
+from pytest_opprof.verdict import Tolerances, compare
 
 FAKE_SOURCE = Path(__file__).parent / "fake_cudart" / "fake_cudart.c"
 

@@ -46,7 +46,9 @@ CASES = {
     ),
     "linear": lambda: F.linear(torch.randn(5, 7), torch.randn(3, 7), torch.randn(3)),
     "matmul_3d": lambda: torch.randn(2, 5, 7) @ torch.randn(7, 3),
-    "conv2d": lambda: F.conv2d(torch.randn(2, 3, 9, 9), torch.randn(4, 3, 3, 3), stride=2, padding=1),
+    "conv2d": lambda: F.conv2d(
+        torch.randn(2, 3, 9, 9), torch.randn(4, 3, 3, 3), stride=2, padding=1
+    ),
     "conv2d_dilated": lambda: F.conv2d(
         torch.randn(1, 2, 11, 10), torch.randn(6, 2, 3, 2), padding=(2, 1), dilation=(2, 3)
     ),
@@ -126,7 +128,7 @@ def test_clock_mapping_error_is_bounded() -> None:
     probes = sorted(e.time_range.start * 1000 for e in prof.events() if e.name == "probe")
     assert len(probes) == 20
     slack = clock.error_ns + 2_000  # events are in us with ns fractions; allow rounding
-    for (before, after), start_ns in zip(brackets, probes):
+    for (before, after), start_ns in zip(brackets, probes, strict=True):
         assert before - slack <= start_ns <= after + slack
 
 
@@ -154,9 +156,12 @@ def test_other_torch_profiler_running_warns_and_records_nothing() -> None:
 def run_plugin(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str):  # type: ignore[no-untyped-def]
     """A pytest subprocess with the plugin (via -p unless its entry point is installed)."""
     root = str(Path(opprof.__file__).resolve().parents[1])
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    )
     installed = any(
-        ep.value == "pytest_opprof.plugin" for ep in importlib.metadata.entry_points(group="pytest11")
+        ep.value == "pytest_opprof.plugin"
+        for ep in importlib.metadata.entry_points(group="pytest11")
     )
     plugin = [] if installed else ["-p", "pytest_opprof.plugin"]
     return pytester.runpytest_subprocess(*plugin, "-p", "no:cacheprovider", *args)

@@ -107,7 +107,9 @@ def load_runtime() -> str | None:
         return None
     if os.environ.get(ENV_PATH):
         return reasons[-1]
-    return "no usable CUDA runtime (libcudart) found" + (f"; last: {reasons[-1]}" if reasons else "")
+    return "no usable CUDA runtime (libcudart) found" + (
+        f"; last: {reasons[-1]}" if reasons else ""
+    )
 
 
 def _torch_cuda_in_use() -> bool:
@@ -157,7 +159,7 @@ class CudaSource:
             self._refs -= 1
 
     def start_options(self) -> int:
-        """Per profile, right before the native start: reset the counters, open the memory window."""
+        """Per profile, before the native start: reset the counters, open the memory window."""
         _native.cuda_configure(self.sample_rate, self.max_pairs)
         self.device_memory = None
         if _torch_cuda_in_use():
@@ -176,7 +178,7 @@ class CudaSource:
         return None
 
     def attach(self, records: Records) -> Records:
-        """After stop: resolve the event pairs and write ``device_ns`` (see the module docstring)."""
+        """After stop: resolve the event pairs and write ``device_ns`` (module docstring)."""
         ids, elapsed = _native.cuda_resolve()
         self.device_memory = self._device_memory()
         events = records.events

@@ -7,9 +7,10 @@ activity, input shapes and memory on.  Like ``torch.profiler``, it records the
 thread that starts the profile and the threads torch itself hands work to
 (autograd, intra-op pools); Kineto's ``profile_all_threads`` would add other
 Python threads but then reports no memory events (measured with torch 2.13),
-and per-op CPU memory is worth more here.  torch's RecordFunction machinery records in C++ while the test runs; no
-Python runs per op.  After stop, :meth:`TorchSource.collect` reads the
-``_KinetoEvent`` list once and turns it into :class:`Records`:
+and per-op CPU memory is worth more here.  torch's RecordFunction machinery
+records in C++ while the test runs; no Python runs per op.  After stop,
+:meth:`TorchSource.collect` reads the ``_KinetoEvent`` list once and turns it
+into :class:`Records`:
 
 * names are torch's (``aten::mm``); input shapes and dtypes as torch reports
   them; for ops in :data:`~pytest_opprof.flops_torch.CONCRETE_ARGUMENT_OPS`
@@ -98,7 +99,9 @@ def clock_map(brackets: list[tuple[int, int]], marker_starts: list[int]) -> Cloc
     for lo, hi in ((0, half), (half, len(brackets))):
         best = min(range(lo, hi), key=lambda i: brackets[i][1] - brackets[i][0])
         before, after = brackets[best]
-        points.append((marker_starts[best], marker_starts[best] - (before + after) / 2, (after - before) / 2))
+        points.append(
+            (marker_starts[best], marker_starts[best] - (before + after) / 2, (after - before) / 2)
+        )
     (t0, o0, e0), (t1, o1, e1) = points
     return ClockMap(torch_ns=(t0, t1), offset_ns=(o0, o1), error_ns=max(e0, e1))
 
@@ -162,7 +165,7 @@ class TorchSource:
         )
         activities = {_profiler.ProfilerActivity.CPU}
         _autograd._prepare_profiler(config, activities)
-        _autograd._enable_profiler(config, activities, set())
+        _autograd._enable_profiler(config, activities, set())  # type: ignore[call-arg]
         self._enabled = True
         self._marker.emit(_profiler._RecordFunctionFast)
 
@@ -222,7 +225,9 @@ class TorchSource:
             ev_shapes = e.shapes()
             ev_dtypes = e.dtypes()
             if name in CONCRETE_ARGUMENT_OPS:
-                ev_dtypes = [_dtype_text(d, v) for d, v in zip(ev_dtypes, e.concrete_inputs())]
+                ev_dtypes = [
+                    _dtype_text(d, v) for d, v in zip(ev_dtypes, e.concrete_inputs(), strict=False)
+                ]
             key = (repr(ev_shapes), *ev_dtypes)
             sid = shape_ids.get(key)
             if sid is None:
