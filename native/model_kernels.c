@@ -13,7 +13,7 @@
 #define SEQ_BITS 40
 #define SEQ_MASK ((INT64_C(1) << SEQ_BITS) - 1)
 
-int opprof_model_parent_rows(const opprof_event *ev, int64_t n, int64_t *parent_row)
+int opprof_model_parent_rows(const opprof_event *restrict ev, int64_t n, int64_t *restrict parent_row)
 {
     if (n < 0 || (n > 0 && (!ev || !parent_row)))
         return opprof_fail(OPPROF_E_ARG, "opprof_model_parent_rows: bad arguments (n %lld)",
@@ -108,8 +108,8 @@ static inline int64_t cpu_total(const opprof_event *e)
     return e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
 }
 
-int opprof_model_tree(const opprof_event *ev, const int64_t *parent_row, int64_t n,
-                      int64_t *cpu_self_ns, int64_t *mem_total_bytes, int64_t *device_total_ns)
+int opprof_model_tree(const opprof_event *restrict ev, const int64_t *restrict parent_row, int64_t n,
+                      int64_t *restrict cpu_self_ns, int64_t *restrict mem_total_bytes, int64_t *restrict device_total_ns)
 {
     if (n < 0 || (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes ||
                             !device_total_ns)))
@@ -152,11 +152,11 @@ static inline int canonical_before(const opprof_event *ev, int64_t a, int64_t b)
     return a < b;
 }
 
-int opprof_model_group(const opprof_event *ev, const int64_t *parent_row,
-                       const int64_t *cpu_self_ns, const int64_t *mem_total_bytes,
-                       const int64_t *device_total_ns, const int64_t *group, int64_t memory_group,
-                       int64_t n, int64_t m, const int64_t *pair_flops, int64_t n_names,
-                       int64_t n_shapes, int64_t *sums, int64_t *first_row)
+int opprof_model_group(const opprof_event *restrict ev, const int64_t *restrict parent_row,
+                       const int64_t *restrict cpu_self_ns, const int64_t *restrict mem_total_bytes,
+                       const int64_t *restrict device_total_ns, const int64_t *restrict group, int64_t memory_group,
+                       int64_t n, int64_t m, const int64_t *restrict pair_flops, int64_t n_names,
+                       int64_t n_shapes, int64_t *restrict sums, int64_t *restrict first_row)
 {
     if (n < 0 || m < 0 || (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes ||
                                      !device_total_ns)) ||
@@ -182,7 +182,7 @@ int opprof_model_group(const opprof_event *ev, const int64_t *parent_row,
         const opprof_event *e = &ev[i];
         int64_t g = group ? group[i] : e->kind == OPPROF_KIND_MEMORY ? memory_group : e->name;
         int64_t flops = 0;
-        if (pair_flops) {
+        if (pair_flops && e->kind != OPPROF_KIND_MEMORY) {
             if (e->name >= n_names || e->shape >= n_shapes) {
                 free(under);
                 return opprof_fail(OPPROF_E_ARG, "opprof_model_group: row %lld names pair "
@@ -234,5 +234,145 @@ int opprof_model_pair_counts(const opprof_event *ev, int64_t n, int64_t n_names,
                                ev[i].name, ev[i].shape, (long long)n_names, (long long)n_shapes);
         counts[(int64_t)ev[i].name * n_shapes + ev[i].shape] += 1;
     }
+    return OPPROF_OK;
+}
+
+typedef struct {
+    int64_t row, parent, cpu_total, mem_total, dev_total;
+} pending;
+
+int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int64_t *restrict group,
+                          int64_t memory_group, int64_t m, int64_t n_names, int64_t n_shapes,
+                          int64_t *restrict parent_row, int64_t *restrict pair, int64_t *restrict pair_count,
+                          int64_t *restrict sums, int64_t *restrict first_row, int64_t *restrict device_events)
+{
+    if (n < 0 || m < 0 || (n > 0 && (!ev || !parent_row)) || (m > 0 && (!sums || !first_row)) ||
+        !device_events || (pair && (!pair_count || n_names < 0 || n_shapes <= 0)))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_key_sums: bad arguments (n %lld, m %lld)",
+                           (long long)n, (long long)m);
+    for (int64_t g = 0; g < m; g++) {
+        first_row[g] = -1;
+        for (int c = 0; c < OPPROF_GROUP_COLUMNS; c++)
+            sums[g * OPPROF_GROUP_COLUMNS + c] = 0;
+    }
+    if (pair)
+        for (int64_t k = 0; k < n_names * n_shapes; k++)
+            pair_count[k] = 0;
+    int64_t cap = 256, top = 0, devices = 0;
+    pending *stack = malloc((size_t)cap * sizeof *stack);
+    if (!stack)
+        return opprof_fail(OPPROF_E_NOMEM, "opprof_model_key_sums: out of memory");
+    int status = OPPROF_OK;
+    for (int64_t i = 0; i < n; i++) {
+        const opprof_event *e = &ev[i];
+        if (e->parent < -1) {
+            status = opprof_fail(OPPROF_E_UNSUPPORTED,
+                                 "opprof_model_key_sums: row %lld has no native parent",
+                                 (long long)i);
+            break;
+        }
+        int64_t g = group ? group[i] : e->kind == OPPROF_KIND_MEMORY ? memory_group : e->name;
+        if (g < 0 || g >= m) {
+            status = opprof_fail(OPPROF_E_ARG, "opprof_model_key_sums: row %lld has group %lld, "
+                                 "not in [0, %lld)", (long long)i, (long long)g, (long long)m);
+            break;
+        }
+        if (pair) {
+            if (e->kind == OPPROF_KIND_MEMORY) {
+                pair[i] = -1;
+            } else if (e->name >= n_names || e->shape >= n_shapes) {
+                status = opprof_fail(OPPROF_E_ARG, "opprof_model_key_sums: row %lld names pair "
+                                     "(%u, %u) outside %lld names x %lld shapes", (long long)i,
+                                     e->name, e->shape, (long long)n_names, (long long)n_shapes);
+                break;
+            } else {
+                pair[i] = (int64_t)e->name * n_shapes + e->shape;
+                pair_count[pair[i]]++;
+            }
+        }
+        int64_t total = cpu_total(e), child_cpu = 0;
+        int64_t mem_self = e->self_alloc_bytes - e->self_free_bytes;
+        int64_t dev_self = e->device_ns > 0 ? e->device_ns : 0;
+        int64_t mem_total = mem_self, dev_total = dev_self;
+        while (top > 0 && stack[top - 1].parent == e->id) {
+            pending *c = &stack[--top];
+            parent_row[c->row] = i;
+            child_cpu += c->cpu_total;
+            mem_total += c->mem_total;
+            dev_total += c->dev_total;
+        }
+        parent_row[i] = -1;
+        if (e->parent >= 0) {
+            if (top == cap) {
+                pending *grown = realloc(stack, (size_t)(2 * cap) * sizeof *stack);
+                if (!grown) {
+                    status = opprof_fail(OPPROF_E_NOMEM, "opprof_model_key_sums: out of memory");
+                    break;
+                }
+                stack = grown;
+                cap *= 2;
+            }
+            stack[top++] = (pending){i, e->parent, total, mem_total, dev_total};
+        }
+        devices += e->device_ns >= 0;
+        int64_t *s = &sums[g * OPPROF_GROUP_COLUMNS];
+        s[OPPROF_GROUP_COUNT] += 1;
+        s[OPPROF_GROUP_CPU_TOTAL] += total;
+        s[OPPROF_GROUP_CPU_SELF] += total - child_cpu;
+        s[OPPROF_GROUP_DEVICE_TOTAL] += dev_total;
+        s[OPPROF_GROUP_DEVICE_SELF] += dev_self;
+        s[OPPROF_GROUP_MEM_TOTAL] += mem_total;
+        s[OPPROF_GROUP_MEM_SELF] += mem_self;
+        if (first_row[g] < 0 || canonical_before(ev, i, first_row[g]))
+            first_row[g] = i;
+    }
+    if (status == OPPROF_OK && top > 0)
+        status = opprof_fail(OPPROF_E_UNSUPPORTED,
+                             "opprof_model_key_sums: parent %lld of row %lld not found after it",
+                             (long long)stack[top - 1].parent, (long long)stack[top - 1].row);
+    free(stack);
+    *device_events = devices;
+    return status;
+}
+
+int opprof_model_flops(const int64_t *restrict pair, const int64_t *restrict parent_row, const int64_t *restrict group,
+                       int64_t n, int64_t n_shapes, const int64_t *restrict pair_flops, int64_t n_pairs,
+                       int64_t m, int64_t *restrict sums)
+{
+    if (n < 0 || m < 0 || n_shapes <= 0 || n_pairs < 0 ||
+        (n > 0 && (!pair || !parent_row || !pair_flops)) || (m > 0 && !sums))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_flops: bad arguments");
+    int status = check_order(parent_row, n, "opprof_model_flops");
+    if (status != OPPROF_OK)
+        return status;
+    unsigned char *under = calloc(n > 0 ? (size_t)n : 1, 1);
+    if (!under)
+        return opprof_fail(OPPROF_E_NOMEM, "opprof_model_flops: out of memory");
+    for (int64_t g = 0; g < m; g++)
+        sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_FLOPS] =
+            sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_SELF_FLOPS] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = pair[i];
+        if (k >= n_pairs) {
+            free(under);
+            return opprof_fail(OPPROF_E_ARG, "opprof_model_flops: pair %lld outside the table",
+                               (long long)k);
+        }
+        int64_t flops = k >= 0 ? pair_flops[k] : 0;
+        if (parent_row[i] >= 0 && (flops > 0 || under[i]))
+            under[parent_row[i]] = 1;
+        if (flops == 0)
+            continue;
+        int64_t g = group ? group[i] : k / n_shapes;
+        if (g < 0 || g >= m) {
+            free(under);
+            return opprof_fail(OPPROF_E_ARG, "opprof_model_flops: row %lld has group %lld",
+                               (long long)i, (long long)g);
+        }
+        sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_FLOPS] += flops;
+        if (!under[i])
+            sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_SELF_FLOPS] += flops;
+    }
+    free(under);
     return OPPROF_OK;
 }

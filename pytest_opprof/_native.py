@@ -420,3 +420,183 @@ def cuda_mem_info() -> tuple[int, int]:
     total = ffi.new("int64_t *")
     check(lib.opprof_cuda_mem_info(free, total))
     return int(free[0]), int(total[0])
+
+
+# ---- model: event-model kernels (native/model_kernels.c) ---------------------
+
+GROUP_COLUMNS = (
+    "count",
+    "cpu_total_ns",
+    "cpu_self_ns",
+    "device_total_ns",
+    "device_self_ns",
+    "mem_total_bytes",
+    "mem_self_bytes",
+    "flops",
+    "self_flops",
+)
+
+
+def _event_ptr(events: np.ndarray) -> Any:
+    if events.dtype != EVENT_DTYPE:
+        raise OpprofError(f"model kernels need records.EVENT_DTYPE events, got {events.dtype}")
+    # A typed from_buffer keeps the array alive for the call (a cast would not).
+    return ffi.from_buffer("opprof_event[]", np.ascontiguousarray(events))
+
+
+def _i64(a: np.ndarray | None) -> Any:
+    if a is None:
+        return ffi.NULL
+    return ffi.from_buffer("int64_t[]", np.ascontiguousarray(a, dtype=np.int64))
+
+
+def _unless_unsupported(status: int) -> bool:
+    """True on success, False for OPPROF_E_UNSUPPORTED (caller takes its numpy path)."""
+    if status == lib.OPPROF_E_UNSUPPORTED:
+        return False
+    check(status)
+    return True
+
+
+def model_parent_rows(events: np.ndarray) -> np.ndarray | None:
+    """Row of each event's parent (-1 none, -2 copied as unknown); None when ids are not native."""
+    n = len(events)
+    rows = np.empty(n, dtype=np.int64)
+    ok = _unless_unsupported(lib.opprof_model_parent_rows(_event_ptr(events), n, _i64(rows)))
+    return rows if ok else None
+
+
+def model_tree(
+    events: np.ndarray, parent_row: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(cpu_self_ns, mem_total_bytes, device_total_ns) per row; None unless parents follow rows."""
+    n = len(events)
+    out = np.empty((3, n), dtype=np.int64)
+    ok = _unless_unsupported(
+        lib.opprof_model_tree(
+            _event_ptr(events), _i64(parent_row), n, _i64(out[0]), _i64(out[1]), _i64(out[2])
+        )
+    )
+    return (out[0], out[1], out[2]) if ok else None
+
+
+def model_group(
+    events: np.ndarray,
+    parent_row: np.ndarray,
+    tree: tuple[np.ndarray, np.ndarray, np.ndarray],
+    *,
+    group: np.ndarray | None,
+    memory_group: int,
+    m: int,
+    pair_flops: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-group sums, shape (m, len(GROUP_COLUMNS)), and first rows in canonical order.
+
+    ``group`` None groups by name (memory events in ``memory_group``);
+    ``pair_flops`` is the (names, shapes) FLOP table or None for no FLOPs.
+    """
+    n = len(events)
+    sums = np.empty((m, len(GROUP_COLUMNS)), dtype=np.int64)
+    first = np.empty(m, dtype=np.int64)
+    n_names, n_shapes = (0, 1) if pair_flops is None else pair_flops.shape
+    check(
+        lib.opprof_model_group(
+            _event_ptr(events),
+            _i64(parent_row),
+            _i64(tree[0]),
+            _i64(tree[1]),
+            _i64(tree[2]),
+            _i64(group),
+            memory_group,
+            n,
+            m,
+            _i64(pair_flops),
+            n_names,
+            n_shapes,
+            _i64(sums),
+            _i64(first),
+        )
+    )
+    return sums, first
+
+
+def model_pair_counts(events: np.ndarray, n_names: int, n_shapes: int) -> np.ndarray:
+    """Events per (name id, shape id): array of shape (n_names, n_shapes)."""
+    counts = np.empty((n_names, max(n_shapes, 1)), dtype=np.int64)
+    check(
+        lib.opprof_model_pair_counts(
+            _event_ptr(events), len(events), n_names, max(n_shapes, 1), _i64(counts)
+        )
+    )
+    return counts
+
+
+class KeySums(NamedTuple):
+    """``opprof_model_key_sums``: per-group sums (m, len(GROUP_COLUMNS)) and per-row arrays."""
+
+    sums: np.ndarray
+    first_row: np.ndarray
+    parent_row: np.ndarray
+    pair: np.ndarray | None
+    pair_count: np.ndarray | None
+    device_events: int
+
+
+def model_key_sums(
+    events: np.ndarray,
+    *,
+    group: np.ndarray | None,
+    memory_group: int,
+    m: int,
+    pair_table: tuple[int, int] | None,
+) -> KeySums | None:
+    """One pass over a native drain; None where it does not hold (then use the kernels above).
+
+    ``pair_table`` (names, shapes) asks for per-row (name, shape) pair ids for FLOPs.
+    """
+    n = len(events)
+    sums = np.empty((m, len(GROUP_COLUMNS)), dtype=np.int64)
+    first = np.empty(m, dtype=np.int64)
+    rows = np.empty(n, dtype=np.int64)
+    n_names, n_shapes = pair_table if pair_table is not None else (0, 1)
+    pair = np.empty(n, dtype=np.int64) if pair_table is not None else None
+    counts = np.empty((n_names, n_shapes), dtype=np.int64) if pair_table is not None else None
+    devices = ffi.new("int64_t *")
+    status = lib.opprof_model_key_sums(
+        _event_ptr(events),
+        n,
+        _i64(group),
+        memory_group,
+        m,
+        n_names,
+        n_shapes,
+        _i64(rows),
+        _i64(pair),
+        _i64(counts),
+        _i64(sums),
+        _i64(first),
+        devices,
+    )
+    if not _unless_unsupported(status):
+        return None
+    return KeySums(sums, first, rows, pair, counts, int(devices[0]))
+
+
+def model_flops(key_sums: KeySums, *, group: np.ndarray | None, pair_flops: np.ndarray) -> None:
+    """Fill the FLOP columns of ``key_sums.sums`` from the (names, shapes) FLOP table."""
+    if key_sums.pair is None:
+        raise OpprofError("model_flops needs key sums computed with a pair table")
+    n_shapes = pair_flops.shape[1]
+    check(
+        lib.opprof_model_flops(
+            _i64(key_sums.pair),
+            _i64(key_sums.parent_row),
+            _i64(group),
+            len(key_sums.pair),
+            n_shapes,
+            _i64(pair_flops),
+            pair_flops.size,
+            len(key_sums.sums),
+            _i64(key_sums.sums),
+        )
+    )

@@ -150,6 +150,8 @@ class OpFigures:
     flops: int = 0
     self_device_ns: int = 0
     device_ns: int = 0
+    self_flops: int = 0
+    """FLOPs that count toward the test's total ("innermost wins", see FunctionEventAvg)."""
 
     def __add__(self, other: OpFigures) -> OpFigures:
         return OpFigures(*(getattr(self, n) + getattr(other, n) for n in self.__dataclass_fields__))
@@ -207,6 +209,8 @@ class RoundFigures:
                 flops=int(_num(row, "flops")),
                 self_device_ns=round(_num(row, "self_device_time_total") * _US_TO_NS),
                 device_ns=round(_num(row, "device_time_total") * _US_TO_NS),
+                # Rows without self_flops (other profilers) count their own FLOPs.
+                self_flops=int(_num(row, "self_flops" if hasattr(row, "self_flops") else "flops")),
             )
             ops[key] = ops[key] + figures if key in ops else figures
         return cls(
@@ -338,7 +342,7 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
         op_count=statistics.median_low(
             [sum(f.count for k, f in r.ops.items() if k != MEMORY_EVENT_NAME) for r in rounds]
         ),
-        flops=statistics.median_low([sum(f.flops for f in r.ops.values()) for r in rounds]),
+        flops=statistics.median_low([sum(f.self_flops for f in r.ops.values()) for r in rounds]),
         op_time_share=statistics.median(
             [
                 sum(f.self_cpu_ns for f in r.ops.values()) / r.wall_time_ns

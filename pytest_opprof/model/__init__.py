@@ -25,8 +25,9 @@ __all__ = [
 ]
 
 
-def _device(tree: EventTree, use_device: str | None) -> str | None:
-    return use_device if use_device is not None or not tree.has_device_time else "cuda"
+def _device(records: Records, use_device: str | None) -> str | None:
+    measured = len(records) and (records.events["device_ns"] >= 0).any()
+    return use_device if use_device is not None or not measured else "cuda"
 
 
 def build_events(
@@ -46,7 +47,7 @@ def build_events(
         tree,
         profile_memory=profile_memory,
         with_flops=with_flops,
-        use_device=_device(tree, use_device),
+        use_device=_device(records, use_device),
     )
 
 
@@ -63,17 +64,15 @@ def key_averages(
 
     Same groups, order and sums as ``build_events(records).key_averages(...)``.
     """
-    tree = build_tree(records)
-    device = _device(tree, use_device)
+    rows, device = average_records(
+        records,
+        group_by_input_shape=group_by_input_shape,
+        group_by_stack_n=group_by_stack_n,
+        with_flops=with_flops,
+        use_device=use_device,
+    )
     return EventList(
-        average_records(
-            records,
-            tree,
-            group_by_input_shape=group_by_input_shape,
-            group_by_stack_n=group_by_stack_n,
-            with_flops=with_flops,
-            use_device=device,
-        ),
+        rows,
         use_device=device,
         profile_memory=profile_memory,
         with_flops=with_flops,

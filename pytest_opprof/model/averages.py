@@ -16,8 +16,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_opprof.flops import flops_for
-from pytest_opprof.model.tree import EventTree
-from pytest_opprof.records import Records
+from pytest_opprof.model.tree import (
+    EventTree,
+    build_tree,
+    names_with_memory,
+    native_module,
+    parent_rows,
+    subtree_sums,
+)
+from pytest_opprof.records import KIND_MEMORY, Records
 
 if TYPE_CHECKING:
     from pytest_opprof.model.events import FunctionEvent
@@ -29,7 +36,12 @@ _NS_PER_US = 1000.0
 class FunctionEventAvg:
     """Sums over the events that share a key; times in microseconds, memory in bytes.
 
-    ``cpu_time`` and ``device_time`` are per-call averages.  ``is_top_level``
+    ``cpu_time`` and ``device_time`` are per-call averages.  ``flops`` sums
+    each event's own formula (a composite op such as ``numpy.outer`` counts its
+    work even though its ``numpy.multiply`` child counts it too);
+    ``self_flops`` counts an event's FLOPs only when none of its descendants
+    carries FLOPs ("innermost wins"), so summing ``self_flops`` over keys counts
+    each unit of work once: use it for any total.  ``is_top_level``
     tells whether the group's first event had no parent (what
     ``table(top_level_events_only=True)`` looks at).  ``cpu_parent`` and
     ``cpu_children`` are the first event's, set only when built from
@@ -48,6 +60,7 @@ class FunctionEventAvg:
         self.device_memory_usage: int = 0
         self.self_device_memory_usage: int = 0
         self.flops: int = 0
+        self.self_flops: int = 0
         self.input_shapes: list[list[int]] = []
         self.stack: list[str] = []
         self.is_top_level: bool = True
@@ -91,6 +104,7 @@ class FunctionEventAvg:
         self.device_memory_usage += other.device_memory_usage
         self.self_device_memory_usage += other.self_device_memory_usage
         self.flops += other.flops
+        self.self_flops += other.self_flops
         return self
 
     def __iadd__(self, other: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
@@ -135,24 +149,179 @@ def _trim(avg: FunctionEventAvg, by_shape: bool, stack_n: int) -> FunctionEventA
 
 def average_records(
     records: Records,
-    tree: EventTree,
     *,
     group_by_input_shape: bool = False,
     group_by_stack_n: int = 0,
     with_flops: bool = False,
     use_device: str | None = None,
+    native: bool = True,
+) -> tuple[list[FunctionEventAvg], str | None]:
+    """Vectorised :func:`average_events` over a session's records, and the device name.
+
+    ``use_device`` None becomes ``"cuda"`` when any event has a device time.
+    Over a native drain (children before parents on each thread) the tree and
+    the per-key sums are linear passes in C with no per-event ordering;
+    otherwise, or with ``native=False``, numpy over the canonical tree.  Both
+    give the same groups, order and sums.
+    """
+    if len(records) == 0:
+        return [], use_device
+    module = native_module() if native else None
+    if module is not None:
+        out = _average_native(module, records, group_by_input_shape, group_by_stack_n, with_flops)
+        if out is not None:
+            rows, device_events = out
+            device = _device(use_device, device_events > 0)
+            for avg in rows:
+                avg.use_device = device
+            return rows, device
+    tree = build_tree(records, native=native)
+    device = _device(use_device, bool((tree.events["device_ns"] >= 0).any()))
+    return _average_numpy(
+        records, tree, group_by_input_shape, group_by_stack_n, with_flops, device
+    ), device
+
+
+def _device(use_device: str | None, measured: bool) -> str | None:
+    return use_device if use_device is not None or not measured else "cuda"
+
+
+def _average_native(
+    module: Any, records: Records, by_shape: bool, stack_n: int, with_flops: bool
+) -> tuple[list[FunctionEventAvg], int] | None:
+    """The C path and the number of events with a device time; None where it does not apply."""
+    ev = records.events
+    n_shapes = max(len(records.shapes), 1)
+    pair_table = (len(records.names), n_shapes) if with_flops else None
+    if with_flops and len(records.names) * n_shapes > 4 * len(ev) + (1 << 16):
+        return None  # the dense (name, shapes) table would dwarf the events
+    names, memory_group = names_with_memory(records)
+    group: np.ndarray | None = None
+    m = len(names)
+    if by_shape or stack_n > 0:
+        key = np.where(ev["kind"] == KIND_MEMORY, memory_group, ev["name"]).astype(_I64)
+        if by_shape:
+            key = _combine(key, _shape_key(records, ev["shape"]))
+        if stack_n > 0:
+            key = _combine(key, _stack_key(records, ev["stack"], stack_n))
+        group, m = key, int(key.max()) + 1
+    fast = module.model_key_sums(
+        ev, group=group, memory_group=memory_group, m=m, pair_table=pair_table
+    )
+    if fast is not None:
+        sums, first, rows, device_events = (
+            fast.sums,
+            fast.first_row,
+            fast.parent_row,
+            fast.device_events,
+        )
+        if with_flops:
+            module.model_flops(fast, group=group, pair_flops=_pair_flops(records, fast.pair_count))
+    else:
+        # Dropped parents or another order: the table kernels, or numpy if they refuse.
+        rows = parent_rows(ev)
+        tree = module.model_tree(ev, rows)
+        if tree is None:
+            return None
+        pair_flops = None
+        if with_flops:
+            counts = module.model_pair_counts(ev, len(records.names), n_shapes)
+            pair_flops = _pair_flops(records, counts)
+        sums, first = module.model_group(
+            ev, rows, tree, group=group, memory_group=memory_group, m=m, pair_flops=pair_flops
+        )
+        device_events = int((ev["device_ns"] >= 0).sum())
+    present = np.flatnonzero(first >= 0).tolist()
+    firsts = ev[first[present]]
+    canonical = np.lexsort(
+        (
+            first[present],
+            firsts["id"],
+            firsts["depth"],
+            -np.maximum(firsts["end_ns"], firsts["start_ns"]),
+            firsts["start_ns"],
+        )
+    )
+    out = []
+    for k in canonical.tolist():
+        g = present[k]
+        row = int(first[g])
+        c = dict(zip(module.GROUP_COLUMNS, sums[g].tolist(), strict=True))
+        name_id = memory_group if ev["kind"][row] == KIND_MEMORY else int(ev["name"][row])
+        out.append(
+            _avg(
+                records,
+                ev,
+                names[name_id],
+                c,
+                row=row,
+                is_top_level=bool(rows[row] < 0),
+                by_shape=by_shape,
+                stack_n=stack_n,
+                use_device=None,
+            )
+        )
+    return out, device_events
+
+
+def _pair_flops(records: Records, counts: np.ndarray) -> np.ndarray:
+    """FLOPs per (name id, shape id): ``flops_for`` once per pair that occurs."""
+    table = np.zeros_like(counts)
+    for nid, sid in zip(*np.nonzero(counts), strict=True):
+        table[nid, sid] = flops_for(
+            records.names[nid], records.shapes[sid], shape_dtypes(records, int(sid))
+        )
+    return table
+
+
+def _avg(
+    records: Records,
+    events: np.ndarray,
+    key: str,
+    c: dict[str, int],
+    *,
+    row: int,
+    is_top_level: bool,
+    by_shape: bool,
+    stack_n: int,
+    use_device: str | None,
+) -> FunctionEventAvg:
+    """One group's average from its integer sums (ns, bytes) and first row (in ``events``)."""
+    avg = FunctionEventAvg()
+    avg.key = key
+    avg.count = int(c["count"])
+    avg.cpu_time_total = c["cpu_total_ns"] / _NS_PER_US
+    avg.self_cpu_time_total = c["cpu_self_ns"] / _NS_PER_US
+    avg.device_time_total = c["device_total_ns"] / _NS_PER_US
+    avg.self_device_time_total = c["device_self_ns"] / _NS_PER_US
+    avg.cpu_memory_usage = int(c["mem_total_bytes"])
+    avg.self_cpu_memory_usage = int(c["mem_self_bytes"])
+    avg.flops = int(c["flops"])
+    avg.self_flops = int(c["self_flops"])
+    avg.is_top_level = is_top_level
+    avg.use_device = use_device
+    if by_shape:
+        avg.input_shapes = records.shapes[int(events["shape"][row])]
+    if stack_n > 0:
+        avg.stack = records.stacks[int(events["stack"][row])][:stack_n]
+    return avg
+
+
+def _average_numpy(
+    records: Records,
+    tree: EventTree,
+    by_shape: bool,
+    stack_n: int,
+    with_flops: bool,
+    use_device: str | None,
 ) -> list[FunctionEventAvg]:
-    """Vectorised :func:`average_events` over a session's tree."""
-    n = len(tree)
-    if n == 0:
-        return []
+    """The numpy path over the canonical tree: ``np.unique`` keys, ``np.bincount`` sums."""
     ev = tree.events
     key = tree.name
-    shape_key = _shape_key(records, ev["shape"])
-    if group_by_input_shape:
-        key = _combine(key, shape_key)
-    if group_by_stack_n > 0:
-        key = _combine(key, _stack_key(records, ev["stack"], group_by_stack_n))
+    if by_shape:
+        key = _combine(key, _shape_key(records, ev["shape"]))
+    if stack_n > 0:
+        key = _combine(key, _stack_key(records, ev["stack"], stack_n))
     _, first, group = np.unique(key, return_index=True, return_inverse=True)
     # Groups numbered in first-seen (canonical) order, like the object path.
     rank = np.empty(len(first), dtype=_I64)
@@ -161,38 +330,68 @@ def average_records(
     first = np.sort(first)
     m = len(first)
 
-    def total(values: np.ndarray) -> list[float]:
-        return np.bincount(group, weights=values, minlength=m).tolist()  # type: ignore[no-any-return]
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(group, weights=values, minlength=m)
 
-    counts = np.bincount(group, minlength=m).tolist()
-    sums = {
-        "cpu_time_total": total(tree.cpu_total_ns),
-        "self_cpu_time_total": total(tree.cpu_self_ns),
-        "device_time_total": total(tree.device_total_ns),
-        "self_device_time_total": total(tree.device_self_ns),
+    flops, self_flops = (
+        event_flops(records, tree) if with_flops else (np.zeros(len(tree), dtype=_I64),) * 2
+    )
+    columns = {
+        "count": np.bincount(group, minlength=m),
+        "cpu_total_ns": total(tree.cpu_total_ns),
+        "cpu_self_ns": total(tree.cpu_self_ns),
+        "device_total_ns": total(tree.device_total_ns),
+        "device_self_ns": total(tree.device_self_ns),
+        "mem_total_bytes": total(tree.mem_total_bytes),
+        "mem_self_bytes": total(tree.mem_self_bytes),
+        "flops": _int_sums(group, flops, m),
+        "self_flops": _int_sums(group, self_flops, m),
     }
-    mem_total = total(tree.mem_total_bytes)
-    mem_self = total(tree.mem_self_bytes)
-    flops = _group_flops(records, tree, group, m) if with_flops else [0] * m
+    rounded = {k: np.rint(v).astype(_I64).tolist() for k, v in columns.items()}
+    return [
+        _avg(
+            records,
+            tree.events,
+            tree.names[int(tree.name[row])],
+            {k: v[g] for k, v in rounded.items()},
+            row=row,
+            is_top_level=bool(tree.parent[row] < 0),
+            by_shape=by_shape,
+            stack_n=stack_n,
+            use_device=use_device,
+        )
+        for g, row in enumerate(first.tolist())
+    ]
 
-    out = []
-    for g, row in enumerate(first.tolist()):
-        avg = FunctionEventAvg()
-        avg.key = tree.names[int(tree.name[row])]
-        avg.count = int(counts[g])
-        for attr, values in sums.items():
-            setattr(avg, attr, values[g] / _NS_PER_US)
-        avg.cpu_memory_usage = round(mem_total[g])
-        avg.self_cpu_memory_usage = round(mem_self[g])
-        avg.flops = int(flops[g])
-        avg.is_top_level = bool(tree.parent[row] < 0)
-        avg.use_device = use_device
-        if group_by_input_shape:
-            avg.input_shapes = records.shapes[int(ev["shape"][row])]
-        if group_by_stack_n > 0:
-            avg.stack = records.stacks[int(ev["stack"][row])][:group_by_stack_n]
-        out.append(avg)
+
+def _int_sums(group: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
+    """Exact integer sums per group (FLOPs overflow float64's 53 bits sooner than int64)."""
+    out = np.zeros(m, dtype=_I64)
+    np.add.at(out, group, values)
     return out
+
+
+def event_flops(records: Records, tree: EventTree) -> tuple[np.ndarray, np.ndarray]:
+    """(FLOPs, self FLOPs) per tree row; ``flops_for`` once per distinct (name, shapes, dtypes).
+
+    Self FLOPs follow "innermost wins": an event's FLOPs count toward totals
+    only when no descendant carries FLOPs (``outer`` -> ``multiply``: the
+    ``multiply`` counts once, the ``outer`` not again).
+    """
+    shape_ids = tree.events["shape"]
+    pair = _combine(tree.name, shape_ids)
+    _, first = np.unique(pair, return_index=True)
+    per_pair = np.zeros(len(first), dtype=_I64)
+    for p, row in enumerate(first.tolist()):
+        if tree.events["kind"][row] == KIND_MEMORY:
+            continue
+        name = tree.names[int(tree.name[row])]
+        sid = int(shape_ids[row])
+        per_pair[p] = flops_for(name, records.shapes[sid], shape_dtypes(records, sid))
+    flops = per_pair[pair]
+    carries = (flops > 0).astype(_I64)
+    (under,) = subtree_sums(tree.parent, tree.depth, [carries])
+    return flops, np.where(under - carries > 0, 0, flops)
 
 
 def _combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -218,21 +417,6 @@ def _stack_key(records: Records, stack_ids: np.ndarray, n: int) -> np.ndarray:
         [canon.setdefault(tuple(s[:n]), len(canon)) for s in records.stacks] or [0], dtype=_I64
     )
     return table[stack_ids.astype(_I64)]
-
-
-def _group_flops(records: Records, tree: EventTree, group: np.ndarray, m: int) -> np.ndarray:
-    """FLOPs per group: ``flops_for`` once per distinct (name, interned shapes and dtypes)."""
-    shape_ids = tree.events["shape"]
-    pair = _combine(tree.name, shape_ids)
-    _, first = np.unique(pair, return_index=True)
-    per_pair = np.zeros(len(first), dtype=_I64)
-    for p, row in enumerate(first.tolist()):
-        name = tree.names[int(tree.name[row])]
-        sid = int(shape_ids[row])
-        per_pair[p] = flops_for(name, records.shapes[sid], shape_dtypes(records, sid))
-    flops = np.zeros(m, dtype=_I64)
-    np.add.at(flops, group, per_pair[pair])
-    return flops
 
 
 def shape_dtypes(records: Records, shape_id: int) -> Sequence[str]:

@@ -10,8 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_opprof.flops import flops_for
-from pytest_opprof.model.averages import FunctionEventAvg, average_events, shape_dtypes
+from pytest_opprof.model.averages import (
+    FunctionEventAvg,
+    average_events,
+    event_flops,
+    shape_dtypes,
+)
 from pytest_opprof.model.tree import EventTree
 from pytest_opprof.records import FLAG_EXCEPTION, Records
 from pytest_opprof.render import stacks as render_stacks
@@ -44,6 +48,8 @@ class FunctionEvent:
     ``cpu_time_total`` is the call's own interval and ``self_cpu_time_total``
     excludes its direct children; memory ``self_*`` fields are the net bytes
     allocated while the call was innermost, the others include the subtree.
+    ``self_flops`` is ``flops`` unless a descendant carries FLOPs, then 0
+    (see :class:`~pytest_opprof.model.averages.FunctionEventAvg`).
     """
 
     __slots__ = (
@@ -64,6 +70,7 @@ class FunctionEvent:
         "self_cpu_time_total",
         "self_device_memory_usage",
         "self_device_time_total",
+        "self_flops",
         "stack",
         "thread",
         "time_range",
@@ -86,6 +93,7 @@ class FunctionEvent:
         cpu_memory_usage: int = 0,
         self_cpu_memory_usage: int = 0,
         flops: int = 0,
+        self_flops: int | None = None,
         input_shapes: list[list[int]] | None = None,
         input_dtypes: list[str] | None = None,
         stack: list[str] | None = None,
@@ -108,6 +116,7 @@ class FunctionEvent:
         self.device_memory_usage = 0
         self.self_device_memory_usage = 0
         self.flops = flops
+        self.self_flops = flops if self_flops is None else self_flops
         self.input_shapes: list[list[int]] = input_shapes if input_shapes is not None else []
         self.input_dtypes: list[str] = input_dtypes if input_dtypes is not None else []
         self.stack: list[str] = stack if stack is not None else []
@@ -220,12 +229,17 @@ class EventList(list[Any]):
         )
 
     def total_average(self) -> FunctionEventAvg:
-        """All events summed into one :class:`FunctionEventAvg` keyed ``"Total"``."""
+        """All events summed into one :class:`FunctionEventAvg` keyed ``"Total"``.
+
+        Its ``flops`` is the sum of ``self_flops``: work that both a composite
+        op and its children carry counts once.
+        """
         total = FunctionEventAvg()
         for evt in self:
             total.key = None
             total.add(evt)
         total.key = "Total"
+        total.flops = total.self_flops
         # The descriptive fields of the last event added mean nothing for a total.
         total.input_shapes, total.stack = [], []
         total.cpu_parent, total.cpu_children = None, []
@@ -243,8 +257,12 @@ def build_events(
 ) -> EventList:
     """One linked :class:`FunctionEvent` per record, in canonical (start) order."""
     ev = tree.events
-    flops_cache: dict[tuple[int, int], int] = {}
     names = tree.names
+    if with_flops:
+        flops_col, self_flops_col = event_flops(records, tree)
+        flops_list, self_flops_list = flops_col.tolist(), self_flops_col.tolist()
+    else:
+        flops_list = self_flops_list = [0] * len(tree)
     objs: list[FunctionEvent] = []
     columns = zip(
         ev["id"].tolist(),
@@ -261,17 +279,28 @@ def build_events(
         ev["stack"].tolist(),
         ev["flags"].tolist(),
         ev["kind"].tolist(),
+        flops_list,
+        self_flops_list,
         strict=True,
     )
-    for eid, nid, thr, s, e, cself, dtot, dself, mtot, mself, shp, stk, flags, kind in columns:
-        flops = 0
-        if with_flops:
-            cached = flops_cache.get((nid, shp))
-            if cached is None:
-                cached = flops_cache[(nid, shp)] = flops_for(
-                    names[nid], records.shapes[shp], shape_dtypes(records, shp)
-                )
-            flops = cached
+    for (
+        eid,
+        nid,
+        thr,
+        s,
+        e,
+        cself,
+        dtot,
+        dself,
+        mtot,
+        mself,
+        shp,
+        stk,
+        flags,
+        kind,
+        flops,
+        sflops,
+    ) in columns:
         objs.append(
             FunctionEvent(
                 eid,
@@ -285,6 +314,7 @@ def build_events(
                 cpu_memory_usage=mtot,
                 self_cpu_memory_usage=mself,
                 flops=flops,
+                self_flops=sflops,
                 input_shapes=records.shapes[shp],
                 input_dtypes=list(shape_dtypes(records, shp)),
                 stack=records.stacks[stk],

@@ -60,25 +60,24 @@ class EventTree:
     def __len__(self) -> int:
         return int(self.events.shape[0])
 
-    @property
-    def has_device_time(self) -> bool:
-        """True when any event carries a measured device time."""
-        return bool(len(self) and (self.events["device_ns"] >= 0).any())
 
+def build_tree(records: Records, *, native: bool = True) -> EventTree:
+    """Order the events, link parents and compute self/total metrics.
 
-def build_tree(records: Records) -> EventTree:
-    """Order the events, link parents and compute self/total metrics."""
+    ``native=False`` links parents with numpy only (the path taken when the
+    extension is not built).
+    """
     raw = records.events
     start = raw["start_ns"].astype(_I64)
     end = np.maximum(raw["end_ns"].astype(_I64), start)
-    rows = _parent_rows(raw, start, end)
+    rows = parent_rows(raw, native=native)
     order = _canonical_order(raw, start, end)
     # np.take gathers structured rows far faster than fancy indexing does.
     events = np.take(raw, order)
     position = np.empty(len(order), dtype=_I64)
     position[order] = np.arange(len(order), dtype=_I64)
-    parent_rows = rows[order]
-    parent = np.where(parent_rows >= 0, position[np.maximum(parent_rows, 0)], PARENT_NONE)
+    ordered_rows = rows[order]
+    parent = np.where(ordered_rows >= 0, position[np.maximum(ordered_rows, 0)], PARENT_NONE)
     depth = _depths(parent)
     names, name = _names(records, events)
 
@@ -86,7 +85,7 @@ def build_tree(records: Records) -> EventTree:
     cpu_self = cpu_total - _child_sums(parent, cpu_total)
     mem_self = events["self_alloc_bytes"].astype(_I64) - events["self_free_bytes"].astype(_I64)
     dev_self = np.maximum(events["device_ns"].astype(_I64), 0)
-    mem_total, dev_total = _subtree_sums(parent, depth, [mem_self, dev_self])
+    mem_total, dev_total = subtree_sums(parent, depth, [mem_self, dev_self])
     return EventTree(
         events=events,
         names=names,
@@ -112,12 +111,35 @@ def _canonical_order(raw: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     return order
 
 
-def _parent_rows(raw: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Row (in ``raw``) of each event's parent, or -1."""
+def parent_rows(raw: np.ndarray, *, native: bool = True) -> np.ndarray:
+    """Row (in ``raw``, record order) of each event's parent, or -1.
+
+    With ``native`` and the extension built, native ids are looked up in one
+    linear pass (``opprof_model_parent_rows``); otherwise by sorting ids.
+    """
+    n = len(raw)
+    if n == 0:
+        return np.full(0, PARENT_NONE, dtype=_I64)
+    parent_ids = raw["parent"]
+    module = native_module() if native else None
+    rows = module.model_parent_rows(raw) if module is not None else None
+    if rows is None:
+        rows = _parent_rows_sorted(raw)
+    unknown = parent_ids == PARENT_UNKNOWN
+    if unknown.any():
+        threads = raw["thread"]
+        nest = np.isin(threads, np.unique(threads[unknown]))
+        sub = np.flatnonzero(nest)
+        start = raw["start_ns"][sub].astype(_I64)
+        end = np.maximum(raw["end_ns"][sub].astype(_I64), start)
+        rows[sub] = _nest_by_interval(raw[sub], start, end, sub)
+    return rows
+
+
+def _parent_rows_sorted(raw: np.ndarray) -> np.ndarray:
+    """Parent rows by binary search over sorted ids (-2 parents stay unresolved: -1)."""
     n = len(raw)
     rows = np.full(n, PARENT_NONE, dtype=_I64)
-    if n == 0:
-        return rows
     ids = raw["id"].astype(_I64)
     parent_ids = raw["parent"].astype(_I64)
     known = parent_ids >= 0
@@ -129,12 +151,6 @@ def _parent_rows(raw: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
         # A parent id that is not in the records (dropped at capacity) makes a root.
         found = sorted_ids[at_clipped] == parent_ids[known]
         rows[known] = np.where(found, by_id[at_clipped], PARENT_NONE)
-    threads = raw["thread"]
-    unknown_threads = np.unique(threads[parent_ids == PARENT_UNKNOWN])
-    if len(unknown_threads):
-        nest = np.isin(threads, unknown_threads)
-        sub = np.flatnonzero(nest)
-        rows[sub] = _nest_by_interval(raw[sub], start[sub], end[sub], sub)
     return rows
 
 
@@ -159,14 +175,14 @@ def _nest_sorted(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
     Uses the native ``opprof_nest_sorted`` when the extension is built; the
     model must also work without it (records from files, torch only).
     """
-    native = _native_module()
+    native = native_module()
     if native is not None:
         parent: np.ndarray = native.nest_sorted(thread, start, end)
         return parent
     return _nest_sorted_py(thread, start, end)
 
 
-def _native_module() -> Any:
+def native_module() -> Any:
     # Imported by name: the model runs without the compiled extension.
     try:
         return importlib.import_module("pytest_opprof._native")
@@ -222,7 +238,7 @@ def _child_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.rint(sums).astype(_I64)
 
 
-def _subtree_sums(
+def subtree_sums(
     parent: np.ndarray, depth: np.ndarray, values: list[np.ndarray]
 ) -> list[np.ndarray]:
     """Each of ``values`` summed over each row's subtree, deepest level first."""
@@ -241,13 +257,20 @@ def _subtree_sums(
     return totals
 
 
+def names_with_memory(records: Records) -> tuple[list[str], int]:
+    """The name table with ``[memory]`` in it (appended when missing) and its id."""
+    names = list(records.names)
+    if MEMORY_EVENT_NAME not in names:
+        names.append(MEMORY_EVENT_NAME)
+    return names, names.index(MEMORY_EVENT_NAME)
+
+
 def _names(records: Records, events: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Name table and per-event name ids, with ``[memory]`` for memory events."""
-    names = list(records.names)
     name = events["name"].astype(_I64)
     memory = events["kind"] == KIND_MEMORY
-    if memory.any():
-        if MEMORY_EVENT_NAME not in names:
-            names.append(MEMORY_EVENT_NAME)
-        name[memory] = names.index(MEMORY_EVENT_NAME)
+    if not memory.any():
+        return list(records.names), name
+    names, memory_id = names_with_memory(records)
+    name[memory] = memory_id
     return names, name

@@ -1,0 +1,171 @@
+"""The C key_averages path (native/model_kernels.c) against the numpy path, and FLOP totals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from synthetic_records import Ev, records_from
+from test_model_averages import FIELDS, forests
+
+import pytest_opprof as opprof
+from pytest_opprof import _native
+from pytest_opprof.model import build_events, key_averages
+from pytest_opprof.model.averages import FunctionEventAvg, average_records
+from pytest_opprof.records import Records
+from pytest_opprof.summary import RoundFigures, summarize_rounds
+
+
+def drain_order(records: Records) -> Records:
+    """The same events in the order the native drain gives: per thread, by end (children first)."""
+    ev = records.events
+    order = np.lexsort((-ev["depth"].astype(np.int64), ev["end_ns"], ev["thread"]))
+    return Records(
+        events=ev[order],
+        names=records.names,
+        shapes=records.shapes,
+        dtypes=records.dtypes,
+        stacks=records.stacks,
+    )
+
+
+def _same(got: list[FunctionEventAvg], want: list[FunctionEventAvg]) -> None:
+    assert [g.key for g in got] == [w.key for w in want]
+    for g, w in zip(got, want, strict=True):
+        for name in (*FIELDS, "self_flops", "use_device"):
+            expected = getattr(w, name)
+            assert getattr(g, name) == (
+                pytest.approx(expected) if isinstance(expected, float) else expected
+            ), name
+
+
+def _native_vs_numpy(records: Records, by_shape: bool, stack_n: int) -> None:
+    kwargs = {"group_by_input_shape": by_shape, "group_by_stack_n": stack_n, "with_flops": True}
+    native, device = average_records(records, **kwargs)  # type: ignore[arg-type]
+    numpy_rows, numpy_device = average_records(records, native=False, **kwargs)  # type: ignore[arg-type]
+    assert device == numpy_device
+    _same(native, numpy_rows)
+
+
+@settings(max_examples=100, deadline=None)
+@given(forests(), st.booleans(), st.integers(0, 2))
+def test_one_pass_matches_numpy(roots: list[Ev], by_shape: bool, stack_n: int) -> None:
+    records = drain_order(records_from(roots))
+    # The one-pass kernel takes these records (it refuses what it cannot do).
+    assert (
+        _native.model_key_sums(
+            records.events,
+            group=None,
+            memory_group=len(records.names),
+            m=len(records.names) + 1,
+            pair_table=None,
+        )
+        is not None
+    )
+    _native_vs_numpy(records, by_shape, stack_n)
+
+
+@settings(max_examples=50, deadline=None)
+@given(forests(), st.booleans())
+def test_other_orders_and_dropped_parents_match_numpy(roots: list[Ev], drop: bool) -> None:
+    records = records_from(roots)  # parents before children: not a drain order
+    assert (
+        _native.model_key_sums(
+            records.events,
+            group=None,
+            memory_group=len(records.names),
+            m=len(records.names) + 1,
+            pair_table=None,
+        )
+        is None
+        or not (records.events["parent"] >= 0).any()
+    )
+    _native_vs_numpy(records, False, 0)
+    drained = drain_order(records)
+    if drop and len(drained) > 1:
+        # Capacity drops the last commits: their children keep a parent id that names nothing.
+        drained = Records(
+            events=drained.events[:-1],
+            names=drained.names,
+            shapes=drained.shapes,
+            dtypes=drained.dtypes,
+            stacks=drained.stacks,
+        )
+    _native_vs_numpy(drained, False, 1)
+
+
+def test_unknown_parents_are_nested_by_interval_on_both_paths() -> None:
+    roots = [Ev("forward", 0, 100, [Ev("numpy.add", 10, 20), Ev("numpy.add", 30, 50)])]
+    records = records_from(roots, known_parents=False)
+    native, _ = average_records(records)
+    by_key = {a.key: a for a in native}
+    assert by_key["forward"].self_cpu_time_total == pytest.approx((100 - 30) / 1000)
+    _native_vs_numpy(records, False, 0)
+
+
+def test_sparse_ids_fall_back_to_sorting() -> None:
+    records = drain_order(records_from([Ev("a", 0, 10, [Ev("b", 2, 4)])]))
+    records.events["id"] *= 10**9  # too sparse for the dense per-thread table
+    records.events["parent"] = np.where(
+        records.events["parent"] >= 0, records.events["parent"] * 10**9, -1
+    )
+    assert _native.model_parent_rows(records.events) is None
+    _native_vs_numpy(records, False, 0)
+
+
+def _outer_session() -> Records:
+    # numpy.outer runs numpy.multiply inside: both carry 3 * 4 FLOPs.
+    roots = [
+        Ev(
+            "forward",
+            0,
+            100,
+            [
+                Ev(
+                    "numpy.outer",
+                    10,
+                    60,
+                    [Ev("numpy.multiply", 20, 50, shape=[[3, 1], [1, 4]])],
+                    shape=[[3], [4]],
+                )
+            ],
+        )
+    ]
+    return records_from(roots)
+
+
+@pytest.mark.parametrize("drained", [False, True])
+def test_innermost_flops_win_in_totals(drained: bool) -> None:
+    records = drain_order(_outer_session()) if drained else _outer_session()
+    rows = {a.key: a for a in key_averages(records, with_flops=True)}
+    assert (rows["numpy.outer"].flops, rows["numpy.outer"].self_flops) == (12, 0)
+    assert (rows["numpy.multiply"].flops, rows["numpy.multiply"].self_flops) == (12, 12)
+    assert (rows["forward"].flops, rows["forward"].self_flops) == (0, 0)
+    assert key_averages(records, with_flops=True).total_average().flops == 12
+    assert build_events(records, with_flops=True).total_average().flops == 12
+
+
+def test_outer_counts_once_in_a_real_profile_and_test_summary() -> None:
+    a, b = np.arange(3.0), np.arange(5.0)
+    with opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        np.outer(a, b)
+    rows = prof.key_averages()
+    by_key = {r.key: r for r in rows}
+    assert by_key["numpy.outer"].flops == len(a) * len(b)
+    assert rows.total_average().flops == len(a) * len(b)
+    summary = summarize_rounds(
+        [RoundFigures.from_events(rows, wall_time_ns=10**6, cpu_time_ns=10**6)]
+    )
+    assert summary.flops == len(a) * len(b)
+
+
+def test_einsum_flops_show_in_key_averages_and_table() -> None:
+    a, b = np.ones((5, 6)), np.ones((6, 7))
+    with opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        np.einsum("ij,jk->ik", a, b)
+    rows = prof.key_averages()
+    (einsum,) = [r for r in rows if r.key == "numpy.einsum"]
+    assert einsum.flops == 2 * 5 * 6 * 7
+    line = next(ln for ln in rows.table().splitlines() if "numpy.einsum" in ln)
+    assert "--" not in line.split()[-1]  # the FLOPs column is filled
