@@ -1,6 +1,8 @@
 """key_averages over synthetic sessions: pytest-opprof's vectorised path vs torch's EventList.
 
-Events come in blocks of 13 (a scope holding 4 ops, each holding 2 ops: depth 3)
+The default rows run the one-pass C kernel (records in drain order); the
+"numpy path" row is the fallback used without the extension or for merged
+records.  Events come in blocks of 13 (a scope holding 4 ops, each holding 2 ops: depth 3)
 named from a pool of 50, on 2 threads, with ~100 distinct input shapes.  Ours is
 timed from the raw records (tree building included); torch's from FunctionEvents
 already linked (its tree is built at profile exit, outside key_averages).
@@ -18,6 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from pytest_opprof.model import build_events, key_averages
+from pytest_opprof.model.averages import average_records
 from pytest_opprof.records import EVENT_DTYPE, KIND_NUMPY, KIND_SCOPE, Records
 
 BLOCK = 13  # scope, then 4 x (op, sub-op, sub-op)
@@ -116,6 +119,10 @@ def main() -> None:
     for label, rec in ((f"{len(big):,}", big), (f"{len(small):,}", small)):
         s = median_s(lambda r=rec: key_averages(r, profile_memory=True), args.repeats)
         rows.append(("opprof key_averages (vectorised)", label, s, s / len(rec) * 1e9))
+        s = median_s(lambda r=rec: key_averages(r, with_flops=True), args.repeats)
+        rows.append(("opprof key_averages + flops (profile())", label, s, s / len(rec) * 1e9))
+        s = median_s(lambda r=rec: average_records(r, with_flops=True, native=False), args.repeats)
+        rows.append(("opprof key_averages + flops, numpy path", label, s, s / len(rec) * 1e9))
         s_flops = median_s(
             lambda r=rec: key_averages(r, group_by_input_shape=True, with_flops=True), args.repeats
         )
