@@ -74,10 +74,12 @@ class Records:
         """Merge another source's records into one session (ids re-indexed)."""
         name_map = _merge_table(self.names, other.names)
         shape_map = _merge_table(
-            [repr((s, d)) for s, d in zip(self.shapes, self.dtypes)],
-            [repr((s, d)) for s, d in zip(other.shapes, other.dtypes)],
+            [repr((s, d)) for s, d in zip(self.shapes, self.dtypes, strict=True)],
+            [repr((s, d)) for s, d in zip(other.shapes, other.dtypes, strict=True)],
         )
-        stack_map = _merge_table(["\n".join(s) for s in self.stacks], ["\n".join(s) for s in other.stacks])
+        stack_map = _merge_table(
+            ["\n".join(s) for s in self.stacks], ["\n".join(s) for s in other.stacks]
+        )
         names = list(self.names)
         shapes, dtypes, stacks = list(self.shapes), list(self.dtypes), list(self.stacks)
         for i, n in enumerate(other.names):
