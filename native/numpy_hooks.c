@@ -368,6 +368,39 @@ static int np_free_slot(int family)
     return -1;
 }
 
+/* ---- hash of hooked builtins ---------------------------------------------- */
+
+/* CPython hashes a builtin function or bound builtin method by (m_self,
+ * ml_meth), so swapping ml_meth would change hash(np.array) while hooked and
+ * sets or dicts built before (numpy's ARRAY_FUNCTIONS) would miss it.  While
+ * hooked, builtin_function_or_method's tp_hash hashes a hooked def with its
+ * original ml_meth, restored for the call (the GIL keeps other callers out). */
+#define OPPROF_NP_DEF_TABLE 2048 /* power of two, load <= 0.5 */
+
+static np_slot *g_def_slots[OPPROF_NP_DEF_TABLE];
+static hashfunc g_cfunc_hash;
+
+static np_slot **np_def_entry(const PyMethodDef *def)
+{
+    size_t i = ((uintptr_t)def >> 4) & (OPPROF_NP_DEF_TABLE - 1);
+    while (g_def_slots[i] != NULL && g_def_slots[i]->def != def)
+        i = (i + 1) & (OPPROF_NP_DEF_TABLE - 1);
+    return &g_def_slots[i];
+}
+
+static Py_hash_t np_cfunc_hash(PyObject *obj)
+{
+    PyMethodDef *def = ((PyCFunctionObject *)obj)->m_ml;
+    np_slot *s = *np_def_entry(def);
+    if (s == NULL || s->state != NP_OURS)
+        return g_cfunc_hash(obj);
+    PyCFunction hooked = def->ml_meth;
+    def->ml_meth = (PyCFunction)s->orig;
+    Py_hash_t h = g_cfunc_hash(obj);
+    def->ml_meth = hooked;
+    return h;
+}
+
 /* ---- install / uninstall --------------------------------------------------- */
 
 static int np_import_numpy(void)
@@ -435,6 +468,9 @@ static int64_t np_restore_all(int swapped)
             }
         }
     }
+    if (swapped && PyCFunction_Type.tp_hash == np_cfunc_hash)
+        PyCFunction_Type.tp_hash = g_cfunc_hash;
+    memset(g_def_slots, 0, sizeof g_def_slots);
     g_n_calls = 0;
     g_n_methods = 0;
     return foreign;
@@ -510,6 +546,14 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
     for (int i = 0; i < OPPROF_NP_TABLE; i++)
         if (g_calls[i].obj != NULL && g_calls[i].state == NP_OURS)
             *np_slot_of(g_calls[i].obj) = np_call_tramp;
+    for (int f = 0; f < FAM_COUNT; f++)
+        for (int i = 0; i < OPPROF_NP_SLOTS; i++)
+            if (g_slots[f][i].state == NP_OURS)
+                *np_def_entry(g_slots[f][i].def) = &g_slots[f][i];
+    if (PyCFunction_Type.tp_hash != np_cfunc_hash) {
+        g_cfunc_hash = PyCFunction_Type.tp_hash;
+        PyCFunction_Type.tp_hash = np_cfunc_hash;
+    }
     for (int f = 0; f < FAM_COUNT; f++)
         for (int i = 0; i < OPPROF_NP_SLOTS; i++)
             if (g_slots[f][i].state == NP_OURS)

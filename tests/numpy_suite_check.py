@@ -1,119 +1,162 @@
-"""CI check: numpy's own tests give the same outcomes with numpy capture recording.
+"""CI check: numpy's own tests give exactly the same outcomes under ``pytest --opprof``.
 
-Runs a slice of numpy's shipped test modules twice in subprocesses: once plainly,
-once with the numpy hooks installed for the session and a profile recording
-around every test.  Prints both outcome counts and exits non-zero unless they
-are equal (or when the hooked run recorded no numpy events).
+Runs numpy's shipped test modules twice, each in a fresh ``python -m pytest``:
+once plainly, once with the real plugin (``--opprof``: numpy capture and memory
+figures for every test).  A small counting plugin records every test's outcome
+(by node id and phase), and in the profiled run also how many tests opprof
+profiled, the ops it saw, trampoline lookup misses and whether numpy's hooks were
+gone at the end.  Exits non-zero unless the outcomes are identical test by test,
+opprof profiled tests and saw ops, there were no misses and the hooks were removed.
 
-    python tests/numpy_suite_check.py [numpy test modules...]
+    python tests/numpy_suite_check.py [--slice | MODULE ...] [-- EXTRA PYTEST ARGS]
+
+``--slice`` runs :data:`SLICE` (about a minute per run on two cores: the CI
+step); no argument runs :data:`FULL`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
-DEFAULT_MODULES = [
-    "numpy.linalg.tests.test_linalg",
-    "numpy._core.tests.test_einsum",
+FULL = [
     "numpy._core.tests.test_ufunc",
+    "numpy._core.tests.test_umath",
+    "numpy._core.tests.test_einsum",
+    "numpy.linalg.tests.test_linalg",
+    "numpy._core.tests.test_overrides",
+    "numpy._core.tests.test_multiarray",
+]
+SLICE = [
+    "numpy._core.tests.test_einsum",
+    "numpy.linalg.tests.test_linalg",
+    "numpy._core.tests.test_overrides",
 ]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SITE = os.path.dirname(os.path.dirname(importlib.util.find_spec("numpy").origin or ""))
+PROFILED_ARGS = ["--opprof", "--opprof-capture", "numpy"]
 
-PLUGIN = textwrap.dedent(
+COUNTER = textwrap.dedent(
     '''
-    """Counts outcomes; with OPPROF_SUITE_CAPTURE=1 profiles every test's call phase."""
+    """Records each test's outcome; in an --opprof run also what the profiler did."""
     import json
     import os
 
     import pytest
 
-    CAPTURE = os.environ.get("OPPROF_SUITE_CAPTURE") == "1"
-    STATS = {"events": 0, "tests_profiled": 0}
+    OUTCOMES = {}
+    STATS = {}
 
 
-    def pytest_sessionstart(session):
-        if CAPTURE:
-            from pytest_opprof.sources.numpy_source import SOURCE
-
-            SOURCE.acquire()  # installed once, as the opprof plugin does
-
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(item):
-        if not CAPTURE:
-            return (yield)
-        import pytest_opprof as opprof
-
-        prof = opprof.profile(capture=["numpy"], profile_memory=False)
-        prof.start()
-        try:
-            return (yield)
-        finally:
-            prof.stop()
-            STATS["events"] += len(prof.records())
-            STATS["tests_profiled"] += 1
+    def pytest_runtest_logreport(report):
+        # The worst phase wins: an error in teardown of a passed test counts.
+        outcome = report.outcome
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        elif report.when != "call" and report.failed:
+            outcome = "error"
+        elif report.when != "call" and report.passed:
+            return
+        if report.when == "call" or report.nodeid not in OUTCOMES or outcome == "error":
+            OUTCOMES[report.nodeid] = outcome
 
 
-    def pytest_terminal_summary(terminalreporter):
-        outcomes = {
-            key: len(terminalreporter.stats.get(key, []))
-            for key in ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
-        }
-        if CAPTURE:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_terminal_summary(terminalreporter, config):
+        manager = config.pluginmanager.get_plugin("opprof-manager")
+        if manager is not None:
+            STATS["profiled"] = len(manager.results)
+            STATS["ops"] = sum(r.summary.op_count for r in manager.results)
+
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(config):
+        if config.getoption("opprof", False):
             from pytest_opprof import _native
-            from pytest_opprof.sources.numpy_source import SOURCE
 
-            SOURCE.release()
-            STATS["misses"] = _native.numpy_hook_counts().misses
-            STATS["installed_after"] = _native.numpy_hook_counts().installed
+            counts = _native.numpy_hook_counts()
+            STATS["misses"] = counts.misses
+            STATS["installed_after"] = counts.installed
         with open(os.environ["OPPROF_SUITE_OUT"], "w") as f:
-            json.dump({"outcomes": outcomes, **STATS}, f)
+            json.dump({"outcomes": OUTCOMES, **STATS}, f)
     '''
 )
 
 
-def run(modules: list[str], capture: bool, workdir: str) -> dict[str, object]:
-    out = os.path.join(workdir, f"result-{int(capture)}.json")
+def run(modules: list[str], extra: list[str], profiled: bool, workdir: str) -> dict[str, object]:
+    """One pytest run in a subprocess; its outcomes, stats and wall time."""
+    label = "opprof" if profiled else "plain"
+    out = os.path.join(workdir, f"result-{label}.json")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([workdir, REPO, env.get("PYTHONPATH", "")])
-    env["OPPROF_SUITE_CAPTURE"] = "1" if capture else "0"
     env["OPPROF_SUITE_OUT"] = out
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    cmd += ["-p", "opprof_suite_plugin", "--pyargs", *modules]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opprof_counter"]
+    # rootdir above numpy: node ids name their module, so tests of two modules never merge
+    cmd += [f"--rootdir={SITE}", *(PROFILED_ARGS if profiled else []), *extra]
+    cmd += ["--pyargs", *modules]
+    began = time.perf_counter()
     proc = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True)
-    tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout.strip() else []
-    print(f"{'hooked' if capture else 'plain '}: {' '.join(tail)}")
+    wall_s = time.perf_counter() - began
+    tail = [line for line in proc.stdout.splitlines() if " in " in line and "=" not in line[:1]]
+    print(f"{label:>6}: {tail[-1] if tail else proc.stdout[-200:]!s} (wall {wall_s:.1f} s)")
     if not os.path.exists(out):
         print(proc.stdout[-4000:], proc.stderr[-4000:], sep="\n")
-        raise SystemExit(f"pytest wrote no result ({'hooked' if capture else 'plain'} run)")
+        raise SystemExit(f"pytest wrote no result ({label} run, exit code {proc.returncode})")
     with open(out) as f:
         result: dict[str, object] = json.load(f)
+    result["wall_s"] = wall_s
+    result["exit_code"] = proc.returncode
     return result
 
 
+def counts(outcomes: dict[str, str]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for outcome in outcomes.values():
+        totals[outcome] = totals.get(outcome, 0) + 1
+    return dict(sorted(totals.items()))
+
+
 def main(argv: list[str]) -> int:
-    modules = argv or DEFAULT_MODULES
+    extra: list[str] = []
+    if "--" in argv:
+        argv, extra = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    modules = SLICE if argv == ["--slice"] else (argv or FULL)
     with tempfile.TemporaryDirectory() as workdir:
-        with open(os.path.join(workdir, "opprof_suite_plugin.py"), "w") as f:
-            f.write(PLUGIN)
-        plain = run(modules, False, workdir)
-        hooked = run(modules, True, workdir)
-    print(f"plain outcomes:  {plain['outcomes']}")
-    print(f"hooked outcomes: {hooked['outcomes']}")
+        with open(os.path.join(workdir, "opprof_counter.py"), "w") as f:
+            f.write(COUNTER)
+        plain = run(modules, extra, False, workdir)
+        profiled = run(modules, extra, True, workdir)
+    plain_outcomes: dict[str, str] = plain["outcomes"]  # type: ignore[assignment]
+    prof_outcomes: dict[str, str] = profiled["outcomes"]  # type: ignore[assignment]
+    print(f"plain  outcomes: {counts(plain_outcomes)}")
+    print(f"opprof outcomes: {counts(prof_outcomes)}")
+    differing = sorted(
+        nodeid
+        for nodeid in plain_outcomes.keys() | prof_outcomes.keys()
+        if plain_outcomes.get(nodeid) != prof_outcomes.get(nodeid)
+    )
+    for nodeid in differing[:20]:
+        print(f"  differs: {nodeid}: {plain_outcomes.get(nodeid)} -> {prof_outcomes.get(nodeid)}")
+    overhead = profiled["wall_s"] / plain["wall_s"]  # type: ignore[operator]
     print(
-        f"hooked run: {hooked['events']} events over {hooked['tests_profiled']} tests, "
-        f"{hooked['misses']} hook misses, installed after: {hooked['installed_after']}"
+        f"opprof run: {profiled.get('profiled')} tests profiled, {profiled.get('ops')} ops, "
+        f"{profiled.get('misses')} hook misses, hooks left installed: "
+        f"{profiled.get('installed_after')}; wall {plain['wall_s']:.1f} s -> "
+        f"{profiled['wall_s']:.1f} s (x{overhead:.2f})"
     )
     ok = (
-        plain["outcomes"] == hooked["outcomes"]
-        and hooked["events"] != 0
-        and hooked["misses"] == 0
-        and not hooked["installed_after"]
+        not differing
+        and plain["exit_code"] == profiled["exit_code"]
+        and bool(profiled.get("profiled"))
+        and bool(profiled.get("ops"))
+        and profiled.get("misses") == 0
+        and profiled.get("installed_after") is False
     )
     print("OK: identical outcomes" if ok else "FAIL: outcomes differ or capture misbehaved")
     return 0 if ok else 1
