@@ -9,6 +9,8 @@ over the measured rounds) and, for marked tests, the rendered op table: never th
 events, so memory stays flat over thousands of tests.  The figures travel on the
 call-phase ``TestReport`` (attribute ``opprof``, plain JSON), so a pytest-xdist
 controller collects them from its workers' reports like a single process does.
+The comparison with baselines is :class:`~pytest_opprof.gate.Gate`'s (see there
+which process judges and which writes).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from pytest_opprof.errors import OpprofError
+from pytest_opprof.gate import Gate, Judgement
 from pytest_opprof.jsonio import Fields
 from pytest_opprof.marker import (
     MARKER_NAME,
@@ -57,6 +60,10 @@ class ProfiledTest:
     summary: TestSummary
     table: str | None = None
     trace_path: str | None = None
+    tolerances: dict[str, float] = field(default_factory=dict)
+    """The marker's tolerance overrides (``time``, ``memory``, ``flops``), fractions."""
+    judged: bool = False
+    """Whether the gate judged it (only tests whose call passed are judged)."""
 
     def to_json(self) -> dict[str, object]:
         """Plain JSON, small enough to ride on a ``TestReport`` through pytest-xdist."""
@@ -65,18 +72,27 @@ class ProfiledTest:
             "summary": self.summary.to_json(),
             "table": self.table,
             "trace_path": self.trace_path,
+            "tolerances": self.tolerances,
+            "judged": self.judged,
         }
 
     @classmethod
     def from_json(cls, nodeid: str, data: object) -> ProfiledTest:
         f = Fields(data)
         raw = data if isinstance(data, dict) else {}
+        tolerances = raw.get("tolerances")
         return cls(
             nodeid=nodeid,
             marked=bool(raw.get("marked")),
             summary=TestSummary.from_json(f.obj("summary")),
             table=f.opt_text("table"),
             trace_path=f.opt_text("trace_path"),
+            tolerances=(
+                {str(k): float(v) for k, v in tolerances.items()}
+                if isinstance(tolerances, dict)
+                else {}
+            ),
+            judged=bool(raw.get("judged")),
         )
 
 
@@ -107,7 +123,10 @@ class OpprofManager:
         self._acquired: list[Source] = []
         self._frozen = False
         self._pending: dict[str, ProfiledTest] = {}
+        self._judged: dict[str, Judgement] = {}
         self.results: list[ProfiledTest] = []
+        self.gate = Gate(options.gate, row_limit=options.row_limit)
+        self.is_worker = hasattr(config, "workerinput")  # a pytest-xdist worker
         self.not_measured: set[str] = set()  # "what: why" lines from the profiles
 
     # -- session lifecycle -------------------------------------------------
@@ -244,12 +263,18 @@ class OpprofManager:
             path.parent.mkdir(parents=True, exist_ok=True)
             rounds.profiles[shown].export_chrome_trace(str(path))
             trace_path = str(path)
+        overrides = {
+            "time": settings.time_tolerance,
+            "memory": settings.memory_tolerance,
+            "flops": settings.flops_tolerance,
+        }
         return ProfiledTest(
             nodeid=item.nodeid,
             marked=settings.marked,
             summary=summarize_rounds(figures),
             table=table,
             trace_path=trace_path,
+            tolerances={k: v for k, v in overrides.items() if v is not None},
         )
 
     @pytest.hookimpl(wrapper=True)
@@ -257,20 +282,53 @@ class OpprofManager:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if call.when == "call":
-            result = self._pending.pop(item.nodeid, None)
-            if result is not None:
-                setattr(report, REPORT_ATTRIBUTE, result.to_json())
+        if call.when != "call":
+            return report
+        result = self._pending.pop(item.nodeid, None)
+        if result is None:
+            return report
+        verdict = "not judged"
+        if report.passed and not hasattr(report, "wasxfail"):
+            # Judge the figures as they travel (times rounded like a baseline's), so a
+            # pytest-xdist controller judging them again reaches the same verdict.
+            result.judged = True
+            sent = ProfiledTest.from_json(item.nodeid, result.to_json())
+            judgement = self.gate.judge(item.nodeid, sent.summary, sent.tolerances)
+            verdict = judgement.label
+            if judgement.fail_text is not None:
+                report.outcome = "failed"
+                report.longrepr = judgement.fail_text
+            if not self.is_worker:
+                self._judged[item.nodeid] = judgement
+        setattr(report, REPORT_ATTRIBUTE, result.to_json())
+        item.user_properties.extend(junit_properties(result.summary, verdict))
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if hasattr(self.config, "workerinput"):
+        if self.is_worker:
             return  # a pytest-xdist worker: its controller collects from the report
+        if report.when == "teardown":
+            self.gate.teardown_done(report.nodeid, report.passed)
         data = getattr(report, REPORT_ATTRIBUTE, None)
-        if report.when == "call" and data is not None:
-            self.results.append(ProfiledTest.from_json(report.nodeid, data))
-            # The parsed copy above is the one kept; reports live for the whole session.
-            delattr(report, REPORT_ATTRIBUTE)
+        if report.when != "call" or data is None:
+            return
+        result = ProfiledTest.from_json(report.nodeid, data)
+        self.results.append(result)
+        # The parsed copy above is the one kept; reports live for the whole session.
+        delattr(report, REPORT_ATTRIBUTE)
+        if not result.judged:
+            return
+        if report.nodeid not in self._judged:  # judged on a pytest-xdist worker
+            self.gate.judge(report.nodeid, result.summary, result.tolerances)
+        self._judged.pop(report.nodeid, None)
+        if report.passed:
+            self.gate.call_passed(report.nodeid, result.summary)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.is_worker:
+            return  # only the controller writes baselines and reports
+        if not self.gate.finish() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     # -- terminal ------------------------------------------------------------
 
@@ -290,6 +348,23 @@ class OpprofManager:
                 tr.write_line(result.table.rstrip("\n"))
                 if result.trace_path is not None:
                     tr.write_line(f"trace: {result.trace_path}")
+        tr.write_sep("-", "opprof: baselines")
+        for line in self.gate.summary_lines():
+            tr.write_line(line)
+
+
+def junit_properties(summary: TestSummary, verdict: str) -> list[tuple[str, object]]:
+    """The main figures as ``record_property`` pairs (JUnit XML ``<property>``): us, bytes."""
+    props: list[tuple[str, object]] = [
+        ("opprof_wall_time_us", round(summary.wall_time.median_ns / 1000, 3)),
+        ("opprof_cpu_time_us", round(summary.cpu_time.median_ns / 1000, 3)),
+        ("opprof_op_count", summary.op_count),
+        ("opprof_flops", summary.flops),
+    ]
+    if summary.memory is not None:
+        props.append(("opprof_peak_bytes", summary.memory.peak_bytes))
+    props.append(("opprof_verdict", verdict))
+    return props
 
 
 def summary_lines(results: list[ProfiledTest]) -> list[str]:

@@ -20,12 +20,20 @@ from typing import TypeVar
 import pytest
 
 from pytest_opprof.errors import OpprofError
+from pytest_opprof.tolerance import DURATION_FORMS, TOLERANCE_FORMS, parse_duration_ns
+from pytest_opprof.tolerance import parse_tolerance as _parse_tolerance
 
 T = TypeVar("T")
 
 DEFAULT_ROW_LIMIT = 20
 DEFAULT_ROUNDS = 1
 DEFAULT_WARMUP = 0
+DEFAULT_BASELINE_DIR = "baselines"
+# The defaults of verdict.Tolerances (verdict.py imports numpy, which this module must not).
+DEFAULT_TIME_TOLERANCE = 0.2
+DEFAULT_MEMORY_TOLERANCE = 0.1
+DEFAULT_FLOPS_TOLERANCE = 0.0
+DEFAULT_MIN_TIME_NS = 50_000
 
 
 class OptionValueError(OpprofError, ValueError):
@@ -77,6 +85,22 @@ def parse_capture(text: object) -> tuple[str, ...]:
     if "none" in names and len(names) > 1:
         raise OptionValueError(f"'none' cannot be combined with other sources, got {text!r}")
     return names
+
+
+def parse_tolerance(text: object) -> float:
+    """A relative tolerance >= 0: ``0.2`` or ``20%``."""
+    try:
+        return _parse_tolerance(text)
+    except ValueError as exc:
+        raise OptionValueError(str(exc)) from None
+
+
+def parse_min_time_ns(text: object) -> int:
+    """A duration >= 0 in ns from ``50us``, ``0.5ms``, ``200ns``, ``1s`` (a bare number is us)."""
+    try:
+        return parse_duration_ns(text)
+    except ValueError as exc:
+        raise OptionValueError(str(exc)) from None
 
 
 def _argparse_type(parse: Callable[[object], T]) -> Callable[[str], T]:
@@ -152,6 +176,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="time every Nth call of each op with CUDA events and extrapolate by the count "
         "(default 1: every call; only when the process uses CUDA)",
     )
+    _add_gate_options(group)
     parser.addini("opprof_capture", "default for --opprof-capture", type="string", default="")
     parser.addini(
         "opprof_cuda_sample_rate",
@@ -166,6 +191,105 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini(
         "opprof_python_memory", "default for --opprof-python-memory", type="bool", default=False
     )
+    for name in ("baseline_dir", "time_tolerance", "memory_tolerance", "flops_tolerance"):
+        parser.addini(f"opprof_{name}", f"default for --opprof-{_dashed(name)}", default="")
+    parser.addini("opprof_min_time", "default for --opprof-min-time", default="")
+    for name in ("force_time", "warn_only", "require_baselines"):
+        parser.addini(
+            f"opprof_{name}", f"default for --opprof-{_dashed(name)}", type="bool", default=False
+        )
+
+
+def _dashed(name: str) -> str:
+    return name.replace("_", "-")
+
+
+# argparse %-formats help texts.
+_HELP_TOLERANCE_FORMS = TOLERANCE_FORMS.replace("%", "%%")
+
+
+def _add_gate_options(group: pytest.OptionGroup) -> None:
+    """The baseline comparison: where baselines live, tolerances, reports."""
+    group.addoption(
+        "--opprof-update-baselines",
+        action="store_true",
+        default=False,
+        help="write baselines for profiled tests that passed (implies --opprof); "
+        "regressions are reported, not failed",
+    )
+    group.addoption(
+        "--opprof-baseline-dir",
+        metavar="DIR",
+        default=None,
+        help=f"where baselines live (default {DEFAULT_BASELINE_DIR}/ under the rootdir)",
+    )
+    for metric, default, what in (
+        ("time", DEFAULT_TIME_TOLERANCE, "slowdown"),
+        ("memory", DEFAULT_MEMORY_TOLERANCE, "growth of memory figures"),
+        ("flops", DEFAULT_FLOPS_TOLERANCE, "growth of FLOPs"),
+    ):
+        group.addoption(
+            f"--opprof-{metric}-tolerance",
+            metavar="X",
+            type=_argparse_type(parse_tolerance),
+            default=None,
+            help=f"allowed relative {what}: {_HELP_TOLERANCE_FORMS} (default {default:g})",
+        )
+    group.addoption(
+        "--opprof-min-time",
+        metavar="DURATION",
+        type=_argparse_type(parse_min_time_ns),
+        default=None,
+        help=f"times under this on both sides are not judged: {DURATION_FORMS} "
+        f"(default {DEFAULT_MIN_TIME_NS // 1000}us)",
+    )
+    group.addoption(
+        "--opprof-force-time",
+        action="store_true",
+        default=None,
+        help="judge times even when the baseline was recorded on another machine",
+    )
+    group.addoption(
+        "--opprof-warn-only",
+        action="store_true",
+        default=None,
+        help="report regressions (and unusable baselines) without failing tests",
+    )
+    group.addoption(
+        "--opprof-require-baselines",
+        action="store_true",
+        default=None,
+        help="fail profiled tests that have no baseline yet",
+    )
+    group.addoption(
+        "--opprof-report",
+        metavar="PATH",
+        default=None,
+        help="write the run's comparison as JSON (schema in the README)",
+    )
+    group.addoption(
+        "--opprof-markdown",
+        metavar="PATH",
+        default=None,
+        help="write the run's comparison as Markdown (CI step summaries, PR comments)",
+    )
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Settings of the baseline comparison (tolerances are fractions, times ns)."""
+
+    baseline_dir: Path
+    update: bool = False
+    time_tolerance: float = DEFAULT_TIME_TOLERANCE
+    memory_tolerance: float = DEFAULT_MEMORY_TOLERANCE
+    flops_tolerance: float = DEFAULT_FLOPS_TOLERANCE
+    min_time_ns: int = DEFAULT_MIN_TIME_NS
+    force_time: bool = False
+    warn_only: bool = False
+    require_baselines: bool = False
+    report_path: Path | None = None
+    markdown_path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -178,12 +302,13 @@ class OpprofOptions:
     rounds: int
     warmup: int
     python_memory: bool
+    gate: GateOptions
     cuda_sample_rate: int = 1
 
 
 def is_enabled(config: pytest.Config) -> bool:
-    """Whether ``--opprof`` was given."""
-    return bool(config.getoption("opprof"))
+    """Whether ``--opprof`` (or ``--opprof-update-baselines``, which implies it) was given."""
+    return bool(config.getoption("opprof") or config.getoption("opprof_update_baselines"))
 
 
 def read_options(config: pytest.Config) -> OpprofOptions:
@@ -196,7 +321,61 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         warmup=_setting(config, "warmup", parse_non_negative_int, DEFAULT_WARMUP),
         python_memory=_python_memory(config),
         cuda_sample_rate=_setting(config, "cuda_sample_rate", parse_positive_int, 1),
+        gate=read_gate_options(config),
     )
+
+
+def read_gate_options(config: pytest.Config) -> GateOptions:
+    """The baseline comparison's settings, command line over ini over default."""
+    return GateOptions(
+        baseline_dir=_path_setting(config, "baseline_dir")
+        or config.rootpath / DEFAULT_BASELINE_DIR,
+        update=bool(config.getoption("opprof_update_baselines")),
+        time_tolerance=_setting(config, "time_tolerance", parse_tolerance, DEFAULT_TIME_TOLERANCE),
+        memory_tolerance=_setting(
+            config, "memory_tolerance", parse_tolerance, DEFAULT_MEMORY_TOLERANCE
+        ),
+        flops_tolerance=_setting(
+            config, "flops_tolerance", parse_tolerance, DEFAULT_FLOPS_TOLERANCE
+        ),
+        min_time_ns=_setting(config, "min_time", parse_min_time_ns, DEFAULT_MIN_TIME_NS),
+        force_time=_flag(config, "force_time"),
+        warn_only=_flag(config, "warn_only"),
+        require_baselines=_flag(config, "require_baselines"),
+        report_path=_cli_path(config, "report"),
+        markdown_path=_cli_path(config, "markdown"),
+    )
+
+
+def _cli_path(config: pytest.Config, name: str) -> Path | None:
+    given = config.getoption(f"opprof_{name}")
+    # Like --junitxml: relative to where pytest was invoked.
+    return (config.invocation_params.dir / str(given)).resolve() if given else None
+
+
+def _path_setting(config: pytest.Config, name: str) -> Path | None:
+    """A directory from the command line (relative to the invocation directory) or ini
+    (relative to the ini file, so it means the same from any directory)."""
+    given = _cli_path(config, name)
+    if given is not None:
+        return given
+    text = str(config.getini(f"opprof_{name}")).strip()
+    if not text:
+        return None
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    return (base / text).resolve()
+
+
+def _flag(config: pytest.Config, name: str) -> bool:
+    given = config.getoption(f"opprof_{name}")
+    if given is not None:
+        return bool(given)
+    try:
+        return bool(config.getini(f"opprof_{name}"))
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"ini setting opprof_{name}: expected true or false ({exc})"
+        ) from None
 
 
 def _setting(config: pytest.Config, name: str, parse: Callable[[object], T], default: T) -> T:
@@ -214,25 +393,8 @@ def _setting(config: pytest.Config, name: str, parse: Callable[[object], T], def
 
 
 def _trace_dir(config: pytest.Config) -> Path | None:
-    given = config.getoption("opprof_trace_dir")
-    if given:
-        # Like --junitxml: relative to where pytest was invoked.
-        return (config.invocation_params.dir / str(given)).resolve()
-    text = str(config.getini("opprof_trace_dir")).strip()
-    if not text:
-        return None
-    # An ini path is relative to the ini file, so it means the same from any directory.
-    base = config.inipath.parent if config.inipath is not None else config.rootpath
-    return (base / text).resolve()
+    return _path_setting(config, "trace_dir")
 
 
 def _python_memory(config: pytest.Config) -> bool:
-    given = config.getoption("opprof_python_memory")
-    if given is not None:
-        return bool(given)
-    try:
-        return bool(config.getini("opprof_python_memory"))
-    except ValueError as exc:
-        raise pytest.UsageError(
-            f"ini setting opprof_python_memory: expected true or false ({exc})"
-        ) from None
+    return _flag(config, "python_memory")

@@ -53,6 +53,11 @@ class Tolerances:
     min_rounds: int = 5
 
 
+def _json_change(change: float | None) -> float | None:
+    """``change`` for JSON: null when the baseline was 0 (infinite growth is not valid JSON)."""
+    return None if change is None or math.isinf(change) else round(change, 4)
+
+
 @dataclass(frozen=True)
 class MetricRow:
     """One test-level figure, baseline against now (``change`` relative, 0.1 = +10%)."""
@@ -72,7 +77,7 @@ class MetricRow:
             "unit": self.unit,
             "baseline": self.baseline,
             "now": self.now,
-            "change": None if self.change is None else round(self.change, 4),
+            "change": _json_change(self.change),
             "tolerance": self.tolerance,
             "status": self.status,
             "note": self.note,
@@ -100,7 +105,7 @@ class OpReason:
             "unit": self.unit,
             "baseline": self.baseline,
             "now": self.now,
-            "change": None if self.change is None else round(self.change, 4),
+            "change": _json_change(self.change),
             "status": self.status,
             "impact": round(self.impact, 4),
         }
