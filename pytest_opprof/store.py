@@ -46,13 +46,18 @@ raises :class:`~pytest_opprof.errors.BaselineError` naming the file and field.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
+import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
+
+if sys.platform != "win32":
+    import fcntl
 
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.jsonio import FieldError, Fields, dumps_stable
@@ -194,16 +199,41 @@ def update(path: str | os.PathLike[str], entries: Mapping[str, BaselineEntry]) -
     hold other tests' baselines.
     """
     target = Path(path)
-    merged = load(target)
-    merged.update(entries)
-    text = dumps(merged)
+    with _update_lock(target):
+        merged = load(target)
+        merged.update(entries)
+        text = dumps(merged)
+        try:
+            if target.read_text(encoding="utf-8") == text:
+                return False
+        except FileNotFoundError:
+            pass
+        write_atomic(target, text)
+        return True
+
+
+@contextlib.contextmanager
+def _update_lock(path: Path) -> Iterator[None]:
+    """Serialise read-merge-write of ``path`` among processes (pytest-xdist, parallel CI jobs).
+
+    An advisory ``flock`` on the file's directory: the file itself is replaced by
+    rename, so a lock on it would be on the old inode, and a lock file would sit
+    next to the committed baselines.  Where ``fcntl`` does not exist (Windows),
+    updates are not serialised.
+    """
+    if sys.platform == "win32":
+        yield
+        return
     try:
-        if target.read_text(encoding="utf-8") == text:
-            return False
-    except FileNotFoundError:
-        pass
-    write_atomic(target, text)
-    return True
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent, os.O_RDONLY)
+    except OSError as exc:
+        raise BaselineError(path, f"cannot be written: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -212,7 +242,18 @@ def write_atomic(path: Path, text: str) -> None:
     The text goes to a temporary file in the same directory, is flushed and
     fsynced, then renamed over ``path`` (``os.replace`` is atomic within a
     file system); the directory is fsynced so the rename itself survives a crash.
+    A symlink at ``path`` is replaced by the file, never written through.  A
+    directory that cannot be written (read-only, full) raises
+    :class:`~pytest_opprof.errors.BaselineError` naming ``path``.
     """
+    try:
+        _write_atomic(path, text)
+    except OSError as exc:
+        raise BaselineError(path, f"cannot be written: {exc.strerror or exc}") from None
+    _fsync_dir(path.parent)
+
+
+def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -222,7 +263,7 @@ def write_atomic(path: Path, text: str) -> None:
             os.fsync(tmp.fileno())
         # mkstemp creates 0600; keep the old file's mode, or the usual one for a data file.
         try:
-            mode = path.stat().st_mode & 0o777
+            mode = 0o644 if path.is_symlink() else path.stat().st_mode & 0o777
         except FileNotFoundError:
             mode = 0o644
         os.chmod(tmp_name, mode)
@@ -233,7 +274,6 @@ def write_atomic(path: Path, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(path.parent)
 
 
 def _fsync_dir(directory: Path) -> None:
