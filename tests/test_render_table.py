@@ -141,7 +141,8 @@ def test_flops_column_scaled() -> None:
     assert matmul.flops == 2 * 64 * 32 * 16
     scale, header = flops_scale(min(g.flops for g in groups if g.flops > 0))
     column = _headers(text).index(f"Total {header}")
-    assert _rows(text)["numpy.matmul"][column] == f"{matmul.flops * scale:.3f}"
+    expected = str(matmul.flops) if scale == 1.0 else f"{matmul.flops * scale:.3f}"
+    assert _rows(text)["numpy.matmul"][column] == expected
     assert _rows(text)["forward"][column] == "--"  # a scope does no arithmetic itself
     assert flops_scale(5) == (1.0, "FLOPs")
     assert flops_scale(32_768)[1] == "KFLOPs"

@@ -138,7 +138,7 @@ def table(
                 format_memory(evt.self_device_memory_usage),
             ]
         if positive_flops:
-            row.append(f"{evt.flops * scale:.3f}" if evt.flops > 0 else "--")
+            row.append(_format_flops(evt.flops, scale))
         row.append(str(evt.count))
         if has_shapes:
             row.append(str(evt.input_shapes)[:_MAX_SHAPES_COLUMN_WIDTH] if evt.input_shapes else "")
@@ -176,3 +176,12 @@ def _trim_path(path: str) -> str:
     if len(path) <= _MAX_SRC_COLUMN_WIDTH:
         return path
     return "..." + path[len(path) - _MAX_SRC_COLUMN_WIDTH + 3 :]
+
+
+def _format_flops(flops: int, scale: float) -> str:
+    """FLOPs in the column's unit; whole counts stay whole when the unit is plain FLOPs."""
+    if flops <= 0:
+        return "--"
+    if scale == 1.0:
+        return str(int(flops))
+    return f"{flops * scale:.3f}"
