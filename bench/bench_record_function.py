@@ -16,15 +16,13 @@ for torch), two figures each, in ns per scope (median over repeats):
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
 import time
-from collections.abc import Callable
+from pathlib import Path
+
+from _common import fmt_spread, spread
 
 import pytest_opprof as opprof
-
-
-def median_ns(fn: Callable[[], int], repeats: int) -> float:
-    return statistics.median(fn() for _ in range(repeats))
 
 
 def opprof_case(n: int) -> tuple[int, int]:
@@ -69,26 +67,55 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20000, help="scopes per profile")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.repeats = 2000, 3
     n, repeats = args.n, args.repeats
 
-    rows = {}
-    for label, case in (("pytest_opprof", opprof_case), ("torch.profiler", torch_case)):
+    cases = (("pytest_opprof", opprof_case), ("torch.profiler", torch_case))
+    runs: dict[str, list[tuple[int, int]]] = {label: [] for label, _ in cases}
+    idle_runs = []
+    for _, case in cases:
         case(min(n, 1000))  # warm-up: imports, first-use setup
-        runs = [case(n) for _ in range(repeats)]
-        rows[label] = (
-            statistics.median(r[0] for r in runs) / n,
-            statistics.median(r[1] for r in runs) / n,
+    for _ in range(repeats):  # interleaved, so drift hits both alike
+        for label, case in cases:
+            runs[label].append(case(n))
+        idle_runs.append(idle_opprof_ns(n) / n)
+    rows = {
+        label: {
+            "in loop": spread([r[0] / n for r in rs]),
+            "incl. collection": spread([r[1] / n for r in rs]),
+        }
+        for label, rs in runs.items()
+    }
+    ratios = {
+        part: spread(
+            [
+                t[i] / o[i]
+                for t, o in zip(runs["torch.profiler"], runs["pytest_opprof"], strict=True)
+            ]
         )
-    idle = median_ns(lambda: idle_opprof_ns(n), repeats) / n
+        for i, part in enumerate(("in loop", "incl. collection"))
+    }
+    idle = spread(idle_runs)
 
-    print(f"record_function enter+exit, ns per scope (n={n}, median of {repeats})")
-    print(f"{'':<16} {'in loop':>10} {'incl. collection':>18}")
-    for label, (loop, total) in rows.items():
-        print(f"{label:<16} {loop:>10.0f} {total:>18.0f}")
-    ours, theirs = rows["pytest_opprof"], rows["torch.profiler"]
-    print(f"{'torch / opprof':<16} {theirs[0] / ours[0]:>9.1f}x {theirs[1] / ours[1]:>17.1f}x")
-    print(f"pytest_opprof with no profile active: {idle:.0f} ns per scope")
+    print(f"record_function enter+exit, ns per scope (n={n}, median [IQR] of {repeats})")
+    print(f"{'':<16} {'in loop':>20} {'incl. collection':>22}")
+    for label, parts in rows.items():
+        print(
+            f"{label:<16} {fmt_spread(parts['in loop']):>20} "
+            f"{fmt_spread(parts['incl. collection']):>22}"
+        )
+    print(
+        f"{'torch / opprof':<16} {fmt_spread(ratios['in loop'], 1):>19}x "
+        f"{fmt_spread(ratios['incl. collection'], 1):>21}x"
+    )
+    print(f"pytest_opprof with no profile active: {fmt_spread(idle)} ns per scope")
+    if args.json:
+        result = {"n": n, "repeats": repeats, "rows": rows, "ratios": ratios, "idle": idle}
+        args.json.write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

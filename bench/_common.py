@@ -1,0 +1,90 @@
+"""Shared by the bench scripts: the checkout on sys.path, statistics, machine and load.
+
+Importing this module makes ``pytest_opprof`` importable from the checkout
+(without ``pip install -e .``), so every script runs alone as
+``.venv/bin/python bench/<script>.py``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+# A multi-threaded BLAS on a small shared machine turns 1 ms of matmul into tens of
+# ms whenever another process holds a core (its threads wait on each other).
+SINGLE_THREADED = {
+    name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+}
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment for a child Python: the checkout importable, BLAS on one thread."""
+    env = dict(os.environ, **SINGLE_THREADED, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO), extra.get("PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")) if p
+    )
+    return env
+
+
+def plugin_args() -> list[str]:
+    """``-p pytest_opprof.plugin`` unless the plugin is installed (its pytest11 entry point)."""
+    installed = any(ep.name == "opprof" for ep in importlib.metadata.entry_points(group="pytest11"))
+    return [] if installed else ["-p", "pytest_opprof.plugin"]
+
+
+def loadavg() -> float:
+    """1-minute load average (0 where the platform has none)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_line() -> str:
+    """CPU model, cores, OS, Python and numpy versions, in one line."""
+    import numpy
+
+    return (
+        f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"Python {sys.version.split()[0]}, numpy {numpy.__version__}"
+    )
+
+
+def now_utc() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """median, quartiles (IQR), min and max of repeated measurements."""
+    v = sorted(values)
+    if len(v) >= 2:
+        q1, _, q3 = statistics.quantiles(v, n=4, method="inclusive")
+    else:
+        q1 = q3 = v[0]
+    return {"median": statistics.median(v), "q1": q1, "q3": q3, "min": v[0], "max": v[-1]}
+
+
+def fmt_spread(s: dict[str, float], digits: int = 0) -> str:
+    """``median [q1-q3]``."""
+    return f"{s['median']:.{digits}f} [{s['q1']:.{digits}f}-{s['q3']:.{digits}f}]"

@@ -1,0 +1,105 @@
+"""Whole-suite overhead: wall time of real test suites with and without ``--opprof``.
+
+Suites: a slice of numpy's own tests (``--numpy-tests``, run with ``--pyargs``
+from an empty directory) and this repository's ``examples/``.  Each repeat runs
+every suite plain and with ``--opprof`` back to back (alternating which goes
+first); the ratio is taken within a repeat, and the median ratio over repeats
+is reported with its range.  Wall time is the whole pytest process (start-up,
+collection, the tests, the report), as a CI job sees it.
+
+    .venv/bin/python bench/bench_suite_overhead.py [--repeats 3] [--quick] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import REPO, fmt_spread, loadavg, plugin_args, spread, subprocess_env
+
+NUMPY_TESTS = ["numpy._core.tests.test_einsum", "numpy.linalg.tests.test_linalg"]
+QUICK_NUMPY_TESTS = ["numpy._core.tests.test_einsum"]
+
+
+def suites(numpy_tests: list[str], tmp: Path) -> dict[str, tuple[list[str], Path]]:
+    """name -> (pytest arguments, working directory)."""
+    return {
+        "numpy: " + " + ".join(t.rsplit(".", 1)[-1] for t in numpy_tests): (
+            ["--pyargs", *numpy_tests],
+            tmp,
+        ),
+        "examples/": (["examples"], REPO),
+    }
+
+
+def run(args: list[str], cwd: Path, opprof: bool) -> tuple[float, int]:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args()]
+    cmd += ["-p", "no:benchmark", *args]
+    if opprof:
+        cmd.append("--opprof")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=subprocess_env(), capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+    return seconds, proc.returncode
+
+
+def measure(numpy_tests: list[str], repeats: int) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="opprof-suite-") as tmp:
+        for name, (args, cwd) in suites(numpy_tests, Path(tmp)).items():
+            plain, profiled, ratios, loads, outcomes = [], [], [], [], set()
+            for i in range(repeats):
+                loads.append(loadavg())
+                order = (False, True) if i % 2 == 0 else (True, False)
+                times = {}
+                for opprof in order:
+                    times[opprof], rc = run(args, cwd, opprof)
+                    outcomes.add((opprof, rc))
+                plain.append(times[False])
+                profiled.append(times[True])
+                ratios.append(times[True] / times[False])
+            rows[name] = {
+                "plain_s": spread(plain),
+                "opprof_s": spread(profiled),
+                "ratio": spread(ratios),
+                "load": spread(loads),
+                "exit_codes": sorted({f"{'opprof' if o else 'plain'}={rc}" for o, rc in outcomes}),
+            }
+    return {"repeats": repeats, "rows": rows}
+
+
+def print_result(result: dict[str, Any]) -> None:
+    print(f"wall time (s), median [IQR] of {result['repeats']} repeats; ratio per repeat")
+    for name, row in result["rows"].items():
+        print(
+            f"  {name:<32} plain {fmt_spread(row['plain_s'], 1):>18}  --opprof "
+            f"{fmt_spread(row['opprof_s'], 1):>18}  ratio {fmt_spread(row['ratio'], 2)}"
+            f"  (load {row['load']['median']:.1f}; {', '.join(row['exit_codes'])})"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--numpy-tests", nargs="+", default=NUMPY_TESTS)
+    parser.add_argument("--quick", action="store_true", help="one repeat, test_einsum only")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.numpy_tests = 1, QUICK_NUMPY_TESTS
+    result = measure(args.numpy_tests, args.repeats)
+    print_result(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

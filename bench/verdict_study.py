@@ -1,0 +1,469 @@
+"""Verdict quality: false-regression and detection rates of pytest-opprof vs pytest-benchmark.
+
+A synthetic suite of ``--tests`` tests with known work is generated into a
+temporary directory: numpy ops of varied sizes (matmul, solve, sort, add, sum,
+einsum: 10 µs to several ms each) and, in most tests, a ``record_function``
+scope ``kernel`` of 1-4 ms of pure-Python work (a fixed number of loop
+iterations: no numpy op, no FLOPs, no allocation inside, so the scope's self
+time is the work).  Then:
+
+1. one session records the baselines;
+2. ``--sessions`` unchanged sessions: every test judged regressed is a false
+   regression (rate = judged regressed / (tests x sessions));
+3. one session with a +``--slowdown`` slowdown (iterations x 1.3) injected
+   into the ``kernel`` scope of a random half of the tests that have one:
+   the detection rate is the share of those judged regressed *because of*
+   ``kernel`` (a regression blamed on another op does not count).
+
+The same work runs under pytest-benchmark (its own sessions: one saved, the
+same unchanged and slowed ones, each compared with
+``--benchmark-compare-fail=mean:10%``; a test counts as flagged when
+pytest-benchmark lists it under "Performance has regressed").
+
+opprof sessions run with ``--opprof-rounds R`` for the largest R studied and
+no warm-up; verdicts for fewer rounds take each test's first rounds, which is
+what a session with fewer rounds measures.  Verdicts are computed with
+``pytest_opprof.verdict.compare`` (the plugin's own comparison) over a grid of
+settings, so one set of sessions scores every candidate default.
+
+    .venv/bin/python bench/verdict_study.py [--quick] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from _common import loadavg, plugin_args, subprocess_env
+
+from pytest_opprof.jsonio import Fields
+from pytest_opprof.summary import TestSummary, TimeStats
+from pytest_opprof.verdict import Tolerances, compare
+
+KERNEL = "kernel"
+PYTHON = sys.executable
+
+CONFTEST = '''
+"""Writes every profiled test's summary (the figures a baseline stores) as JSON."""
+import json
+import os
+
+
+def pytest_sessionfinish(session):
+    from pytest_opprof.plugin import manager_key
+
+    manager = session.config.stash.get(manager_key, None)
+    out = os.environ.get("OPPROF_STUDY_OUT")
+    if manager is None or not out:
+        return
+    data = {r.nodeid: r.summary.to_json() for r in manager.results}
+    with open(out, "w") as f:
+        json.dump(data, f)
+'''
+
+WORK_HEADER = '''
+"""Known work for the verdict study (generated; see bench/verdict_study.py)."""
+import json
+import os
+
+import numpy as np
+
+_SLOW = json.loads(os.environ.get("OPPROF_STUDY_SLOW", "{}"))
+_rng = np.random.default_rng(0)
+_cache = {}
+
+
+def arr(*shape):
+    return _cache[shape]
+
+
+def prepare(shapes):
+    """Inputs made at import, so every round of a test does the same work."""
+    for shape in shapes:
+        a = _rng.standard_normal(shape)
+        if len(shape) == 2 and shape[0] == shape[1]:
+            a += np.eye(shape[0]) * shape[0]  # well conditioned for solve
+        _cache[shape] = a
+
+
+def spin(iterations):
+    acc = 0
+    for i in range(iterations):
+        acc += i ^ 7
+    return acc
+
+
+def kernel(name, iterations, scope):
+    n = int(iterations * _SLOW.get(name, 1.0))
+    with scope("kernel"):
+        spin(n)
+'''
+
+
+def _op_lines(rng: random.Random) -> list[str]:
+    """numpy work of one test: 2-6 ops of varied sizes (10 µs to several ms each)."""
+    ops = [
+        lambda: f"np.matmul(arr({(n := rng.choice([32, 64, 128, 192, 256]))}, {n}), arr({n}, {n}))",
+        lambda: f"np.linalg.solve(arr({(n := rng.choice([32, 64, 128, 200]))}, {n}), arr({n}, 4))",
+        lambda: f"np.sort(arr({rng.choice([1_000, 10_000, 50_000, 200_000])}))",
+        lambda: f"np.add(arr({(n := rng.choice([1_000, 30_000, 300_000, 1_000_000]))}), arr({n}))",
+        lambda: f"arr({rng.choice([1_000, 100_000, 1_000_000])}).sum()",
+        lambda: "np.einsum('ij,jk->ik', arr({n}, {n}), arr({n}, {n}))".format(
+            n=rng.choice([16, 48, 96])
+        ),
+    ]
+    return [rng.choice(ops)() for _ in range(rng.randint(2, 6))]
+
+
+def generate(root: Path, n_tests: int, iters_per_ms: float, seed: int) -> dict[str, int]:
+    """Write the suites; return {test name: kernel iterations} of the tests with a kernel."""
+    rng = random.Random(seed)
+    work = [WORK_HEADER]
+    kernels: dict[str, int] = {}
+    names = []
+    for i in range(n_tests):
+        name = f"test_w{i:03d}"
+        names.append(name)
+        body = [f"    {line}" for line in _op_lines(rng)]
+        if rng.random() < 0.7:
+            iterations = int(rng.uniform(1.0, 4.0) * iters_per_ms)
+            kernels[name] = iterations
+            body.insert(rng.randint(0, len(body)), f"    kernel({name!r}, {iterations}, scope)")
+        work.append(f"\n\ndef {name}(scope):\n" + "\n".join(body) + "\n")
+    shapes = sorted(set(re.findall(r"arr\(([\d, ]+)\)", "".join(work[1:]))))
+    work.append(f"\n\nprepare([{', '.join(f'({s},)' for s in shapes)}])\n")
+    (root / "synthwork.py").write_text("".join(work))
+    per_module = 20
+    for flavour, signature, call in (
+        ("opprof", "opprof", "synthwork.{n}(opprof.record_function)"),
+        ("bench", "benchmark", "benchmark(synthwork.{n}, _no_scope)"),
+    ):
+        d = root / flavour
+        d.mkdir()
+        (d / "conftest.py").write_text(CONFTEST)
+        for m in range(0, n_tests, per_module):
+            lines = ["import contextlib", "", "import synthwork", ""]
+            lines.append("\ndef _no_scope(name):\n    return contextlib.nullcontext()\n")
+            for name in names[m : m + per_module]:
+                lines.append(f"\ndef {name}({signature}):\n    {call.format(n=name)}\n")
+            (d / f"test_synth_{m // per_module:02d}.py").write_text("\n".join(lines))
+    (root / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    return kernels
+
+
+def iterations_per_ms() -> float:
+    """How many iterations of the generated ``spin`` loop take 1 ms here (median of 5)."""
+    ns: dict[str, object] = {}
+    exec(textwrap.dedent(WORK_HEADER.split("def kernel")[0].split("_cache = {}")[1]), ns)
+    spin = ns["spin"]
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        spin(100_000)  # type: ignore[operator]
+        times.append(time.perf_counter_ns() - t0)
+    times.sort()
+    return 100_000 / (times[2] / 1e6)
+
+
+def run_opprof(root: Path, rounds: int, out: Path, slow: dict[str, float]) -> dict[str, object]:
+    env = subprocess_env(
+        OPPROF_STUDY_OUT=str(out), OPPROF_STUDY_SLOW=json.dumps(slow), PYTHONPATH=str(root)
+    )
+    cmd = [PYTHON, "-m", "pytest", "-q", *plugin_args(), "opprof", "--opprof"]
+    cmd += [f"--opprof-rounds={rounds}"]
+    cmd += ["--opprof-warmup=0", "-p", "no:benchmark"]
+    load = loadavg()
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    if not out.exists():
+        raise RuntimeError(f"opprof session wrote no summaries:\n{proc.stdout}\n{proc.stderr}")
+    return {"seconds": time.perf_counter() - t0, "load": load, "rc": proc.returncode}
+
+
+BENCH_FLAGGED = re.compile(r"^\s*(test_w\d+)\S* .*- Field 'mean' has failed", re.M)
+
+
+def run_benchmark(
+    root: Path, slow: dict[str, float], compare_to: str | None, max_time: float
+) -> tuple[set[str], dict[str, object]]:
+    env = subprocess_env(OPPROF_STUDY_SLOW=json.dumps(slow), PYTHONPATH=str(root))
+    cmd = [PYTHON, "-m", "pytest", "-q", "bench", f"--benchmark-storage=file://{root}/.bm"]
+    cmd += [f"--benchmark-max-time={max_time}", "--benchmark-disable-gc"]
+    if compare_to is None:
+        cmd += ["--benchmark-save=base"]
+    else:
+        cmd += [f"--benchmark-compare={compare_to}", "--benchmark-compare-fail=mean:10%"]
+    load = loadavg()
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    text = proc.stdout + proc.stderr
+    if compare_to is not None and "Performance has regressed" not in text and proc.returncode:
+        raise RuntimeError(f"pytest-benchmark session failed:\n{text[-3000:]}")
+    flagged = set(BENCH_FLAGGED.findall(text))
+    return flagged, {"seconds": time.perf_counter() - t0, "load": load, "rc": proc.returncode}
+
+
+def load_summaries(path: Path) -> dict[str, TestSummary]:
+    raw = json.loads(path.read_text())
+    return {nodeid: TestSummary.from_json(Fields(data)) for nodeid, data in raw.items()}
+
+
+def _first(stats: TimeStats, k: int, statistic: str) -> TimeStats:
+    samples = stats.samples_ns[:k]
+    out = TimeStats.from_samples(samples)
+    if statistic == "min":
+        # The min as the judged figure; its samples stay for the significance test.
+        return dataclasses.replace(out, median_ns=out.min_ns)
+    return out
+
+
+def first_rounds(summary: TestSummary, k: int, statistic: str = "median") -> TestSummary:
+    """What a session with ``k`` rounds would have measured: each time's first ``k`` rounds."""
+    ops = {
+        key: dataclasses.replace(
+            op,
+            self_cpu_time=_first(op.self_cpu_time, k, statistic),
+            cpu_time=_first(op.cpu_time, k, statistic),
+        )
+        for key, op in summary.ops.items()
+    }
+    return dataclasses.replace(
+        summary,
+        rounds=min(k, summary.rounds),
+        wall_time=_first(summary.wall_time, k, statistic),
+        cpu_time=_first(summary.cpu_time, k, statistic),
+        ops=ops,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    rounds: int
+    tolerance: float
+    min_time_us: int
+    statistic: str = "median"
+    alpha: float = 0.05
+
+    @property
+    def label(self) -> str:
+        return (
+            f"rounds={self.rounds} tol={self.tolerance:.0%} floor={self.min_time_us}us "
+            f"stat={self.statistic} alpha={self.alpha}"
+        )
+
+    def tolerances(self) -> Tolerances:
+        return dataclasses.replace(
+            Tolerances(), time=self.tolerance, min_time_ns=self.min_time_us * 1000, alpha=self.alpha
+        )
+
+
+def judge(
+    base: dict[str, TestSummary], now: dict[str, TestSummary], setting: Setting
+) -> dict[str, set[str]]:
+    """{nodeid: ops blamed (``"wall time"`` for the test-level row)} of tests judged regressed."""
+    from pytest_opprof.store import BaselineEntry
+
+    out: dict[str, set[str]] = {}
+    tol = setting.tolerances()
+    for nodeid, summary in now.items():
+        if nodeid not in base:
+            continue
+        entry = BaselineEntry.record(first_rounds(base[nodeid], setting.rounds, setting.statistic))
+        verdict = compare(
+            first_rounds(summary, setting.rounds, setting.statistic),
+            entry,
+            fingerprint=entry.machine.fingerprint,
+            tolerances=tol,
+        )
+        if verdict.failed:
+            blamed = {r.op for r in verdict.reasons if r.status == "regressed"}
+            blamed |= {m.metric for m in verdict.metrics if m.status == "regressed"}
+            out[nodeid] = blamed
+    return out
+
+
+def settings_grid(max_rounds: int) -> list[Setting]:
+    grid = []
+    for rounds in sorted({1, 3, 5, max_rounds}):
+        if rounds > max_rounds:
+            continue
+        for tolerance in (0.1, 0.15, 0.2):
+            for floor in (50, 200, 1000):
+                for statistic in ("median", "min"):
+                    for alpha in (0.05, 1.0):
+                        grid.append(Setting(rounds, tolerance, floor, statistic, alpha))
+    return grid
+
+
+def name_of(nodeid: str) -> str:
+    return nodeid.rsplit("::", 1)[-1]
+
+
+def run_sessions(args: argparse.Namespace, data: Path) -> None:
+    """Generate the suite, run every session, keep the raw figures under ``data``."""
+    rng = random.Random(args.seed)
+    data.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="opprof-verdict-") as tmp:
+        root = Path(tmp)
+        ipm = iterations_per_ms()
+        kernels = generate(root, args.tests, ipm, args.seed)
+        slowed = sorted(rng.sample(sorted(kernels), len(kernels) // 2))
+        slow = {name: 1.0 + args.slowdown for name in slowed}
+        log: list[dict[str, object]] = []
+
+        def opprof_session(label: str, spec: dict[str, float]) -> None:
+            info = run_opprof(root, args.rounds, data / f"opprof-{label}.json", spec)
+            log.append({"tool": "opprof", "session": label, **info})
+            print(f"  opprof {label}: {info['seconds']:.1f}s load {info['load']:.2f}", flush=True)
+
+        def bench_session(label: str, spec: dict[str, float], compare_to: str | None) -> None:
+            flagged, info = run_benchmark(root, spec, compare_to, args.benchmark_max_time)
+            log.append({"tool": "pytest-benchmark", "session": label, **info})
+            (data / f"benchmark-{label}.json").write_text(json.dumps(sorted(flagged)))
+            print(f"  pytest-benchmark {label}: {info['seconds']:.1f}s load {info['load']:.2f}")
+
+        opprof_session("baseline", {})
+        for i in range(args.sessions):
+            opprof_session(f"unchanged-{i}", {})
+        opprof_session("slowed", slow)
+        if args.benchmark:
+            bench_session("baseline", {}, None)
+            for i in range(args.sessions):
+                bench_session(f"unchanged-{i}", {}, "0001")
+            bench_session("slowed", slow, "0001")
+    meta = {
+        "tests": args.tests,
+        "tests_with_kernel": len(kernels),
+        "slowed": slowed,
+        "slowdown": args.slowdown,
+        "sessions": args.sessions,
+        "rounds_measured": args.rounds,
+        "iterations_per_ms": ipm,
+        "benchmark": args.benchmark,
+        "benchmark_max_time_s": args.benchmark_max_time,
+        "session_log": log,
+    }
+    (data / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def analyze(data: Path, grid: Iterable[Setting] | None = None) -> dict[str, object]:
+    """Score every setting of ``grid`` on the sessions kept under ``data``."""
+    meta = json.loads((data / "meta.json").read_text())
+    slowed: list[str] = meta["slowed"]
+    base = load_summaries(data / "opprof-baseline.json")
+    unchanged = [
+        load_summaries(data / f"opprof-unchanged-{i}.json") for i in range(meta["sessions"])
+    ]
+    slowed_run = load_summaries(data / "opprof-slowed.json")
+    n_tests = len(base)
+    rows = []
+    for setting in grid or settings_grid(meta["rounds_measured"]):
+        false = sum(len(judge(base, run, setting)) for run in unchanged)
+        judged = judge(base, slowed_run, setting)
+        detected = sum(1 for name in slowed if KERNEL in judged.get(_nodeid(base, name), set()))
+        rows.append(
+            {
+                "setting": dataclasses.asdict(setting),
+                "label": setting.label,
+                "false_regressions": false,
+                "judged": n_tests * len(unchanged),
+                "false_rate": false / max(1, n_tests * len(unchanged)),
+                "detected": detected,
+                "slowed": len(slowed),
+                "detection_rate": detected / max(1, len(slowed)),
+                # Tests flagged in the slowed session that were not slowed.
+                "false_in_slowed_session": sum(1 for nid in judged if name_of(nid) not in slowed),
+            }
+        )
+    result: dict[str, object] = {**meta, "slowed": len(slowed), "opprof": rows}
+    if meta["benchmark"]:
+        flagged = [
+            set(json.loads((data / f"benchmark-unchanged-{i}.json").read_text()))
+            for i in range(meta["sessions"])
+        ]
+        slow_flagged = set(json.loads((data / "benchmark-slowed.json").read_text()))
+        false = sum(len(f) for f in flagged)
+        result["pytest_benchmark"] = {
+            "check": "--benchmark-compare-fail=mean:10%",
+            "false_regressions": false,
+            "judged": n_tests * len(flagged),
+            "false_rate": false / max(1, n_tests * len(flagged)),
+            "detected": len(slow_flagged & set(slowed)),
+            "detection_rate": len(slow_flagged & set(slowed)) / max(1, len(slowed)),
+            "false_in_slowed_session": len(slow_flagged - set(slowed)),
+        }
+    return result
+
+
+def _nodeid(summaries: dict[str, TestSummary], name: str) -> str:
+    return next(nid for nid in summaries if name_of(nid) == name)
+
+
+def print_table(result: dict[str, object], only: Iterable[str] | None = None) -> None:
+    rows = result["opprof"]
+    assert isinstance(rows, list)
+    print(f"{'setting':58} {'false':>12} {'detected':>12}")
+    for row in rows:
+        if only is not None and row["label"] not in only:
+            continue
+        print(
+            f"{row['label']:58} {row['false_regressions']:4d}/{row['judged']:<4d}"
+            f"({row['false_rate']:5.1%}) {row['detected']:3d}/{row['slowed']:<3d}"
+            f"({row['detection_rate']:6.1%})"
+        )
+    bench = result.get("pytest_benchmark")
+    if isinstance(bench, dict):
+        label = "pytest-benchmark mean:10%"
+        print(
+            f"{label:58} {bench['false_regressions']:4d}/{bench['judged']:<4d}"
+            f"({bench['false_rate']:5.1%}) {bench['detected']:3d}/{result['slowed']:<3d}"
+            f"({bench['detection_rate']:6.1%})"
+        )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--tests", type=int, default=200)
+    p.add_argument("--sessions", type=int, default=5, help="unchanged sessions")
+    p.add_argument("--rounds", type=int, default=5, help="rounds measured per session")
+    p.add_argument("--slowdown", type=float, default=0.3)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--benchmark-max-time", type=float, default=0.05)
+    p.add_argument("--no-benchmark", dest="benchmark", action="store_false")
+    p.add_argument("--quick", action="store_true", help="40 tests, 2 unchanged sessions")
+    p.add_argument("--json", type=Path, help="write the results here")
+    p.add_argument("--data", type=Path, help="keep the sessions' raw figures in this directory")
+    p.add_argument("--analyze", type=Path, help="score the sessions kept in this directory")
+    return p
+
+
+def main() -> None:
+    args = parser().parse_args()
+    if args.quick:
+        args.tests, args.sessions = min(args.tests, 40), min(args.sessions, 2)
+    if args.analyze:
+        result = analyze(args.analyze)
+    elif args.data:
+        run_sessions(args, args.data)
+        result = analyze(args.data)
+    else:
+        with tempfile.TemporaryDirectory(prefix="opprof-verdict-data-") as tmp:
+            run_sessions(args, Path(tmp))
+            result = analyze(Path(tmp))
+    print_table(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
