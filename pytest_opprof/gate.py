@@ -63,7 +63,7 @@ class Gate:
     written: list[Path] = field(default_factory=list)
     write_error: str | None = None
     _run: BaselineRun | None = None
-    _bad_paths: dict[Path, str] = field(default_factory=dict)
+    _bad_paths: dict[Path, BaselineError] = field(default_factory=dict)
     _passed_calls: dict[str, TestSummary] = field(default_factory=dict)
 
     @property
@@ -105,10 +105,10 @@ class Gate:
             path = self.run.path_of(nodeid)
             bad = self._bad_paths.get(path)
             if bad is not None:
-                raise BaselineError(path, bad)
+                raise bad
             result = self.run.judge(nodeid, summary, self.tolerances(overrides))
         except BaselineError as exc:
-            self._bad_paths.setdefault(Path(exc.path), exc.reason)
+            self._bad_paths.setdefault(Path(exc.path), exc)
             message = f"opprof: unusable baseline: {exc}"
             if self.options.update:
                 message += " (left untouched: fix or delete it, then update again)"

@@ -372,7 +372,7 @@ def _flag(config: pytest.Config, name: str) -> bool:
         return bool(given)
     try:
         return bool(config.getini(f"opprof_{name}"))
-    except ValueError as exc:
+    except (ValueError, pytest.UsageError) as exc:  # pytest 9 raises the latter
         raise pytest.UsageError(
             f"ini setting opprof_{name}: expected true or false ({exc})"
         ) from None
