@@ -155,10 +155,15 @@ class Gate:
                 self.write_error = f"opprof: baselines not written: {exc}"
                 ok = False
         o = self.options
-        if o.report_path is not None:
-            write_json_report(o.report_path, self.results, machine=self.run.machine)
-        if o.markdown_path is not None:
-            write_markdown(o.markdown_path, self.results, machine=self.run.machine)
+        try:
+            if o.report_path is not None:
+                write_json_report(o.report_path, self.results, machine=self.run.machine)
+            if o.markdown_path is not None:
+                write_markdown(o.markdown_path, self.results, machine=self.run.machine)
+        except BaselineError as exc:
+            error = f"opprof: report not written: {exc}"
+            self.write_error = f"{self.write_error}\n{error}" if self.write_error else error
+            ok = False
         return ok
 
     def summary_lines(self) -> list[str]:

@@ -261,6 +261,8 @@ class OpprofManager:
         if self.options.trace_dir is not None:
             path = trace_file(self.options.trace_dir, item.nodeid)
             path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_symlink():  # a planted link must not redirect the write outside
+                path.unlink()
             rounds.profiles[shown].export_chrome_trace(str(path))
             trace_path = str(path)
         overrides = {

@@ -12,6 +12,7 @@ plugin must cost nothing.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -349,8 +350,9 @@ def read_gate_options(config: pytest.Config) -> GateOptions:
 
 def _cli_path(config: pytest.Config, name: str) -> Path | None:
     given = config.getoption(f"opprof_{name}")
-    # Like --junitxml: relative to where pytest was invoked.
-    return (config.invocation_params.dir / str(given)).resolve() if given else None
+    # Like --junitxml: relative to where pytest was invoked.  abspath, not resolve():
+    # a report path that is a symlink is replaced when written, never followed.
+    return Path(os.path.abspath(config.invocation_params.dir / str(given))) if given else None
 
 
 def _path_setting(config: pytest.Config, name: str) -> Path | None:
@@ -363,7 +365,7 @@ def _path_setting(config: pytest.Config, name: str) -> Path | None:
     if not text:
         return None
     base = config.inipath.parent if config.inipath is not None else config.rootpath
-    return (base / text).resolve()
+    return Path(os.path.abspath(base / text))
 
 
 def _flag(config: pytest.Config, name: str) -> bool:

@@ -1,0 +1,271 @@
+"""The plugin beside other plugins and interpreters, under interruption, and with hostile paths.
+
+Every run is a real ``python -m pytest`` subprocess (native hooks are process state).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from reliability_helpers import importable, plugin_args, run
+
+from pytest_opprof.manager import trace_file
+
+
+@pytest.fixture(autouse=True)
+def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    importable(monkeypatch)
+
+
+NUMPY_TESTS = """
+import numpy as np
+import pytest
+
+@pytest.mark.parametrize("n", range(6))
+def test_ops(n):
+    a = np.arange(12.0).reshape(3, 4) + n
+    assert (a @ a.T).sum() > 0
+
+def test_fails():
+    assert np.ones(3).sum() == 4
+
+@pytest.mark.skip(reason="skipped on purpose")
+def test_skipped():
+    pass
+
+@pytest.mark.xfail(reason="expected", strict=True)
+def test_xfail():
+    assert np.zeros(2).any()
+"""
+
+# Written at the very end of the session: are numpy and the allocator restored?
+RESTORED_CONFTEST = """
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    import sys
+    state = {"manager_imported": "pytest_opprof.manager" in sys.modules}
+    if state["manager_imported"]:
+        from pytest_opprof import _native
+        state["numpy_installed"] = bool(_native.lib.opprof_numpy_installed())
+        state["recording"] = _native.is_recording()
+        state["memory"] = _native.memory_counters()._asdict()
+    with open("restored.json", "w") as f:
+        import json
+        json.dump(state, f)
+"""
+
+OUTCOMES = {"passed": 6, "failed": 1, "skipped": 1, "xfailed": 1}
+
+
+def _restored(pytester: pytest.Pytester) -> dict[str, object]:
+    state: dict[str, object] = json.loads((pytester.path / "restored.json").read_text())
+    return state
+
+
+def _assert_clean(result: pytest.RunResult) -> None:
+    text = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in text
+    assert "Traceback" not in text
+
+
+def test_same_outcomes_with_and_without_opprof(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_np=NUMPY_TESTS)
+    pytester.makeconftest(RESTORED_CONFTEST)
+    run(pytester).assert_outcomes(**OUTCOMES)
+    assert _restored(pytester) == {"manager_imported": False}
+    result = run(pytester, "--opprof")
+    result.assert_outcomes(**OUTCOMES)
+    result.stdout.fnmatch_lines(["*test_np.py::test_ops[[]5[]]*"])
+    state = _restored(pytester)
+    assert state["numpy_installed"] is False and state["recording"] is False
+
+
+def test_beside_xdist(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_np=NUMPY_TESTS)
+    result = run(pytester, "-n", "2", "--opprof")
+    result.assert_outcomes(**OUTCOMES)
+    result.stdout.fnmatch_lines(["*created: 2/2 workers*", "*test_np.py::test_ops[[]0[]]*"])
+    _assert_clean(result)
+
+
+def test_beside_pytest_benchmark(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import numpy as np
+
+        def test_bench(benchmark):
+            a = np.ones((32, 32))
+            result = benchmark.pedantic(lambda: (a @ a).sum(), rounds=20, iterations=5)
+            assert result == 32 * 32 * 32
+
+        def test_plain():
+            assert np.add(1, 2) == 3
+        """
+    )
+    result = run(pytester, "--opprof")  # pytest-benchmark loads by its entry point
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*benchmark: 1 tests*"])
+    # 20 rounds x 5 iterations, all inside the profiled call (plus calibration)
+    line = next(x for x in result.stdout.lines if x.endswith("::test_bench"))
+    assert "numpy.matmul" in line and int(line.split()[1]) >= 100
+    _assert_clean(result)
+
+
+def test_beside_pytest_randomly(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_np=NUMPY_TESTS)
+    pytester.makeconftest(RESTORED_CONFTEST)
+    for seed in ("1", "2"):
+        result = run(pytester, "-p", "randomly", f"--randomly-seed={seed}", "--opprof")
+        result.assert_outcomes(**OUTCOMES)
+        result.stdout.fnmatch_lines([f"*randomly-seed={seed}*"])
+        assert _restored(pytester)["numpy_installed"] is False
+
+
+def test_disabled_with_p_no_opprof(pytester: pytest.Pytester) -> None:
+    if plugin_args():
+        pytest.skip("the pytest11 entry point is not visible here: -p no:opprof has no effect")
+    pytester.makepyfile(test_np=NUMPY_TESTS)
+    pytester.makeconftest(RESTORED_CONFTEST)
+    result = run(pytester, "-p", "no:opprof")
+    result.assert_outcomes(**OUTCOMES)
+    assert _restored(pytester) == {"manager_imported": False}
+    refused = run(pytester, "-p", "no:opprof", "--opprof")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*unrecognized arguments: --opprof*"])
+
+
+def test_under_python_dev_mode(pytester: pytest.Pytester) -> None:
+    """-X dev: debug allocators under the memory hooks, ResourceWarnings shown, asserts on."""
+    pytester.makepyfile(test_np=NUMPY_TESTS)
+    pytester.makeconftest(RESTORED_CONFTEST)
+    result = run(
+        pytester, "--opprof", "--opprof-python-memory", "-W", "error", python=("-X", "dev")
+    )
+    result.assert_outcomes(**OUTCOMES)
+    _assert_clean(result)
+    assert "Warning" not in result.stderr.str()
+    result.stdout.no_fnmatch_line("*warnings summary*")
+    state = _restored(pytester)
+    assert state["numpy_installed"] is False and state["recording"] is False
+
+
+INTERRUPTED = """
+import numpy as np
+
+def test_before():
+    assert np.ones(3).sum() == 3
+
+def test_interrupted():
+    np.ones(3).sum()
+    raise KeyboardInterrupt
+
+def test_never_runs():
+    pass
+"""
+
+
+def test_keyboard_interrupt_restores_hooks_and_writes_no_baseline_for_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_int=INTERRUPTED)
+    pytester.makeconftest(RESTORED_CONFTEST)
+    result = run(pytester, "--opprof-update-baselines", "--opprof-python-memory")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    state = _restored(pytester)
+    assert state["numpy_installed"] is False and state["recording"] is False
+    stored = pytester.path / "baselines" / "test_int.json"
+    names = set(json.loads(stored.read_text())["tests"]) if stored.exists() else set()
+    assert "test_interrupted" not in names and "test_never_runs" not in names
+
+
+def test_baseline_dir_under_a_file_is_a_clear_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_np=NUMPY_TESTS)
+    (pytester.path / "blocker").write_text("a file where a directory should be\n")
+    result = run(pytester, "--opprof-update-baselines", "--opprof-baseline-dir", "blocker/base")
+    _assert_clean(result)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*unusable baseline*blocker/base/test_np.json*Not a directory*"])
+
+
+def test_read_only_baseline_dir_is_a_clear_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_np=NUMPY_TESTS)
+    base = pytester.path / "base"
+    base.mkdir()
+    mounted = False
+    if os.geteuid() == 0:  # root ignores modes: a read-only tmpfs
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(base)])
+        if done.returncode != 0:
+            pytest.skip("running as root without the right to mount a read-only tmpfs")
+        mounted = True
+    else:
+        base.chmod(0o555)
+    try:
+        result = run(pytester, "--opprof-update-baselines", "--opprof-baseline-dir", "base")
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(base)], check=True)
+        else:
+            base.chmod(0o755)
+    _assert_clean(result)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*baselines not written*base/test_np.json: cannot be written*"])
+
+
+def test_report_at_a_symlink_replaces_the_link_not_its_target(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_np=NUMPY_TESTS)
+    victim = pytester.path / "victim.txt"
+    victim.write_text("precious\n")
+    (pytester.path / "report.json").symlink_to(victim)
+    (pytester.path / "summary.md").symlink_to(victim)
+    result = run(
+        pytester, "--opprof", "--opprof-report", "report.json", "--opprof-markdown", "summary.md"
+    )
+    result.assert_outcomes(**OUTCOMES)
+    assert victim.read_text() == "precious\n"
+    report = pytester.path / "report.json"
+    assert not report.is_symlink() and json.loads(report.read_text())
+    assert not (pytester.path / "summary.md").is_symlink()
+
+
+def test_unwritable_report_path_is_a_clear_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_np=NUMPY_TESTS)
+    (pytester.path / "blocker").write_text("a file\n")
+    result = run(pytester, "--opprof", "--opprof-report", "blocker/report.json")
+    _assert_clean(result)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*report not written*blocker/report.json: cannot be written*"])
+
+
+def test_planted_trace_symlink_is_not_written_through(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_np="def test_a():\n    import numpy as np\n    np.ones(2).sum()\n")
+    victim = pytester.path / "victim.txt"
+    victim.write_text("precious\n")
+    traces = pytester.path / "traces"
+    traces.mkdir()
+    trace_file(traces, "test_np.py::test_a").symlink_to(victim)
+    result = run(pytester, "--opprof", "--opprof-trace-dir", "traces")
+    result.assert_outcomes(passed=1)
+    assert victim.read_text() == "precious\n"
+    written = trace_file(traces, "test_np.py::test_a")
+    assert not written.is_symlink() and json.loads(written.read_text())["traceEvents"]
+    assert os.listdir(traces) == [written.name]
+
+
+def test_package_never_unpickles_or_evaluates(pytester: pytest.Pytester) -> None:
+    package = Path(trace_file.__code__.co_filename).parent
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if any(word in code for word in ("pickle", "marshal", "eval(", "exec(", "shelve")):
+                offenders.append(f"{path.name}:{number}: {line.strip()}")
+            if "yaml.load(" in code or "literal_eval" in code:
+                offenders.append(f"{path.name}:{number}: {line.strip()}")
+    assert offenders == []
+    assert len(list(package.rglob("*.py"))) > 20  # the grep saw the whole package
