@@ -182,8 +182,12 @@ class Gate:
         if self.options.update:
             lines.append("(--opprof-update-baselines: regressions are reported, not failed)")
         for r in results:
-            if r.verdict.status == "regressed":
+            if r.verdict.status != "regressed":
+                continue
+            if self._fail_text(r) is None:  # not failed: this is the only place it shows
                 lines += ["", render_text(r, row_limit=self.row_limit)]
+            else:
+                lines.append(f"REGRESSED {r.nodeid} (failed; the diff is in its failure)")
         improved = [r.nodeid for r in results if r.verdict.status == "improved"]
         if improved:
             lines += ["", "improved beyond tolerance:"]
