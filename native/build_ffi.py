@@ -41,7 +41,9 @@ def _cdef_text() -> str:
             text = f.read()
         # Comments are fine for cffi; preprocessor lines are not.
         if re.search(r"^\s*#", text, flags=re.MULTILINE):
-            raise RuntimeError(f"native/{name} must stay free of preprocessor lines (it is the cdef)")
+            raise RuntimeError(
+                f"native/{name} must stay free of preprocessor lines (it is the cdef)"
+            )
         parts.append(text)
     return "\n".join(parts)
 
