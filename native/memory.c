@@ -96,6 +96,7 @@ opprof_mem_tls *opprof_mem_tls_slow(uint32_t window)
                 fold(&g_retired, tl);
             }
             tl->dead = 0;
+            tl->window = 0; /* under the lock: a sum never counts it twice */
         } else {
             tl = calloc(1, sizeof(*tl));
             if (tl != NULL) {
@@ -107,7 +108,6 @@ opprof_mem_tls *opprof_mem_tls_slow(uint32_t window)
         if (tl == NULL) {
             return NULL;
         }
-        tl->window = 0;
         pthread_setspecific(g_tls_key, tl);
         opprof_mem_tl = tl;
     }
