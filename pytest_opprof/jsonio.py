@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Iterator
 
+INT64_MAX = 2**63 - 1
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -111,6 +112,10 @@ class Fields:
             raise FieldError(field_path(self.path, key), f"expected an integer, got {_kind(value)}")
         if minimum is not None and value < minimum:
             raise FieldError(field_path(self.path, key), f"expected >= {minimum}, got {value}")
+        if abs(value) > INT64_MAX:  # figures are int64 natively; bigger ones overflow floats
+            raise FieldError(
+                field_path(self.path, key), f"expected at most {INT64_MAX}, got {value}"
+            )
         return value
 
     def opt_integer(self, key: str, *, minimum: int | None = 0) -> int | None:
@@ -122,7 +127,7 @@ class Fields:
         value = self._get(key)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise FieldError(field_path(self.path, key), f"expected a number, got {_kind(value)}")
-        if not math.isfinite(value):
+        if (isinstance(value, int) and abs(value) > INT64_MAX) or not math.isfinite(value):
             raise FieldError(field_path(self.path, key), f"expected a finite number, got {value}")
         return float(value)
 
@@ -152,7 +157,7 @@ class Fields:
         if not isinstance(value, list):
             raise FieldError(path, f"expected a list, got {_kind(value)}")
         for i, item in enumerate(value):
-            if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+            if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= INT64_MAX:
                 raise FieldError(field_path(path, i), f"expected an integer >= 0, got {item!r}")
         return list(value)
 
