@@ -22,6 +22,8 @@ from pytest_opprof.errors import OpprofError
 from pytest_opprof.records import FLAG_EXCEPTION, Records
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from pytest_opprof.model import EventList
     from pytest_opprof.sources.cuda_source import CudaSource, DeviceMemoryStats
     from pytest_opprof.sources.memory_source import MemoryStats
@@ -76,6 +78,7 @@ class profile:  # lower case: torch.profiler's spelling
         self.not_measured: list[str] = []
         self._cuda_source: CudaSource | None = None
         self.memory: MemoryStats | None = None
+        self._memory_samples: np.ndarray | None = None
         self.wall_time_ns = 0
         self._sources: list[sources.Source] = []
         self._memory_source: sources.Source | None = None
@@ -157,6 +160,7 @@ class profile:  # lower case: torch.profiler's spelling
                 self._records = None
                 self._events = None
                 self.memory = None
+                self._memory_samples = None
                 self.device_memory = None
                 self._start_ns = time.perf_counter_ns()
                 _native.start(options)
@@ -189,9 +193,11 @@ class profile:  # lower case: torch.profiler's spelling
                     self.device_memory = self._cuda_source.device_memory
                 self._records = records
                 if self._memory_source in acquired:
-                    from pytest_opprof.sources.memory_source import memory_stats
+                    from pytest_opprof.sources import memory_source
 
-                    self.memory = memory_stats()
+                    # Kept here: the next profile's start clears the native samples.
+                    self._memory_samples = memory_source.memory_samples()
+                    self.memory = memory_source.memory_stats()
             finally:
                 _release(acquired)
 
@@ -209,6 +215,7 @@ class profile:  # lower case: torch.profiler's spelling
             self._events = build_events(
                 self.records(), profile_memory=self.profile_memory, with_flops=self.with_flops
             )
+            self._events.memory_samples = self._memory_samples
         return self._events
 
     def key_averages(
@@ -226,7 +233,7 @@ class profile:  # lower case: torch.profiler's spelling
         )
 
     def export_chrome_trace(self, path: str) -> None:
-        """Write a Chrome/Perfetto trace (JSON) of the events."""
+        """Write a Chrome/Perfetto trace (JSON) of the events and the memory counter track."""
         self.events().export_chrome_trace(path)
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:

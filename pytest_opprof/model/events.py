@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from pytest_opprof.model.averages import (
     FunctionEventAvg,
     average_events,
@@ -156,6 +158,9 @@ class FunctionEvent:
 class EventList(list[Any]):
     """A list of :class:`FunctionEvent` or :class:`FunctionEventAvg` with torch's helpers."""
 
+    memory_samples: np.ndarray | None = None
+    """Live-bytes samples (``time_ns``, ``net_bytes``) the trace draws as a counter track."""
+
     def __init__(
         self,
         events: Iterable[Any] = (),
@@ -209,8 +214,8 @@ class EventList(list[Any]):
         )
 
     def export_chrome_trace(self, path: str) -> None:
-        """Write a Chrome/Perfetto trace (JSON) of the events to ``path``."""
-        render_trace.export_chrome_trace(self, path)
+        """Write a Chrome/Perfetto trace (JSON) of the events and ``memory_samples`` to ``path``."""
+        render_trace.export_chrome_trace(self, path, memory_samples=self.memory_samples)
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """Write collapsed stacks (flamegraph input) of ``metric`` to ``path``."""

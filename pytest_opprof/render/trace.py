@@ -7,16 +7,37 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 
-def chrome_trace(events: Sequence[Any], pid: int | None = None) -> dict[str, Any]:
+from pytest_opprof.records import KIND_MEMORY
+
+MEMORY_COUNTER_NAME = "CPU Memory"
+"""The counter track of live bytes; its one series is ``"Total Allocated"`` (torch's arg name)."""
+
+
+def chrome_trace(
+    events: Sequence[Any], pid: int | None = None, memory_samples: np.ndarray | None = None
+) -> dict[str, Any]:
     """The trace as a dict: one ``"X"`` event per call, ``ts``/``dur`` in us, ``tid`` = thread.
 
     ``args`` carries the input shapes and dtypes, the call site and the memory
     figures when present; metadata events name the process and each thread.
+    ``"[memory]"`` events (an allocation or free outside any call) are thread
+    instants (``"i"``) with their signed ``"Bytes"``, as torch writes them.
+    ``memory_samples`` (``time_ns``, ``net_bytes``: see
+    ``sources.memory_source.memory_samples``) become the :data:`MEMORY_COUNTER_NAME`
+    counter track: bytes live above the profile's start, on the events' time axis.
     """
     pid = os.getpid() if pid is None else pid
     out: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "pytest-opprof"}}
+        {
+            "name": "process_name",
+            "ph": "M",
+            "ts": 0,
+            "pid": pid,
+            "tid": 0,
+            "args": {"name": "pytest-opprof"},
+        }
     ]
     threads: dict[int, None] = {}
     for evt in events:
@@ -26,6 +47,9 @@ def chrome_trace(events: Sequence[Any], pid: int | None = None) -> dict[str, Any
                 "export_chrome_trace needs recorded events (prof.events()), not key averages"
             )
         threads.setdefault(evt.thread, None)
+        if evt.kind == KIND_MEMORY:
+            out.append(_memory_instant(evt, pid))
+            continue
         args: dict[str, Any] = {"id": evt.id}
         if evt.cpu_parent is not None:
             args["parent id"] = evt.cpu_parent.id
@@ -56,11 +80,14 @@ def chrome_trace(events: Sequence[Any], pid: int | None = None) -> dict[str, Any
                 "args": args,
             }
         )
+    if memory_samples is not None:
+        out.extend(_memory_counter(memory_samples, pid))
     for tid in threads:
         out.append(
             {
                 "name": "thread_name",
                 "ph": "M",
+                "ts": 0,
                 "pid": pid,
                 "tid": tid,
                 "args": {"name": f"thread {tid}"},
@@ -69,8 +96,41 @@ def chrome_trace(events: Sequence[Any], pid: int | None = None) -> dict[str, Any
     return {"traceEvents": out, "displayTimeUnit": "ms"}
 
 
-def export_chrome_trace(events: Sequence[Any], path: str) -> None:
-    """Write :func:`chrome_trace` of ``events`` to ``path``."""
-    trace = chrome_trace(events)
+def _memory_instant(evt: Any, pid: int) -> dict[str, Any]:
+    """A ``"[memory]"`` event as torch's trace has it: an instant on its thread."""
+    return {
+        "name": evt.name,
+        "cat": "cpu_instant_event",
+        "ph": "i",
+        "s": "t",
+        "ts": round(evt.time_range.start, 3),
+        "pid": pid,
+        "tid": evt.thread,
+        # Device Type 0 is torch's CPU, Device Id -1 its "no device index".
+        "args": {"Bytes": evt.self_cpu_memory_usage, "Device Type": 0, "Device Id": -1},
+    }
+
+
+def _memory_counter(samples: np.ndarray, pid: int) -> list[dict[str, Any]]:
+    """One ``"C"`` event per live-bytes sample (ts in us, as the calls' ts)."""
+    ts_us = np.round(samples["time_ns"] / 1000.0, 3).tolist()
+    return [
+        {
+            "name": MEMORY_COUNTER_NAME,
+            "ph": "C",
+            "ts": ts,
+            "pid": pid,
+            "tid": 0,
+            "args": {"Total Allocated": live},
+        }
+        for ts, live in zip(ts_us, samples["net_bytes"].tolist(), strict=True)
+    ]
+
+
+def export_chrome_trace(
+    events: Sequence[Any], path: str, memory_samples: np.ndarray | None = None
+) -> None:
+    """Write :func:`chrome_trace` of ``events`` (and ``memory_samples``) to ``path``."""
+    trace = chrome_trace(events, memory_samples=memory_samples)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(trace, f, separators=(",", ":"))

@@ -158,10 +158,14 @@ class PythonMemorySource(MemorySource):
         self._refs += 1
 
     def release(self) -> None:
-        """Collect garbage (so dead objects count as freed), then unhook on the last release."""
+        """Unhook on the last release.
+
+        No garbage collection here: the profile reads :func:`memory_stats` (which
+        collects, while still hooked) before it releases its sources, so dead
+        objects already count as freed; what dies after unhooking stays in a
+        window whose figures were read and which the next profile replaces.
+        """
         if self._refs == 0:
             return
         self._refs -= 1
-        if self._refs == 0:
-            gc.collect()
         _native.memory_python_uninstall()
