@@ -23,6 +23,7 @@ SOURCES = [
     "numpy_hooks.c",
     "cuda.c",
     "model_kernels.c",
+    "buffers.c",
 ]
 # Each header is part of the cdef; each must stay free of preprocessor lines.
 CDEF_HEADERS = [
@@ -31,6 +32,7 @@ CDEF_HEADERS = [
     "numpy_hooks.h",
     "cuda.h",
     "model_kernels.h",
+    "buffers.h",
 ]
 
 

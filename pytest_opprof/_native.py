@@ -600,3 +600,22 @@ def model_flops(key_sums: KeySums, *, group: np.ndarray | None, pair_flops: np.n
             _i64(key_sums.sums),
         )
     )
+
+
+# ---- buffers: memory the core holds (native/buffers.c) -------------------------
+
+
+class BufferStats(NamedTuple):
+    """Bytes held by the core's thread states and how many are live, dead and parked."""
+
+    bytes: int
+    live: int
+    dead: int
+    parked: int
+
+
+def buffer_stats() -> BufferStats:
+    """Call while nothing records (see native/buffers.h)."""
+    out = ffi.new("int64_t[4]")
+    check(lib.opprof_buffer_stats(out, out + 1, out + 2, out + 3))
+    return BufferStats(*(int(v) for v in out))
