@@ -24,7 +24,7 @@ from pytest_opprof.records import FLAG_EXCEPTION, Records
 if TYPE_CHECKING:
     import numpy as np
 
-    from pytest_opprof.model import EventList
+    from pytest_opprof.model import EventList, Overhead
     from pytest_opprof.sources.cuda_source import CudaSource, DeviceMemoryStats
     from pytest_opprof.sources.memory_source import MemoryStats
 
@@ -37,6 +37,13 @@ _lock = threading.Lock()
 _active: profile | None = None
 # Read by record_function before any native call; written under _lock.
 _recording = False
+# Profiler cost per event, calibrated once per process for each (options, numpy hooked).
+_overheads: dict[tuple[int, bool], Overhead] = {}
+
+
+def _set_recording(on: bool) -> None:
+    global _recording
+    _recording = on
 
 
 class profile:  # lower case: torch.profiler's spelling
@@ -49,6 +56,10 @@ class profile:  # lower case: torch.profiler's spelling
     already uses CUDA, see ``sources.cuda_source``), every ``cuda_sample_rate``-th
     call of each name; ``device_memory`` then holds the device memory peak and
     ``not_measured`` says what could not be measured and why.
+    ``subtract_overhead``: subtract the profiler's own cost per event (calibrated
+    at the first profile of the process, see ``calibration``) from self times in
+    :meth:`events` and :meth:`key_averages`; ``overhead`` holds it, and every
+    row keeps ``self_cpu_time_total_raw``.
     After stop: :meth:`records`, :meth:`events`, :meth:`key_averages`, the
     exports, ``memory`` (bytes, when ``profile_memory``) and ``wall_time_ns``.
     """
@@ -63,6 +74,7 @@ class profile:  # lower case: torch.profiler's spelling
         python_memory: bool = False,
         cuda: bool | None = None,
         cuda_sample_rate: int = 1,
+        subtract_overhead: bool = True,
     ) -> None:
         if isinstance(capture, str):
             raise OpprofError(f"capture must be a list of source names, not the string {capture!r}")
@@ -74,6 +86,8 @@ class profile:  # lower case: torch.profiler's spelling
         self.python_memory = python_memory
         self.cuda = cuda
         self.cuda_sample_rate = cuda_sample_rate
+        self.subtract_overhead = subtract_overhead
+        self.overhead: Overhead | None = None
         self.device_memory: DeviceMemoryStats | None = None
         self.not_measured: list[str] = []
         self._cuda_source: CudaSource | None = None
@@ -155,6 +169,8 @@ class profile:  # lower case: torch.profiler's spelling
                 for source in wanted:
                     source.acquire()
                     acquired.append(source)
+                if self.subtract_overhead:
+                    self.overhead = _overhead(options, acquired)
                 for source in acquired:
                     options |= source.start_options()
                 self._records = None
@@ -213,7 +229,10 @@ class profile:  # lower case: torch.profiler's spelling
             from pytest_opprof.model import build_events
 
             self._events = build_events(
-                self.records(), profile_memory=self.profile_memory, with_flops=self.with_flops
+                self.records(),
+                profile_memory=self.profile_memory,
+                with_flops=self.with_flops,
+                overhead=self.overhead,
             )
             self._events.memory_samples = self._memory_samples
         return self._events
@@ -230,6 +249,7 @@ class profile:  # lower case: torch.profiler's spelling
             group_by_stack_n=group_by_stack_n,
             profile_memory=self.profile_memory,
             with_flops=self.with_flops,
+            overhead=self.overhead,
         )
 
     def export_chrome_trace(self, path: str) -> None:
@@ -239,6 +259,17 @@ class profile:  # lower case: torch.profiler's spelling
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """Write collapsed stacks (flame-graph input) weighted by ``metric`` (us)."""
         self.events().export_stacks(path, metric)
+
+
+def _overhead(options: int, acquired: list[sources.Source]) -> Overhead:
+    """The calibrated cost per event for these options (measured at first need)."""
+    numpy_hooked = any(source.name == "numpy" for source in acquired)
+    key = (options, numpy_hooked)
+    if key not in _overheads:
+        from pytest_opprof.calibration import calibrate
+
+        _overheads[key] = calibrate(_set_recording, record_function, numpy_hooked, options)
+    return _overheads[key]
 
 
 def _release(acquired: list[sources.Source]) -> None:

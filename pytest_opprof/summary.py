@@ -162,6 +162,15 @@ def _num(row: object, name: str) -> float:
     return float(value) if value is not None else 0.0
 
 
+def _self_time_field(row: object) -> str:
+    """The raw self time where the row has one (opprof's rows), else torch's field."""
+    return (
+        "self_cpu_time_total_raw"
+        if hasattr(row, "self_cpu_time_total_raw")
+        else ("self_cpu_time_total")
+    )
+
+
 def _op_key(row: object, by_input_shape: bool) -> str:
     key = getattr(row, "key", None)
     if key is None:
@@ -202,7 +211,9 @@ class RoundFigures:
             key = _op_key(row, by_input_shape)
             figures = OpFigures(
                 count=int(_num(row, "count")),
-                self_cpu_ns=round(_num(row, "self_cpu_time_total") * _US_TO_NS),
+                # Raw (profiler overhead not subtracted): baselines stay comparable
+                # whatever each session's calibration measured (model/overhead.py).
+                self_cpu_ns=round(_num(row, _self_time_field(row)) * _US_TO_NS),
                 cpu_ns=round(_num(row, "cpu_time_total") * _US_TO_NS),
                 self_memory_bytes=int(_num(row, "self_cpu_memory_usage")),
                 memory_bytes=int(_num(row, "cpu_memory_usage")),

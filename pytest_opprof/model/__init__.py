@@ -10,6 +10,7 @@ from __future__ import annotations
 from pytest_opprof.model import events as _events
 from pytest_opprof.model.averages import FunctionEventAvg, average_records
 from pytest_opprof.model.events import EventList, FunctionEvent, Interval
+from pytest_opprof.model.overhead import Overhead
 from pytest_opprof.model.tree import EventTree, build_tree
 from pytest_opprof.records import Records
 
@@ -19,6 +20,7 @@ __all__ = [
     "FunctionEvent",
     "FunctionEventAvg",
     "Interval",
+    "Overhead",
     "build_events",
     "build_tree",
     "key_averages",
@@ -36,10 +38,12 @@ def build_events(
     profile_memory: bool = False,
     with_flops: bool = False,
     use_device: str | None = None,
+    overhead: Overhead | None = None,
 ) -> EventList:
     """One linked :class:`FunctionEvent` per record, ordered by start time.
 
-    ``use_device`` defaults to ``"cuda"`` when any event has a device time.
+    ``use_device`` defaults to ``"cuda"`` when any event has a device time;
+    ``overhead``: the profiler cost to subtract from self times.
     """
     tree = build_tree(records)
     return _events.build_events(
@@ -48,6 +52,7 @@ def build_events(
         profile_memory=profile_memory,
         with_flops=with_flops,
         use_device=_device(records, use_device),
+        overhead=overhead,
     )
 
 
@@ -59,10 +64,12 @@ def key_averages(
     profile_memory: bool = False,
     with_flops: bool = False,
     use_device: str | None = None,
+    overhead: Overhead | None = None,
 ) -> EventList:
     """:class:`FunctionEventAvg` per name (+ input shapes, + first stack frames), vectorised.
 
-    Same groups, order and sums as ``build_events(records).key_averages(...)``.
+    Same groups, order and sums as ``build_events(records).key_averages(...)``;
+    ``overhead``: the profiler cost to subtract from self times.
     """
     rows, device = average_records(
         records,
@@ -70,10 +77,12 @@ def key_averages(
         group_by_stack_n=group_by_stack_n,
         with_flops=with_flops,
         use_device=use_device,
+        overhead=overhead,
     )
     return EventList(
         rows,
         use_device=device,
         profile_memory=profile_memory,
         with_flops=with_flops,
+        overhead=overhead,
     )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_opprof.flops import flops_for
+from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import (
     EventTree,
     build_tree,
@@ -53,6 +54,8 @@ class FunctionEventAvg:
         self.count: int = 0
         self.cpu_time_total: float = 0.0
         self.self_cpu_time_total: float = 0.0
+        self.self_cpu_time_total_raw: float = 0.0
+        """Self time before the profiler's overhead was subtracted, us."""
         self.device_time_total: float = 0.0
         self.self_device_time_total: float = 0.0
         self.cpu_memory_usage: int = 0
@@ -97,6 +100,7 @@ class FunctionEventAvg:
         self.count += other.count
         self.cpu_time_total += other.cpu_time_total
         self.self_cpu_time_total += other.self_cpu_time_total
+        self.self_cpu_time_total_raw += other.self_cpu_time_total_raw
         self.device_time_total += other.device_time_total
         self.self_device_time_total += other.self_device_time_total
         self.cpu_memory_usage += other.cpu_memory_usage
@@ -155,6 +159,7 @@ def average_records(
     with_flops: bool = False,
     use_device: str | None = None,
     native: bool = True,
+    overhead: Overhead | None = None,
 ) -> tuple[list[FunctionEventAvg], str | None]:
     """Vectorised :func:`average_events` over a session's records, and the device name.
 
@@ -162,13 +167,17 @@ def average_records(
     Over a native drain (children before parents on each thread) the tree and
     the per-key sums are linear passes in C with no per-event ordering;
     otherwise, or with ``native=False``, numpy over the canonical tree.  Both
-    give the same groups, order and sums.
+    give the same groups, order and sums.  With ``overhead``, each row's
+    ``self_cpu_time_total`` has the profiler's cost subtracted (never below 0;
+    ``self_cpu_time_total_raw`` keeps the measured figure).
     """
     if len(records) == 0:
         return [], use_device
     module = native_module() if native else None
     if module is not None:
-        out = _average_native(module, records, group_by_input_shape, group_by_stack_n, with_flops)
+        out = _average_native(
+            module, records, group_by_input_shape, group_by_stack_n, with_flops, overhead
+        )
         if out is not None:
             rows, device_events = out
             device = _device(use_device, device_events > 0)
@@ -178,7 +187,7 @@ def average_records(
     tree = build_tree(records, native=native)
     device = _device(use_device, bool((tree.events["device_ns"] >= 0).any()))
     return _average_numpy(
-        records, tree, group_by_input_shape, group_by_stack_n, with_flops, device
+        records, tree, group_by_input_shape, group_by_stack_n, with_flops, device, overhead
     ), device
 
 
@@ -187,7 +196,12 @@ def _device(use_device: str | None, measured: bool) -> str | None:
 
 
 def _average_native(
-    module: Any, records: Records, by_shape: bool, stack_n: int, with_flops: bool
+    module: Any,
+    records: Records,
+    by_shape: bool,
+    stack_n: int,
+    with_flops: bool,
+    overhead: Overhead | None,
 ) -> tuple[list[FunctionEventAvg], int] | None:
     """The C path and the number of events with a device time; None where it does not apply."""
     ev = records.events
@@ -231,6 +245,15 @@ def _average_native(
             ev, rows, tree, group=group, memory_group=memory_group, m=m, pair_flops=pair_flops
         )
         device_events = int((ev["device_ns"] >= 0).sum())
+    corrections: np.ndarray = np.zeros(m)
+    if overhead is not None:
+        per_event = self_corrections_ns(overhead, ev["kind"], rows)
+        key_of = (
+            group
+            if group is not None
+            else np.where(ev["kind"] == KIND_MEMORY, memory_group, ev["name"])
+        )
+        corrections = np.bincount(key_of, weights=per_event, minlength=m)
     present = np.flatnonzero(first >= 0).tolist()
     firsts = ev[first[present]]
     canonical = np.lexsort(
@@ -259,6 +282,7 @@ def _average_native(
                 by_shape=by_shape,
                 stack_n=stack_n,
                 use_device=None,
+                correction_ns=float(corrections[g]),
             )
         )
     return out, device_events
@@ -285,13 +309,18 @@ def _avg(
     by_shape: bool,
     stack_n: int,
     use_device: str | None,
+    correction_ns: float = 0.0,
 ) -> FunctionEventAvg:
-    """One group's average from its integer sums (ns, bytes) and first row (in ``events``)."""
+    """One group's average from its integer sums (ns, bytes) and first row (in ``events``).
+
+    ``correction_ns``: profiler overhead to subtract from the group's self time.
+    """
     avg = FunctionEventAvg()
     avg.key = key
     avg.count = int(c["count"])
     avg.cpu_time_total = c["cpu_total_ns"] / _NS_PER_US
-    avg.self_cpu_time_total = c["cpu_self_ns"] / _NS_PER_US
+    avg.self_cpu_time_total_raw = c["cpu_self_ns"] / _NS_PER_US
+    avg.self_cpu_time_total = max(c["cpu_self_ns"] - correction_ns, 0.0) / _NS_PER_US
     avg.device_time_total = c["device_total_ns"] / _NS_PER_US
     avg.self_device_time_total = c["device_self_ns"] / _NS_PER_US
     avg.cpu_memory_usage = int(c["mem_total_bytes"])
@@ -314,6 +343,7 @@ def _average_numpy(
     stack_n: int,
     with_flops: bool,
     use_device: str | None,
+    overhead: Overhead | None = None,
 ) -> list[FunctionEventAvg]:
     """The numpy path over the canonical tree: ``np.unique`` keys, ``np.bincount`` sums."""
     ev = tree.events
@@ -348,6 +378,10 @@ def _average_numpy(
         "self_flops": _int_sums(group, self_flops, m),
     }
     rounded = {k: np.rint(v).astype(_I64).tolist() for k, v in columns.items()}
+    corrections: np.ndarray = np.zeros(m)
+    if overhead is not None:
+        per_event = self_corrections_ns(overhead, ev["kind"], tree.parent)
+        corrections = np.bincount(group, weights=per_event, minlength=m)
     return [
         _avg(
             records,
@@ -359,6 +393,7 @@ def _average_numpy(
             by_shape=by_shape,
             stack_n=stack_n,
             use_device=use_device,
+            correction_ns=float(corrections[g]),
         )
         for g, row in enumerate(first.tolist())
     ]

@@ -18,6 +18,7 @@ from pytest_opprof.model.averages import (
     event_flops,
     shape_dtypes,
 )
+from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import EventTree
 from pytest_opprof.records import FLAG_EXCEPTION, Records
 from pytest_opprof.render import stacks as render_stacks
@@ -70,6 +71,7 @@ class FunctionEvent:
         "name",
         "self_cpu_memory_usage",
         "self_cpu_time_total",
+        "self_cpu_time_total_raw",
         "self_device_memory_usage",
         "self_device_time_total",
         "self_flops",
@@ -90,6 +92,7 @@ class FunctionEvent:
         end_us: float,
         *,
         self_cpu_time_total: float | None = None,
+        self_cpu_time_total_raw: float | None = None,
         device_time_total: float = 0.0,
         self_device_time_total: float = 0.0,
         cpu_memory_usage: int = 0,
@@ -111,6 +114,10 @@ class FunctionEvent:
         self.self_cpu_time_total: float = (
             self.cpu_time_total if self_cpu_time_total is None else self_cpu_time_total
         )
+        self.self_cpu_time_total_raw: float = (
+            self.self_cpu_time_total if self_cpu_time_total_raw is None else self_cpu_time_total_raw
+        )
+        """Self time before the profiler's overhead was subtracted, us."""
         self.device_time_total = device_time_total
         self.self_device_time_total = self_device_time_total
         self.cpu_memory_usage = cpu_memory_usage
@@ -168,11 +175,14 @@ class EventList(list[Any]):
         use_device: str | None = None,
         profile_memory: bool = False,
         with_flops: bool = False,
+        overhead: Overhead | None = None,
     ) -> None:
         super().__init__(events)
         self.use_device = use_device
         self.profile_memory = profile_memory
         self.with_flops = with_flops
+        self.overhead = overhead
+        """The profiler cost subtracted from self times (None: nothing subtracted)."""
 
     def _like(self, events: Iterable[Any]) -> EventList:
         return EventList(
@@ -180,6 +190,7 @@ class EventList(list[Any]):
             use_device=self.use_device,
             profile_memory=self.profile_memory,
             with_flops=self.with_flops,
+            overhead=self.overhead,
         )
 
     @property
@@ -199,8 +210,11 @@ class EventList(list[Any]):
         top_level_events_only: bool = False,
         time_unit: str | None = None,
     ) -> str:
-        """The list as a text table (see :func:`pytest_opprof.render.table.table`)."""
-        return render_table.table(
+        """The list as a text table (see :func:`pytest_opprof.render.table.table`).
+
+        When the profiler's overhead was subtracted, the footer says how much.
+        """
+        text = render_table.table(
             self,
             sort_by=sort_by,
             row_limit=row_limit,
@@ -212,6 +226,9 @@ class EventList(list[Any]):
             with_flops=self.with_flops,
             use_device=self.use_device,
         )
+        if self.overhead is None or not text:
+            return text
+        return text + self.overhead.describe() + "\n"
 
     def export_chrome_trace(self, path: str) -> None:
         """Write a Chrome/Perfetto trace (JSON) of the events and ``memory_samples`` to ``path``."""
@@ -259,9 +276,18 @@ def build_events(
     profile_memory: bool = False,
     with_flops: bool = False,
     use_device: str | None = None,
+    overhead: Overhead | None = None,
 ) -> EventList:
-    """One linked :class:`FunctionEvent` per record, in canonical (start) order."""
+    """One linked :class:`FunctionEvent` per record, in canonical (start) order.
+
+    With ``overhead``, self times have the profiler's cost subtracted (never below 0).
+    """
     ev = tree.events
+    raw_self_ns = tree.cpu_self_ns
+    self_ns = raw_self_ns
+    if overhead is not None:
+        corrections = self_corrections_ns(overhead, ev["kind"], tree.parent)
+        self_ns = np.maximum(raw_self_ns - corrections, 0)
     names = tree.names
     if with_flops:
         flops_col, self_flops_col = event_flops(records, tree)
@@ -275,7 +301,8 @@ def build_events(
         ev["thread"].tolist(),
         (ev["start_ns"] / _NS_PER_US).tolist(),
         ((ev["start_ns"] + tree.cpu_total_ns) / _NS_PER_US).tolist(),
-        (tree.cpu_self_ns / _NS_PER_US).tolist(),
+        (self_ns / _NS_PER_US).tolist(),
+        (raw_self_ns / _NS_PER_US).tolist(),
         (tree.device_total_ns / _NS_PER_US).tolist(),
         (tree.device_self_ns / _NS_PER_US).tolist(),
         tree.mem_total_bytes.tolist(),
@@ -295,6 +322,7 @@ def build_events(
         s,
         e,
         cself,
+        cself_raw,
         dtot,
         dself,
         mtot,
@@ -314,6 +342,7 @@ def build_events(
                 s,
                 e,
                 self_cpu_time_total=cself,
+                self_cpu_time_total_raw=cself_raw,
                 device_time_total=dtot,
                 self_device_time_total=dself,
                 cpu_memory_usage=mtot,
@@ -334,5 +363,9 @@ def build_events(
             child.cpu_parent = parent
             parent.cpu_children.append(child)
     return EventList(
-        objs, use_device=use_device, profile_memory=profile_memory, with_flops=with_flops
+        objs,
+        use_device=use_device,
+        profile_memory=profile_memory,
+        with_flops=with_flops,
+        overhead=overhead,
     )
