@@ -7,17 +7,23 @@ named from a pool of 50, on 2 threads, with ~100 distinct input shapes.  Ours is
 timed from the raw records (tree building included); torch's from FunctionEvents
 already linked (its tree is built at profile exit, outside key_averages).
 
-    .venv/bin/python bench/bench_key_averages.py [--events 1000000] [--torch-events 100000]
+    .venv/bin/python bench/bench_key_averages.py [--events 1000000] [--torch-events 1000000]
+        [--repeats 5] [--quick] [--json PATH]
+
+Medians over repeats with the interquartile range; the torch / opprof ratio is
+taken per event on the same synthetic session size when both ran on it.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+from _common import fmt_spread, spread
 
 from pytest_opprof.model import build_events, key_averages
 from pytest_opprof.model.averages import average_records
@@ -97,55 +103,85 @@ def torch_events(records: Records) -> object:
     return result
 
 
-def median_s(fn: Callable[[], object], repeats: int) -> float:
+def times_s(fn: Callable[[], object], repeats: int) -> list[float]:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--torch-events", type=int, default=100_000)
+    parser.add_argument("--torch-events", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--torch-repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.quick:
+        args.events, args.torch_events, args.repeats, args.torch_repeats = 100_000, 10_000, 3, 1
 
-    rows = []
-    big = synthetic_records(args.events)
-    small = synthetic_records(args.torch_events)
-    for label, rec in ((f"{len(big):,}", big), (f"{len(small):,}", small)):
-        s = median_s(lambda r=rec: key_averages(r, profile_memory=True), args.repeats)
-        rows.append(("opprof key_averages (vectorised)", label, s, s / len(rec) * 1e9))
-        s = median_s(lambda r=rec: key_averages(r, with_flops=True), args.repeats)
-        rows.append(("opprof key_averages + flops (profile())", label, s, s / len(rec) * 1e9))
-        s = median_s(lambda r=rec: average_records(r, with_flops=True, native=False), args.repeats)
-        rows.append(("opprof key_averages + flops, numpy path", label, s, s / len(rec) * 1e9))
-        s_flops = median_s(
-            lambda r=rec: key_averages(r, group_by_input_shape=True, with_flops=True), args.repeats
+    rows: list[dict[str, object]] = []
+
+    def row(what: str, n: int, times: list[float]) -> None:
+        s = spread([t / n * 1e9 for t in times])
+        rows.append({"what": what, "events": n, "seconds": spread(times), "ns_per_event": s})
+
+    sizes = sorted({args.events, args.torch_events}, reverse=True)
+    for n in sizes:
+        rec = synthetic_records(n)
+        n = len(rec)
+        row(
+            "opprof key_averages (C pass)",
+            n,
+            times_s(lambda r=rec: key_averages(r, profile_memory=True), args.repeats),
         )
-        rows.append(
-            ("opprof key_averages by shape + flops", label, s_flops, s_flops / len(rec) * 1e9)
+        row(
+            "opprof key_averages + flops (profile())",
+            n,
+            times_s(lambda r=rec: key_averages(r, with_flops=True), args.repeats),
         )
+        row(
+            "opprof key_averages + flops, numpy path",
+            n,
+            times_s(lambda r=rec: average_records(r, with_flops=True, native=False), args.repeats),
+        )
+        row(
+            "opprof key_averages by shape + flops",
+            n,
+            times_s(
+                lambda r=rec: key_averages(r, group_by_input_shape=True, with_flops=True),
+                args.repeats,
+            ),
+        )
+        if n == len(synthetic_records(args.torch_events)) or len(sizes) == 1:
+            obj = build_events(rec)
+            row(
+                "opprof EventList.key_averages (objects)",
+                n,
+                times_s(obj.key_averages, min(args.repeats, 3)),
+            )
+            del obj
+            tev = torch_events(rec)
+            row("torch EventList.key_averages", n, times_s(tev.key_averages, args.torch_repeats))  # type: ignore[attr-defined]
+            del tev
 
-    obj = build_events(small)
-    s = median_s(obj.key_averages, args.repeats)
-    rows.append(
-        ("opprof EventList.key_averages (objects)", f"{len(small):,}", s, s / len(small) * 1e9)
-    )
-
-    tev = torch_events(small)
-    s = median_s(tev.key_averages, max(1, min(args.repeats, 3)))  # type: ignore[attr-defined]
-    rows.append(("torch EventList.key_averages", f"{len(small):,}", s, s / len(small) * 1e9))
-
-    print(f"{'what':42} {'events':>10} {'median':>10} {'ns/event':>10}")
-    for what, n, sec, per in rows:
-        print(f"{what:42} {n:>10} {sec * 1e3:>8.1f}ms {per:>10.1f}")
-    ours = rows[0][3]
-    theirs = rows[-1][3]
-    print(f"\nper-event: torch / opprof (vectorised, {rows[0][1]} events) = {theirs / ours:.0f}x")
+    print(f"{'what':42} {'events':>10} {'median s':>10} {'ns/event [IQR]':>22}")
+    for r in rows:
+        sec, per = r["seconds"], r["ns_per_event"]
+        print(f"{r['what']:42} {r['events']:>10,} {sec['median']:>10.3f} {fmt_spread(per, 1):>22}")
+    torch_rows = [r for r in rows if r["what"] == "torch EventList.key_averages"]
+    ratio = None
+    if torch_rows:
+        n = torch_rows[0]["events"]
+        ours = next(r for r in rows if r["events"] == n and r["what"].startswith("opprof key_av"))
+        ratio = torch_rows[0]["ns_per_event"]["median"] / ours["ns_per_event"]["median"]
+        print(f"\ntorch / opprof per event at {n:,} events: {ratio:.0f}x")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "torch_over_opprof": ratio}, indent=1))
 
 
 if __name__ == "__main__":

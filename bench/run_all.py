@@ -1,0 +1,383 @@
+"""Run every benchmark and write BENCHMARKS.md (and its plots) at the repository root.
+
+    .venv/bin/python bench/run_all.py            # everything, about 15 minutes
+    .venv/bin/python bench/run_all.py --quick    # smoke test of the runner, about 2 minutes
+
+Each section is its own script in ``bench/`` (runnable alone, ``--json`` for
+its figures), run here in a fresh process with a time limit, so a failing
+section is reported in BENCHMARKS.md instead of stopping the run.  The 1-minute
+load average is recorded before each section: on a busy machine every timing
+is inflated and noisier, so read the figures beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from _common import REPO, fmt_spread, loadavg, machine_line, now_utc, subprocess_env
+
+HERE = Path(__file__).resolve().parent
+PLOTS = HERE / "plots"
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    script: str
+    args: list[str] = field(default_factory=list)
+    quick_args: list[str] = field(default_factory=lambda: ["--quick"])
+    json: bool = True
+    timeout_s: int = 600
+
+
+SECTIONS = [
+    Section("per_op", "Cost per captured op", "bench_numpy_capture.py"),
+    Section("record_function", "record_function scopes", "bench_record_function.py"),
+    Section("hotpath", "Native hot path", "bench_core_hotpath.py", quick_args=[], json=False),
+    Section(
+        "memory",
+        "Allocation hooks (memory accounting)",
+        "bench_memory.py",
+        quick_args=["--n", "5000", "--repeats", "11"],
+        json=False,
+    ),
+    Section("key_averages", "key_averages()", "bench_key_averages.py", timeout_s=900),
+    Section(
+        "torch_source",
+        "torch ops",
+        "bench_torch_source.py",
+        quick_args=["--ops", "200", "--repeats", "3"],
+        json=False,
+    ),
+    Section("accuracy", "Accuracy and overhead subtraction", "bench_accuracy.py"),
+    Section("suite", "Whole-suite overhead", "bench_suite_overhead.py", timeout_s=1200),
+    Section("verdict", "Verdict quality", "verdict_study.py", timeout_s=1200),
+]
+
+
+def run_section(section: Section, quick: bool, tmp: Path) -> dict[str, Any]:
+    out = tmp / f"{section.key}.json"
+    cmd = [sys.executable, str(HERE / section.script)]
+    cmd += section.quick_args if quick else section.args
+    if section.json:
+        cmd += ["--json", str(out)]
+    load = loadavg()
+    t0 = time.perf_counter()
+    print(f"== {section.title}: {shlex.join(cmd[1:])} (load {load:.2f})", flush=True)
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=REPO,
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=section.timeout_s,
+        )
+        stdout, rc = proc.stdout, proc.returncode
+        error = proc.stderr[-3000:] if rc else ""
+    except subprocess.TimeoutExpired as exc:
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        rc, error = -1, f"timed out after {section.timeout_s} s"
+    seconds = time.perf_counter() - t0
+    print(stdout.rstrip("\n"))
+    if error:
+        print(f"   FAILED ({rc}): {error}", file=sys.stderr)
+    data = json.loads(out.read_text()) if section.json and out.exists() and not rc else None
+    return {
+        "command": shlex.join(["python", f"bench/{section.script}", *cmd[2:]]).replace(
+            str(out), "OUT.json"
+        ),
+        "stdout": stdout,
+        "rc": rc,
+        "error": error,
+        "seconds": seconds,
+        "load_before": load,
+        "load_after": loadavg(),
+        "data": data,
+    }
+
+
+# -- markdown --------------------------------------------------------------
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _spread_cell(s: dict[str, float], digits: int = 0) -> str:
+    return fmt_spread(s, digits).replace("[", "[IQR ")
+
+
+def md_per_op(d: dict[str, Any]) -> str:
+    rows = [[name, _spread_cell(s, 1)] for name, s in d["rows"].items()]
+    ratios = [[name, _spread_cell(s, 1) + "x"] for name, s in d["ratios"].items()]
+    return (
+        f"{d['ops']:,} numpy ops / {d['torch_ops']:,} torch ops per run, {d['repeats']} "
+        "interleaved repeats; added ns per op over the same loop unprofiled (median [IQR]). "
+        "*total* = start + loop + exit + key_averages, amortised per op.\n\n"
+        + _table(["what", "ns per op"], rows)
+        + "\n\nRatios (per repeat, side by side):\n\n"
+        + _table(["ratio", "median [IQR]"], ratios)
+        + "\n\n![per-op cost](bench/plots/per_op.png)"
+    )
+
+
+def md_record_function(d: dict[str, Any]) -> str:
+    rows = [
+        [label, _spread_cell(parts["in loop"]), _spread_cell(parts["incl. collection"])]
+        for label, parts in d["rows"].items()
+    ]
+    rows.append(
+        [
+            "torch / opprof",
+            _spread_cell(d["ratios"]["in loop"], 1) + "x",
+            _spread_cell(d["ratios"]["incl. collection"], 1) + "x",
+        ]
+    )
+    return (
+        f"Empty scope, enter + exit, ns per scope ({d['n']:,} scopes, {d['repeats']} repeats).\n\n"
+        + _table(["", "in loop", "incl. stop + collection"], rows)
+        + f"\n\nopprof `record_function` with no profile active: {_spread_cell(d['idle'])} ns."
+    )
+
+
+def md_key_averages(d: dict[str, Any]) -> str:
+    rows = [
+        [
+            r["what"],
+            f"{r['events']:,}",
+            f"{r['seconds']['median']:.3f}",
+            _spread_cell(r["ns_per_event"], 1),
+        ]
+        for r in d["rows"]
+    ]
+    ratio = d.get("torch_over_opprof")
+    tail = f"\n\ntorch / opprof, per event, same session: **{ratio:.0f}x**" if ratio else ""
+    return (
+        "Synthetic sessions (depth-3 trees, 50 names, 2 threads, ~100 shapes). Ours from the raw "
+        "records (tree building included); torch's from FunctionEvents already linked.\n\n"
+        + _table(["what", "events", "median s", "ns per event"], rows)
+        + tail
+    )
+
+
+def md_accuracy(d: dict[str, Any]) -> str:
+    return d.get("markdown", "```\n" + json.dumps(d, indent=1) + "\n```")
+
+
+def md_suite(d: dict[str, Any]) -> str:
+    rows = [
+        [
+            name,
+            _spread_cell(r["plain_s"], 1),
+            _spread_cell(r["opprof_s"], 1),
+            f"**{_spread_cell(r['ratio'], 2)}**",
+            f"{r['load']['median']:.1f}",
+        ]
+        for name, r in d["rows"].items()
+    ]
+    return (
+        f"Whole pytest process, {d['repeats']} repeats, plain and `--opprof` back to back; "
+        "ratio per repeat.\n\n" + _table(["suite", "plain s", "--opprof s", "ratio", "load"], rows)
+    )
+
+
+def md_verdict(d: dict[str, Any]) -> str:
+    from verdict_study import DEFAULT_LABEL, pick_rows
+
+    chosen = pick_rows(d)
+    rows = []
+    for label, row in chosen:
+        rows.append(
+            [
+                label,
+                f"{row['false_regressions']}/{row['judged']} ({row['false_rate']:.1%})",
+                f"{row['detected']}/{row['slowed']} ({row['detection_rate']:.1%})",
+                str(row["false_in_slowed_session"]),
+            ]
+        )
+    bench = d.get("pytest_benchmark")
+    if bench:
+        rows.append(
+            [
+                f"pytest-benchmark `{bench['check']}`",
+                f"{bench['false_regressions']}/{bench['judged']} ({bench['false_rate']:.1%})",
+                f"{bench['detected']}/{d['slowed']} ({bench['detection_rate']:.1%})",
+                str(bench["false_in_slowed_session"]),
+            ]
+        )
+    loads = [s["load"] for s in d["session_log"]]
+    return (
+        f"{d['tests']} generated tests ({d['tests_with_kernel']} with a 1-4 ms `kernel` scope); "
+        f"{d['sessions']} unchanged sessions against one baseline session; then "
+        f"+{d['slowdown']:.0%} injected into the kernel of {d['slowed']} random tests "
+        f"(detected = judged regressed *because of* `kernel`). opprof sessions measured "
+        f"{d['rounds_measured']} rounds; fewer rounds are scored on each test's first rounds. "
+        f"Load average during the sessions: {min(loads):.1f}-{max(loads):.1f}. "
+        f"{DEFAULT_LABEL}\n\n"
+        + _table(["setting", "false regressions", "detected", "false in slowed session"], rows)
+        + "\n\n![verdict quality](bench/plots/verdict.png)"
+    )
+
+
+RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
+    "per_op": md_per_op,
+    "record_function": md_record_function,
+    "key_averages": md_key_averages,
+    "accuracy": md_accuracy,
+    "suite": md_suite,
+    "verdict": md_verdict,
+}
+
+
+# -- plots -------------------------------------------------------------------
+
+
+def plot_per_op(d: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [
+        ("opprof", "opprof recording: total"),
+        ("Python wrapper", "Python wrapper: total"),
+        ("sys.setprofile", "sys.setprofile: total"),
+        ("torch.profiler", "torch.profiler: total"),
+    ]
+    names = [(label, key) for label, key in names if key in d["rows"]]
+    med = [max(d["rows"][k]["median"], 1e-3) for _, k in names]
+    lo = [m - max(d["rows"][k]["q1"], 1e-3) for m, (_, k) in zip(med, names, strict=True)]
+    hi = [d["rows"][k]["q3"] - m for m, (_, k) in zip(med, names, strict=True)]
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.bar([n for n, _ in names], med, yerr=[lo, hi], capsize=4, color="#4c72b0")
+    ax.set_yscale("log")
+    ax.set_ylabel("added ns per op (log)")
+    ax.set_title("Capture cost per op, incl. exit and key_averages")
+    for i, m in enumerate(med):
+        ax.text(i, m, f"{m:,.0f}", ha="center", va="bottom", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_verdict(d: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    by_rounds: dict[int, list[tuple[float, float]]] = {}
+    for row in d["opprof"]:
+        by_rounds.setdefault(row["setting"]["rounds"], []).append(
+            (row["false_rate"] * 100, row["detection_rate"] * 100)
+        )
+    for rounds, pts in sorted(by_rounds.items()):
+        xs, ys = zip(*pts, strict=True)
+        ax.scatter(xs, ys, s=14, label=f"opprof, {rounds} round(s)", alpha=0.7)
+    bench = d.get("pytest_benchmark")
+    if bench:
+        ax.scatter(
+            [bench["false_rate"] * 100],
+            [bench["detection_rate"] * 100],
+            marker="x",
+            s=80,
+            color="black",
+            label="pytest-benchmark mean:10%",
+        )
+    ax.axvline(1, color="grey", lw=0.8, ls="--")
+    ax.axhline(95, color="grey", lw=0.8, ls="--")
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlabel("false regressions, % of unchanged tests")
+    ax.set_ylabel("detected +30% slowdowns, %")
+    ax.set_title("Verdict quality per setting (goal: left of 1%, above 95%)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- main ----------------------------------------------------------------------
+
+
+def write_markdown(
+    results: dict[str, dict[str, Any]],
+    args: argparse.Namespace,
+    started: str,
+    total_s: float,
+    out: Path,
+) -> None:
+    cmd = "python bench/run_all.py" + (" --quick" if args.quick else "")
+    parts = [
+        "# Benchmarks",
+        "",
+        f"Generated by `{cmd}` (see `bench/`; every section is a script that runs alone).",
+        "",
+        f"- machine: {machine_line()}",
+        f"- date: {started}; whole run {total_s / 60:.1f} min"
+        + ("; **quick mode** (smoke test: small sizes, few repeats)" if args.quick else ""),
+        "- load average (1 min) at each section's start: "
+        + ", ".join(f"{k} {r['load_before']:.1f}" for k, r in results.items())
+        + f" on {os.cpu_count()} cores. Timings on a loaded machine are inflated and noisier.",
+        "- conventions: every comparison is a ratio measured side by side in one run; figures "
+        "are medians over repeats with the interquartile range (IQR) or the min-max range.",
+        "",
+    ]
+    for section in SECTIONS:
+        r = results.get(section.key)
+        if r is None:
+            continue
+        parts += [f"## {section.title}", "", f"`{r['command']}` ({r['seconds']:.0f} s)", ""]
+        if r["rc"]:
+            parts += [f"**failed** (exit {r['rc']}):", "", "```", r["error"].strip(), "```", ""]
+            continue
+        render = RENDER.get(section.key)
+        if render is not None and r["data"] is not None:
+            parts += [render(r["data"]), ""]
+        else:
+            parts += ["```", r["stdout"].strip(), "```", ""]
+    out.write_text("\n".join(parts))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: smoke-test the runner")
+    parser.add_argument("--only", nargs="+", choices=[s.key for s in SECTIONS])
+    parser.add_argument("--out", type=Path, default=REPO / "BENCHMARKS.md")
+    parser.add_argument("--json", type=Path, default=HERE / "results.json")
+    args = parser.parse_args()
+    started = now_utc()
+    t0 = time.perf_counter()
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="opprof-bench-") as tmp:
+        for section in SECTIONS:
+            if args.only and section.key not in args.only:
+                continue
+            results[section.key] = run_section(section, args.quick, Path(tmp))
+    PLOTS.mkdir(exist_ok=True)
+    for key, plot in (("per_op", plot_per_op), ("verdict", plot_verdict)):
+        data = results.get(key, {}).get("data")
+        if data:
+            plot(data, PLOTS / f"{key}.png")
+    args.json.write_text(json.dumps(results, indent=1))
+    write_markdown(results, args, started, time.perf_counter() - t0, args.out)
+    print(f"wrote {args.out} and {args.json}")
+
+
+if __name__ == "__main__":
+    main()
