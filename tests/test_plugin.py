@@ -79,7 +79,8 @@ def test_without_opprof_nothing_is_imported_or_installed(pytester: pytest.Pytest
             assert "pytest_opprof.plugin" in sys.modules
         """
     )
-    result = run(pytester)
+    # pytest-randomly, installed beside us, imports numpy itself to reseed it.
+    result = run(pytester, "-p", "no:randomly")
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*self CPU*")
 
