@@ -96,7 +96,8 @@ def run(modules: list[str], extra: list[str], profiled: bool, workdir: str) -> d
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([workdir, REPO, env.get("PYTHONPATH", "")])
     env["OPPROF_SUITE_OUT"] = out
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opprof_counter"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    cmd += ["-p", "opprof_counter"]
     # rootdir above numpy: node ids name their module, so tests of two modules never merge
     cmd += [f"--rootdir={SITE}", *(PROFILED_ARGS if profiled else []), *extra]
     cmd += ["--pyargs", *modules]

@@ -117,7 +117,10 @@ def test_beside_pytest_benchmark(pytester: pytest.Pytester) -> None:
     _assert_clean(result)
 
 
-def test_beside_pytest_randomly(pytester: pytest.Pytester) -> None:
+def test_beside_pytest_randomly(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(
+        "PYTEST_ADDOPTS", raising=False
+    )  # tests/conftest.py turns it off for other runs
     pytester.makepyfile(test_np=NUMPY_TESTS)
     pytester.makeconftest(RESTORED_CONFTEST)
     for seed in ("1", "2"):
