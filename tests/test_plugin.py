@@ -43,7 +43,11 @@ def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(*PLUGIN, "-p", "no:cacheprovider", *args)
+    # pytest-randomly, installed beside us, reorders tests and imports numpy to reseed it;
+    # tests/test_reliability_plugin.py runs the plugin beside it.
+    return pytester.runpytest_subprocess(
+        *PLUGIN, "-p", "no:cacheprovider", "-p", "no:randomly", *args
+    )
 
 
 NUMPY_TESTS = """
@@ -79,8 +83,7 @@ def test_without_opprof_nothing_is_imported_or_installed(pytester: pytest.Pytest
             assert "pytest_opprof.plugin" in sys.modules
         """
     )
-    # pytest-randomly, installed beside us, imports numpy itself to reseed it.
-    result = run(pytester, "-p", "no:randomly")
+    result = run(pytester)
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*self CPU*")
 
