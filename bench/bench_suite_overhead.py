@@ -25,13 +25,28 @@ from _common import REPO, fmt_spread, loadavg, plugin_args, spread, subprocess_e
 
 NUMPY_TESTS = ["numpy._core.tests.test_einsum", "numpy.linalg.tests.test_linalg"]
 QUICK_NUMPY_TESTS = ["numpy._core.tests.test_einsum"]
+# test_linalg's core classes (~450 tests, ~10 s): the rest of the module adds minutes of
+# a few huge cases that say nothing more about per-test overhead.
+NUMPY_K = (
+    "TestEinsum or TestSolve or TestInv or TestDet or TestEig or TestSVD or TestNorm or TestQR "
+    "or TestCholesky or TestMatrixPower or einsum"
+)
 
 
-def suites(numpy_tests: list[str], tmp: Path) -> dict[str, tuple[list[str], Path]]:
-    """name -> (pytest arguments, working directory)."""
+def suites(numpy_tests: list[str], k: str, tmp: Path) -> dict[str, tuple[list[str], Path]]:
+    """name -> (pytest arguments, working directory).
+
+    numpy's tests run with site-packages as the rootdir (node ids, and so baseline
+    files, need a path under it) and baselines in the temporary directory.
+    """
+    import numpy
+
+    site = Path(numpy.__file__).resolve().parent.parent
+    numpy_args = ["--pyargs", *numpy_tests, f"--rootdir={site}", "-c", str(tmp / "pytest.ini")]
+    (tmp / "pytest.ini").write_text(f"[pytest]\nopprof_baseline_dir = {tmp / 'baselines'}\n")
     return {
         "numpy: " + " + ".join(t.rsplit(".", 1)[-1] for t in numpy_tests): (
-            ["--pyargs", *numpy_tests],
+            [*numpy_args, *(["-k", k] if k else [])],
             tmp,
         ),
         "examples/": (["examples"], REPO),
@@ -40,7 +55,7 @@ def suites(numpy_tests: list[str], tmp: Path) -> dict[str, tuple[list[str], Path
 
 def run(args: list[str], cwd: Path, opprof: bool) -> tuple[float, int]:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args()]
-    cmd += ["-p", "no:benchmark", *args]
+    cmd += ["-p", "no:benchmark", "-p", "no:randomly", *args]
     if opprof:
         cmd.append("--opprof")
     t0 = time.perf_counter()
@@ -51,10 +66,10 @@ def run(args: list[str], cwd: Path, opprof: bool) -> tuple[float, int]:
     return seconds, proc.returncode
 
 
-def measure(numpy_tests: list[str], repeats: int) -> dict[str, Any]:
+def measure(numpy_tests: list[str], k: str, repeats: int) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="opprof-suite-") as tmp:
-        for name, (args, cwd) in suites(numpy_tests, Path(tmp)).items():
+        for name, (args, cwd) in suites(numpy_tests, k, Path(tmp)).items():
             plain, profiled, ratios, loads, outcomes = [], [], [], [], set()
             for i in range(repeats):
                 loads.append(loadavg())
@@ -73,7 +88,7 @@ def measure(numpy_tests: list[str], repeats: int) -> dict[str, Any]:
                 "load": spread(loads),
                 "exit_codes": sorted({f"{'opprof' if o else 'plain'}={rc}" for o, rc in outcomes}),
             }
-    return {"repeats": repeats, "rows": rows}
+    return {"repeats": repeats, "numpy_k": k, "rows": rows}
 
 
 def print_result(result: dict[str, Any]) -> None:
@@ -90,12 +105,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--numpy-tests", nargs="+", default=NUMPY_TESTS)
+    parser.add_argument("--numpy-k", default=NUMPY_K, help="pytest -k for the numpy tests")
     parser.add_argument("--quick", action="store_true", help="one repeat, test_einsum only")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.numpy_tests = 1, QUICK_NUMPY_TESTS
-    result = measure(args.numpy_tests, args.repeats)
+    result = measure(args.numpy_tests, args.numpy_k, args.repeats)
     print_result(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

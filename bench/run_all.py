@@ -192,7 +192,8 @@ def md_suite(d: dict[str, Any]) -> str:
     ]
     return (
         f"Whole pytest process, {d['repeats']} repeats, plain and `--opprof` back to back; "
-        "ratio per repeat.\n\n" + _table(["suite", "plain s", "--opprof s", "ratio", "load"], rows)
+        f'ratio per repeat. numpy tests selected with `-k "{d.get("numpy_k", "")}"`.\n\n'
+        + _table(["suite", "plain s", "--opprof s", "ratio", "load"], rows)
     )
 
 
@@ -333,7 +334,8 @@ def write_markdown(
         + ("; **quick mode** (smoke test: small sizes, few repeats)" if args.quick else ""),
         "- load average (1 min) at each section's start: "
         + ", ".join(f"{k} {r['load_before']:.1f}" for k, r in results.items())
-        + f" on {os.cpu_count()} cores. Timings on a loaded machine are inflated and noisier.",
+        + f" on {os.cpu_count()} cores. Timings on a loaded machine are inflated and noisier."
+        + (f" Run at niceness {os.nice(0)}." if os.nice(0) else ""),
         "- conventions: every comparison is a ratio measured side by side in one run; figures "
         "are medians over repeats with the interquartile range (IQR) or the min-max range.",
         "",

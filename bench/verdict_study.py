@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import random
 import re
@@ -48,6 +49,7 @@ from _common import loadavg, plugin_args, subprocess_env
 
 from pytest_opprof import options
 from pytest_opprof.jsonio import Fields
+from pytest_opprof.machine import MachineInfo, machine_info
 from pytest_opprof.summary import TestSummary, TimeStats
 from pytest_opprof.verdict import Tolerances, compare
 
@@ -182,7 +184,7 @@ def run_opprof(root: Path, rounds: int, out: Path, slow: dict[str, float]) -> di
     )
     cmd = [PYTHON, "-m", "pytest", "-q", *plugin_args(), "opprof", "--opprof"]
     cmd += [f"--opprof-rounds={rounds}"]
-    cmd += ["--opprof-warmup=0", "-p", "no:benchmark"]
+    cmd += ["--opprof-warmup=0", "-p", "no:benchmark", "-p", "no:randomly"]
     load = loadavg()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
@@ -198,7 +200,8 @@ def run_benchmark(
     root: Path, slow: dict[str, float], compare_to: str | None, max_time: float
 ) -> tuple[set[str], dict[str, object]]:
     env = subprocess_env(OPPROF_STUDY_SLOW=json.dumps(slow), PYTHONPATH=str(root))
-    cmd = [PYTHON, "-m", "pytest", "-q", "bench", f"--benchmark-storage=file://{root}/.bm"]
+    cmd = [PYTHON, "-m", "pytest", "-q", "-p", "no:randomly", "bench"]
+    cmd += [f"--benchmark-storage=file://{root}/.bm"]
     cmd += [f"--benchmark-max-time={max_time}", "--benchmark-disable-gc"]
     if compare_to is None:
         cmd += ["--benchmark-save=base"]
@@ -268,6 +271,17 @@ class Setting:
         )
 
 
+_VIEWS: dict[tuple[int, int, str], dict[str, TestSummary]] = {}
+
+
+def _view(session: dict[str, TestSummary], rounds: int, statistic: str) -> dict[str, TestSummary]:
+    """``session`` as ``rounds`` rounds judged by ``statistic`` (cached per session)."""
+    key = (id(session), rounds, statistic)
+    if key not in _VIEWS:
+        _VIEWS[key] = {n: first_rounds(s, rounds, statistic) for n, s in session.items()}
+    return _VIEWS[key]
+
+
 def judge(
     base: dict[str, TestSummary], now: dict[str, TestSummary], setting: Setting
 ) -> dict[str, set[str]]:
@@ -276,16 +290,13 @@ def judge(
 
     out: dict[str, set[str]] = {}
     tol = setting.tolerances()
-    for nodeid, summary in now.items():
-        if nodeid not in base:
+    machine = _machine()
+    base_view = _view(base, setting.rounds, setting.statistic)
+    for nodeid, summary in _view(now, setting.rounds, setting.statistic).items():
+        if nodeid not in base_view:
             continue
-        entry = BaselineEntry.record(first_rounds(base[nodeid], setting.rounds, setting.statistic))
-        verdict = compare(
-            first_rounds(summary, setting.rounds, setting.statistic),
-            entry,
-            fingerprint=entry.machine.fingerprint,
-            tolerances=tol,
-        )
+        entry = BaselineEntry(base_view[nodeid], machine, "")
+        verdict = compare(summary, entry, fingerprint=machine.fingerprint, tolerances=tol)
         if verdict.failed:
             blamed = {r.op for r in verdict.reasons if r.status == "regressed"}
             blamed |= {m.metric for m in verdict.metrics if m.status == "regressed"}
@@ -331,6 +342,11 @@ def pick_rows(result: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
     return unique
 
 
+@functools.cache
+def _machine() -> MachineInfo:
+    return machine_info()
+
+
 def settings_grid(max_rounds: int) -> list[Setting]:
     grid = [default_setting()]
     for rounds in sorted({1, 3, 5, max_rounds}):
@@ -339,7 +355,8 @@ def settings_grid(max_rounds: int) -> list[Setting]:
         for tolerance in (0.1, 0.15, 0.2):
             for floor in (50, 200, 1000):
                 for statistic in ("median", "min"):
-                    for alpha in (0.05, 1.0):
+                    # The significance test needs Tolerances.min_rounds on both sides.
+                    for alpha in (0.05, 1.0) if rounds >= Tolerances().min_rounds else (0.05,):
                         setting = Setting(rounds, tolerance, floor, statistic, alpha)
                         if setting not in grid:
                             grid.append(setting)
