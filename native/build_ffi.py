@@ -24,6 +24,7 @@ SOURCES = [
     "cuda.c",
     "model_kernels.c",
     "buffers.c",
+    "fastscope.c",
 ]
 # Each header is part of the cdef; each must stay free of preprocessor lines.
 CDEF_HEADERS = [
@@ -33,6 +34,7 @@ CDEF_HEADERS = [
     "cuda.h",
     "model_kernels.h",
     "buffers.h",
+    "fastscope.h",
 ]
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -619,3 +621,25 @@ def buffer_stats() -> BufferStats:
     out = ffi.new("int64_t[4]")
     check(lib.opprof_buffer_stats(out, out + 1, out + 2, out + 3))
     return BufferStats(*(int(v) for v in out))
+
+
+# ---- record_function's fast path (native/fastscope.h) ----------------------------
+
+
+def _scope_doors() -> tuple[Callable[[int], int], Callable[[int], int]]:
+    """(push, pop) for record_function: builtins called with the GIL held.
+
+    Each takes one int (name id / flags) and returns a status code like
+    ``opprof_scope_push``/``opprof_scope_pop``, without a cffi call that releases
+    and retakes the GIL.  An extension built before native/fastscope.c falls
+    back to the cffi functions.
+    """
+    install = getattr(lib, "opprof_install_scope_functions", None)
+    if install is None:
+        return lib.opprof_scope_push, lib.opprof_scope_pop
+    module = sys.modules[__name__]
+    check(install(id(module)))
+    return module.scope_push_fast, module.scope_pop_fast
+
+
+scope_push_fast, scope_pop_fast = _scope_doors()

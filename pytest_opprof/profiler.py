@@ -33,6 +33,8 @@ __all__ = ["profile", "record_function"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _lib = _native.lib
+_scope_push = _native.scope_push_fast
+_scope_pop = _native.scope_pop_fast
 _lock = threading.Lock()
 _active: profile | None = None
 # Read by record_function before any native call; written under _lock.
@@ -301,7 +303,7 @@ class record_function:  # lower case: torch.profiler's spelling
         if _recording:
             if self._id < 0:
                 self._id = _native.intern(self.name)
-            status = _lib.opprof_scope_push(self._id)
+            status = _scope_push(self._id)
             if status:
                 _native.check(status)
             self._pushed = True
@@ -315,7 +317,7 @@ class record_function:  # lower case: torch.profiler's spelling
     ) -> None:
         if self._pushed:
             self._pushed = False
-            status = _lib.opprof_scope_pop(FLAG_EXCEPTION if exc_type is not None else 0)
+            status = _scope_pop(FLAG_EXCEPTION if exc_type is not None else 0)
             if status:
                 _native.check(status)
 

@@ -67,13 +67,15 @@ def _time_ns(fn: object) -> int:
     return time.perf_counter_ns() - t0
 
 
-def test_overhead_subtraction_shrinks_the_error_of_nested_scopes() -> None:
+def test_overhead_subtraction_brings_nested_scopes_near_the_truth() -> None:
     attempts = [_nested_errors(children=2000, depth=6) for _ in range(ATTEMPTS)]
-    raw, corrected = min(attempts, key=lambda a: abs(a[1]))
-    # 2000 recorded children cost the root far more than 1% of 5 ms ...
-    assert min(a[0] for a in attempts) > 0.01, attempts
-    # ... and subtracting the calibrated cost removes most of that error.
-    assert abs(corrected) < raw / 2, attempts
+    # Medians over attempts: a descheduled attempt inflates both figures.
+    raw = sorted(a[0] for a in attempts)[ATTEMPTS // 2]
+    corrected = sorted(a[1] for a in attempts)[ATTEMPTS // 2]
+    # 2000 recorded children cost the root measurable time, which subtraction removes ...
+    assert corrected < raw, attempts
+    # ... leaving the root's self time within 3% of the spin plus its own loop.
+    assert abs(corrected) < 0.03, attempts
 
 
 def test_overhead_shown_in_footer_and_raw_figures_kept() -> None:

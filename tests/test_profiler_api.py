@@ -106,6 +106,12 @@ def test_record_function_without_a_profile_makes_no_native_call(
 ) -> None:
     spy = CallSpy(_native.lib)
     monkeypatch.setattr(profiler, "_lib", spy)
+    # record_function's own doors to the core (builtins, see native/fastscope.c).
+    for door, name in (("_scope_push", "opprof_scope_push"), ("_scope_pop", "opprof_scope_pop")):
+        real = getattr(profiler, door)
+        monkeypatch.setattr(
+            profiler, door, lambda arg, real=real, name=name: spy.calls.append(name) or real(arg)
+        )
 
     @opprof.record_function("idle decorated")
     def idle() -> int:
