@@ -155,24 +155,16 @@ static inline int canonical_before(const opprof_event *ev, int64_t a, int64_t b)
 int opprof_model_group(const opprof_event *restrict ev, const int64_t *restrict parent_row,
                        const int64_t *restrict cpu_self_ns, const int64_t *restrict mem_total_bytes,
                        const int64_t *restrict device_total_ns, const int64_t *restrict group, int64_t memory_group,
-                       int64_t n, int64_t m, const int64_t *restrict pair_flops, int64_t n_names,
-                       int64_t n_shapes, int64_t *restrict sums, int64_t *restrict first_row)
+                       int64_t n, int64_t m, int64_t *restrict sums, int64_t *restrict first_row)
 {
     if (n < 0 || m < 0 || (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes ||
                                      !device_total_ns)) ||
-        (m > 0 && (!sums || !first_row)) || (pair_flops && (n_names < 0 || n_shapes <= 0)))
+        (m > 0 && (!sums || !first_row)))
         return opprof_fail(OPPROF_E_ARG, "opprof_model_group: bad arguments (n %lld, m %lld)",
                            (long long)n, (long long)m);
     int status = check_order(parent_row, n, "opprof_model_group");
     if (status != OPPROF_OK)
         return status;
-    /* under[i]: some descendant of row i carries FLOPs ("innermost wins"). */
-    unsigned char *under = NULL;
-    if (pair_flops && n > 0) {
-        under = calloc((size_t)n, 1);
-        if (!under)
-            return opprof_fail(OPPROF_E_NOMEM, "opprof_model_group: out of memory");
-    }
     for (int64_t g = 0; g < m; g++) {
         first_row[g] = -1;
         for (int c = 0; c < OPPROF_GROUP_COLUMNS; c++)
@@ -181,23 +173,10 @@ int opprof_model_group(const opprof_event *restrict ev, const int64_t *restrict 
     for (int64_t i = 0; i < n; i++) {
         const opprof_event *e = &ev[i];
         int64_t g = group ? group[i] : e->kind == OPPROF_KIND_MEMORY ? memory_group : e->name;
-        int64_t flops = 0;
-        if (pair_flops && e->kind != OPPROF_KIND_MEMORY) {
-            if (e->name >= n_names || e->shape >= n_shapes) {
-                free(under);
-                return opprof_fail(OPPROF_E_ARG, "opprof_model_group: row %lld names pair "
-                                   "(%u, %u) outside the FLOP table", (long long)i,
-                                   e->name, e->shape);
-            }
-            flops = pair_flops[(int64_t)e->name * n_shapes + e->shape];
-        }
-        if (g < 0 || g >= m) {
-            free(under);
+        if (g < 0 || g >= m)
             return opprof_fail(OPPROF_E_ARG, "opprof_model_group: row %lld has group %lld, "
                                "not in [0, %lld)", (long long)i, (long long)g, (long long)m);
-        }
         int64_t *s = &sums[g * OPPROF_GROUP_COLUMNS];
-        int64_t p = parent_row[i];
         int64_t dev_self = e->device_ns > 0 ? e->device_ns : 0;
         s[OPPROF_GROUP_COUNT] += 1;
         s[OPPROF_GROUP_CPU_TOTAL] += cpu_total(e);
@@ -206,34 +185,79 @@ int opprof_model_group(const opprof_event *restrict ev, const int64_t *restrict 
         s[OPPROF_GROUP_DEVICE_SELF] += dev_self;
         s[OPPROF_GROUP_MEM_TOTAL] += mem_total_bytes[i];
         s[OPPROF_GROUP_MEM_SELF] += e->self_alloc_bytes - e->self_free_bytes;
-        if (under) {
-            s[OPPROF_GROUP_FLOPS] += flops;
-            if (!under[i])
-                s[OPPROF_GROUP_SELF_FLOPS] += flops;
-            if (p >= 0 && (flops > 0 || under[i]))
-                under[p] = 1;
-        }
         if (first_row[g] < 0 || canonical_before(ev, i, first_row[g]))
             first_row[g] = i;
     }
-    free(under);
     return OPPROF_OK;
 }
 
-int opprof_model_pair_counts(const opprof_event *ev, int64_t n, int64_t n_names,
-                             int64_t n_shapes, int64_t *counts)
+/* Open addressing over pair ids; a slot holds a pair id (-1 empty), its key
+ * is read back through pair_row, so a slot is 8 bytes. */
+static inline uint64_t pair_hash(const opprof_event *e, int bits)
 {
-    if (n < 0 || n_names < 0 || n_shapes <= 0 || (n > 0 && (!ev || !counts)))
-        return opprof_fail(OPPROF_E_ARG, "opprof_model_pair_counts: bad arguments");
-    for (int64_t k = 0; k < n_names * n_shapes; k++)
-        counts[k] = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (ev[i].name >= n_names || ev[i].shape >= n_shapes)
-            return opprof_fail(OPPROF_E_ARG, "opprof_model_pair_counts: row %lld names pair "
-                               "(%u, %u) outside %lld names x %lld shapes", (long long)i,
-                               ev[i].name, ev[i].shape, (long long)n_names, (long long)n_shapes);
-        counts[(int64_t)ev[i].name * n_shapes + ev[i].shape] += 1;
+    uint64_t k = ((uint64_t)e->name << 32) | e->shape;
+    return (k * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - bits);
+}
+
+static int64_t *pair_slots(int bits)
+{
+    int64_t *slots = malloc(((size_t)1 << bits) * sizeof *slots);
+    if (slots)
+        for (int64_t k = 0; k < (INT64_C(1) << bits); k++)
+            slots[k] = -1;
+    return slots;
+}
+
+static int64_t pair_find(const opprof_event *ev, const int64_t *slots, int bits,
+                         const int64_t *pair_row, const opprof_event *e)
+{
+    uint64_t mask = (UINT64_C(1) << bits) - 1, h = pair_hash(e, bits);
+    for (;; h = (h + 1) & mask) {
+        int64_t k = slots[h];
+        if (k < 0 || (ev[pair_row[k]].name == e->name && ev[pair_row[k]].shape == e->shape))
+            return (int64_t)h;
     }
+}
+
+int opprof_model_pairs(const opprof_event *restrict ev, int64_t n, int64_t *restrict pair,
+                       int64_t *restrict pair_row, int64_t *restrict n_pairs)
+{
+    if (n < 0 || !n_pairs || (n > 0 && (!ev || !pair || !pair_row)))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_pairs: bad arguments (n %lld)",
+                           (long long)n);
+    int bits = 6;
+    int64_t count = 0;
+    int64_t *slots = pair_slots(bits);
+    if (!slots)
+        return opprof_fail(OPPROF_E_NOMEM, "opprof_model_pairs: out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        const opprof_event *e = &ev[i];
+        if (e->kind == OPPROF_KIND_MEMORY) {
+            pair[i] = -1;
+            continue;
+        }
+        int64_t h = pair_find(ev, slots, bits, pair_row, e);
+        if (slots[h] < 0) {
+            if (2 * (count + 1) > (INT64_C(1) << bits)) {
+                int64_t *grown = pair_slots(bits + 1);
+                if (!grown) {
+                    free(slots);
+                    return opprof_fail(OPPROF_E_NOMEM, "opprof_model_pairs: out of memory");
+                }
+                free(slots);
+                slots = grown;
+                bits++;
+                for (int64_t k = 0; k < count; k++)
+                    slots[pair_find(ev, slots, bits, pair_row, &ev[pair_row[k]])] = k;
+                h = pair_find(ev, slots, bits, pair_row, e);
+            }
+            pair_row[count] = i;
+            slots[h] = count++;
+        }
+        pair[i] = slots[h];
+    }
+    free(slots);
+    *n_pairs = count;
     return OPPROF_OK;
 }
 
@@ -242,12 +266,11 @@ typedef struct {
 } pending;
 
 int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int64_t *restrict group,
-                          int64_t memory_group, int64_t m, int64_t n_names, int64_t n_shapes,
-                          int64_t *restrict parent_row, int64_t *restrict pair, int64_t *restrict pair_count,
+                          int64_t memory_group, int64_t m, int64_t *restrict parent_row,
                           int64_t *restrict sums, int64_t *restrict first_row, int64_t *restrict device_events)
 {
     if (n < 0 || m < 0 || (n > 0 && (!ev || !parent_row)) || (m > 0 && (!sums || !first_row)) ||
-        !device_events || (pair && (!pair_count || n_names < 0 || n_shapes <= 0)))
+        !device_events)
         return opprof_fail(OPPROF_E_ARG, "opprof_model_key_sums: bad arguments (n %lld, m %lld)",
                            (long long)n, (long long)m);
     for (int64_t g = 0; g < m; g++) {
@@ -255,9 +278,6 @@ int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int6
         for (int c = 0; c < OPPROF_GROUP_COLUMNS; c++)
             sums[g * OPPROF_GROUP_COLUMNS + c] = 0;
     }
-    if (pair)
-        for (int64_t k = 0; k < n_names * n_shapes; k++)
-            pair_count[k] = 0;
     int64_t cap = 256, top = 0, devices = 0;
     pending *stack = malloc((size_t)cap * sizeof *stack);
     if (!stack)
@@ -276,19 +296,6 @@ int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int6
             status = opprof_fail(OPPROF_E_ARG, "opprof_model_key_sums: row %lld has group %lld, "
                                  "not in [0, %lld)", (long long)i, (long long)g, (long long)m);
             break;
-        }
-        if (pair) {
-            if (e->kind == OPPROF_KIND_MEMORY) {
-                pair[i] = -1;
-            } else if (e->name >= n_names || e->shape >= n_shapes) {
-                status = opprof_fail(OPPROF_E_ARG, "opprof_model_key_sums: row %lld names pair "
-                                     "(%u, %u) outside %lld names x %lld shapes", (long long)i,
-                                     e->name, e->shape, (long long)n_names, (long long)n_shapes);
-                break;
-            } else {
-                pair[i] = (int64_t)e->name * n_shapes + e->shape;
-                pair_count[pair[i]]++;
-            }
         }
         int64_t total = cpu_total(e), child_cpu = 0;
         int64_t mem_self = e->self_alloc_bytes - e->self_free_bytes;
@@ -335,16 +342,17 @@ int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int6
     return status;
 }
 
-int opprof_model_flops(const int64_t *restrict pair, const int64_t *restrict parent_row, const int64_t *restrict group,
-                       int64_t n, int64_t n_shapes, const int64_t *restrict pair_flops, int64_t n_pairs,
-                       int64_t m, int64_t *restrict sums)
+int opprof_model_flops(const int64_t *restrict pair, const int64_t *restrict parent_row,
+                       const int64_t *restrict group, int64_t n, const int64_t *restrict pair_flops,
+                       int64_t n_pairs, int64_t m, int64_t *restrict sums)
 {
-    if (n < 0 || m < 0 || n_shapes <= 0 || n_pairs < 0 ||
-        (n > 0 && (!pair || !parent_row || !pair_flops)) || (m > 0 && !sums))
+    if (n < 0 || m < 0 || n_pairs < 0 || (n > 0 && (!pair || !parent_row || !group)) ||
+        (n_pairs > 0 && !pair_flops) || (m > 0 && !sums))
         return opprof_fail(OPPROF_E_ARG, "opprof_model_flops: bad arguments");
     int status = check_order(parent_row, n, "opprof_model_flops");
     if (status != OPPROF_OK)
         return status;
+    /* under[i]: some descendant of row i carries FLOPs ("innermost wins"). */
     unsigned char *under = calloc(n > 0 ? (size_t)n : 1, 1);
     if (!under)
         return opprof_fail(OPPROF_E_NOMEM, "opprof_model_flops: out of memory");
@@ -363,7 +371,7 @@ int opprof_model_flops(const int64_t *restrict pair, const int64_t *restrict par
             under[parent_row[i]] = 1;
         if (flops == 0)
             continue;
-        int64_t g = group ? group[i] : k / n_shapes;
+        int64_t g = group[i];
         if (g < 0 || g >= m) {
             free(under);
             return opprof_fail(OPPROF_E_ARG, "opprof_model_flops: row %lld has group %lld",

@@ -36,45 +36,40 @@ int opprof_model_parent_rows(const opprof_event *ev, int64_t n, int64_t *parent_
 int opprof_model_tree(const opprof_event *ev, const int64_t *parent_row, int64_t n,
                       int64_t *cpu_self_ns, int64_t *mem_total_bytes, int64_t *device_total_ns);
 
-/* Per-group sums (sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_*]) and each
- * group's first event in canonical order (start asc, end desc, depth, id,
- * row; -1 for an empty group).  group == NULL groups by ev[i].name, with
- * OPPROF_KIND_MEMORY events in memory_group.  pair_flops == NULL means no
- * FLOPs; else an event's FLOPs are pair_flops[name * n_shapes + shape]
- * (n_names * n_shapes entries), 0 for OPPROF_KIND_MEMORY events.  Same ordering requirement as
- * opprof_model_tree. */
+/* Per-group sums (sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_*], the FLOP
+ * columns zero; opprof_model_flops fills them) and each group's first event
+ * in canonical order (start asc, end desc, depth, id, row; -1 for an empty
+ * group).  group == NULL groups by ev[i].name, with OPPROF_KIND_MEMORY events
+ * in memory_group.  Same ordering requirement as opprof_model_tree. */
 int opprof_model_group(const opprof_event *ev, const int64_t *parent_row,
                        const int64_t *cpu_self_ns, const int64_t *mem_total_bytes,
                        const int64_t *device_total_ns, const int64_t *group, int64_t memory_group,
-                       int64_t n, int64_t m, const int64_t *pair_flops, int64_t n_names,
-                       int64_t n_shapes, int64_t *sums, int64_t *first_row);
+                       int64_t n, int64_t m, int64_t *sums, int64_t *first_row);
 
-/* counts[name * n_shapes + shape] += 1 for each event: which (op, shapes)
- * pairs occur, so FLOP formulas run once per pair.  OPPROF_E_ARG when a
- * name or shape id is out of range. */
-int opprof_model_pair_counts(const opprof_event *ev, int64_t n, int64_t n_names,
-                             int64_t n_shapes, int64_t *counts);
+/* pair[i]: a dense id per distinct (name, shape) among the events, numbered
+ * in first-seen order (-1 for OPPROF_KIND_MEMORY events); pair_row[k] the
+ * first row of pair k (room for n entries); *n_pairs the number of pairs.
+ * A hash table, so the work is linear in n whatever the number of names and
+ * shapes: FLOP formulas then run once per pair that occurs. */
+int opprof_model_pairs(const opprof_event *ev, int64_t n, int64_t *pair, int64_t *pair_row,
+                       int64_t *n_pairs);
 
 /* key_averages in one pass over a native drain (each thread's events in END
  * order, so a node's children are the pending entries on top of a stack
  * when it arrives).  Fills parent_row, sums and first_row as
- * opprof_model_parent_rows + opprof_model_tree + opprof_model_group would
- * (sums without the FLOP columns), and *device_events (events with
- * device_ns >= 0).  With pair != NULL also pair[i] = name * n_shapes + shape
- * (-1 for OPPROF_KIND_MEMORY) and pair_count[pair] += 1 (n_names * n_shapes
- * entries, zeroed here) for opprof_model_flops.  OPPROF_E_UNSUPPORTED when
- * a parent is -2 or when some parent id is not found after its child
+ * opprof_model_parent_rows + opprof_model_tree + opprof_model_group would,
+ * and *device_events (events with device_ns >= 0).  OPPROF_E_UNSUPPORTED
+ * when a parent is -2 or when some parent id is not found after its child
  * (other order, dropped parents): use the kernels above. */
 int opprof_model_key_sums(const opprof_event *ev, int64_t n, const int64_t *group,
-                          int64_t memory_group, int64_t m, int64_t n_names, int64_t n_shapes,
-                          int64_t *parent_row, int64_t *pair, int64_t *pair_count,
+                          int64_t memory_group, int64_t m, int64_t *parent_row,
                           int64_t *sums, int64_t *first_row, int64_t *device_events);
 
 /* FLOPs and self FLOPs ("innermost wins": only when no descendant carries
- * FLOPs) summed per group, from opprof_model_key_sums' pair and parent_row.
- * group == NULL means group = pair / n_shapes.  Rows must precede their
- * parents.  Writes sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_FLOPS] and
- * ..._SELF_FLOPS. */
+ * FLOPs) summed per group: an event's FLOPs are pair_flops[pair[i]] (0 for
+ * pair -1), pair from opprof_model_pairs, group[i] its group in [0, m).
+ * Rows must precede their parents.  Writes
+ * sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_FLOPS] and ..._SELF_FLOPS. */
 int opprof_model_flops(const int64_t *pair, const int64_t *parent_row, const int64_t *group,
-                       int64_t n, int64_t n_shapes, const int64_t *pair_flops, int64_t n_pairs,
-                       int64_t m, int64_t *sums);
+                       int64_t n, const int64_t *pair_flops, int64_t n_pairs, int64_t m,
+                       int64_t *sums);

@@ -12,8 +12,8 @@ from test_model_averages import FIELDS, forests
 import pytest_opprof as opprof
 from pytest_opprof import _native
 from pytest_opprof.model import build_events, key_averages
-from pytest_opprof.model.averages import FunctionEventAvg, average_records
-from pytest_opprof.records import Records
+from pytest_opprof.model.averages import FunctionEventAvg, _average_native, average_records
+from pytest_opprof.records import KIND_MEMORY, Records
 from pytest_opprof.summary import RoundFigures, summarize_rounds
 
 
@@ -59,7 +59,6 @@ def test_one_pass_matches_numpy(roots: list[Ev], by_shape: bool, stack_n: int) -
             group=None,
             memory_group=len(records.names),
             m=len(records.names) + 1,
-            pair_table=None,
         )
         is not None
     )
@@ -76,7 +75,6 @@ def test_other_orders_and_dropped_parents_match_numpy(roots: list[Ev], drop: boo
             group=None,
             memory_group=len(records.names),
             m=len(records.names) + 1,
-            pair_table=None,
         )
         is None
         or not (records.events["parent"] >= 0).any()
@@ -169,3 +167,44 @@ def test_einsum_flops_show_in_key_averages_and_table() -> None:
     assert einsum.flops == 2 * 5 * 6 * 7
     line = next(ln for ln in rows.table().splitlines() if "numpy.einsum" in ln)
     assert "--" not in line.split()[-1]  # the FLOPs column is filled
+
+
+def test_pairs_are_dense_in_first_seen_order() -> None:
+    roots = [
+        Ev("a", 0, 1, shape=[[1]]),
+        Ev("b", 2, 3, shape=[[1]]),
+        Ev("a", 4, 5, shape=[[1]]),
+        Ev("a", 6, 7, shape=[[2]]),
+        Ev("[memory]", 8, 8, kind=KIND_MEMORY),
+    ]
+    pair, pair_row = _native.model_pairs(records_from(roots).events)
+    assert pair.tolist() == [0, 1, 0, 2, -1]
+    assert pair_row.tolist() == [0, 1, 3]
+
+
+def test_pairs_grow_past_the_first_table() -> None:
+    roots = [Ev(f"op{i % 7}", i, i, shape=[[i % 300]]) for i in range(3000)]
+    ev = records_from(roots).events
+    pair, pair_row = _native.model_pairs(ev)
+    keys = list(zip(ev["name"].tolist(), ev["shape"].tolist(), strict=True))
+    first_seen = list(dict.fromkeys(keys))
+    assert len(pair_row) == len(first_seen) == len(set(keys))
+    assert [first_seen[k] for k in pair.tolist()] == keys
+    assert [keys[r] for r in pair_row.tolist()] == first_seen
+
+
+def test_many_shapes_stay_on_the_native_path() -> None:
+    # ~500 interned numpy names x 400 shapes: a dense (name, shape) table would be
+    # 200,000 cells for 400 events; the pair ids are per pair that occurs.
+    arrays = [np.ones(n) for n in range(1, 401)]
+    with opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        for a in arrays:
+            np.add(a, a)
+    records = prof.records()
+    assert len(records.names) * len(records.shapes) > 4 * len(records) + (1 << 16)
+    native = _average_native(_native, records, False, 0, True, None)
+    assert native is not None
+    rows = {r.key: r for r in native[0]}
+    assert rows["numpy.add"].flops == sum(range(1, 401))
+    _native_vs_numpy(records, False, 0)
+    _native_vs_numpy(records, True, 0)

@@ -10,6 +10,7 @@ gives the same groups, in the same order, with the same sums.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -205,10 +206,6 @@ def _average_native(
 ) -> tuple[list[FunctionEventAvg], int] | None:
     """The C path and the number of events with a device time; None where it does not apply."""
     ev = records.events
-    n_shapes = max(len(records.shapes), 1)
-    pair_table = (len(records.names), n_shapes) if with_flops else None
-    if with_flops and len(records.names) * n_shapes > 4 * len(ev) + (1 << 16):
-        return None  # the dense (name, shapes) table would dwarf the events
     names, memory_group = names_with_memory(records)
     group: np.ndarray | None = None
     m = len(names)
@@ -219,9 +216,7 @@ def _average_native(
         if stack_n > 0:
             key = _combine(key, _stack_key(records, ev["stack"], stack_n))
         group, m = key, int(key.max()) + 1
-    fast = module.model_key_sums(
-        ev, group=group, memory_group=memory_group, m=m, pair_table=pair_table
-    )
+    fast = module.model_key_sums(ev, group=group, memory_group=memory_group, m=m)
     if fast is not None:
         sums, first, rows, device_events = (
             fast.sums,
@@ -229,30 +224,33 @@ def _average_native(
             fast.parent_row,
             fast.device_events,
         )
-        if with_flops:
-            module.model_flops(fast, group=group, pair_flops=_pair_flops(records, fast.pair_count))
     else:
         # Dropped parents or another order: the table kernels, or numpy if they refuse.
         rows = parent_rows(ev)
         tree = module.model_tree(ev, rows)
         if tree is None:
             return None
-        pair_flops = None
-        if with_flops:
-            counts = module.model_pair_counts(ev, len(records.names), n_shapes)
-            pair_flops = _pair_flops(records, counts)
         sums, first = module.model_group(
-            ev, rows, tree, group=group, memory_group=memory_group, m=m, pair_flops=pair_flops
+            ev, rows, tree, group=group, memory_group=memory_group, m=m
         )
         device_events = int((ev["device_ns"] >= 0).sum())
+    key_of = (
+        group
+        if group is not None
+        else np.where(ev["kind"] == KIND_MEMORY, memory_group, ev["name"]).astype(_I64)
+    )
+    if with_flops:
+        pair, pair_row = module.model_pairs(ev)
+        module.model_flops(
+            sums,
+            pair=pair,
+            parent_row=rows,
+            group=key_of,
+            pair_flops=_pair_flops(records, ev, pair_row),
+        )
     corrections: np.ndarray = np.zeros(m)
     if overhead is not None:
         per_event = self_corrections_ns(overhead, ev["kind"], rows)
-        key_of = (
-            group
-            if group is not None
-            else np.where(ev["kind"] == KIND_MEMORY, memory_group, ev["name"])
-        )
         corrections = np.bincount(key_of, weights=per_event, minlength=m)
     present = np.flatnonzero(first >= 0).tolist()
     firsts = ev[first[present]]
@@ -288,14 +286,32 @@ def _average_native(
     return out, device_events
 
 
-def _pair_flops(records: Records, counts: np.ndarray) -> np.ndarray:
-    """FLOPs per (name id, shape id): ``flops_for`` once per pair that occurs."""
-    table = np.zeros_like(counts)
-    for nid, sid in zip(*np.nonzero(counts), strict=True):
-        table[nid, sid] = flops_for(
-            records.names[nid], records.shapes[sid], shape_dtypes(records, int(sid))
-        )
-    return table
+def _pair_flops(records: Records, ev: np.ndarray, pair_row: np.ndarray) -> np.ndarray:
+    """FLOPs of each distinct (name, shapes) pair, given the pair's first row in ``ev``."""
+    name_ids = ev["name"][pair_row].tolist()
+    shape_ids = ev["shape"][pair_row].tolist()
+    return np.array(
+        [
+            pair_flops_for(records, records.names[nid], sid)
+            for nid, sid in zip(name_ids, shape_ids, strict=True)
+        ],
+        dtype=_I64,
+    )
+
+
+def pair_flops_for(records: Records, name: str, shape_id: int) -> int:
+    """``flops_for`` of one (name, shape id) of ``records``, memoised across sessions."""
+    shapes = records.shapes[shape_id]
+    return _flops_memo(
+        name, tuple(tuple(s) for s in shapes), tuple(shape_dtypes(records, shape_id))
+    )
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _flops_memo(name: str, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ...]) -> int:
+    # The same (op, shapes, dtypes) recur from test to test and round to round;
+    # einsum's recorded subscripts are process-lifetime ids, so a key means one count.
+    return flops_for(name, shapes, dtypes)
 
 
 def _avg(
@@ -420,9 +436,7 @@ def event_flops(records: Records, tree: EventTree) -> tuple[np.ndarray, np.ndarr
     for p, row in enumerate(first.tolist()):
         if tree.events["kind"][row] == KIND_MEMORY:
             continue
-        name = tree.names[int(tree.name[row])]
-        sid = int(shape_ids[row])
-        per_pair[p] = flops_for(name, records.shapes[sid], shape_dtypes(records, sid))
+        per_pair[p] = pair_flops_for(records, tree.names[int(tree.name[row])], int(shape_ids[row]))
     flops = per_pair[pair]
     carries = (flops > 0).astype(_I64)
     (under,) = subtree_sums(tree.parent, tree.depth, [carries])
