@@ -490,17 +490,14 @@ def model_group(
     group: np.ndarray | None,
     memory_group: int,
     m: int,
-    pair_flops: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-group sums, shape (m, len(GROUP_COLUMNS)), and first rows in canonical order.
+    """Per-group sums, shape (m, len(GROUP_COLUMNS)), FLOP columns 0, and canonical first rows.
 
-    ``group`` None groups by name (memory events in ``memory_group``);
-    ``pair_flops`` is the (names, shapes) FLOP table or None for no FLOPs.
+    ``group`` None groups by name (memory events in ``memory_group``).
     """
     n = len(events)
     sums = np.empty((m, len(GROUP_COLUMNS)), dtype=np.int64)
     first = np.empty(m, dtype=np.int64)
-    n_names, n_shapes = (0, 1) if pair_flops is None else pair_flops.shape
     check(
         lib.opprof_model_group(
             _event_ptr(events),
@@ -512,9 +509,6 @@ def model_group(
             memory_group,
             n,
             m,
-            _i64(pair_flops),
-            n_names,
-            n_shapes,
             _i64(sums),
             _i64(first),
         )
@@ -522,15 +516,14 @@ def model_group(
     return sums, first
 
 
-def model_pair_counts(events: np.ndarray, n_names: int, n_shapes: int) -> np.ndarray:
-    """Events per (name id, shape id): array of shape (n_names, n_shapes)."""
-    counts = np.empty((n_names, max(n_shapes, 1)), dtype=np.int64)
-    check(
-        lib.opprof_model_pair_counts(
-            _event_ptr(events), len(events), n_names, max(n_shapes, 1), _i64(counts)
-        )
-    )
-    return counts
+def model_pairs(events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(pair id per row, -1 for memory events; first row of each distinct (name, shape))."""
+    n = len(events)
+    pair = np.empty(n, dtype=np.int64)
+    pair_row = np.empty(n, dtype=np.int64)
+    count = ffi.new("int64_t *")
+    check(lib.opprof_model_pairs(_event_ptr(events), n, _i64(pair), _i64(pair_row), count))
+    return pair, pair_row[: int(count[0])]
 
 
 class KeySums(NamedTuple):
@@ -539,30 +532,20 @@ class KeySums(NamedTuple):
     sums: np.ndarray
     first_row: np.ndarray
     parent_row: np.ndarray
-    pair: np.ndarray | None
-    pair_count: np.ndarray | None
     device_events: int
 
 
 def model_key_sums(
-    events: np.ndarray,
-    *,
-    group: np.ndarray | None,
-    memory_group: int,
-    m: int,
-    pair_table: tuple[int, int] | None,
+    events: np.ndarray, *, group: np.ndarray | None, memory_group: int, m: int
 ) -> KeySums | None:
     """One pass over a native drain; None where it does not hold (then use the kernels above).
 
-    ``pair_table`` (names, shapes) asks for per-row (name, shape) pair ids for FLOPs.
+    The FLOP columns are 0 (:func:`model_flops` fills them).
     """
     n = len(events)
     sums = np.empty((m, len(GROUP_COLUMNS)), dtype=np.int64)
     first = np.empty(m, dtype=np.int64)
     rows = np.empty(n, dtype=np.int64)
-    n_names, n_shapes = pair_table if pair_table is not None else (0, 1)
-    pair = np.empty(n, dtype=np.int64) if pair_table is not None else None
-    counts = np.empty((n_names, n_shapes), dtype=np.int64) if pair_table is not None else None
     devices = ffi.new("int64_t *")
     status = lib.opprof_model_key_sums(
         _event_ptr(events),
@@ -570,36 +553,41 @@ def model_key_sums(
         _i64(group),
         memory_group,
         m,
-        n_names,
-        n_shapes,
         _i64(rows),
-        _i64(pair),
-        _i64(counts),
         _i64(sums),
         _i64(first),
         devices,
     )
     if not _unless_unsupported(status):
         return None
-    return KeySums(sums, first, rows, pair, counts, int(devices[0]))
+    return KeySums(sums, first, rows, int(devices[0]))
 
 
-def model_flops(key_sums: KeySums, *, group: np.ndarray | None, pair_flops: np.ndarray) -> None:
-    """Fill the FLOP columns of ``key_sums.sums`` from the (names, shapes) FLOP table."""
-    if key_sums.pair is None:
-        raise OpprofError("model_flops needs key sums computed with a pair table")
-    n_shapes = pair_flops.shape[1]
+def model_flops(
+    sums: np.ndarray,
+    *,
+    pair: np.ndarray,
+    parent_row: np.ndarray,
+    group: np.ndarray,
+    pair_flops: np.ndarray,
+) -> None:
+    """Fill the FLOP columns of ``sums`` (m, len(GROUP_COLUMNS)) in place.
+
+    ``pair``/``pair_flops`` from :func:`model_pairs` and FLOPs per pair;
+    ``group`` each row's group; rows must precede their parents.
+    """
+    if sums.dtype != np.int64 or not sums.flags.c_contiguous:
+        raise OpprofError("model_flops needs C-contiguous int64 sums")
     check(
         lib.opprof_model_flops(
-            _i64(key_sums.pair),
-            _i64(key_sums.parent_row),
+            _i64(pair),
+            _i64(parent_row),
             _i64(group),
-            len(key_sums.pair),
-            n_shapes,
+            len(pair),
             _i64(pair_flops),
-            pair_flops.size,
-            len(key_sums.sums),
-            _i64(key_sums.sums),
+            len(pair_flops),
+            len(sums),
+            _i64(sums),
         )
     )
 
