@@ -358,3 +358,46 @@ def test_counts_of_exited_threads_survive_their_counters_being_reused() -> None:
     assert prof.memory is not None
     assert prof.memory.allocated_bytes == prof.memory.freed_bytes == 50 * 8000
     assert prof.memory.allocations == 50
+
+
+@pytest.fixture
+def full_collections() -> Any:
+    """Full collections started while the test runs (automatic collection off)."""
+    import gc
+
+    seen: list[int] = []
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            seen.append(1)
+
+    enabled = gc.isenabled()
+    gc.disable()
+    gc.callbacks.append(note)
+    yield seen
+    gc.callbacks.remove(note)
+    if enabled:
+        gc.enable()
+
+
+def test_leak_figure_collects_cycles_and_skips_collection_when_nothing_is_held(
+    full_collections: list[int],
+) -> None:
+    with opprof.profile(capture=["none"]) as prof:
+        a = np.empty(10**6)
+        del a
+    assert prof.memory is not None
+    assert (prof.memory.allocated_bytes, prof.memory.leaked_bytes) == (MB8, 0)
+    assert full_collections == []  # nothing held: a collection could change no figure
+
+    class Holder:
+        pass
+
+    with opprof.profile(capture=["none"]) as prof:
+        h = Holder()
+        h.self = h  # type: ignore[attr-defined]  # a cycle: only gc frees it
+        h.data = np.empty(10**6)  # type: ignore[attr-defined]
+        del h
+    assert prof.memory is not None
+    assert prof.memory.leaked_bytes == 0
+    assert full_collections == [1]

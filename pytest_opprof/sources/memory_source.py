@@ -54,9 +54,17 @@ SAMPLE_MIN_BYTES = 4096
 
 
 def memory_stats() -> MemoryStats:
-    """The last profile's memory figures; call after stop (collects garbage first)."""
-    gc.collect()
+    """The last profile's memory figures; call after stop (collects garbage first).
+
+    The collection only runs when the profile still holds bytes: after stop only
+    frees of the profile's own blocks move a counter, and held bytes never go
+    below zero, so with nothing held a collection could change no figure (and a
+    full collection costs milliseconds in a long session).
+    """
     c = _native.memory_counters()
+    if c.held_bytes > 0:
+        gc.collect()
+        c = _native.memory_counters()
     return MemoryStats(
         peak_bytes=c.peak_bytes,
         allocated_bytes=c.allocated_bytes,
