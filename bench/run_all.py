@@ -353,31 +353,54 @@ def write_markdown(
             parts += [render(r["data"]), ""]
         else:
             parts += ["```", r["stdout"].strip(), "```", ""]
+    parts.append((HERE / "NOTES.md").read_text())
     out.write_text("\n".join(parts))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: smoke-test the runner")
-    parser.add_argument("--only", nargs="+", choices=[s.key for s in SECTIONS])
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=[s.key for s in SECTIONS],
+        help="re-run these sections; the others are kept from --json",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "BENCHMARKS.md")
     parser.add_argument("--json", type=Path, default=HERE / "results.json")
+    parser.add_argument(
+        "--render-only", action="store_true", help="rewrite the Markdown and plots from --json"
+    )
     args = parser.parse_args()
-    started = now_utc()
-    t0 = time.perf_counter()
-    results: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="opprof-bench-") as tmp:
-        for section in SECTIONS:
-            if args.only and section.key not in args.only:
-                continue
-            results[section.key] = run_section(section, args.quick, Path(tmp))
+    if args.render_only:
+        saved = json.loads(args.json.read_text())
+        meta, results = saved["meta"], saved["sections"]
+        args.quick = meta["quick"]
+        started, total_s = meta["started"], meta["seconds"]
+    else:
+        started = now_utc()
+        t0 = time.perf_counter()
+        results = {}
+        previous = None
+        if args.only and args.json.exists():  # re-run some sections, keep the others
+            saved = json.loads(args.json.read_text())
+            results, previous = saved["sections"], saved["meta"]
+        with tempfile.TemporaryDirectory(prefix="opprof-bench-") as tmp:
+            for section in SECTIONS:
+                if args.only and section.key not in args.only:
+                    continue
+                results[section.key] = run_section(section, args.quick, Path(tmp))
+        total_s = time.perf_counter() - t0
+        if previous is not None:
+            started, total_s = previous["started"], previous["seconds"]
+        meta = {"quick": args.quick, "started": started, "seconds": total_s}
+        args.json.write_text(json.dumps({"meta": meta, "sections": results}, indent=1))
     PLOTS.mkdir(exist_ok=True)
     for key, plot in (("per_op", plot_per_op), ("verdict", plot_verdict)):
         data = results.get(key, {}).get("data")
         if data:
             plot(data, PLOTS / f"{key}.png")
-    args.json.write_text(json.dumps(results, indent=1))
-    write_markdown(results, args, started, time.perf_counter() - t0, args.out)
+    write_markdown(results, args, started, total_s, args.out)
     print(f"wrote {args.out} and {args.json}")
 
 
