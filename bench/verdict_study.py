@@ -222,30 +222,25 @@ def load_summaries(path: Path) -> dict[str, TestSummary]:
     return {nodeid: TestSummary.from_json(Fields(data)) for nodeid, data in raw.items()}
 
 
-def _first(stats: TimeStats, k: int, statistic: str) -> TimeStats:
-    samples = stats.samples_ns[:k]
-    out = TimeStats.from_samples(samples)
-    if statistic == "min":
-        # The min as the judged figure; its samples stay for the significance test.
-        return dataclasses.replace(out, median_ns=out.min_ns)
-    return out
+def _first(stats: TimeStats, k: int) -> TimeStats:
+    return TimeStats.from_samples(stats.samples_ns[:k])
 
 
-def first_rounds(summary: TestSummary, k: int, statistic: str = "median") -> TestSummary:
+def first_rounds(summary: TestSummary, k: int) -> TestSummary:
     """What a session with ``k`` rounds would have measured: each time's first ``k`` rounds."""
     ops = {
         key: dataclasses.replace(
             op,
-            self_cpu_time=_first(op.self_cpu_time, k, statistic),
-            cpu_time=_first(op.cpu_time, k, statistic),
+            self_cpu_time=_first(op.self_cpu_time, k),
+            cpu_time=_first(op.cpu_time, k),
         )
         for key, op in summary.ops.items()
     }
     return dataclasses.replace(
         summary,
         rounds=min(k, summary.rounds),
-        wall_time=_first(summary.wall_time, k, statistic),
-        cpu_time=_first(summary.cpu_time, k, statistic),
+        wall_time=_first(summary.wall_time, k),
+        cpu_time=_first(summary.cpu_time, k),
         ops=ops,
     )
 
@@ -267,18 +262,22 @@ class Setting:
 
     def tolerances(self) -> Tolerances:
         return dataclasses.replace(
-            Tolerances(), time=self.tolerance, min_time_ns=self.min_time_us * 1000, alpha=self.alpha
+            Tolerances(),
+            time=self.tolerance,
+            min_time_ns=self.min_time_us * 1000,
+            alpha=self.alpha,
+            statistic="min" if self.statistic == "min" else "median",
         )
 
 
-_VIEWS: dict[tuple[int, int, str], dict[str, TestSummary]] = {}
+_VIEWS: dict[tuple[int, int], dict[str, TestSummary]] = {}
 
 
-def _view(session: dict[str, TestSummary], rounds: int, statistic: str) -> dict[str, TestSummary]:
-    """``session`` as ``rounds`` rounds judged by ``statistic`` (cached per session)."""
-    key = (id(session), rounds, statistic)
+def _view(session: dict[str, TestSummary], rounds: int) -> dict[str, TestSummary]:
+    """``session`` as ``rounds`` rounds would have measured it (cached per session)."""
+    key = (id(session), rounds)
     if key not in _VIEWS:
-        _VIEWS[key] = {n: first_rounds(s, rounds, statistic) for n, s in session.items()}
+        _VIEWS[key] = {n: first_rounds(s, rounds) for n, s in session.items()}
     return _VIEWS[key]
 
 
@@ -291,8 +290,8 @@ def judge(
     out: dict[str, set[str]] = {}
     tol = setting.tolerances()
     machine = _machine()
-    base_view = _view(base, setting.rounds, setting.statistic)
-    for nodeid, summary in _view(now, setting.rounds, setting.statistic).items():
+    base_view = _view(base, setting.rounds)
+    for nodeid, summary in _view(now, setting.rounds).items():
         if nodeid not in base_view:
             continue
         entry = BaselineEntry(base_view[nodeid], machine, "")

@@ -14,6 +14,10 @@ Where each step runs, so that one process writes and the right test fails:
   both sides reach the same verdict.
 * Only the controller writes baselines, once, at the end of the session; a
   test is staged when its call and teardown both passed.
+* A test whose file lies outside the rootdir (``--pyargs`` of an installed
+  package, a path beside the rootdir) has a node id that names no file under
+  the rootdir (``::test_x``, ``../x/test_y.py::test_x``): it has no baseline
+  file, so it is neither judged nor staged, and the summary says so once.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from pytest_opprof.baselines import BaselineRun
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.options import GateOptions
 from pytest_opprof.report import TestResult, render_text, write_json_report, write_markdown
+from pytest_opprof.store import split_nodeid
 from pytest_opprof.summary import TestSummary
 from pytest_opprof.verdict import UPDATE_HINT, Tolerances
 
@@ -48,8 +53,10 @@ class Judgement:
 
     @property
     def label(self) -> str:
-        """The verdict as one word (``pass``, ``regressed``, ..., ``error``)."""
-        return self.result.verdict.status if self.result is not None else "error"
+        """The verdict (``pass``, ``regressed``, ..., ``error``, ``not judged``)."""
+        if self.result is not None:
+            return self.result.verdict.status
+        return "error" if self.error is not None else "not judged"
 
 
 @dataclass
@@ -62,6 +69,8 @@ class Gate:
     """node id -> why its baseline could not be used (the message names the file)."""
     written: list[Path] = field(default_factory=list)
     write_error: str | None = None
+    outside: dict[str, None] = field(default_factory=dict)
+    """Node ids of tests outside the rootdir (not judged, not staged), in order."""
     _run: BaselineRun | None = None
     _bad_paths: dict[Path, BaselineError] = field(default_factory=dict)
     _passed_calls: dict[str, TestSummary] = field(default_factory=dict)
@@ -78,6 +87,7 @@ class Gate:
                     memory=o.memory_tolerance,
                     flops=o.flops_tolerance,
                     min_time_ns=o.min_time_ns,
+                    statistic="median" if o.time_statistic == "median" else "min",
                 ),
                 force_time=o.force_time,
             )
@@ -101,6 +111,9 @@ class Gate:
 
     def judge(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> Judgement:
         """Judge one test whose call passed; say whether (and how) it must fail."""
+        if _outside_rootdir(nodeid):
+            self.outside[nodeid] = None
+            return Judgement(None)
         try:
             path = self.run.path_of(nodeid)
             bad = self._bad_paths.get(path)
@@ -136,7 +149,7 @@ class Gate:
     def teardown_done(self, nodeid: str, passed: bool) -> None:
         """Stage the test's figures when its call and teardown passed."""
         summary = self._passed_calls.pop(nodeid, None)
-        if summary is None or not passed:
+        if summary is None or not passed or nodeid in self.outside:
             return
         try:
             if self.run.path_of(nodeid) in self._bad_paths:
@@ -175,6 +188,8 @@ class Gate:
         shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         if self.errors:
             shown += (", " if shown else "") + f"{len(self.errors)} unusable baseline"
+        if self.outside:
+            shown += (", " if shown else "") + f"{len(self.outside)} outside the rootdir"
         where = _shown_path(self.options.baseline_dir)
         lines = [f"opprof baselines ({where}): {shown or 'nothing judged'}"]
         if self.options.warn_only:
@@ -200,12 +215,33 @@ class Gate:
         if self.errors:
             lines += ["", "unusable baselines:"]
             lines += [f"  {nodeid}: {message}" for nodeid, message in self.errors.items()]
+        if self.outside:
+            first = next(iter(self.outside))
+            lines += [
+                "",
+                f"not compared: {len(self.outside)} test(s) outside the rootdir (e.g. {first}) "
+                "have no baseline file; to gate them, run with a --rootdir that contains them",
+            ]
         if self.options.update:
             lines += ["", f"wrote {len(self.written)} baseline file(s)"]
             lines += [f"  {_shown_path(p)}" for p in self.written]
         if self.write_error is not None:
             lines.append(self.write_error)
         return lines
+
+
+def _outside_rootdir(nodeid: str) -> bool:
+    """Whether a node id's file part names no file under the rootdir (empty, absolute, ``..``)."""
+    module = split_nodeid(nodeid)[0]
+    posix, windows = PurePosixPath(module), PureWindowsPath(module)
+    return (
+        not module
+        or posix.is_absolute()
+        or windows.is_absolute()
+        or bool(windows.drive)
+        or ".." in posix.parts
+        or ".." in windows.parts
+    )
 
 
 def _shown_path(path: Path) -> str:

@@ -35,6 +35,8 @@ DEFAULT_TIME_TOLERANCE = 0.2
 DEFAULT_MEMORY_TOLERANCE = 0.1
 DEFAULT_FLOPS_TOLERANCE = 0.0
 DEFAULT_MIN_TIME_NS = 50_000
+DEFAULT_TIME_STATISTIC = "min"
+TIME_STATISTICS = ("min", "median")
 
 
 class OptionValueError(OpprofError, ValueError):
@@ -102,6 +104,14 @@ def parse_min_time_ns(text: object) -> int:
         return parse_duration_ns(text)
     except ValueError as exc:
         raise OptionValueError(str(exc)) from None
+
+
+def parse_time_statistic(text: object) -> str:
+    """``min`` (the fastest round) or ``median``: how a time's rounds are judged."""
+    value = text.strip().lower() if isinstance(text, str) else text
+    if value not in TIME_STATISTICS:
+        raise OptionValueError(f"expected one of {', '.join(TIME_STATISTICS)}, got {text!r}")
+    return str(value)
 
 
 def _argparse_type(parse: Callable[[object], T]) -> Callable[[str], T]:
@@ -195,6 +205,7 @@ def add_options(parser: pytest.Parser) -> None:
     for name in ("baseline_dir", "time_tolerance", "memory_tolerance", "flops_tolerance"):
         parser.addini(f"opprof_{name}", f"default for --opprof-{_dashed(name)}", default="")
     parser.addini("opprof_min_time", "default for --opprof-min-time", default="")
+    parser.addini("opprof_time_statistic", "default for --opprof-time-statistic", default="")
     for name in ("force_time", "warn_only", "require_baselines"):
         parser.addini(
             f"opprof_{name}", f"default for --opprof-{_dashed(name)}", type="bool", default=False
@@ -245,6 +256,14 @@ def _add_gate_options(group: pytest.OptionGroup) -> None:
         f"(default {DEFAULT_MIN_TIME_NS // 1000}us)",
     )
     group.addoption(
+        "--opprof-time-statistic",
+        metavar="STAT",
+        type=_argparse_type(parse_time_statistic),
+        default=None,
+        help="how each time's rounds are judged, on both sides: min (the fastest round, "
+        f"robust to noise from other processes) or median (default {DEFAULT_TIME_STATISTIC})",
+    )
+    group.addoption(
         "--opprof-force-time",
         action="store_true",
         default=None,
@@ -286,6 +305,7 @@ class GateOptions:
     memory_tolerance: float = DEFAULT_MEMORY_TOLERANCE
     flops_tolerance: float = DEFAULT_FLOPS_TOLERANCE
     min_time_ns: int = DEFAULT_MIN_TIME_NS
+    time_statistic: str = DEFAULT_TIME_STATISTIC
     force_time: bool = False
     warn_only: bool = False
     require_baselines: bool = False
@@ -340,6 +360,9 @@ def read_gate_options(config: pytest.Config) -> GateOptions:
             config, "flops_tolerance", parse_tolerance, DEFAULT_FLOPS_TOLERANCE
         ),
         min_time_ns=_setting(config, "min_time", parse_min_time_ns, DEFAULT_MIN_TIME_NS),
+        time_statistic=_setting(
+            config, "time_statistic", parse_time_statistic, DEFAULT_TIME_STATISTIC
+        ),
         force_time=_flag(config, "force_time"),
         warn_only=_flag(config, "warn_only"),
         require_baselines=_flag(config, "require_baselines"),

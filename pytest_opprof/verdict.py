@@ -7,14 +7,19 @@ Rules (each threshold is a :class:`Tolerances` field):
   ``now * (1 + tolerance) < baseline`` an improvement.  Memory changes of at most
   ``memory_floor_bytes`` are ignored (allocator granularity, caches).  Op counts
   are reported but judged only when ``count`` is set.
-* Time is noisy.  The statistic is the median over rounds (the test's wall time;
-  each op's per-round self CPU time).  A time regresses when its median exceeds
+* Time is noisy.  Each time (the test's wall time; each op's per-round self
+  CPU time) is judged by one statistic over its rounds, the same on both
+  sides: ``min`` (the fastest round: noise from other processes only ever adds
+  time, so the fastest round is the one nearest the work itself) or
+  ``median``.  A time regresses when its statistic exceeds
   ``baseline * (1 + time)`` and, when both sides have at least ``min_rounds``
-  rounds, a one-sided Mann-Whitney U test says the rounds are slower than the
-  baseline's rounds scaled by ``1 + time`` with p < ``alpha``: the slowdown beyond
-  tolerance must be significant, not just the median.  Times whose medians are
-  both under ``min_time_ns`` are too short to judge.  Time is judged only when
-  the machine fingerprint matches the baseline's (or ``force_time``); otherwise a
+  rounds, a one-sided Mann-Whitney U test also says the rounds are slower than
+  the baseline's rounds scaled by ``1 + time`` with p < ``alpha``: the slowdown
+  must show in the statistic *and* across the rounds (with ``min`` a single
+  fast round cannot make a slowdown pass, and a single slow burst cannot make
+  one fail).  Improvements mirror this.  Times whose statistics are both under
+  ``min_time_ns`` are too short to judge.  Time is judged only when the
+  machine fingerprint matches the baseline's (or ``force_time``); otherwise a
   note says so and only deterministic figures count.
 * Improvements beyond tolerance never fail; they carry a hint to update baselines.
 """
@@ -33,6 +38,7 @@ from pytest_opprof.store import BaselineEntry
 from pytest_opprof.summary import OpSummary, TestSummary, TimeStats
 
 Status = Literal["pass", "regressed", "improved", "new"]
+Statistic = Literal["min", "median"]
 RowStatus = Literal["pass", "regressed", "improved", "info", "not judged"]
 
 UPDATE_HINT = "run with --opprof-update-baselines to record the improvement"
@@ -51,6 +57,12 @@ class Tolerances:
     memory_floor_bytes: int = 4096
     alpha: float = 0.05
     min_rounds: int = 5
+    statistic: Statistic = "min"
+    """How a time's rounds are summarised on both sides: the fastest (``min``) or ``median``."""
+
+    def figure(self, stats: TimeStats) -> int:
+        """The judged figure of ``stats`` in ns: its min or its median."""
+        return stats.min_ns if self.statistic == "min" else stats.median_ns
 
 
 def _json_change(change: float | None) -> float | None:
@@ -210,7 +222,7 @@ def _judge_exact(baseline: int, now: int, tolerance: float | None, floor: int = 
 def _judge_time(base: TimeStats, now: TimeStats, tol: Tolerances, judged: bool) -> RowStatus:
     if not judged:
         return "not judged"
-    b, c = base.median_ns, now.median_ns
+    b, c = tol.figure(base), tol.figure(now)
     if max(b, c) < tol.min_time_ns:
         return "not judged"
     enough = min(len(base.samples_ns), len(now.samples_ns)) >= tol.min_rounds
@@ -245,9 +257,10 @@ def _metric_rows(
     now: TestSummary, base: TestSummary, tol: Tolerances, time_judged: bool
 ) -> list[MetricRow]:
     wall = _judge_time(base.wall_time, now.wall_time, tol, time_judged)
+    fig = tol.figure
     rows = [
-        _row("wall time", "ns", base.wall_time.median_ns, now.wall_time.median_ns, tol.time, wall),
-        _row("cpu time", "ns", base.cpu_time.median_ns, now.cpu_time.median_ns, None, "info"),
+        _row("wall time", "ns", fig(base.wall_time), fig(now.wall_time), tol.time, wall),
+        _row("cpu time", "ns", fig(base.cpu_time), fig(now.cpu_time), None, "info"),
         _row(
             "flops",
             "flops",
@@ -280,8 +293,8 @@ def _metric_rows(
             _row(
                 "device time",
                 "ns",
-                base.device_time.median_ns,
-                now.device_time.median_ns,
+                fig(base.device_time),
+                fig(now.device_time),
                 tol.time,
                 device,
             )
@@ -301,7 +314,7 @@ def _op_reasons(
     time_judged: bool,
     metric_status: dict[str, RowStatus],
 ) -> list[OpReason]:
-    wall_ref = max(base.wall_time.median_ns, 1)
+    wall_ref = max(tol.figure(base.wall_time), 1)
     flops_ref = max(base.flops, 1)
     memory_ref = max(base.memory.allocated_bytes if base.memory else 0, 1)
     count_ref = max(base.op_count, 1)
@@ -309,9 +322,9 @@ def _op_reasons(
     for key in sorted(set(now.ops) | set(base.ops)):
         c, b = now.ops.get(key), base.ops.get(key)
         if b is None and c is not None:
-            reasons.append(_presence(key, "new", c, wall_ref))
+            reasons.append(_presence(key, "new", c, tol.figure(c.self_cpu_time) / wall_ref))
         elif c is None and b is not None:
-            reasons.append(_presence(key, "vanished", b, wall_ref))
+            reasons.append(_presence(key, "vanished", b, tol.figure(b.self_cpu_time) / wall_ref))
         elif b is not None and c is not None:
             reasons.extend(
                 _op_changes(
@@ -329,7 +342,7 @@ def _op_reasons(
     return reasons
 
 
-def _presence(key: str, kind: str, op: OpSummary, wall_ref: int) -> OpReason:
+def _presence(key: str, kind: str, op: OpSummary, impact: float) -> OpReason:
     return OpReason(
         op=key,
         kind=kind,
@@ -338,7 +351,7 @@ def _presence(key: str, kind: str, op: OpSummary, wall_ref: int) -> OpReason:
         now=op.count if kind == "new" else None,
         change=None,
         status="info",
-        impact=op.self_cpu_time.median_ns / wall_ref,
+        impact=impact,
     )
 
 
@@ -353,7 +366,7 @@ def _op_changes(
 ) -> list[OpReason]:
     wall_ref, flops_ref, memory_ref, count_ref = refs
     out: list[OpReason] = []
-    bt, ct = b.self_cpu_time.median_ns, c.self_cpu_time.median_ns
+    bt, ct = tol.figure(b.self_cpu_time), tol.figure(c.self_cpu_time)
     time_status = _judge_time(b.self_cpu_time, c.self_cpu_time, tol, time_judged)
     if time_status in ("regressed", "improved"):
         kind = "slower" if ct > bt else "faster"
