@@ -123,6 +123,7 @@ class OpprofManager:
         self._acquired: list[Source] = []
         self._frozen = False
         self._pending: dict[str, ProfiledTest] = {}
+        self._sent: dict[str, ProfiledTest] = {}  # parsed report data, this process's tests
         self._judged: dict[str, Judgement] = {}
         self.results: list[ProfiledTest] = []
         self.gate = Gate(options.gate, row_limit=options.row_limit)
@@ -290,11 +291,15 @@ class OpprofManager:
         if result is None:
             return report
         verdict = "not judged"
-        if report.passed and not hasattr(report, "wasxfail"):
-            # Judge the figures as they travel (times rounded like a baseline's), so a
-            # pytest-xdist controller judging them again reaches the same verdict.
-            result.judged = True
-            sent = ProfiledTest.from_json(item.nodeid, result.to_json())
+        result.judged = report.passed and not hasattr(report, "wasxfail")
+        data = result.to_json()
+        # The figures as they travel (times rounded like a baseline's): judged here, so
+        # a pytest-xdist controller judging them again reaches the same verdict, and
+        # kept for pytest_runtest_logreport, which need not parse them again.
+        sent = ProfiledTest.from_json(item.nodeid, data)
+        if not self.is_worker:
+            self._sent[item.nodeid] = sent
+        if result.judged:
             judgement = self.gate.judge(item.nodeid, sent.summary, sent.tolerances)
             verdict = judgement.label
             if judgement.fail_text is not None:
@@ -302,7 +307,7 @@ class OpprofManager:
                 report.longrepr = judgement.fail_text
             if not self.is_worker:
                 self._judged[item.nodeid] = judgement
-        setattr(report, REPORT_ATTRIBUTE, result.to_json())
+        setattr(report, REPORT_ATTRIBUTE, data)
         item.user_properties.extend(junit_properties(result.summary, verdict))
         return report
 
@@ -314,7 +319,8 @@ class OpprofManager:
         data = getattr(report, REPORT_ATTRIBUTE, None)
         if report.when != "call" or data is None:
             return
-        result = ProfiledTest.from_json(report.nodeid, data)
+        sent = self._sent.pop(report.nodeid, None)
+        result = sent if sent is not None else ProfiledTest.from_json(report.nodeid, data)
         self.results.append(result)
         # The parsed copy above is the one kept; reports live for the whole session.
         delattr(report, REPORT_ATTRIBUTE)
