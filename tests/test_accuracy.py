@@ -69,9 +69,9 @@ def _time_ns(fn: object) -> int:
 
 def test_overhead_subtraction_brings_nested_scopes_near_the_truth() -> None:
     attempts = [_nested_errors(children=2000, depth=6) for _ in range(ATTEMPTS)]
-    # Medians over attempts: a descheduled attempt inflates both figures.
-    raw = sorted(a[0] for a in attempts)[ATTEMPTS // 2]
-    corrected = sorted(a[1] for a in attempts)[ATTEMPTS // 2]
+    # Being descheduled only ever adds time, to both figures of an attempt: judge
+    # the least disturbed attempt (smallest raw error) as a whole.
+    raw, corrected = min(attempts)
     # 2000 recorded children cost the root measurable time, which subtraction removes ...
     assert corrected < raw, attempts
     # ... leaving the root's self time within 3% of the spin plus its own loop.
