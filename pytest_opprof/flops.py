@@ -281,6 +281,16 @@ def _einsum(shapes: Shapes, dtypes: Sequence[str]) -> int:
     return _einsum_naive(strings[0], shapes[1:])
 
 
+def has_formula(name: str) -> bool:
+    """False when ``flops_for(name, ...)`` is 0 whatever the shapes (no formula for the op)."""
+    return (
+        name.startswith("aten::")
+        or name == "numpy.einsum"
+        or name in _FORMULAS
+        or _ufunc_formula(name) is not None
+    )
+
+
 def flops_for(name: str, shapes: Shapes, dtypes: Sequence[str] = ()) -> int:
     """FLOPs of one call of ``name`` on arguments of ``shapes`` (0 if unknown).
 

@@ -132,3 +132,24 @@ def test_unknown_and_malformed_count_zero() -> None:
     assert flops_for("numpy.sort", [[10]]) == 0
     assert flops_for("numpy.matmul", [[3, 4]]) == 0
     assert flops_for("numpy.linalg.inv", [[]]) == 0
+
+
+def test_ops_without_a_formula_count_zero_whatever_the_shapes() -> None:
+    # has_formula lets aggregation skip an op's shapes: it must never hide a count.
+    from pytest_opprof import _native
+    from pytest_opprof.flops import has_formula
+
+    with opprof.profile(capture=["numpy"], profile_memory=False):
+        pass  # interns every hooked numpy name
+    names = _native.names()
+    assert len(names) > 100
+    shape_sets = [[[4, 5], [5, 6]], [[3], [3]], [[2, 3, 3]], [[3, 3], [3]], [[8]], [[]]]
+    without = [n for n in names if not has_formula(n)]
+    assert "numpy.add" not in without and "numpy.matmul" not in without
+    assert "numpy.ndarray.reshape" in without
+    for name in without:
+        for shapes in shape_sets:
+            assert flops_for(name, shapes, ["float64"] * len(shapes)) == 0, (name, shapes)
+    for name in names:
+        if any(flops_for(name, s, ["float64"] * len(s)) for s in shape_sets):
+            assert has_formula(name), name

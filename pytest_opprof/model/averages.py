@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_opprof.flops import flops_for
+from pytest_opprof.flops import flops_for, has_formula
 from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import (
     EventTree,
@@ -301,10 +301,15 @@ def _pair_flops(records: Records, ev: np.ndarray, pair_row: np.ndarray) -> np.nd
 
 def pair_flops_for(records: Records, name: str, shape_id: int) -> int:
     """``flops_for`` of one (name, shape id) of ``records``, memoised across sessions."""
+    if not _has_formula(name):
+        return 0  # most ops: no need to look at their shapes
     shapes = records.shapes[shape_id]
     return _flops_memo(
         name, tuple(tuple(s) for s in shapes), tuple(shape_dtypes(records, shape_id))
     )
+
+
+_has_formula = functools.lru_cache(maxsize=1 << 12)(has_formula)
 
 
 @functools.lru_cache(maxsize=1 << 16)
