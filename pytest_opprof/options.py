@@ -30,11 +30,13 @@ DEFAULT_ROW_LIMIT = 20
 DEFAULT_ROUNDS = 1
 DEFAULT_WARMUP = 0
 DEFAULT_BASELINE_DIR = "baselines"
-# The defaults of verdict.Tolerances (verdict.py imports numpy, which this module must not).
+# The defaults of verdict.Tolerances (verdict.py imports numpy, which this module must not),
+# chosen from bench/verdict_study.py (BENCHMARKS.md, "Verdict quality"): times are judged
+# by the fastest round, above 1 ms, and only from 3 rounds on both sides.
 DEFAULT_TIME_TOLERANCE = 0.2
 DEFAULT_MEMORY_TOLERANCE = 0.1
 DEFAULT_FLOPS_TOLERANCE = 0.0
-DEFAULT_MIN_TIME_NS = 50_000
+DEFAULT_MIN_TIME_NS = 1_000_000
 DEFAULT_TIME_STATISTIC = "min"
 TIME_STATISTICS = ("min", "median")
 
@@ -162,8 +164,8 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="N",
         type=_argparse_type(parse_positive_int),
         default=None,
-        help=f"measured runs of each test body; the median run is reported "
-        f"(default {DEFAULT_ROUNDS})",
+        help=f"measured runs of each test body; the median run is reported; times are "
+        f"judged from 3 rounds on (default {DEFAULT_ROUNDS})",
     )
     group.addoption(
         "--opprof-warmup",
@@ -267,7 +269,8 @@ def _add_gate_options(group: pytest.OptionGroup) -> None:
         "--opprof-force-time",
         action="store_true",
         default=None,
-        help="judge times even when the baseline was recorded on another machine",
+        help="judge times even when the baseline was recorded on another machine "
+        "or either side has fewer than 3 rounds",
     )
     group.addoption(
         "--opprof-warn-only",

@@ -105,7 +105,7 @@ def _timed(self_us: float, wall_us: float, rounds: int = 1) -> TestSummary:
 
 
 def test_slower_op_regresses_by_name() -> None:
-    verdict = judge(_timed(2000.0, 2500.0), _timed(1000.0, 1500.0))
+    verdict = judge(_timed(2000.0, 2500.0, rounds=3), _timed(1000.0, 1500.0, rounds=3))
     assert verdict.failed
     assert row(verdict, "wall time")[2] == "regressed"
     slower = [r for r in verdict.reasons if r.kind == "slower"]
@@ -115,13 +115,16 @@ def test_slower_op_regresses_by_name() -> None:
 
 def test_ops_too_short_to_judge() -> None:
     rows_base = [Row("numpy.add", 1, self_cpu_time_total=10.0)]
-    rows_now = [Row("numpy.add", 1, self_cpu_time_total=40.0)]  # 4x, but under 50 µs
-    verdict = judge(summary_of([(1000.0, rows_now)]), summary_of([(1000.0, rows_base)]))
+    rows_now = [Row("numpy.add", 1, self_cpu_time_total=40.0)]  # 4x, but under 1 ms
+    one_round = Tolerances(time_min_rounds=1)
+    verdict = judge(
+        summary_of([(1000.0, rows_now)]), summary_of([(1000.0, rows_base)]), tolerances=one_round
+    )
     assert not verdict.failed
     slower = judge(
         summary_of([(1000.0, rows_now)]),
         summary_of([(1000.0, rows_base)]),
-        tolerances=Tolerances(min_time_ns=5_000),
+        tolerances=replace(one_round, min_time_ns=5_000),
     )
     assert [r.op for r in slower.reasons if r.kind == "slower"] == ["numpy.add"]
 

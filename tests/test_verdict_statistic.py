@@ -79,7 +79,23 @@ def test_min_with_enough_rounds_also_needs_the_significance_test() -> None:
     steady = rounds_of(1.0, 1.0, 1.01, 1.0, 1.02)
     assert kernel_status(judge(now, steady, "min")) == "regressed"
     # Under 5 rounds the statistic alone decides.
-    assert kernel_status(judge(rounds_of(1.3, 1.3), rounds_of(1.0, 2.0), "min")) == "regressed"
+    three = rounds_of(1.3, 1.3, 1.3)
+    assert kernel_status(judge(three, rounds_of(1.0, 2.0, 2.0), "min")) == "regressed"
+
+
+def test_times_need_three_rounds_on_both_sides_unless_forced() -> None:
+    slower, base = rounds_of(2.0), rounds_of(1.0)
+    verdict = judge(slower, base, "min")
+    assert not verdict.failed and not verdict.time_judged
+    assert kernel_status(verdict) == "pass"
+    wall = next(m for m in verdict.metrics if m.metric == "wall time")
+    assert wall.status == "not judged" and (wall.baseline, wall.now) == (1_100_000, 2_100_000)
+    assert any("judged from 3 rounds" in note and "now 1" in note for note in verdict.notes)
+    # Three rounds now against a one-round baseline: still not judged.
+    assert not judge(rounds_of(2.0, 2.0, 2.0), base, "min").time_judged
+    forced = compare(slower, entry(base), fingerprint=HERE, force_time=True)
+    assert forced.failed and kernel_status(forced) == "regressed"
+    assert judge(rounds_of(2.0, 2.0, 2.0), rounds_of(1.0, 1.0, 1.0), "min").failed
 
 
 def test_improvements_use_the_statistic_too() -> None:
