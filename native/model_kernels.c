@@ -342,11 +342,18 @@ int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int6
     return status;
 }
 
-int opprof_model_flops(const int64_t *restrict pair, const int64_t *restrict parent_row,
-                       const int64_t *restrict group, int64_t n, const int64_t *restrict pair_flops,
+static inline int64_t group_of(const opprof_event *ev, const int64_t *group, int64_t memory_group,
+                               int64_t i)
+{
+    return group ? group[i] : ev[i].kind == OPPROF_KIND_MEMORY ? memory_group : ev[i].name;
+}
+
+int opprof_model_flops(const opprof_event *restrict ev, const int64_t *restrict pair,
+                       const int64_t *restrict parent_row, const int64_t *restrict group,
+                       int64_t memory_group, int64_t n, const int64_t *restrict pair_flops,
                        int64_t n_pairs, int64_t m, int64_t *restrict sums)
 {
-    if (n < 0 || m < 0 || n_pairs < 0 || (n > 0 && (!pair || !parent_row || !group)) ||
+    if (n < 0 || m < 0 || n_pairs < 0 || (n > 0 && (!ev || !pair || !parent_row)) ||
         (n_pairs > 0 && !pair_flops) || (m > 0 && !sums))
         return opprof_fail(OPPROF_E_ARG, "opprof_model_flops: bad arguments");
     int status = check_order(parent_row, n, "opprof_model_flops");
@@ -371,7 +378,7 @@ int opprof_model_flops(const int64_t *restrict pair, const int64_t *restrict par
             under[parent_row[i]] = 1;
         if (flops == 0)
             continue;
-        int64_t g = group[i];
+        int64_t g = group_of(ev, group, memory_group, i);
         if (g < 0 || g >= m) {
             free(under);
             return opprof_fail(OPPROF_E_ARG, "opprof_model_flops: row %lld has group %lld",
@@ -382,5 +389,32 @@ int opprof_model_flops(const int64_t *restrict pair, const int64_t *restrict par
             sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_SELF_FLOPS] += flops;
     }
     free(under);
+    return OPPROF_OK;
+}
+
+int opprof_model_corrections(const opprof_event *restrict ev, const int64_t *restrict parent_row,
+                             const int64_t *restrict group, int64_t memory_group, int64_t n,
+                             const double *restrict inside_ns, const double *restrict outside_ns,
+                             int64_t n_kinds, int64_t m, double *restrict out)
+{
+    if (n < 0 || m < 0 || n_kinds < 0 || (n > 0 && (!ev || !parent_row)) ||
+        (n_kinds > 0 && (!inside_ns || !outside_ns)) || (m > 0 && !out))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_corrections: bad arguments");
+    for (int64_t g = 0; g < m; g++)
+        out[g] = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t kind = ev[i].kind;
+        if (kind == OPPROF_KIND_MEMORY || kind >= n_kinds)
+            continue; /* memory instants are not timed calls */
+        int64_t g = group_of(ev, group, memory_group, i), p = parent_row[i];
+        int64_t pg = p >= 0 && p < n ? group_of(ev, group, memory_group, p) : -1;
+        if (g < 0 || g >= m || pg >= m)
+            return opprof_fail(OPPROF_E_ARG, "opprof_model_corrections: row %lld or its "
+                               "parent has a group outside [0, %lld)", (long long)i,
+                               (long long)m);
+        out[g] += inside_ns[kind];
+        if (pg >= 0)
+            out[pg] += outside_ns[kind];
+    }
     return OPPROF_OK;
 }

@@ -67,9 +67,19 @@ int opprof_model_key_sums(const opprof_event *ev, int64_t n, const int64_t *grou
 
 /* FLOPs and self FLOPs ("innermost wins": only when no descendant carries
  * FLOPs) summed per group: an event's FLOPs are pair_flops[pair[i]] (0 for
- * pair -1), pair from opprof_model_pairs, group[i] its group in [0, m).
- * Rows must precede their parents.  Writes
+ * pair -1), pair from opprof_model_pairs.  Groups as in opprof_model_group
+ * (group == NULL: by name, memory events in memory_group).  Rows must
+ * precede their parents.  Writes
  * sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_FLOPS] and ..._SELF_FLOPS. */
-int opprof_model_flops(const int64_t *pair, const int64_t *parent_row, const int64_t *group,
-                       int64_t n, const int64_t *pair_flops, int64_t n_pairs, int64_t m,
-                       int64_t *sums);
+int opprof_model_flops(const opprof_event *ev, const int64_t *pair, const int64_t *parent_row,
+                       const int64_t *group, int64_t memory_group, int64_t n,
+                       const int64_t *pair_flops, int64_t n_pairs, int64_t m, int64_t *sums);
+
+/* The profiler's own cost inside each group's self time, ns: out[g] sums
+ * inside_ns[kind] over the group's events and outside_ns[kind] over the
+ * direct children of its events (parent_row[i] >= 0).  OPPROF_KIND_MEMORY
+ * events and kinds >= n_kinds cost nothing.  Groups as in opprof_model_group. */
+int opprof_model_corrections(const opprof_event *ev, const int64_t *parent_row,
+                             const int64_t *group, int64_t memory_group, int64_t n,
+                             const double *inside_ns, const double *outside_ns, int64_t n_kinds,
+                             int64_t m, double *out);

@@ -566,32 +566,76 @@ def model_key_sums(
 
 
 def model_flops(
+    events: np.ndarray,
     sums: np.ndarray,
     *,
     pair: np.ndarray,
     parent_row: np.ndarray,
-    group: np.ndarray,
+    group: np.ndarray | None,
+    memory_group: int,
     pair_flops: np.ndarray,
 ) -> None:
     """Fill the FLOP columns of ``sums`` (m, len(GROUP_COLUMNS)) in place.
 
-    ``pair``/``pair_flops`` from :func:`model_pairs` and FLOPs per pair;
-    ``group`` each row's group; rows must precede their parents.
+    ``pair``/``pair_flops`` from :func:`model_pairs` and FLOPs per pair; groups as
+    in :func:`model_group`; rows must precede their parents.
     """
-    if sums.dtype != np.int64 or not sums.flags.c_contiguous:
-        raise OpprofError("model_flops needs C-contiguous int64 sums")
+    _check_sums(sums, np.int64)
     check(
         lib.opprof_model_flops(
+            _event_ptr(events),
             _i64(pair),
             _i64(parent_row),
             _i64(group),
-            len(pair),
+            memory_group,
+            len(events),
             _i64(pair_flops),
             len(pair_flops),
             len(sums),
             _i64(sums),
         )
     )
+
+
+def model_corrections(
+    events: np.ndarray,
+    parent_row: np.ndarray,
+    *,
+    group: np.ndarray | None,
+    memory_group: int,
+    m: int,
+    inside_ns: np.ndarray,
+    outside_ns: np.ndarray,
+) -> np.ndarray:
+    """Profiler cost inside each group's self time, ns (length ``m``).
+
+    ``inside_ns``/``outside_ns``: cost per event kind (index = ``records.KIND_*``).
+    """
+    out = np.empty(m, dtype=np.float64)
+    inside = np.ascontiguousarray(inside_ns, dtype=np.float64)
+    outside = np.ascontiguousarray(outside_ns, dtype=np.float64)
+    if len(inside) != len(outside):
+        raise OpprofError("model_corrections: inside_ns and outside_ns differ in length")
+    check(
+        lib.opprof_model_corrections(
+            _event_ptr(events),
+            _i64(parent_row),
+            _i64(group),
+            memory_group,
+            len(events),
+            ffi.from_buffer("double[]", inside),
+            ffi.from_buffer("double[]", outside),
+            len(inside),
+            m,
+            ffi.from_buffer("double[]", out),
+        )
+    )
+    return out
+
+
+def _check_sums(sums: np.ndarray, dtype: type) -> None:
+    if sums.dtype != dtype or not sums.flags.c_contiguous:
+        raise OpprofError(f"model kernels write C-contiguous {np.dtype(dtype)} sums in place")
 
 
 # ---- buffers: memory the core holds (native/buffers.c) -------------------------

@@ -208,3 +208,23 @@ def test_many_shapes_stay_on_the_native_path() -> None:
     assert rows["numpy.add"].flops == sum(range(1, 401))
     _native_vs_numpy(records, False, 0)
     _native_vs_numpy(records, True, 0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(forests(), st.booleans(), st.booleans())
+def test_overhead_corrections_match_numpy(roots: list[Ev], by_shape: bool, drained: bool) -> None:
+    from pytest_opprof.model.overhead import Overhead
+    from pytest_opprof.records import KIND_NUMPY, KIND_SCOPE
+
+    records = drain_order(records_from(roots)) if drained else records_from(roots)
+    overhead = Overhead(
+        inside_ns={KIND_SCOPE: 3.0, KIND_NUMPY: 2.0, KIND_MEMORY: 50.0},
+        outside_ns={KIND_SCOPE: 5.0, KIND_NUMPY: 7.0, KIND_MEMORY: 50.0},
+    )
+    kwargs = {"group_by_input_shape": by_shape, "with_flops": True, "overhead": overhead}
+    native, _ = average_records(records, **kwargs)  # type: ignore[arg-type]
+    numpy_rows, _ = average_records(records, native=False, **kwargs)  # type: ignore[arg-type]
+    _same(native, numpy_rows)
+    assert any(r.self_cpu_time_total < r.self_cpu_time_total_raw for r in native) or all(
+        r.self_cpu_time_total_raw == 0 for r in native
+    )

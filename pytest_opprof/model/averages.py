@@ -234,24 +234,29 @@ def _average_native(
             ev, rows, tree, group=group, memory_group=memory_group, m=m
         )
         device_events = int((ev["device_ns"] >= 0).sum())
-    key_of = (
-        group
-        if group is not None
-        else np.where(ev["kind"] == KIND_MEMORY, memory_group, ev["name"]).astype(_I64)
-    )
     if with_flops:
         pair, pair_row = module.model_pairs(ev)
         module.model_flops(
+            ev,
             sums,
             pair=pair,
             parent_row=rows,
-            group=key_of,
+            group=group,
+            memory_group=memory_group,
             pair_flops=_pair_flops(records, ev, pair_row),
         )
     corrections: np.ndarray = np.zeros(m)
     if overhead is not None:
-        per_event = self_corrections_ns(overhead, ev["kind"], rows)
-        corrections = np.bincount(key_of, weights=per_event, minlength=m)
+        inside, outside = _kind_tables(overhead)
+        corrections = module.model_corrections(
+            ev,
+            rows,
+            group=group,
+            memory_group=memory_group,
+            m=m,
+            inside_ns=inside,
+            outside_ns=outside,
+        )
     present = np.flatnonzero(first >= 0).tolist()
     firsts = ev[first[present]]
     canonical = np.lexsort(
@@ -284,6 +289,17 @@ def _average_native(
             )
         )
     return out, device_events
+
+
+def _kind_tables(overhead: Overhead) -> tuple[np.ndarray, np.ndarray]:
+    """(inside, outside) profiler cost per event kind, ns, indexed by ``records.KIND_*``."""
+    size = max([*overhead.inside_ns, *overhead.outside_ns], default=-1) + 1
+    inside, outside = np.zeros(size), np.zeros(size)
+    for kind, ns in overhead.inside_ns.items():
+        inside[kind] = ns
+    for kind, ns in overhead.outside_ns.items():
+        outside[kind] = ns
+    return inside, outside
 
 
 def _pair_flops(records: Records, ev: np.ndarray, pair_row: np.ndarray) -> np.ndarray:
