@@ -35,6 +35,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import os
 import random
 import re
 import subprocess
@@ -484,6 +485,13 @@ def _nodeid(summaries: dict[str, TestSummary], name: str) -> str:
 def print_table(result: dict[str, object], only: Iterable[str] | None = None) -> None:
     rows = result["opprof"]
     assert isinstance(rows, list)
+    log = result["session_log"]
+    assert isinstance(log, list)
+    loads = [float(s["load"]) for s in log]
+    print(
+        f"1-min load average at each session's start: {min(loads):.2f}-{max(loads):.2f} "
+        f"on {os.cpu_count()} cores (other processes share this machine)"
+    )
     print(f"{'setting':58} {'false':>12} {'detected':>12}")
     for row in rows:
         if only is not None and row["label"] not in only:

@@ -175,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_arg_type(parse_duration_ns),
         default=default.min_time_ns,
         metavar="T",
-        help="times shorter than this are not judged, e.g. 50us (default 50us)",
+        help=f"times shorter than this are not judged, e.g. 50us "
+        f"(default {default.min_time_ns // 1000}us)",
     )
     cmp.add_argument(
         "--force-time",
