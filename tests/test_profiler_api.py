@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -205,7 +206,11 @@ def test_events_and_exports_come_from_the_model(tmp_path: Any) -> None:
     with opprof.profile(capture=["none"]) as prof:
         with opprof.record_function("outer"):
             with opprof.record_function("inner"):
-                pass
+                # Long enough to weigh whole microseconds in the collapsed stacks, which
+                # leave out paths whose (overhead-corrected) self time rounds to zero.
+                t0 = time.perf_counter_ns()
+                while time.perf_counter_ns() - t0 < 50_000:
+                    pass
     events = prof.events()
     names = sorted(e.name for e in events)
     assert names == ["inner", "outer"]
