@@ -41,8 +41,10 @@ contraction (``einsum_path(..., optimize=False)`` prints it plus 1 as its
 argument, so this needs ``dtypes``.
 (3) inputs broadcast; an ``out`` operand (in-place ``a += b``) is not an input.
 Composite ops whose work runs through other captured numpy ops (``outer`` ->
-``multiply``, ``tensordot`` -> ``dot``) carry their formula too, so a sum over
-nested events counts that work twice; ``ndarray.sum`` and friends carry none
+``multiply``, ``tensordot`` -> ``dot``) carry their formula too, on their own
+rows; totals count each unit of work once ("innermost wins": an event's FLOPs
+count toward a total only when none of its descendants carries FLOPs, see
+``FunctionEventAvg.self_flops``).  ``ndarray.sum`` and friends carry none
 (their ``add.reduce`` child does).
 """
 
