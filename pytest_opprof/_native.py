@@ -5,7 +5,10 @@ A failing entry point raises :class:`~pytest_opprof.errors.NativeError` with
 the message the C side left in ``opprof_last_error()``.  cffi releases the GIL
 around each call; entry points that need it take it themselves.
 
-Sections: core (this engineer), then one section per source, appended below.
+One section per native file (core, memory, numpy, cuda, model, buffers,
+fastscope).  The module is longer than the ~600 lines modules aim for: keeping
+every cffi call in one file is what lets status codes, GIL handling and build
+checks live in one place, so it stays whole rather than split by source.
 """
 
 from __future__ import annotations
