@@ -345,18 +345,20 @@ def test_trace_dir_gets_one_parseable_trace_per_test_inside_it(pytester: pytest.
         assert any(e.get("name") == "numpy.add" for e in events), path.name
 
 
-def test_failing_test_fails_normally_and_hooks_are_restored(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(
-        """
-        import pytest
+# Writes, as the very last thing the session does, whether numpy is still hooked.
+HOOKS_AFTER_CONFTEST = """
+import pytest
 
-        @pytest.hookimpl(trylast=True)
-        def pytest_unconfigure(config):
-            from pytest_opprof import _native
-            with open("hooks_after.txt", "w") as f:
-                f.write(str(_native.lib.opprof_numpy_installed()))
-        """
-    )
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    from pytest_opprof import _native
+    with open("hooks_after.txt", "w") as f:
+        f.write(str(_native.lib.opprof_numpy_installed()))
+"""
+
+
+def test_failing_test_fails_normally_and_hooks_are_restored(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(HOOKS_AFTER_CONFTEST)
     pytester.makepyfile(
         """
         import numpy as np
@@ -377,17 +379,7 @@ def test_failing_test_fails_normally_and_hooks_are_restored(pytester: pytest.Pyt
 
 
 def test_keyboard_interrupt_restores_hooks(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(
-        """
-        import pytest
-
-        @pytest.hookimpl(trylast=True)
-        def pytest_unconfigure(config):
-            from pytest_opprof import _native
-            with open("hooks_after.txt", "w") as f:
-                f.write(str(_native.lib.opprof_numpy_installed()))
-        """
-    )
+    pytester.makeconftest(HOOKS_AFTER_CONFTEST)
     pytester.makepyfile(
         """
         import numpy as np
