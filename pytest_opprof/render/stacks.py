@@ -12,16 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_opprof.render.units import device_attribute
+
 STACK_METRICS = ("self_cpu_time_total", "self_device_time_total")
-_DEVICE_ALIASES = ("cuda", "xpu", "privateuse1")
 _FRAME_TRANSLATION = str.maketrans(" ;\t\n", "____")
 
 
 def check_metric(metric: str) -> str:
     """The attribute for ``metric`` (``self_cuda_time_total`` reads as the device one)."""
-    attr = metric
-    for alias in _DEVICE_ALIASES:
-        attr = attr.replace(alias, "device")
+    attr = device_attribute(metric)
     if attr not in STACK_METRICS:
         raise ValueError(
             f"metric={metric!r} is not a stack metric; use one of {', '.join(STACK_METRICS)}"

@@ -14,6 +14,7 @@ from tabulate import tabulate
 
 from pytest_opprof.render.units import (
     check_time_unit,
+    device_attribute,
     flops_scale,
     format_memory,
     format_time,
@@ -34,16 +35,13 @@ SORT_KEYS = (
     "count",
     "flops",
 )
-_DEVICE_ALIASES = ("cuda", "xpu", "privateuse1")
 _MAX_SRC_COLUMN_WIDTH = 75
 _MAX_SHAPES_COLUMN_WIDTH = 80
 
 
 def sort_attribute(sort_by: str) -> str:
     """The attribute behind a sort key (``cuda_*``/``xpu_*`` read as ``device_*``)."""
-    attr = sort_by
-    for alias in _DEVICE_ALIASES:
-        attr = attr.replace(alias, "device")
+    attr = device_attribute(sort_by)
     if attr not in SORT_KEYS:
         raise ValueError(
             f"sort_by={sort_by!r} is not a sort key; use one of {', '.join(SORT_KEYS)} "

@@ -57,3 +57,13 @@ def flops_scale(smallest_flops: int) -> tuple[float, str]:
         raise ValueError(f"FLOPs scale needs a positive count, got {smallest_flops}")
     power = min(int(math.log10(smallest_flops) // 3), len(_FLOPS_PREFIXES) - 1)
     return 10.0 ** (-3 * power), f"{_FLOPS_PREFIXES[power]}FLOPs"
+
+
+_DEVICE_ALIASES = ("cuda", "xpu", "privateuse1")
+
+
+def device_attribute(name: str) -> str:
+    """torch's spellings of device metrics (``cuda_*``, ``xpu_*``, ...) as our ``device_*``."""
+    for alias in _DEVICE_ALIASES:
+        name = name.replace(alias, "device")
+    return name
