@@ -243,6 +243,7 @@ def first_rounds(summary: TestSummary, k: int) -> TestSummary:
         wall_time=_first(summary.wall_time, k),
         cpu_time=_first(summary.cpu_time, k),
         ops=ops,
+        speed_ref=_first(summary.speed_ref, k) if summary.speed_ref is not None else None,
     )
 
 
@@ -255,12 +256,16 @@ class Setting:
     alpha: float = 0.05
     force_time: bool = False
     """Judge times under ``Tolerances.time_min_rounds`` rounds (``--opprof-force-time``)."""
+    scaled: bool = True
+    """Scale times by the machine-speed reference (False: ``--opprof-raw-times``)."""
 
     @property
     def label(self) -> str:
         return (
             f"rounds={self.rounds} tol={self.tolerance:.0%} floor={self.min_time_us}us "
-            f"stat={self.statistic} alpha={self.alpha}" + (" force-time" if self.force_time else "")
+            f"stat={self.statistic} alpha={self.alpha}"
+            + (" force-time" if self.force_time else "")
+            + ("" if self.scaled else " raw-times")
         )
 
     def tolerances(self) -> Tolerances:
@@ -270,6 +275,7 @@ class Setting:
             min_time_ns=self.min_time_us * 1000,
             alpha=self.alpha,
             statistic="min" if self.statistic == "min" else "median",
+            speed_scaled=self.scaled,
         )
 
 
@@ -372,9 +378,12 @@ def settings_grid(max_rounds: int) -> list[Setting]:
                     # The significance test needs Tolerances.min_rounds on both sides.
                     for alpha in (0.05, 1.0) if rounds >= Tolerances().min_rounds else (0.05,):
                         forced = rounds < Tolerances().time_min_rounds
-                        setting = Setting(rounds, tolerance, floor, statistic, alpha, forced)
-                        if setting not in grid:
-                            grid.append(setting)
+                        for scaled in (True, False):
+                            setting = Setting(
+                                rounds, tolerance, floor, statistic, alpha, forced, scaled
+                            )
+                            if setting not in grid:
+                                grid.append(setting)
     return grid
 
 

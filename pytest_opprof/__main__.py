@@ -53,6 +53,7 @@ def _compare(args: argparse.Namespace) -> int:
         memory=args.memory_tolerance,
         flops=args.flops_tolerance,
         min_time_ns=args.min_time,
+        speed_scaled=not args.raw_times,
     )
     regressed = 0
     matched: set[str] = set()
@@ -182,6 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--force-time",
         action="store_true",
         help="judge times even when the machines' fingerprints differ",
+    )
+    cmp.add_argument(
+        "--raw-times",
+        action="store_true",
+        help="judge times as measured, not scaled to the baseline's machine speed",
     )
     cmp.add_argument("--row-limit", type=_row_limit, default=20, metavar="N")
     cmp.set_defaults(run=_compare)

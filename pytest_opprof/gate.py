@@ -88,6 +88,7 @@ class Gate:
                     flops=o.flops_tolerance,
                     min_time_ns=o.min_time_ns,
                     statistic="median" if o.time_statistic == "median" else "min",
+                    speed_scaled=not o.raw_times,
                 ),
                 force_time=o.force_time,
             )

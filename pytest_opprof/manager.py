@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_opprof import speed
 from pytest_opprof.errors import OpprofError
 from pytest_opprof.gate import Gate, Judgement
 from pytest_opprof.jsonio import Fields
@@ -102,6 +103,7 @@ class _Rounds:
 
     profiles: list[profile] = field(default_factory=list)
     cpu_times_ns: list[int] = field(default_factory=list)
+    speed_refs_ns: list[int] = field(default_factory=list)
 
 
 class OpprofManager:
@@ -143,6 +145,7 @@ class OpprofManager:
         for source in [*self.sources, *self._helpers]:
             source.acquire()
             self._acquired.append(source)
+        speed.warm_up()
         if self._helpers and not self._frozen:
             # Memory figures run gc.collect() after every test; freezing what exists
             # now (collected items, imported modules) keeps that scan to the objects
@@ -218,6 +221,8 @@ class OpprofManager:
             python_memory=self.options.python_memory,
             cuda_sample_rate=self.options.cuda_sample_rate,
         )
+        # The machine-speed reference brackets the round, outside the profile.
+        ref_before_ns = speed.reference_ns()
         prof.start()
         # CPU time of the body only, like the wall time: the first start installs
         # hooks and calibrates, and every stop drains and collects garbage.
@@ -227,14 +232,18 @@ class OpprofManager:
         finally:
             cpu_ns = time.process_time_ns() - cpu_start_ns
             prof.stop()
+            ref_after_ns = speed.reference_ns()
             self.not_measured.update(prof.not_measured)
             rounds.cpu_times_ns.append(cpu_ns)
+            rounds.speed_refs_ns.append((ref_before_ns + ref_after_ns) // 2)
             rounds.profiles.append(prof)
 
     def _finish(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> ProfiledTest:
         figures = []
         averages = []
-        for prof, cpu_ns in zip(rounds.profiles, rounds.cpu_times_ns, strict=True):
+        for prof, cpu_ns, speed_ref_ns in zip(
+            rounds.profiles, rounds.cpu_times_ns, rounds.speed_refs_ns, strict=True
+        ):
             rows = prof.key_averages(group_by_input_shape=settings.group_by_input_shape)
             averages.append(rows)
             figures.append(
@@ -247,6 +256,7 @@ class OpprofManager:
                     device_memory_bytes=(
                         prof.device_memory.peak_bytes if prof.device_memory is not None else None
                     ),
+                    speed_ref_ns=speed_ref_ns,
                 )
             )
         # The printed table and the trace show one actual round: the median by wall time.

@@ -208,7 +208,7 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(f"opprof_{name}", f"default for --opprof-{_dashed(name)}", default="")
     parser.addini("opprof_min_time", "default for --opprof-min-time", default="")
     parser.addini("opprof_time_statistic", "default for --opprof-time-statistic", default="")
-    for name in ("force_time", "warn_only", "require_baselines"):
+    for name in ("force_time", "raw_times", "warn_only", "require_baselines"):
         parser.addini(
             f"opprof_{name}", f"default for --opprof-{_dashed(name)}", type="bool", default=False
         )
@@ -273,6 +273,13 @@ def _add_gate_options(group: pytest.OptionGroup) -> None:
         "or either side has fewer than 3 rounds",
     )
     group.addoption(
+        "--opprof-raw-times",
+        action="store_true",
+        default=None,
+        help="judge times as measured, not scaled to the baseline's machine speed "
+        "(the speed reference run beside every round)",
+    )
+    group.addoption(
         "--opprof-warn-only",
         action="store_true",
         default=None,
@@ -310,6 +317,7 @@ class GateOptions:
     min_time_ns: int = DEFAULT_MIN_TIME_NS
     time_statistic: str = DEFAULT_TIME_STATISTIC
     force_time: bool = False
+    raw_times: bool = False
     warn_only: bool = False
     require_baselines: bool = False
     report_path: Path | None = None
@@ -367,6 +375,7 @@ def read_gate_options(config: pytest.Config) -> GateOptions:
             config, "time_statistic", parse_time_statistic, DEFAULT_TIME_STATISTIC
         ),
         force_time=_flag(config, "force_time"),
+        raw_times=_flag(config, "raw_times"),
         warn_only=_flag(config, "warn_only"),
         require_baselines=_flag(config, "require_baselines"),
         report_path=_cli_path(config, "report"),

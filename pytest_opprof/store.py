@@ -22,7 +22,9 @@ File schema (version :data:`SCHEMA_VERSION`)::
             "wall_time": TIME, "cpu_time": TIME,
             "op_count": int, "flops": int,
             "op_time_share": float,                      # 3 decimals
-            "memory": {peak_bytes, allocated_bytes, allocations, leaked_bytes} | null
+            "memory": {peak_bytes, allocated_bytes, allocations, leaked_bytes} | null,
+            "speed_ref": TIME              # the machine-speed reference beside each round
+                                           # (pytest_opprof/speed.py); optional
           },
           "ops": {
             "<op key>": {

@@ -189,6 +189,8 @@ class RoundFigures:
     memory: MemoryFigures | None = None
     device_memory_bytes: int | None = None
     """Device memory peak of the round (bytes), None when not measured."""
+    speed_ref_ns: int | None = None
+    """The machine-speed reference's time beside this round (ns, see ``speed``), None if not run."""
 
     @classmethod
     def from_events(
@@ -200,6 +202,7 @@ class RoundFigures:
         memory: MemoryStatsLike | None = None,
         by_input_shape: bool = False,
         device_memory_bytes: int | None = None,
+        speed_ref_ns: int | None = None,
     ) -> RoundFigures:
         """Figures of one round from its ``key_averages()`` rows (µs) and a ``MemoryStats``.
 
@@ -230,6 +233,7 @@ class RoundFigures:
             ops=ops,
             memory=MemoryFigures.of(memory) if memory is not None else None,
             device_memory_bytes=device_memory_bytes,
+            speed_ref_ns=speed_ref_ns,
         )
 
 
@@ -297,6 +301,8 @@ class TestSummary:
     """Per round, the self device time of all ops (ns); None when no device time was measured."""
     device_memory_bytes: int | None = None
     """Low median over rounds of the device memory peak (bytes); None when not measured."""
+    speed_ref: TimeStats | None = None
+    """Per round, the machine-speed reference's time (ns, see ``speed``); None when not run."""
 
     def to_json(self) -> dict[str, object]:
         """``{"rounds", "summary", "ops"}``: the part of a baseline entry this summary fills."""
@@ -312,6 +318,8 @@ class TestSummary:
             figures["device_time"] = self.device_time.to_json()
         if self.device_memory_bytes is not None:
             figures["device_memory_bytes"] = self.device_memory_bytes
+        if self.speed_ref is not None:
+            figures["speed_ref"] = self.speed_ref.to_json()
         return {
             "rounds": self.rounds,
             "summary": figures,
@@ -324,6 +332,7 @@ class TestSummary:
         figures = f.obj("summary")
         memory = figures.opt_obj("memory")
         device_time = figures.opt_obj("device_time")
+        speed_ref = figures.opt_obj("speed_ref")
         return cls(
             rounds=f.integer("rounds", minimum=1),
             wall_time=TimeStats.from_json(figures.obj("wall_time")),
@@ -335,6 +344,7 @@ class TestSummary:
             ops={key: OpSummary.from_json(key, op) for key, op in f.obj("ops").entries()},
             device_time=TimeStats.from_json(device_time) if device_time else None,
             device_memory_bytes=figures.opt_integer("device_memory_bytes"),
+            speed_ref=TimeStats.from_json(speed_ref) if speed_ref else None,
         )
 
 
@@ -346,6 +356,7 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
     ops = {key: _summarize_op(key, [r.ops.get(key, OpFigures()) for r in rounds]) for key in keys}
     memories = [r.memory for r in rounds if r.memory is not None]
     device_memory = [r.device_memory_bytes for r in rounds if r.device_memory_bytes is not None]
+    speed_refs = [r.speed_ref_ns for r in rounds if r.speed_ref_ns is not None]
     return TestSummary(
         rounds=len(rounds),
         wall_time=TimeStats.from_samples([r.wall_time_ns for r in rounds]),
@@ -370,6 +381,8 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
             else None
         ),
         device_memory_bytes=statistics.median_low(device_memory) if device_memory else None,
+        # Only with one reference per round: a verdict pairs them with the rounds' times.
+        speed_ref=(TimeStats.from_samples(speed_refs) if len(speed_refs) == len(rounds) else None),
     )
 
 

@@ -25,6 +25,11 @@ Rules (each threshold is a :class:`Tolerances` field):
   figures count.  One round is no measurement of a time under load: in the
   verdict study (BENCHMARKS.md) a single round judged at 20% flagged about
   half of the unchanged tests.
+* Before times are judged, when both sides ran the machine-speed reference
+  beside every round (``speed``), each round's CPU times are scaled to the
+  baseline's speed: a slow phase of a shared machine slows the reference as
+  much as the test, so it cancels; a slower op does not slow the reference.
+  ``speed_scaled=False`` (``--opprof-raw-times``) judges times as measured.
 * Improvements beyond tolerance never fail; they carry a hint to update baselines.
 """
 
@@ -38,6 +43,7 @@ from typing import Literal
 
 import numpy as np
 
+from pytest_opprof import speed
 from pytest_opprof.store import BaselineEntry
 from pytest_opprof.summary import OpSummary, TestSummary, TimeStats
 
@@ -46,6 +52,8 @@ Statistic = Literal["min", "median"]
 RowStatus = Literal["pass", "regressed", "improved", "info", "not judged"]
 
 UPDATE_HINT = "run with --opprof-update-baselines to record the improvement"
+SPEED_NOTE_AT = 0.05
+"""Machine-speed changes from this size on get a note in the verdict."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class Tolerances:
     """How a time's rounds are summarised on both sides: the fastest (``min``) or ``median``."""
     time_min_rounds: int = 3
     """Rounds both sides need before times are judged (``force_time`` judges them anyway)."""
+    speed_scaled: bool = True
+    """Scale times to the baseline's machine speed when both sides ran the reference."""
 
     def figure(self, stats: TimeStats) -> int:
         """The judged figure of ``stats`` in ns: its min or its median."""
@@ -139,6 +149,9 @@ class Verdict:
     notes: tuple[str, ...] = ()
     time_judged: bool = True
     baseline_recorded_at: str | None = None
+    speed_change: float | None = None
+    """How much slower the machine-speed reference ran than in the baseline (0.1 = 10%);
+    None when times were not scaled."""
 
     @property
     def failed(self) -> bool:
@@ -149,6 +162,7 @@ class Verdict:
             "status": self.status,
             "time_judged": self.time_judged,
             "baseline_recorded_at": self.baseline_recorded_at,
+            "speed_change": _json_change(self.speed_change),
             "metrics": [row.to_json() for row in self.metrics],
             "reasons": [reason.to_json() for reason in self.reasons],
             "notes": list(self.notes),
@@ -187,6 +201,18 @@ def compare(
             f"{base.rounds}, now {summary.rounds}; set --opprof-rounds, or --opprof-force-time "
             "to judge anyway): only FLOPs, memory and op counts are judged"
         )
+    speed_change = None
+    if time_judged and tol.speed_scaled and speed.usable(summary) and speed.usable(base):
+        speed_change = speed.speed_change(summary, base)
+        to_ns = speed.baseline_speed_ns(base)
+        summary, base = speed.at_speed(summary, to_ns), speed.at_speed(base, to_ns)
+        if abs(speed_change) >= SPEED_NOTE_AT:
+            notes.append(
+                f"this machine ran the speed reference {abs(speed_change):.0%} "
+                f"{'slower' if speed_change > 0 else 'faster'} than when the baseline was "
+                "recorded; times are compared at the baseline's speed (--opprof-raw-times "
+                "judges them as measured)"
+            )
     metrics = _metric_rows(summary, base, tol, time_judged)
     reasons = _op_reasons(summary, base, tol, time_judged, _totals_status(metrics))
     statuses = {m.status for m in metrics} | {r.status for r in reasons}
@@ -202,6 +228,7 @@ def compare(
         notes=tuple(notes),
         time_judged=time_judged,
         baseline_recorded_at=baseline.recorded_at,
+        speed_change=speed_change,
     )
 
 

@@ -1,0 +1,149 @@
+"""The machine-speed reference: measured beside every round by the plugin, stored in
+baselines, and used by the verdict to compare times at the baseline's machine speed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from baseline_helpers import Row, entry, machine, summary_of
+from test_plugin import PLUGIN, run
+
+from pytest_opprof import speed
+from pytest_opprof.gate import Gate
+from pytest_opprof.jsonio import Fields
+from pytest_opprof.options import read_gate_options
+from pytest_opprof.summary import TestSummary, TimeStats
+from pytest_opprof.verdict import Tolerances, Verdict, compare
+
+HERE = machine().fingerprint
+
+
+def measured(kernel_ms: Sequence[float], ref_us: Sequence[float]) -> TestSummary:
+    """One op, ``kernel`` (ms per round), with the speed reference's time per round (µs)."""
+    summary = summary_of(
+        [(ms * 1000 + 100, [Row("kernel", 1, self_cpu_time_total=ms * 1000)]) for ms in kernel_ms]
+    )
+    return dataclasses.replace(
+        summary, speed_ref=TimeStats.from_samples([us * 1000 for us in ref_us])
+    )
+
+
+def judge(now: TestSummary, base: TestSummary, **tol: object) -> Verdict:
+    return compare(now, entry(base), fingerprint=HERE, tolerances=Tolerances(**tol))  # type: ignore[arg-type]
+
+
+def kernel_status(verdict: Verdict) -> str:
+    found = [r.status for r in verdict.reasons if r.op == "kernel" and r.unit == "ns"]
+    return found[0] if found else "pass"
+
+
+BASE = measured([10, 10.2, 10.1, 10.3, 10.0], [100, 101, 99, 100, 102])
+
+
+def test_a_slower_machine_is_not_a_regression() -> None:
+    # Every round 40% slower, and the reference beside it 40% slower too.
+    now = measured([14, 14.3, 14.1, 14.4, 14.0], [140, 141, 139, 140, 143])
+    verdict = judge(now, BASE)
+    assert kernel_status(verdict) == "pass"
+    assert verdict.status == "pass"
+    assert verdict.speed_change == pytest.approx(0.4, abs=0.01)
+    assert any("speed reference 40% slower" in note for note in verdict.notes)
+    # The same figures judged as measured are a regression: the scaling made the difference.
+    assert kernel_status(judge(now, BASE, speed_scaled=False)) == "regressed"
+
+
+def test_a_slower_op_on_a_steady_machine_regresses() -> None:
+    now = measured([14, 14.3, 14.1, 14.4, 14.0], [100, 101, 99, 100, 102])
+    verdict = judge(now, BASE)
+    assert kernel_status(verdict) == "regressed"
+    assert verdict.speed_change == pytest.approx(0.0, abs=0.01)
+    assert not any("speed reference" in note for note in verdict.notes)
+
+
+def test_a_slowdown_hidden_by_a_faster_machine_is_found() -> None:
+    # The op took as long as before, but the machine ran 30% faster: the code got slower.
+    now = measured([10, 10.2, 10.1, 10.3, 10.0], [70, 71, 69, 70, 71])
+    verdict = judge(now, BASE)
+    assert kernel_status(verdict) == "regressed"
+    assert any("30% faster" in note for note in verdict.notes)
+    assert kernel_status(judge(now, BASE, speed_scaled=False)) == "pass"
+
+
+def test_each_round_is_scaled_by_its_own_reference() -> None:
+    # Two rounds ran in a slow phase (op and reference both x1.5), the rest at full speed.
+    now = measured([15, 15.3, 10.1, 10.3, 10.0], [150, 151, 99, 100, 102])
+    scaled = speed.at_speed(now, 100_000)
+    assert scaled.ops["kernel"].self_cpu_time.samples_ns[:2] == pytest.approx(
+        (10_000_000, 10_132_450), rel=1e-3
+    )
+    assert kernel_status(judge(now, BASE, statistic="median")) == "pass"
+
+
+def test_without_a_reference_on_either_side_times_are_judged_as_measured() -> None:
+    old = dataclasses.replace(BASE, speed_ref=None)  # a baseline from before the reference
+    now = measured([14, 14.3, 14.1, 14.4, 14.0], [140, 141, 139, 140, 143])
+    verdict = judge(now, old)
+    assert verdict.speed_change is None
+    assert kernel_status(verdict) == "regressed"
+
+
+def test_a_reference_that_does_not_match_the_rounds_is_not_used() -> None:
+    short = dataclasses.replace(BASE, speed_ref=TimeStats.from_samples([100_000] * 3))
+    assert not speed.usable(short)
+    assert judge(BASE, short).speed_change is None
+
+
+def test_device_times_are_not_scaled() -> None:
+    summary = summary_of(
+        [
+            (1000, [Row("k", 1, self_cpu_time_total=900, self_device_time_total=500)])
+            for _ in range(3)
+        ]
+    )
+    summary = dataclasses.replace(summary, speed_ref=TimeStats.from_samples([200_000] * 3))
+    scaled = speed.at_speed(summary, 100_000)
+    assert scaled.ops["k"].self_cpu_time.median_ns == 450_000
+    assert scaled.ops["k"].self_device_time == summary.ops["k"].self_device_time
+
+
+def test_the_reference_survives_json() -> None:
+    data = json.loads(json.dumps(BASE.to_json()))
+    assert data["summary"]["speed_ref"]["samples_ns"] == [100000, 101000, 99000, 100000, 102000]
+    assert BASE.speed_ref is not None
+    back = TestSummary.from_json(Fields(data)).speed_ref
+    assert back is not None and back.samples_ns == BASE.speed_ref.samples_ns
+
+
+def test_reference_runs_the_same_work_each_time() -> None:
+    speed.warm_up()
+    times = sorted(speed.reference_ns() for _ in range(9))
+    assert 0 < times[0] <= times[4] < 1_000_000_000
+
+
+def test_plugin_stores_one_reference_per_round(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(Path(speed.__file__).parents[1]))
+    pytester.makepyfile(test_work="def test_sum():\n    assert sum(range(10000)) > 0\n")
+    result = run(pytester, "--opprof-update-baselines", "--opprof-rounds=3")
+    result.assert_outcomes(passed=1)
+    (path,) = Path(pytester.path, "baselines").rglob("*.json")
+    stored = json.loads(path.read_text())
+    (test,) = stored["tests"].values()
+    samples = test["summary"]["speed_ref"]["samples_ns"]
+    assert len(samples) == test["rounds"] == 3
+    assert all(s > 0 for s in samples)
+
+
+def test_raw_times_option_and_ini_reach_the_gate(pytester: pytest.Pytester) -> None:
+    default = read_gate_options(pytester.parseconfig(*PLUGIN))
+    assert Gate(default).run.tolerances.speed_scaled
+    from_cli = read_gate_options(pytester.parseconfig(*PLUGIN, "--opprof-raw-times"))
+    assert not Gate(from_cli).run.tolerances.speed_scaled
+    pytester.makeini("[pytest]\nopprof_raw_times = true\n")
+    from_ini = read_gate_options(pytester.parseconfig(*PLUGIN))
+    assert not Gate(from_ini).run.tolerances.speed_scaled
