@@ -1,5 +1,6 @@
-/* Private to core.c and drain.c: the thread state layout and the globals the
- * control path shares.  Other .c files use opprof_internal.h only. */
+/* Private to core.c, drain.c and the inlined fast path (hotpath.h, which the
+ * numpy trampolines and fastscope.c include): the thread state layout and the
+ * globals the control path shares.  Other .c files use opprof_internal.h only. */
 #ifndef OPPROF_CORE_INTERNAL_H
 #define OPPROF_CORE_INTERNAL_H
 

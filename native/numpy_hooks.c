@@ -16,7 +16,7 @@
 
 #include <numpy/arrayobject.h>
 
-#include "opprof_internal.h"
+#include "hotpath.h"
 #include "numpy_hooks.h"
 
 _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "array dims are passed as int64_t");
@@ -25,10 +25,16 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "array dims are passed as in
 #define OPPROF_NP_TABLE 2048      /* open-addressing table, power of two, load <= 0.5 */
 #define OPPROF_NP_SLOTS 256       /* method trampolines per calling convention */
 
-static inline int np_active(void)
+/* The session's recording word when it captures numpy, else 0: the one load
+ * and test a hooked call pays when no profile records. */
+static inline uint32_t np_active(void)
 {
-    return opprof_g_recording && (opprof_g_options & OPPROF_OPT_CAPTURE_NUMPY);
+    uint32_t active = opprof_hot_active();
+    return active & OPPROF_OPT_CAPTURE_NUMPY ? active : 0;
 }
+
+/* Options that make a begun op look at its arguments (np_capture). */
+#define NP_CAPTURE_OPTS (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK)
 
 /* ---- shapes ------------------------------------------------------------ */
 
@@ -85,12 +91,13 @@ const char *opprof_numpy_string_get(uint32_t k)
 }
 
 /* Record self (when an array method) then positional arguments.  One more
- * than the bound is passed so the core flags the event as truncated. */
-static void np_capture(opprof_thread *t, PyObject *self, PyObject *const *args, Py_ssize_t n,
-                       int strings)
+ * than the bound is passed so the core flags the event as truncated.  Called
+ * only when `active` has a NP_CAPTURE_OPTS bit. */
+static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t active,
+                                                 PyObject *self, PyObject *const *args,
+                                                 Py_ssize_t n, int strings)
 {
-    uint32_t opts = opprof_g_options;
-    if (opts & OPPROF_OPT_RECORD_SHAPES) {
+    if (active & OPPROF_OPT_RECORD_SHAPES) {
         Py_ssize_t left = OPPROF_MAX_SHAPE_ARGS + 1;
         if (self != NULL) {
             np_shape_obj(t, self);
@@ -104,7 +111,7 @@ static void np_capture(opprof_thread *t, PyObject *self, PyObject *const *args, 
                 np_shape_obj(t, args[i]);
         }
     }
-    if (opts & OPPROF_OPT_WITH_STACK)
+    if (active & OPPROF_OPT_WITH_STACK)
         opprof_op_capture_stack(t);
 }
 
@@ -167,15 +174,15 @@ static PyObject *np_call_tramp(PyObject *callable, PyObject *const *args, size_t
         PyErr_SetString(PyExc_SystemError, "pytest-opprof lost the original numpy call pointer");
         return NULL;
     }
-    if (!np_active())
+    uint32_t active = np_active();
+    opprof_thread *t;
+    if (!active || (t = opprof_hot_thread()) == NULL)
         return c->orig(callable, args, nargsf, kwnames);
-    opprof_thread *t = opprof_thread_get();
-    if (t == NULL)
-        return c->orig(callable, args, nargsf, kwnames);
-    if (opprof_op_begin(t, c->name, OPPROF_KIND_NUMPY) == 0)
-        np_capture(t, NULL, args, PyVectorcall_NARGS(nargsf), c->strings);
+    if (opprof_hot_begin_recording(t, active, c->name, OPPROF_KIND_NUMPY) == 0 &&
+        __builtin_expect(active & NP_CAPTURE_OPTS, 0))
+        np_capture(t, active, NULL, args, PyVectorcall_NARGS(nargsf), c->strings);
     PyObject *r = c->orig(callable, args, nargsf, kwnames);
-    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
@@ -213,14 +220,15 @@ static inline uint32_t np_slot_name(const np_slot *s, PyObject *self)
     return s->name;
 }
 
-static inline opprof_thread *np_method_begin(const np_slot *s, PyObject *self,
+static inline opprof_thread *np_method_begin(uint32_t active, const np_slot *s, PyObject *self,
                                              PyObject *const *args, Py_ssize_t n)
 {
-    opprof_thread *t = opprof_thread_get();
+    opprof_thread *t = opprof_hot_thread();
     if (t == NULL)
         return NULL;
-    if (opprof_op_begin(t, np_slot_name(s, self), OPPROF_KIND_NUMPY) == 0)
-        np_capture(t, s->self_kind == OPPROF_NP_SELF_ARRAY ? self : NULL, args, n, 0);
+    if (opprof_hot_begin_recording(t, active, np_slot_name(s, self), OPPROF_KIND_NUMPY) == 0 &&
+        __builtin_expect(active & NP_CAPTURE_OPTS, 0))
+        np_capture(t, active, s->self_kind == OPPROF_NP_SELF_ARRAY ? self : NULL, args, n, 0);
     return t;
 }
 
@@ -233,11 +241,12 @@ static __attribute__((noinline)) PyObject *
 np_run_fastkw(const np_slot *s, PyObject *self, PyObject *const *a, Py_ssize_t n, PyObject *k)
 {
     fastkw_fn orig = (fastkw_fn)s->orig;
+    uint32_t active = np_active();
     opprof_thread *t;
-    if (!np_active() || (t = np_method_begin(s, self, a, n)) == NULL)
+    if (!active || (t = np_method_begin(active, s, self, a, n)) == NULL)
         return orig(self, a, n, k);
     PyObject *r = orig(self, a, n, k);
-    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
@@ -245,11 +254,12 @@ static __attribute__((noinline)) PyObject *
 np_run_fast(const np_slot *s, PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
     fast_fn orig = (fast_fn)s->orig;
+    uint32_t active = np_active();
     opprof_thread *t;
-    if (!np_active() || (t = np_method_begin(s, self, a, n)) == NULL)
+    if (!active || (t = np_method_begin(active, s, self, a, n)) == NULL)
         return orig(self, a, n);
     PyObject *r = orig(self, a, n);
-    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
@@ -257,12 +267,13 @@ static __attribute__((noinline)) PyObject *
 np_run_kw(const np_slot *s, PyObject *self, PyObject *a, PyObject *k)
 {
     kw_fn orig = (kw_fn)s->orig;
+    uint32_t active = np_active();
     opprof_thread *t;
-    if (!np_active() || (t = np_method_begin(s, self, &PyTuple_GET_ITEM(a, 0),
+    if (!active || (t = np_method_begin(active, s, self, &PyTuple_GET_ITEM(a, 0),
                                              PyTuple_GET_SIZE(a))) == NULL)
         return orig(self, a, k);
     PyObject *r = orig(self, a, k);
-    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
@@ -271,19 +282,20 @@ static __attribute__((noinline)) PyObject *
 np_run_plain(const np_slot *s, PyObject *self, PyObject *a)
 {
     plain_fn orig = (plain_fn)s->orig;
+    uint32_t active = np_active();
     opprof_thread *t;
-    if (!np_active())
+    if (!active)
         return orig(self, a);
     if (s->conv == CONV_VARARGS)
-        t = np_method_begin(s, self, &PyTuple_GET_ITEM(a, 0), PyTuple_GET_SIZE(a));
+        t = np_method_begin(active, s, self, &PyTuple_GET_ITEM(a, 0), PyTuple_GET_SIZE(a));
     else if (s->conv == CONV_O)
-        t = np_method_begin(s, self, &a, 1);
+        t = np_method_begin(active, s, self, &a, 1);
     else
-        t = np_method_begin(s, self, NULL, 0);
+        t = np_method_begin(active, s, self, NULL, 0);
     if (t == NULL)
         return orig(self, a);
     PyObject *r = orig(self, a);
-    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
