@@ -237,20 +237,29 @@ __attribute__((noinline)) void core_thread_reset(opprof_thread *t, uint32_t gen)
     t->seq = 0;
     t->room = 0;
     t->reserved_left = 0;
+    /* Keep warm the chunks the last session wrote (the next one is likely to
+     * write as many) within OPPROF_KEEP_BYTES; give the rest back. */
+    const core_chunk *last_used = t->cur;
+    int used = last_used != NULL;
+    int64_t kept_bytes = 0;
+    core_chunk **link = &t->head;
+    for (int i = 0; *link; i++) {
+        core_chunk *c = *link;
+        int64_t bytes = (int64_t)sizeof *c + c->cap * (int64_t)sizeof(opprof_event);
+        int keep = i < OPPROF_KEEP_CHUNKS || (used && kept_bytes + bytes <= OPPROF_KEEP_BYTES);
+        if (c == last_used)
+            used = 0;
+        if (keep) {
+            kept_bytes += bytes;
+            link = &c->next;
+        } else {
+            *link = c->next;
+            free(c);
+        }
+    }
     t->wptr = NULL;
     t->cur = NULL;
     t->cur_used = 0;
-    /* Keep a few chunks warm for the next session; give the rest back. */
-    core_chunk **link = &t->head;
-    for (int i = 0; *link; i++) {
-        if (i >= OPPROF_KEEP_CHUNKS) {
-            core_chunk *c = *link;
-            *link = c->next;
-            free(c);
-        } else {
-            link = &(*link)->next;
-        }
-    }
     arena_trim(&t->shapes, OPPROF_KEEP_ARENA_CHUNKS);
     t->shape_owner = -1;
     atomic_store_explicit(&t->count, 0, memory_order_relaxed);

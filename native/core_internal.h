@@ -13,7 +13,12 @@
 #define OPPROF_FIRST_CHUNK_RECORDS 4096     /* a thread's first buffer chunk: most record little */
 #define OPPROF_CHUNK_RECORDS 65536          /* records per later buffer chunk (huge pages) */
 #define OPPROF_RESERVE_BLOCK 4096           /* most budget a thread claims at a time */
-#define OPPROF_KEEP_CHUNKS 2                /* chunks a thread keeps between sessions */
+#define OPPROF_KEEP_CHUNKS 2                /* chunks a thread keeps between sessions, at least */
+/* Beyond OPPROF_KEEP_CHUNKS a thread keeps the chunks its last session wrote,
+ * up to this many bytes of chunks in all (first + 2 large = 11.9 MB: a 135k
+ * event session re-uses its buffers instead of faulting in a fresh huge page
+ * each time).  Freed at thread exit like the rest. */
+#define OPPROF_KEEP_BYTES (16LL << 20)
 #define OPPROF_ARENA_WORDS 65536            /* int64 words per arena chunk */
 #define OPPROF_ARENA_MAX_CHUNKS 1024        /* arena positions stay below 2^26 */
 #define OPPROF_KEEP_ARENA_CHUNKS 2
