@@ -135,12 +135,7 @@ static void recalibrate_tsc(void)
 }
 #endif
 
-int64_t core_ticks_to_ns(uint64_t t)
-{
-    if (!core_g.use_tsc)
-        return (int64_t)t;
-    return core_g.base_ns + (int64_t)((double)(int64_t)(t - core_g.base_ticks) * core_g.ns_per_tick);
-}
+int64_t core_ticks_to_ns(uint64_t t) { return core_clock_ns(core_clock_now(), t); }
 
 const char *opprof_clock_source(void) { return core_g.use_tsc ? "tsc" : "clock_gettime"; }
 double opprof_ns_per_tick(void) { return core_g.ns_per_tick; }
@@ -262,6 +257,7 @@ __attribute__((noinline)) void core_thread_reset(opprof_thread *t, uint32_t gen)
     t->cur_used = 0;
     arena_trim(&t->shapes, OPPROF_KEEP_ARENA_CHUNKS);
     t->shape_owner = -1;
+    t->last_shape = 0;
     atomic_store_explicit(&t->count, 0, memory_order_relaxed);
     atomic_store_explicit(&t->dropped, 0, memory_order_relaxed);
     atomic_store_explicit(&t->generation, gen, memory_order_release);
@@ -452,6 +448,37 @@ void opprof_op_shape_arg(opprof_thread *t, int ndim, const int64_t *dims, int ty
         w[1 + i] = dims[i];
     a->off += 1 + (n > 0 ? n : 0);
     (*hdr)++;
+}
+
+void opprof_op_shapes(opprof_thread *t, const int64_t *entry, int32_t words, uint16_t flags)
+{
+    core_open *o = open_top(t);
+    if (!o)
+        return;
+    o->ev.flags |= flags;
+    if (o->ev.shape != 0) {
+        o->ev.flags |= OPPROF_FLAG_TRUNCATED;
+        return;
+    }
+    core_arena *a = &t->shapes;
+    if (t->last_shape != 0 && t->last_shape_words == words &&
+        memcmp(core_arena_at(a, (int64_t)t->last_shape - 1), entry,
+               (size_t)words * sizeof *entry) == 0) {
+        o->ev.shape = t->last_shape;
+        return;
+    }
+    int64_t pos = core_arena_reserve(a, words);
+    if (pos < 0) {
+        o->ev.flags |= OPPROF_FLAG_TRUNCATED;
+        return;
+    }
+    memcpy(&a->chunks[a->cur][a->off], entry, (size_t)words * sizeof *entry);
+    a->off += words;
+    o->ev.shape = (uint32_t)(pos + 1);
+    t->last_shape = o->ev.shape;
+    t->last_shape_words = words;
+    /* Complete: opprof_op_shape_arg must not grow an entry others may share. */
+    t->shape_owner = -1;
 }
 
 void opprof_op_capture_stack(opprof_thread *t)

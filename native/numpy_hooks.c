@@ -38,16 +38,6 @@ static inline uint32_t np_active(void)
 
 /* ---- shapes ------------------------------------------------------------ */
 
-static void np_shape_obj(opprof_thread *t, PyObject *o)
-{
-    if (PyArray_Check(o)) {
-        PyArrayObject *a = (PyArrayObject *)o;
-        opprof_op_shape_arg(t, PyArray_NDIM(a), (const int64_t *)PyArray_DIMS(a), PyArray_TYPE(a));
-    } else {
-        opprof_op_shape_arg(t, -1, NULL, -1);
-    }
-}
-
 /* ---- strings (einsum subscripts) -------------------------------------- */
 
 #define OPPROF_NP_STRS 4096
@@ -90,27 +80,68 @@ const char *opprof_numpy_string_get(uint32_t k)
     return k < g_n_strs ? g_strs[k] : NULL;
 }
 
-/* Record self (when an array method) then positional arguments.  One more
- * than the bound is passed so the core flags the event as truncated.  Called
- * only when `active` has a NP_CAPTURE_OPTS bit. */
+/* Appends one argument to a shape entry being built at w[*used] (the layout
+ * of opprof_op_shapes); dims past OPPROF_MAX_SHAPE_DIMS set *flags. */
+static inline void np_shape_put(int64_t *w, int32_t *used, uint16_t *flags, PyObject *o,
+                                int strings)
+{
+    int nd = -1, type_num = -1;
+    const npy_intp *dims = NULL;
+    int64_t k;
+    if (PyArray_Check(o)) {
+        PyArrayObject *a = (PyArrayObject *)o;
+        nd = PyArray_NDIM(a);
+        dims = PyArray_DIMS(a);
+        type_num = PyArray_TYPE(a);
+        if (nd > OPPROF_MAX_SHAPE_DIMS) {
+            nd = OPPROF_MAX_SHAPE_DIMS;
+            *flags |= OPPROF_FLAG_TRUNCATED;
+        }
+    } else if (strings && PyUnicode_Check(o) && (k = np_string_index(o)) >= 0) {
+        nd = 0;
+        type_num = OPPROF_NP_STR_TYPE + (int)k;
+    }
+    int64_t *p = &w[*used];
+    p[0] = (int64_t)(uint32_t)nd | ((int64_t)type_num << 32);
+    for (int i = 0; i < nd; i++)
+        p[1 + i] = dims[i];
+    *used += 1 + (nd > 0 ? nd : 0);
+}
+
+/* record_shapes: self (when an array method) then positional arguments, at
+ * most OPPROF_MAX_SHAPE_ARGS (more flag the event as truncated), built on
+ * the stack and handed to the core whole. */
+static void np_capture_shapes(opprof_thread *t, PyObject *self, PyObject *const *args,
+                              Py_ssize_t n, int strings)
+{
+    int64_t w[OPPROF_SHAPE_ENTRY_WORDS];
+    int32_t used = 1;
+    uint16_t flags = 0;
+    Py_ssize_t count = n + (self != NULL);
+    if (count == 0)
+        return;
+    if (count > OPPROF_MAX_SHAPE_ARGS) {
+        count = OPPROF_MAX_SHAPE_ARGS;
+        flags |= OPPROF_FLAG_TRUNCATED;
+    }
+    w[0] = count;
+    Py_ssize_t i = 0;
+    if (self != NULL) {
+        np_shape_put(w, &used, &flags, self, 0);
+        i = 1;
+    }
+    for (; i < count; i++)
+        np_shape_put(w, &used, &flags, args[i - (self != NULL)], strings);
+    opprof_op_shapes(t, w, used, flags);
+}
+
+/* Called only when `active` has a NP_CAPTURE_OPTS bit. */
 static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t active,
                                                  PyObject *self, PyObject *const *args,
                                                  Py_ssize_t n, int strings)
 {
-    if (active & OPPROF_OPT_RECORD_SHAPES) {
-        Py_ssize_t left = OPPROF_MAX_SHAPE_ARGS + 1;
-        if (self != NULL) {
-            np_shape_obj(t, self);
-            left--;
-        }
-        for (Py_ssize_t i = 0; i < n && i < left; i++) {
-            int64_t k = strings && PyUnicode_Check(args[i]) ? np_string_index(args[i]) : -1;
-            if (k >= 0)
-                opprof_op_shape_arg(t, 0, NULL, OPPROF_NP_STR_TYPE + (int)k);
-            else
-                np_shape_obj(t, args[i]);
-        }
-    }
+    if (active & OPPROF_OPT_RECORD_SHAPES)
+        np_capture_shapes(t, self, args, n, strings);
     if (active & OPPROF_OPT_WITH_STACK)
         opprof_op_capture_stack(t);
 }
