@@ -394,15 +394,6 @@ static int np_conv_of(const PyMethodDef *def, int *family)
     }
 }
 
-static int np_def_hooked(const PyMethodDef *def)
-{
-    for (int f = 0; f < FAM_COUNT; f++)
-        for (int i = 0; i < OPPROF_NP_SLOTS; i++)
-            if (g_slots[f][i].state != NP_FREE && g_slots[f][i].def == def)
-                return 1;
-    return 0;
-}
-
 static int np_free_slot(int family)
 {
     for (int i = 0; i < OPPROF_NP_SLOTS; i++)
@@ -429,6 +420,13 @@ static np_slot **np_def_entry(const PyMethodDef *def)
     while (g_def_slots[i] != NULL && g_def_slots[i]->def != def)
         i = (i + 1) & (OPPROF_NP_DEF_TABLE - 1);
     return &g_def_slots[i];
+}
+
+/* Hooked now or left foreign by an earlier uninstall: every non-free slot
+ * is in g_def_slots (a scan of all slots per method was most of install). */
+static int np_def_hooked(const PyMethodDef *def)
+{
+    return *np_def_entry(def) != NULL;
 }
 
 static Py_hash_t np_cfunc_hash(PyObject *obj)
@@ -514,6 +512,10 @@ static int64_t np_restore_all(int swapped)
     if (swapped && PyCFunction_Type.tp_hash == np_cfunc_hash)
         PyCFunction_Type.tp_hash = g_cfunc_hash;
     memset(g_def_slots, 0, sizeof g_def_slots);
+    for (int f = 0; f < FAM_COUNT; f++)
+        for (int i = 0; i < OPPROF_NP_SLOTS; i++)
+            if (g_slots[f][i].state == NP_FOREIGN)
+                *np_def_entry(g_slots[f][i].def) = &g_slots[f][i];
     g_n_calls = 0;
     g_n_methods = 0;
     return foreign;
@@ -583,16 +585,13 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         s->self_kind = method_self[j];
         s->method_index = method_index[j];
         s->state = NP_OURS;
+        *np_def_entry(def) = s;
         g_n_methods++;
     }
     /* Tables are complete before the first pointer changes hands. */
     for (int i = 0; i < OPPROF_NP_TABLE; i++)
         if (g_calls[i].obj != NULL && g_calls[i].state == NP_OURS)
             *np_slot_of(g_calls[i].obj) = np_call_tramp;
-    for (int f = 0; f < FAM_COUNT; f++)
-        for (int i = 0; i < OPPROF_NP_SLOTS; i++)
-            if (g_slots[f][i].state == NP_OURS)
-                *np_def_entry(g_slots[f][i].def) = &g_slots[f][i];
     if (PyCFunction_Type.tp_hash != np_cfunc_hash) {
         g_cfunc_hash = PyCFunction_Type.tp_hash;
         PyCFunction_Type.tp_hash = np_cfunc_hash;

@@ -295,30 +295,58 @@ def numpy_unsupported_reason() -> str | None:
     return _text(lib.opprof_last_error())
 
 
-def numpy_install(
+class NumpyHookArgs(NamedTuple):
+    """opprof_numpy_install's arrays, built once (numpy_hook_args) and reused by every install."""
+
+    calls: Any
+    call_names: Any
+    ufunc_names: Any
+    n_calls: int
+    methods: Any
+    method_names: Any
+    method_self: Any
+    method_index: Any
+    n_methods: int
+
+
+def numpy_hook_args(
     calls: list[tuple[int, int, list[int]]], methods: list[tuple[int, int, int, int]]
-) -> int:
-    """Install every numpy hook at once; returns how many objects were skipped.
+) -> NumpyHookArgs:
+    """The C arrays for :func:`numpy_install`.
 
     ``calls``: (id of a ufunc or dispatcher, name id, name ids of its
     ``UFUNC_METHODS`` or zeros); ``methods``: (id of a method descriptor or
     builtin, name id, OPPROF_NP_SELF_* kind, ufunc method index).  The caller
-    keeps every object alive while hooked.
+    keeps every object alive while the arrays may be installed.
     """
     width = int(lib.OPPROF_NP_UFUNC_METHODS)
-    ufunc_names = [n for _obj, _name, per in calls for n in (per or [0] * width)]
+    return NumpyHookArgs(
+        ffi.new("intptr_t[]", [c[0] for c in calls]),
+        ffi.new("uint32_t[]", [c[1] for c in calls]),
+        ffi.new("uint32_t[]", [n for _obj, _name, per in calls for n in (per or [0] * width)]),
+        len(calls),
+        ffi.new("intptr_t[]", [m[0] for m in methods]),
+        ffi.new("uint32_t[]", [m[1] for m in methods]),
+        ffi.new("uint8_t[]", [m[2] for m in methods]),
+        ffi.new("uint8_t[]", [m[3] for m in methods]),
+        len(methods),
+    )
+
+
+def numpy_install(args: NumpyHookArgs) -> int:
+    """Install every numpy hook at once; returns how many objects were skipped."""
     skipped = ffi.new("int64_t *")
     check(
         lib.opprof_numpy_install(
-            [c[0] for c in calls],
-            [c[1] for c in calls],
-            ufunc_names,
-            len(calls),
-            [m[0] for m in methods],
-            [m[1] for m in methods],
-            [m[2] for m in methods],
-            [m[3] for m in methods],
-            len(methods),
+            args.calls,
+            args.call_names,
+            args.ufunc_names,
+            args.n_calls,
+            args.methods,
+            args.method_names,
+            args.method_self,
+            args.method_index,
+            args.n_methods,
             skipped,
         )
     )
