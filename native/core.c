@@ -17,18 +17,16 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
+#include "hotpath.h"
+#ifdef OPPROF_HAVE_TSC
 #include <cpuid.h>
-#include <x86intrin.h>
-#define OPPROF_HAVE_TSC 1
 #endif
-
-#include "core_internal.h"
 
 #define OPPROF_HUGE_PAGE (2u << 20)
 
 volatile int opprof_g_recording = 0;
 volatile uint32_t opprof_g_options = 0;
+volatile uint32_t opprof_g_active = 0;
 
 core_globals core_g = {
     .ctl = PTHREAD_MUTEX_INITIALIZER,
@@ -41,7 +39,7 @@ core_globals core_g = {
 /* Initial-exec: the module already uses static TLS (memory.c), and this is
  * read on every thread_get.  The error text lives in the thread state so the
  * module's static TLS stays a few pointers. */
-static __thread opprof_thread *tls_state __attribute__((tls_model("initial-exec")));
+__thread opprof_thread *opprof_tls_state __attribute__((tls_model("initial-exec")));
 static pthread_key_t thread_key;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_status = OPPROF_OK;
@@ -53,7 +51,7 @@ static opprof_thread *thread_create(void);
 
 int opprof_fail(int code, const char *fmt, ...)
 {
-    opprof_thread *t = tls_state ? tls_state : thread_create();
+    opprof_thread *t = opprof_tls_state ? opprof_tls_state : thread_create();
     if (!t)
         return code; /* no memory for a state to hold the text */
     va_list ap;
@@ -65,7 +63,7 @@ int opprof_fail(int code, const char *fmt, ...)
 
 const char *opprof_last_error(void)
 {
-    return tls_state ? tls_state->error : "";
+    return opprof_tls_state ? opprof_tls_state->error : "";
 }
 
 /* ---- clock ------------------------------------------------------------- */
@@ -77,14 +75,7 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static inline uint64_t ticks(void)
-{
-#ifdef OPPROF_HAVE_TSC
-    if (__builtin_expect(core_g.use_tsc, 1))
-        return __rdtsc();
-#endif
-    return (uint64_t)mono_ns();
-}
+static inline uint64_t ticks(void) { return opprof_hot_ticks(); }
 
 uint64_t opprof_ticks(void) { return ticks(); }
 
@@ -144,12 +135,7 @@ static void recalibrate_tsc(void)
 }
 #endif
 
-int64_t core_ticks_to_ns(uint64_t t)
-{
-    if (!core_g.use_tsc)
-        return (int64_t)t;
-    return core_g.base_ns + (int64_t)((double)(int64_t)(t - core_g.base_ticks) * core_g.ns_per_tick);
-}
+int64_t core_ticks_to_ns(uint64_t t) { return core_clock_ns(core_clock_now(), t); }
 
 const char *opprof_clock_source(void) { return core_g.use_tsc ? "tsc" : "clock_gettime"; }
 double opprof_ns_per_tick(void) { return core_g.ns_per_tick; }
@@ -163,7 +149,7 @@ static void thread_exit(void *p)
     pthread_mutex_lock(&core_g.registry);
     t->alive = 0;
     pthread_mutex_unlock(&core_g.registry);
-    tls_state = NULL;
+    opprof_tls_state = NULL;
 }
 
 static void init_once_fn(void)
@@ -216,7 +202,7 @@ static opprof_thread *thread_create(void)
     }
     pthread_mutex_unlock(&core_g.registry);
     if (t) {
-        tls_state = t;
+        opprof_tls_state = t;
         pthread_setspecific(thread_key, t);
     }
     return t;
@@ -236,7 +222,7 @@ static void arena_trim(core_arena *a, int32_t keep)
 
 /* The owner starts a new session lazily: events still open from the old one
  * stay on the stack (their ends must balance) but will not be committed. */
-static void thread_reset(opprof_thread *t, uint32_t gen)
+__attribute__((noinline)) void core_thread_reset(opprof_thread *t, uint32_t gen)
 {
     int32_t open = t->depth < OPPROF_MAX_DEPTH ? t->depth : OPPROF_MAX_DEPTH;
     for (int32_t i = 0; i < open; i++)
@@ -246,40 +232,46 @@ static void thread_reset(opprof_thread *t, uint32_t gen)
     t->seq = 0;
     t->room = 0;
     t->reserved_left = 0;
+    /* Keep warm the chunks the last session wrote (the next one is likely to
+     * write as many) within OPPROF_KEEP_BYTES; give the rest back. */
+    const core_chunk *last_used = t->cur;
+    int used = last_used != NULL;
+    int64_t kept_bytes = 0;
+    core_chunk **link = &t->head;
+    for (int i = 0; *link; i++) {
+        core_chunk *c = *link;
+        int64_t bytes = (int64_t)sizeof *c + c->cap * (int64_t)sizeof(opprof_event);
+        int keep = i < OPPROF_KEEP_CHUNKS || (used && kept_bytes + bytes <= OPPROF_KEEP_BYTES);
+        if (c == last_used)
+            used = 0;
+        if (keep) {
+            kept_bytes += bytes;
+            link = &c->next;
+        } else {
+            *link = c->next;
+            free(c);
+        }
+    }
     t->wptr = NULL;
     t->cur = NULL;
     t->cur_used = 0;
-    /* Keep a few chunks warm for the next session; give the rest back. */
-    core_chunk **link = &t->head;
-    for (int i = 0; *link; i++) {
-        if (i >= OPPROF_KEEP_CHUNKS) {
-            core_chunk *c = *link;
-            *link = c->next;
-            free(c);
-        } else {
-            link = &(*link)->next;
-        }
-    }
     arena_trim(&t->shapes, OPPROF_KEEP_ARENA_CHUNKS);
     t->shape_owner = -1;
+    t->last_shape = 0;
     atomic_store_explicit(&t->count, 0, memory_order_relaxed);
     atomic_store_explicit(&t->dropped, 0, memory_order_relaxed);
     atomic_store_explicit(&t->generation, gen, memory_order_release);
 }
 
-opprof_thread *opprof_thread_get(void)
+__attribute__((noinline)) opprof_thread *core_thread_first(void)
 {
-    opprof_thread *t = tls_state;
-    if (__builtin_expect(t == NULL, 0)) {
-        t = thread_create();
-        if (!t)
-            return NULL;
-    }
-    uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_acquire);
-    if (__builtin_expect(atomic_load_explicit(&t->generation, memory_order_relaxed) != gen, 0))
-        thread_reset(t, gen);
+    opprof_thread *t = thread_create();
+    if (t)
+        core_thread_reset(t, atomic_load_explicit(&core_g.generation, memory_order_acquire));
     return t;
 }
+
+opprof_thread *opprof_thread_get(void) { return opprof_hot_thread(); }
 
 /* Frees a dead thread's buffers and parks its state (and slot) for reuse.
  * Called with the registry lock and the GIL held. */
@@ -312,13 +304,6 @@ static int64_t budget_reserve(int64_t want)
     return 0;
 }
 
-static void count_drop(opprof_thread *t)
-{
-    atomic_store_explicit(&t->dropped,
-                          atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
 /* The first chunk is small: most threads record little, and a huge page
  * would cost each of them 2 MB of zeroing.  Later chunks are large and
  * written once per session: huge pages cut the first-touch page faults,
@@ -345,7 +330,7 @@ static core_chunk *chunk_alloc(int first)
 }
 
 /* Makes room for at least one record; 0 when the budget or memory ran out. */
-static __attribute__((noinline)) int refill(opprof_thread *t)
+__attribute__((noinline)) int core_refill(opprof_thread *t)
 {
     if (t->reserved_left == 0) {
         t->reserved_left = budget_reserve(core_g.reserve_block);
@@ -372,19 +357,6 @@ static __attribute__((noinline)) int refill(opprof_thread *t)
     return 1;
 }
 
-static inline void commit(opprof_thread *t, const opprof_event *ev)
-{
-    if (__builtin_expect(t->room == 0, 0) && !refill(t)) {
-        count_drop(t);
-        return;
-    }
-    t->room--;
-    *t->wptr++ = *ev;
-    /* Release: drain sees the record complete once it sees the count. */
-    atomic_store_explicit(&t->count, atomic_load_explicit(&t->count, memory_order_relaxed) + 1,
-                          memory_order_release);
-}
-
 /* ---- hot path ---------------------------------------------------------- */
 
 static inline int is_recording(void)
@@ -394,63 +366,16 @@ static inline int is_recording(void)
 
 int opprof_op_begin(opprof_thread *t, uint32_t name_id, uint16_t kind)
 {
-    int32_t d = t->depth++;
-    if (__builtin_expect(d >= OPPROF_MAX_DEPTH, 0)) {
-        if (is_recording())
-            count_drop(t);
-        return -1;
+    uint32_t active = opprof_hot_active();
+    if (active & OPPROF_ACTIVE_RECORDING) {
+        uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_relaxed);
+        if (__builtin_expect(atomic_load_explicit(&t->generation, memory_order_relaxed) != gen, 0))
+            core_thread_reset(t, gen);
     }
-    core_open *o = &t->open[d];
-    if (!is_recording()) {
-        o->active = 0;
-        return -1;
-    }
-    uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_relaxed);
-    if (__builtin_expect(atomic_load_explicit(&t->generation, memory_order_relaxed) != gen, 0))
-        thread_reset(t, gen);
-    o->active = 1;
-    o->prev_innermost = t->innermost;
-    o->ev.id = ((int64_t)t->slot << 40) | ++t->seq;
-    o->ev.parent = t->innermost >= 0 ? t->open[t->innermost].ev.id : -1;
-    o->ev.self_alloc_bytes = 0;
-    o->ev.self_free_bytes = 0;
-    o->ev.device_ns = -1;
-    o->ev.thread = t->tid;
-    o->ev.name = name_id;
-    o->ev.kind = kind;
-    o->ev.flags = 0;
-    o->ev.shape = 0;
-    o->ev.stack = 0;
-    o->ev.depth = (uint32_t)t->active_depth++;
-    o->ev.self_alloc_count = 0;
-    t->innermost = d;
-    /* Before the start tick: the CUDA call's cost stays out of this event. */
-    if (__builtin_expect(opprof_g_options & OPPROF_OPT_CUDA, 0))
-        opprof_cuda_op_begin(name_id, o->ev.depth);
-    o->ev.start_ns = (int64_t)ticks();
-    return 0;
+    return opprof_hot_begin(t, active, name_id, kind);
 }
 
-void opprof_op_end(opprof_thread *t, uint16_t flags)
-{
-    uint64_t end = ticks();
-    if (__builtin_expect(t->depth <= 0, 0))
-        return;
-    int32_t d = --t->depth;
-    if (__builtin_expect(d >= OPPROF_MAX_DEPTH, 0))
-        return;
-    core_open *o = &t->open[d];
-    if (!o->active)
-        return;
-    o->active = 0;
-    t->innermost = o->prev_innermost;
-    t->active_depth--;
-    o->ev.end_ns = (int64_t)end;
-    o->ev.flags |= flags;
-    if (__builtin_expect(opprof_g_options & OPPROF_OPT_CUDA, 0))
-        opprof_cuda_op_end(o->ev.depth, o->ev.id);
-    commit(t, &o->ev);
-}
+void opprof_op_end(opprof_thread *t, uint16_t flags) { opprof_hot_end(t, flags); }
 
 /* The innermost open event that records, or NULL. */
 static inline core_open *open_top(opprof_thread *t)
@@ -525,6 +450,37 @@ void opprof_op_shape_arg(opprof_thread *t, int ndim, const int64_t *dims, int ty
     (*hdr)++;
 }
 
+void opprof_op_shapes(opprof_thread *t, const int64_t *entry, int32_t words, uint16_t flags)
+{
+    core_open *o = open_top(t);
+    if (!o)
+        return;
+    o->ev.flags |= flags;
+    if (o->ev.shape != 0) {
+        o->ev.flags |= OPPROF_FLAG_TRUNCATED;
+        return;
+    }
+    core_arena *a = &t->shapes;
+    if (t->last_shape != 0 && t->last_shape_words == words &&
+        memcmp(core_arena_at(a, (int64_t)t->last_shape - 1), entry,
+               (size_t)words * sizeof *entry) == 0) {
+        o->ev.shape = t->last_shape;
+        return;
+    }
+    int64_t pos = core_arena_reserve(a, words);
+    if (pos < 0) {
+        o->ev.flags |= OPPROF_FLAG_TRUNCATED;
+        return;
+    }
+    memcpy(&a->chunks[a->cur][a->off], entry, (size_t)words * sizeof *entry);
+    a->off += words;
+    o->ev.shape = (uint32_t)(pos + 1);
+    t->last_shape = o->ev.shape;
+    t->last_shape_words = words;
+    /* Complete: opprof_op_shape_arg must not grow an entry others may share. */
+    t->shape_owner = -1;
+}
+
 void opprof_op_capture_stack(opprof_thread *t)
 {
     core_open *o = open_top(t);
@@ -582,7 +538,7 @@ void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_byte
         return;
     uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_relaxed);
     if (atomic_load_explicit(&t->generation, memory_order_relaxed) != gen)
-        thread_reset(t, gen);
+        core_thread_reset(t, gen);
     opprof_event ev;
     ev.start_ns = ev.end_ns = (int64_t)ticks();
     ev.id = ((int64_t)t->slot << 40) | ++t->seq;
@@ -598,18 +554,17 @@ void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_byte
     ev.stack = 0;
     ev.depth = 0;
     ev.self_alloc_count = alloc_bytes > 0;
-    commit(t, &ev);
+    opprof_hot_commit(t, &ev);
 }
 
 /* ---- record_function scopes -------------------------------------------- */
 
 int opprof_scope_push(uint32_t name_id)
 {
-    opprof_thread *t = opprof_thread_get();
+    opprof_thread *t = opprof_hot_thread();
     if (!t)
         return opprof_fail(OPPROF_E_NOMEM, "opprof_scope_push: no memory for thread state");
-    if (opprof_op_begin(t, name_id, OPPROF_KIND_SCOPE) == 0 &&
-        (opprof_g_options & OPPROF_OPT_WITH_STACK)) {
+    if (opprof_hot_scope_push(t, name_id)) {
         /* cffi released the GIL around this call; frames need it. */
         PyGILState_STATE g = PyGILState_Ensure();
         opprof_op_capture_stack(t);
@@ -620,10 +575,10 @@ int opprof_scope_push(uint32_t name_id)
 
 int opprof_scope_pop(uint32_t flags)
 {
-    opprof_thread *t = tls_state;
+    opprof_thread *t = opprof_tls_state;
     if (!t || t->depth <= 0)
         return opprof_fail(OPPROF_E_STATE, "opprof_scope_pop: no open scope on this thread");
-    opprof_op_end(t, (uint16_t)flags);
+    opprof_hot_end(t, (uint16_t)flags);
     return OPPROF_OK;
 }
 
@@ -679,6 +634,7 @@ int opprof_start(uint32_t options)
     atomic_fetch_add_explicit(&core_g.generation, 1, memory_order_release);
     opprof_g_options = options;
     __atomic_store_n(&opprof_g_recording, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&opprof_g_active, options | OPPROF_ACTIVE_RECORDING, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&core_g.ctl);
     return OPPROF_OK;
 }
@@ -690,6 +646,7 @@ int opprof_stop(void)
         pthread_mutex_unlock(&core_g.ctl);
         return opprof_fail(OPPROF_E_STATE, "opprof_stop: no session is recording");
     }
+    __atomic_store_n(&opprof_g_active, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&opprof_g_recording, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&core_g.ctl);
     return OPPROF_OK;

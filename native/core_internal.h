@@ -1,5 +1,6 @@
-/* Private to core.c and drain.c: the thread state layout and the globals the
- * control path shares.  Other .c files use opprof_internal.h only. */
+/* Private to core.c, drain.c and the inlined fast path (hotpath.h, which the
+ * numpy trampolines and fastscope.c include): the thread state layout and the
+ * globals the control path shares.  Other .c files use opprof_internal.h only. */
 #ifndef OPPROF_CORE_INTERNAL_H
 #define OPPROF_CORE_INTERNAL_H
 
@@ -12,7 +13,12 @@
 #define OPPROF_FIRST_CHUNK_RECORDS 4096     /* a thread's first buffer chunk: most record little */
 #define OPPROF_CHUNK_RECORDS 65536          /* records per later buffer chunk (huge pages) */
 #define OPPROF_RESERVE_BLOCK 4096           /* most budget a thread claims at a time */
-#define OPPROF_KEEP_CHUNKS 2                /* chunks a thread keeps between sessions */
+#define OPPROF_KEEP_CHUNKS 2                /* chunks a thread keeps between sessions, at least */
+/* Beyond OPPROF_KEEP_CHUNKS a thread keeps the chunks its last session wrote,
+ * up to this many bytes of chunks in all (first + 2 large = 11.9 MB: a 135k
+ * event session re-uses its buffers instead of faulting in a fresh huge page
+ * each time).  Freed at thread exit like the rest. */
+#define OPPROF_KEEP_BYTES (16LL << 20)
 #define OPPROF_ARENA_WORDS 65536            /* int64 words per arena chunk */
 #define OPPROF_ARENA_MAX_CHUNKS 1024        /* arena positions stay below 2^26 */
 #define OPPROF_KEEP_ARENA_CHUNKS 2
@@ -58,6 +64,8 @@ struct opprof_thread {
     _Atomic int64_t dropped;
     core_arena shapes; /* owner-only writes */
     int64_t shape_owner; /* id of the event whose shape entry is at the arena tail */
+    uint32_t last_shape; /* ref of the last whole entry opprof_op_shapes wrote, 0 none */
+    int32_t last_shape_words;
     core_arena stacks; /* written and released only under the GIL */
     struct opprof_thread *next;
     char error[512]; /* opprof_last_error() of this thread */
@@ -83,6 +91,28 @@ typedef struct core_globals {
 extern core_globals core_g;
 
 int64_t core_ticks_to_ns(uint64_t ticks);
+
+/* The tick -> ns conversion's parameters, read once for a drain's loop. */
+typedef struct core_clock {
+    int use_tsc;
+    double ns_per_tick;
+    uint64_t base_ticks;
+    int64_t base_ns;
+} core_clock;
+
+static inline core_clock core_clock_now(void)
+{
+    core_clock c = {core_g.use_tsc, core_g.ns_per_tick, core_g.base_ticks, core_g.base_ns};
+    return c;
+}
+
+/* core_ticks_to_ns with the parameters in hand (inlined in the drain loop). */
+static inline int64_t core_clock_ns(core_clock c, uint64_t t)
+{
+    if (!c.use_tsc)
+        return (int64_t)t;
+    return c.base_ns + (int64_t)((double)(int64_t)(t - c.base_ticks) * c.ns_per_tick);
+}
 int64_t core_arena_reserve(core_arena *a, int64_t words);
 
 static inline int64_t *core_arena_at(core_arena *a, int64_t pos)

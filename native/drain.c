@@ -39,6 +39,17 @@ static uint64_t fnv1a(const void *p, size_t len)
     return h;
 }
 
+/* Raw shape and stack keys are whole int64 words: hashed a word at a time. */
+static uint64_t words_hash(const int64_t *w, size_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ (uint64_t)w[i]) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
 static hentry *hmap_slot(hentry *e, size_t cap, const void *key, size_t len, uint64_t hash)
 {
     size_t i = hash & (cap - 1);
@@ -257,7 +268,7 @@ static uint32_t shape_id(opprof_thread *t, uint32_t ref)
         w += 1 + (nd > 0 ? nd : 0);
     }
     size_t len = (size_t)((char *)w - (char *)hdr);
-    uint64_t h = fnv1a(hdr, len);
+    uint64_t h = words_hash(hdr, (size_t)(w - hdr));
     uint32_t id;
     if (hmap_find(&shape_raw, hdr, len, h, &id))
         return id;
@@ -308,7 +319,7 @@ static uint32_t stack_id(opprof_thread *t, uint32_t ref)
 {
     int64_t *hdr = core_arena_at(&t->stacks, (int64_t)ref - 1);
     size_t len = (size_t)(1 + 2 * hdr[0]) * sizeof(int64_t);
-    uint64_t h = fnv1a(hdr, len);
+    uint64_t h = words_hash(hdr, (size_t)(1 + 2 * hdr[0]));
     uint32_t id;
     if (hmap_find(&stack_raw, hdr, len, h, &id))
         return id;
@@ -371,15 +382,34 @@ int64_t opprof_pending(void)
     return total;
 }
 
-static void convert(opprof_event *out, const opprof_event *in, opprof_thread *t)
+/* One thread's drain: the clock conversion and the last ref -> id of each
+ * table (a loop records the same shapes and call site over and over, and
+ * opprof_op_shapes gives equal consecutive entries one ref). */
+typedef struct {
+    opprof_thread *t;
+    uint32_t shape_ref, shape_id, stack_ref, stack_id;
+} drain_cursor;
+
+static inline void convert(opprof_event *out, const opprof_event *in, drain_cursor *cur,
+                           core_clock clk)
 {
     *out = *in;
-    out->start_ns = core_ticks_to_ns((uint64_t)in->start_ns);
-    out->end_ns = core_ticks_to_ns((uint64_t)in->end_ns);
-    if (in->shape)
-        out->shape = shape_id(t, in->shape);
-    if (in->stack)
-        out->stack = stack_id(t, in->stack);
+    out->start_ns = core_clock_ns(clk, (uint64_t)in->start_ns);
+    out->end_ns = core_clock_ns(clk, (uint64_t)in->end_ns);
+    if (in->shape) {
+        if (in->shape != cur->shape_ref) {
+            cur->shape_ref = in->shape;
+            cur->shape_id = shape_id(cur->t, in->shape);
+        }
+        out->shape = cur->shape_id;
+    }
+    if (in->stack) {
+        if (in->stack != cur->stack_ref) {
+            cur->stack_ref = in->stack;
+            cur->stack_id = stack_id(cur->t, in->stack);
+        }
+        out->stack = cur->stack_id;
+    }
 }
 
 int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t *dropped)
@@ -402,9 +432,11 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
     PyGILState_STATE g = PyGILState_Ensure();
     pthread_mutex_lock(&core_g.registry);
     uint32_t gen = atomic_load(&core_g.generation);
+    core_clock clk = core_clock_now();
     for (opprof_thread *t = core_g.threads; t; t = t->next) {
         if (atomic_load_explicit(&t->generation, memory_order_acquire) != gen)
             continue;
+        drain_cursor cur = {.t = t};
         int64_t cnt = atomic_load_explicit(&t->count, memory_order_acquire);
         lost += atomic_load_explicit(&t->dropped, memory_order_relaxed);
         int64_t i = 0;
@@ -412,7 +444,7 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
             int64_t k = cnt - i < c->cap ? cnt - i : c->cap;
             for (int64_t j = 0; j < k; j++) {
                 if (n < capacity)
-                    convert(&out[n++], &c->rec[j], t);
+                    convert(&out[n++], &c->rec[j], &cur, clk);
                 else
                     lost++;
             }

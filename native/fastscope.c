@@ -2,11 +2,11 @@
  *
  * A cffi API-mode call releases and retakes the GIL around every call: two
  * such calls per scope were most of record_function's cost under a profile.
- * These builtins are called by CPython with the GIL held and go straight to
- * opprof_scope_push/pop (which never need the GIL released). */
+ * These builtins are called by CPython with the GIL held and run
+ * opprof_scope_push/pop's fast path inline (hotpath.h). */
 #include <Python.h>
 
-#include "opprof_internal.h" /* includes opprof.h, which has no include guard */
+#include "hotpath.h" /* includes opprof.h, which has no include guard */
 
 #include "fastscope.h"
 
@@ -20,7 +20,13 @@ static PyObject *fast_scope_push(PyObject *self, PyObject *arg)
         PyErr_SetString(PyExc_OverflowError, "scope_push_fast: name id out of range");
         return NULL;
     }
-    return PyLong_FromLong(opprof_scope_push((uint32_t)id));
+    /* opprof_scope_push inlined: the GIL is already held for the stack. */
+    opprof_thread *t = opprof_hot_thread();
+    if (t == NULL)
+        return PyLong_FromLong(opprof_scope_push((uint32_t)id)); /* sets the error text */
+    if (opprof_hot_scope_push(t, (uint32_t)id))
+        opprof_op_capture_stack(t);
+    return PyLong_FromLong(OPPROF_OK);
 }
 
 static PyObject *fast_scope_pop(PyObject *self, PyObject *arg)
@@ -29,7 +35,11 @@ static PyObject *fast_scope_pop(PyObject *self, PyObject *arg)
     unsigned long flags = PyLong_AsUnsignedLong(arg);
     if (flags == (unsigned long)-1 && PyErr_Occurred())
         return NULL;
-    return PyLong_FromLong(opprof_scope_pop((uint32_t)flags));
+    opprof_thread *t = opprof_tls_state;
+    if (t == NULL || t->depth <= 0)
+        return PyLong_FromLong(opprof_scope_pop((uint32_t)flags)); /* sets the error text */
+    opprof_hot_end(t, (uint16_t)flags);
+    return PyLong_FromLong(OPPROF_OK);
 }
 
 /* Static: the function objects point at these for the life of the process. */

@@ -230,10 +230,17 @@ int opprof_model_pairs(const opprof_event *restrict ev, int64_t n, int64_t *rest
     int64_t *slots = pair_slots(bits);
     if (!slots)
         return opprof_fail(OPPROF_E_NOMEM, "opprof_model_pairs: out of memory");
+    /* A loop repeats one (name, shape) row after row: its pair is at hand. */
+    int64_t last = -1;
     for (int64_t i = 0; i < n; i++) {
         const opprof_event *e = &ev[i];
         if (e->kind == OPPROF_KIND_MEMORY) {
             pair[i] = -1;
+            continue;
+        }
+        const opprof_event *seen = last >= 0 ? &ev[pair_row[last]] : NULL;
+        if (seen && seen->name == e->name && seen->shape == e->shape) {
+            pair[i] = last;
             continue;
         }
         int64_t h = pair_find(ev, slots, bits, pair_row, e);
@@ -254,7 +261,7 @@ int opprof_model_pairs(const opprof_event *restrict ev, int64_t n, int64_t *rest
             pair_row[count] = i;
             slots[h] = count++;
         }
-        pair[i] = slots[h];
+        pair[i] = last = slots[h];
     }
     free(slots);
     *n_pairs = count;
@@ -263,20 +270,34 @@ int opprof_model_pairs(const opprof_event *restrict ev, int64_t n, int64_t *rest
 
 typedef struct {
     int64_t row, parent, cpu_total, mem_total, dev_total;
+    double outside_ns; /* the profiler's cost this child leaves in its parent's self time */
 } pending;
+
+/* opprof_model_corrections' per-kind costs of one event: 0 for memory
+ * instants (not timed calls) and kinds past the tables. */
+static inline double kind_cost(const double *table, int64_t n_kinds, int64_t kind)
+{
+    return kind == OPPROF_KIND_MEMORY || kind >= n_kinds ? 0.0 : table[kind];
+}
 
 int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int64_t *restrict group,
                           int64_t memory_group, int64_t m, int64_t *restrict parent_row,
-                          int64_t *restrict sums, int64_t *restrict first_row, int64_t *restrict device_events)
+                          int64_t *restrict sums, int64_t *restrict first_row,
+                          int64_t *restrict device_events, const double *restrict inside_ns,
+                          const double *restrict outside_ns, int64_t n_kinds,
+                          double *restrict corrections)
 {
+    int bad_kinds = corrections && (n_kinds < 0 || (n_kinds > 0 && (!inside_ns || !outside_ns)));
     if (n < 0 || m < 0 || (n > 0 && (!ev || !parent_row)) || (m > 0 && (!sums || !first_row)) ||
-        !device_events)
+        !device_events || bad_kinds)
         return opprof_fail(OPPROF_E_ARG, "opprof_model_key_sums: bad arguments (n %lld, m %lld)",
                            (long long)n, (long long)m);
     for (int64_t g = 0; g < m; g++) {
         first_row[g] = -1;
         for (int c = 0; c < OPPROF_GROUP_COLUMNS; c++)
             sums[g * OPPROF_GROUP_COLUMNS + c] = 0;
+        if (corrections)
+            corrections[g] = 0.0;
     }
     int64_t cap = 256, top = 0, devices = 0;
     pending *stack = malloc((size_t)cap * sizeof *stack);
@@ -301,12 +322,14 @@ int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int6
         int64_t mem_self = e->self_alloc_bytes - e->self_free_bytes;
         int64_t dev_self = e->device_ns > 0 ? e->device_ns : 0;
         int64_t mem_total = mem_self, dev_total = dev_self;
+        double overhead = corrections ? kind_cost(inside_ns, n_kinds, e->kind) : 0.0;
         while (top > 0 && stack[top - 1].parent == e->id) {
             pending *c = &stack[--top];
             parent_row[c->row] = i;
             child_cpu += c->cpu_total;
             mem_total += c->mem_total;
             dev_total += c->dev_total;
+            overhead += c->outside_ns;
         }
         parent_row[i] = -1;
         if (e->parent >= 0) {
@@ -319,7 +342,8 @@ int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int6
                 stack = grown;
                 cap *= 2;
             }
-            stack[top++] = (pending){i, e->parent, total, mem_total, dev_total};
+            double outside = corrections ? kind_cost(outside_ns, n_kinds, e->kind) : 0.0;
+            stack[top++] = (pending){i, e->parent, total, mem_total, dev_total, outside};
         }
         devices += e->device_ns >= 0;
         int64_t *s = &sums[g * OPPROF_GROUP_COLUMNS];
@@ -330,6 +354,8 @@ int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int6
         s[OPPROF_GROUP_DEVICE_SELF] += dev_self;
         s[OPPROF_GROUP_MEM_TOTAL] += mem_total;
         s[OPPROF_GROUP_MEM_SELF] += mem_self;
+        if (corrections)
+            corrections[g] += overhead;
         if (first_row[g] < 0 || canonical_before(ev, i, first_row[g]))
             first_row[g] = i;
     }

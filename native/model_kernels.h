@@ -60,10 +60,15 @@ int opprof_model_pairs(const opprof_event *ev, int64_t n, int64_t *pair, int64_t
  * opprof_model_parent_rows + opprof_model_tree + opprof_model_group would,
  * and *device_events (events with device_ns >= 0).  OPPROF_E_UNSUPPORTED
  * when a parent is -2 or when some parent id is not found after its child
- * (other order, dropped parents): use the kernels above. */
+ * (other order, dropped parents): use the kernels above.  With corrections
+ * not NULL, also fills corrections[g] (m entries) as opprof_model_corrections
+ * would from inside_ns/outside_ns (n_kinds entries each), in the same pass:
+ * each pass streams the whole event array from memory. */
 int opprof_model_key_sums(const opprof_event *ev, int64_t n, const int64_t *group,
                           int64_t memory_group, int64_t m, int64_t *parent_row,
-                          int64_t *sums, int64_t *first_row, int64_t *device_events);
+                          int64_t *sums, int64_t *first_row, int64_t *device_events,
+                          const double *inside_ns, const double *outside_ns, int64_t n_kinds,
+                          double *corrections);
 
 /* FLOPs and self FLOPs ("innermost wins": only when no descendant carries
  * FLOPs) summed per group: an event's FLOPs are pair_flops[pair[i]] (0 for

@@ -16,7 +16,7 @@
 
 #include <numpy/arrayobject.h>
 
-#include "opprof_internal.h"
+#include "hotpath.h"
 #include "numpy_hooks.h"
 
 _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "array dims are passed as int64_t");
@@ -25,22 +25,18 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "array dims are passed as in
 #define OPPROF_NP_TABLE 2048      /* open-addressing table, power of two, load <= 0.5 */
 #define OPPROF_NP_SLOTS 256       /* method trampolines per calling convention */
 
-static inline int np_active(void)
+/* The session's recording word when it captures numpy, else 0: the one load
+ * and test a hooked call pays when no profile records. */
+static inline uint32_t np_active(void)
 {
-    return opprof_g_recording && (opprof_g_options & OPPROF_OPT_CAPTURE_NUMPY);
+    uint32_t active = opprof_hot_active();
+    return active & OPPROF_OPT_CAPTURE_NUMPY ? active : 0;
 }
+
+/* Options that make a begun op look at its arguments (np_capture). */
+#define NP_CAPTURE_OPTS (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK)
 
 /* ---- shapes ------------------------------------------------------------ */
-
-static void np_shape_obj(opprof_thread *t, PyObject *o)
-{
-    if (PyArray_Check(o)) {
-        PyArrayObject *a = (PyArrayObject *)o;
-        opprof_op_shape_arg(t, PyArray_NDIM(a), (const int64_t *)PyArray_DIMS(a), PyArray_TYPE(a));
-    } else {
-        opprof_op_shape_arg(t, -1, NULL, -1);
-    }
-}
 
 /* ---- strings (einsum subscripts) -------------------------------------- */
 
@@ -84,27 +80,69 @@ const char *opprof_numpy_string_get(uint32_t k)
     return k < g_n_strs ? g_strs[k] : NULL;
 }
 
-/* Record self (when an array method) then positional arguments.  One more
- * than the bound is passed so the core flags the event as truncated. */
-static void np_capture(opprof_thread *t, PyObject *self, PyObject *const *args, Py_ssize_t n,
-                       int strings)
+/* Appends one argument to a shape entry being built at w[*used] (the layout
+ * of opprof_op_shapes); dims past OPPROF_MAX_SHAPE_DIMS set *flags. */
+static inline void np_shape_put(int64_t *w, int32_t *used, uint16_t *flags, PyObject *o,
+                                int strings)
 {
-    uint32_t opts = opprof_g_options;
-    if (opts & OPPROF_OPT_RECORD_SHAPES) {
-        Py_ssize_t left = OPPROF_MAX_SHAPE_ARGS + 1;
-        if (self != NULL) {
-            np_shape_obj(t, self);
-            left--;
+    int nd = -1, type_num = -1;
+    const npy_intp *dims = NULL;
+    int64_t k;
+    if (PyArray_Check(o)) {
+        PyArrayObject *a = (PyArrayObject *)o;
+        nd = PyArray_NDIM(a);
+        dims = PyArray_DIMS(a);
+        type_num = PyArray_TYPE(a);
+        if (nd > OPPROF_MAX_SHAPE_DIMS) {
+            nd = OPPROF_MAX_SHAPE_DIMS;
+            *flags |= OPPROF_FLAG_TRUNCATED;
         }
-        for (Py_ssize_t i = 0; i < n && i < left; i++) {
-            int64_t k = strings && PyUnicode_Check(args[i]) ? np_string_index(args[i]) : -1;
-            if (k >= 0)
-                opprof_op_shape_arg(t, 0, NULL, OPPROF_NP_STR_TYPE + (int)k);
-            else
-                np_shape_obj(t, args[i]);
-        }
+    } else if (strings && PyUnicode_Check(o) && (k = np_string_index(o)) >= 0) {
+        nd = 0;
+        type_num = OPPROF_NP_STR_TYPE + (int)k;
     }
-    if (opts & OPPROF_OPT_WITH_STACK)
+    int64_t *p = &w[*used];
+    p[0] = (int64_t)(uint32_t)nd | ((int64_t)type_num << 32);
+    for (int i = 0; i < nd; i++)
+        p[1 + i] = dims[i];
+    *used += 1 + (nd > 0 ? nd : 0);
+}
+
+/* record_shapes: self (when an array method) then positional arguments, at
+ * most OPPROF_MAX_SHAPE_ARGS (more flag the event as truncated), built on
+ * the stack and handed to the core whole. */
+static void np_capture_shapes(opprof_thread *t, PyObject *self, PyObject *const *args,
+                              Py_ssize_t n, int strings)
+{
+    int64_t w[OPPROF_SHAPE_ENTRY_WORDS];
+    int32_t used = 1;
+    uint16_t flags = 0;
+    Py_ssize_t count = n + (self != NULL);
+    if (count == 0)
+        return;
+    if (count > OPPROF_MAX_SHAPE_ARGS) {
+        count = OPPROF_MAX_SHAPE_ARGS;
+        flags |= OPPROF_FLAG_TRUNCATED;
+    }
+    w[0] = count;
+    Py_ssize_t i = 0;
+    if (self != NULL) {
+        np_shape_put(w, &used, &flags, self, 0);
+        i = 1;
+    }
+    for (; i < count; i++)
+        np_shape_put(w, &used, &flags, args[i - (self != NULL)], strings);
+    opprof_op_shapes(t, w, used, flags);
+}
+
+/* Called only when `active` has a NP_CAPTURE_OPTS bit. */
+static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t active,
+                                                 PyObject *self, PyObject *const *args,
+                                                 Py_ssize_t n, int strings)
+{
+    if (active & OPPROF_OPT_RECORD_SHAPES)
+        np_capture_shapes(t, self, args, n, strings);
+    if (active & OPPROF_OPT_WITH_STACK)
         opprof_op_capture_stack(t);
 }
 
@@ -167,15 +205,15 @@ static PyObject *np_call_tramp(PyObject *callable, PyObject *const *args, size_t
         PyErr_SetString(PyExc_SystemError, "pytest-opprof lost the original numpy call pointer");
         return NULL;
     }
-    if (!np_active())
+    uint32_t active = np_active();
+    opprof_thread *t;
+    if (!active || (t = opprof_hot_thread()) == NULL)
         return c->orig(callable, args, nargsf, kwnames);
-    opprof_thread *t = opprof_thread_get();
-    if (t == NULL)
-        return c->orig(callable, args, nargsf, kwnames);
-    if (opprof_op_begin(t, c->name, OPPROF_KIND_NUMPY) == 0)
-        np_capture(t, NULL, args, PyVectorcall_NARGS(nargsf), c->strings);
+    if (opprof_hot_begin_recording(t, active, c->name, OPPROF_KIND_NUMPY) == 0 &&
+        __builtin_expect(active & NP_CAPTURE_OPTS, 0))
+        np_capture(t, active, NULL, args, PyVectorcall_NARGS(nargsf), c->strings);
     PyObject *r = c->orig(callable, args, nargsf, kwnames);
-    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
@@ -213,14 +251,15 @@ static inline uint32_t np_slot_name(const np_slot *s, PyObject *self)
     return s->name;
 }
 
-static inline opprof_thread *np_method_begin(const np_slot *s, PyObject *self,
+static inline opprof_thread *np_method_begin(uint32_t active, const np_slot *s, PyObject *self,
                                              PyObject *const *args, Py_ssize_t n)
 {
-    opprof_thread *t = opprof_thread_get();
+    opprof_thread *t = opprof_hot_thread();
     if (t == NULL)
         return NULL;
-    if (opprof_op_begin(t, np_slot_name(s, self), OPPROF_KIND_NUMPY) == 0)
-        np_capture(t, s->self_kind == OPPROF_NP_SELF_ARRAY ? self : NULL, args, n, 0);
+    if (opprof_hot_begin_recording(t, active, np_slot_name(s, self), OPPROF_KIND_NUMPY) == 0 &&
+        __builtin_expect(active & NP_CAPTURE_OPTS, 0))
+        np_capture(t, active, s->self_kind == OPPROF_NP_SELF_ARRAY ? self : NULL, args, n, 0);
     return t;
 }
 
@@ -233,11 +272,12 @@ static __attribute__((noinline)) PyObject *
 np_run_fastkw(const np_slot *s, PyObject *self, PyObject *const *a, Py_ssize_t n, PyObject *k)
 {
     fastkw_fn orig = (fastkw_fn)s->orig;
+    uint32_t active = np_active();
     opprof_thread *t;
-    if (!np_active() || (t = np_method_begin(s, self, a, n)) == NULL)
+    if (!active || (t = np_method_begin(active, s, self, a, n)) == NULL)
         return orig(self, a, n, k);
     PyObject *r = orig(self, a, n, k);
-    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
@@ -245,11 +285,12 @@ static __attribute__((noinline)) PyObject *
 np_run_fast(const np_slot *s, PyObject *self, PyObject *const *a, Py_ssize_t n)
 {
     fast_fn orig = (fast_fn)s->orig;
+    uint32_t active = np_active();
     opprof_thread *t;
-    if (!np_active() || (t = np_method_begin(s, self, a, n)) == NULL)
+    if (!active || (t = np_method_begin(active, s, self, a, n)) == NULL)
         return orig(self, a, n);
     PyObject *r = orig(self, a, n);
-    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
@@ -257,12 +298,13 @@ static __attribute__((noinline)) PyObject *
 np_run_kw(const np_slot *s, PyObject *self, PyObject *a, PyObject *k)
 {
     kw_fn orig = (kw_fn)s->orig;
+    uint32_t active = np_active();
     opprof_thread *t;
-    if (!np_active() || (t = np_method_begin(s, self, &PyTuple_GET_ITEM(a, 0),
+    if (!active || (t = np_method_begin(active, s, self, &PyTuple_GET_ITEM(a, 0),
                                              PyTuple_GET_SIZE(a))) == NULL)
         return orig(self, a, k);
     PyObject *r = orig(self, a, k);
-    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
@@ -271,19 +313,20 @@ static __attribute__((noinline)) PyObject *
 np_run_plain(const np_slot *s, PyObject *self, PyObject *a)
 {
     plain_fn orig = (plain_fn)s->orig;
+    uint32_t active = np_active();
     opprof_thread *t;
-    if (!np_active())
+    if (!active)
         return orig(self, a);
     if (s->conv == CONV_VARARGS)
-        t = np_method_begin(s, self, &PyTuple_GET_ITEM(a, 0), PyTuple_GET_SIZE(a));
+        t = np_method_begin(active, s, self, &PyTuple_GET_ITEM(a, 0), PyTuple_GET_SIZE(a));
     else if (s->conv == CONV_O)
-        t = np_method_begin(s, self, &a, 1);
+        t = np_method_begin(active, s, self, &a, 1);
     else
-        t = np_method_begin(s, self, NULL, 0);
+        t = np_method_begin(active, s, self, NULL, 0);
     if (t == NULL)
         return orig(self, a);
     PyObject *r = orig(self, a);
-    opprof_op_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
@@ -351,15 +394,6 @@ static int np_conv_of(const PyMethodDef *def, int *family)
     }
 }
 
-static int np_def_hooked(const PyMethodDef *def)
-{
-    for (int f = 0; f < FAM_COUNT; f++)
-        for (int i = 0; i < OPPROF_NP_SLOTS; i++)
-            if (g_slots[f][i].state != NP_FREE && g_slots[f][i].def == def)
-                return 1;
-    return 0;
-}
-
 static int np_free_slot(int family)
 {
     for (int i = 0; i < OPPROF_NP_SLOTS; i++)
@@ -386,6 +420,13 @@ static np_slot **np_def_entry(const PyMethodDef *def)
     while (g_def_slots[i] != NULL && g_def_slots[i]->def != def)
         i = (i + 1) & (OPPROF_NP_DEF_TABLE - 1);
     return &g_def_slots[i];
+}
+
+/* Hooked now or left foreign by an earlier uninstall: every non-free slot
+ * is in g_def_slots (a scan of all slots per method was most of install). */
+static int np_def_hooked(const PyMethodDef *def)
+{
+    return *np_def_entry(def) != NULL;
 }
 
 static Py_hash_t np_cfunc_hash(PyObject *obj)
@@ -471,6 +512,10 @@ static int64_t np_restore_all(int swapped)
     if (swapped && PyCFunction_Type.tp_hash == np_cfunc_hash)
         PyCFunction_Type.tp_hash = g_cfunc_hash;
     memset(g_def_slots, 0, sizeof g_def_slots);
+    for (int f = 0; f < FAM_COUNT; f++)
+        for (int i = 0; i < OPPROF_NP_SLOTS; i++)
+            if (g_slots[f][i].state == NP_FOREIGN)
+                *np_def_entry(g_slots[f][i].def) = &g_slots[f][i];
     g_n_calls = 0;
     g_n_methods = 0;
     return foreign;
@@ -540,16 +585,13 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         s->self_kind = method_self[j];
         s->method_index = method_index[j];
         s->state = NP_OURS;
+        *np_def_entry(def) = s;
         g_n_methods++;
     }
     /* Tables are complete before the first pointer changes hands. */
     for (int i = 0; i < OPPROF_NP_TABLE; i++)
         if (g_calls[i].obj != NULL && g_calls[i].state == NP_OURS)
             *np_slot_of(g_calls[i].obj) = np_call_tramp;
-    for (int f = 0; f < FAM_COUNT; f++)
-        for (int i = 0; i < OPPROF_NP_SLOTS; i++)
-            if (g_slots[f][i].state == NP_OURS)
-                *np_def_entry(g_slots[f][i].def) = &g_slots[f][i];
     if (PyCFunction_Type.tp_hash != np_cfunc_hash) {
         g_cfunc_hash = PyCFunction_Type.tp_hash;
         PyCFunction_Type.tp_hash = np_cfunc_hash;

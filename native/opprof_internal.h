@@ -52,6 +52,15 @@ void opprof_op_end(opprof_thread *t, uint16_t flags);
  * arena; interning into text happens at drain. */
 void opprof_op_shape_arg(opprof_thread *t, int ndim, const int64_t *dims, int type_num);
 
+/* record_shapes, a whole entry at once (what the numpy hooks use): entry[0]
+ * is the argument count, then per argument one (ndim | type_num << 32) word
+ * (ndim -1: not an array) followed by its dims, as opprof_op_shape_arg
+ * builds it; `words` in all, at most OPPROF_SHAPE_ENTRY_WORDS.  An entry
+ * equal to the thread's previous one shares its ref: no arena write, and
+ * the drain resolves the ref once.  flags are OR-ed into the event's. */
+#define OPPROF_SHAPE_ENTRY_WORDS (1 + OPPROF_MAX_SHAPE_ARGS * (1 + OPPROF_MAX_SHAPE_DIMS))
+void opprof_op_shapes(opprof_thread *t, const int64_t *entry, int32_t words, uint16_t flags);
+
 /* with_stack: record the current Python call site (up to OPPROF_MAX_STACK
  * frames, innermost first) on the innermost open event.  GIL must be held.
  * Frames are resolved to text at drain time. */

@@ -295,30 +295,58 @@ def numpy_unsupported_reason() -> str | None:
     return _text(lib.opprof_last_error())
 
 
-def numpy_install(
+class NumpyHookArgs(NamedTuple):
+    """opprof_numpy_install's arrays, built once (numpy_hook_args) and reused by every install."""
+
+    calls: Any
+    call_names: Any
+    ufunc_names: Any
+    n_calls: int
+    methods: Any
+    method_names: Any
+    method_self: Any
+    method_index: Any
+    n_methods: int
+
+
+def numpy_hook_args(
     calls: list[tuple[int, int, list[int]]], methods: list[tuple[int, int, int, int]]
-) -> int:
-    """Install every numpy hook at once; returns how many objects were skipped.
+) -> NumpyHookArgs:
+    """The C arrays for :func:`numpy_install`.
 
     ``calls``: (id of a ufunc or dispatcher, name id, name ids of its
     ``UFUNC_METHODS`` or zeros); ``methods``: (id of a method descriptor or
     builtin, name id, OPPROF_NP_SELF_* kind, ufunc method index).  The caller
-    keeps every object alive while hooked.
+    keeps every object alive while the arrays may be installed.
     """
     width = int(lib.OPPROF_NP_UFUNC_METHODS)
-    ufunc_names = [n for _obj, _name, per in calls for n in (per or [0] * width)]
+    return NumpyHookArgs(
+        ffi.new("intptr_t[]", [c[0] for c in calls]),
+        ffi.new("uint32_t[]", [c[1] for c in calls]),
+        ffi.new("uint32_t[]", [n for _obj, _name, per in calls for n in (per or [0] * width)]),
+        len(calls),
+        ffi.new("intptr_t[]", [m[0] for m in methods]),
+        ffi.new("uint32_t[]", [m[1] for m in methods]),
+        ffi.new("uint8_t[]", [m[2] for m in methods]),
+        ffi.new("uint8_t[]", [m[3] for m in methods]),
+        len(methods),
+    )
+
+
+def numpy_install(args: NumpyHookArgs) -> int:
+    """Install every numpy hook at once; returns how many objects were skipped."""
     skipped = ffi.new("int64_t *")
     check(
         lib.opprof_numpy_install(
-            [c[0] for c in calls],
-            [c[1] for c in calls],
-            ufunc_names,
-            len(calls),
-            [m[0] for m in methods],
-            [m[1] for m in methods],
-            [m[2] for m in methods],
-            [m[3] for m in methods],
-            len(methods),
+            args.calls,
+            args.call_names,
+            args.ufunc_names,
+            args.n_calls,
+            args.methods,
+            args.method_names,
+            args.method_self,
+            args.method_index,
+            args.n_methods,
             skipped,
         )
     )
@@ -538,20 +566,40 @@ class KeySums(NamedTuple):
     first_row: np.ndarray
     parent_row: np.ndarray
     device_events: int
+    corrections: np.ndarray | None
+    """As :func:`model_corrections` (ns per group) when cost tables were given."""
 
 
 def model_key_sums(
-    events: np.ndarray, *, group: np.ndarray | None, memory_group: int, m: int
+    events: np.ndarray,
+    *,
+    group: np.ndarray | None,
+    memory_group: int,
+    m: int,
+    inside_ns: np.ndarray | None = None,
+    outside_ns: np.ndarray | None = None,
 ) -> KeySums | None:
     """One pass over a native drain; None where it does not hold (then use the kernels above).
 
-    The FLOP columns are 0 (:func:`model_flops` fills them).
+    The FLOP columns are 0 (:func:`model_flops` fills them).  With
+    ``inside_ns``/``outside_ns`` (cost per event kind) the same pass gives
+    :func:`model_corrections`' figures.
     """
     n = len(events)
     sums = np.empty((m, len(GROUP_COLUMNS)), dtype=np.int64)
     first = np.empty(m, dtype=np.int64)
     rows = np.empty(n, dtype=np.int64)
     devices = ffi.new("int64_t *")
+    corrections = None
+    inside = outside = out = ffi.NULL
+    n_kinds = 0
+    if inside_ns is not None and outside_ns is not None:
+        inside_arr, outside_arr = _kind_costs(inside_ns, outside_ns)
+        corrections = np.empty(m, dtype=np.float64)
+        inside = ffi.from_buffer("double[]", inside_arr)
+        outside = ffi.from_buffer("double[]", outside_arr)
+        out = ffi.from_buffer("double[]", corrections)
+        n_kinds = len(inside_arr)
     status = lib.opprof_model_key_sums(
         _event_ptr(events),
         n,
@@ -562,10 +610,22 @@ def model_key_sums(
         _i64(sums),
         _i64(first),
         devices,
+        inside,
+        outside,
+        n_kinds,
+        out,
     )
     if not _unless_unsupported(status):
         return None
-    return KeySums(sums, first, rows, int(devices[0]))
+    return KeySums(sums, first, rows, int(devices[0]), corrections)
+
+
+def _kind_costs(inside_ns: np.ndarray, outside_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    inside = np.ascontiguousarray(inside_ns, dtype=np.float64)
+    outside = np.ascontiguousarray(outside_ns, dtype=np.float64)
+    if len(inside) != len(outside):
+        raise OpprofError("model_corrections: inside_ns and outside_ns differ in length")
+    return inside, outside
 
 
 def model_flops(
@@ -615,10 +675,7 @@ def model_corrections(
     ``inside_ns``/``outside_ns``: cost per event kind (index = ``records.KIND_*``).
     """
     out = np.empty(m, dtype=np.float64)
-    inside = np.ascontiguousarray(inside_ns, dtype=np.float64)
-    outside = np.ascontiguousarray(outside_ns, dtype=np.float64)
-    if len(inside) != len(outside):
-        raise OpprofError("model_corrections: inside_ns and outside_ns differ in length")
+    inside, outside = _kind_costs(inside_ns, outside_ns)
     check(
         lib.opprof_model_corrections(
             _event_ptr(events),

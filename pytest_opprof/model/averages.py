@@ -216,14 +216,14 @@ def _average_native(
         if stack_n > 0:
             key = _combine(key, _stack_key(records, ev["stack"], stack_n))
         group, m = key, int(key.max()) + 1
-    fast = module.model_key_sums(ev, group=group, memory_group=memory_group, m=m)
+    inside, outside = _kind_tables(overhead) if overhead is not None else (None, None)
+    # Corrections ride along in the same pass: each pass reads every event from memory.
+    fast = module.model_key_sums(
+        ev, group=group, memory_group=memory_group, m=m, inside_ns=inside, outside_ns=outside
+    )
+    corrections: np.ndarray | None = None
     if fast is not None:
-        sums, first, rows, device_events = (
-            fast.sums,
-            fast.first_row,
-            fast.parent_row,
-            fast.device_events,
-        )
+        sums, first, rows, device_events, corrections = fast
     else:
         # Dropped parents or another order: the table kernels, or numpy if they refuse.
         rows = parent_rows(ev)
@@ -234,7 +234,8 @@ def _average_native(
             ev, rows, tree, group=group, memory_group=memory_group, m=m
         )
         device_events = int((ev["device_ns"] >= 0).sum())
-    if with_flops:
+    # FLOPs come from recorded shapes (pair_flops_for): with none, every count is 0.
+    if with_flops and len(records.shapes) > 1:
         pair, pair_row = module.model_pairs(ev)
         module.model_flops(
             ev,
@@ -245,9 +246,9 @@ def _average_native(
             memory_group=memory_group,
             pair_flops=_pair_flops(records, ev, pair_row),
         )
-    corrections: np.ndarray = np.zeros(m)
-    if overhead is not None:
-        inside, outside = _kind_tables(overhead)
+    if inside is None or outside is None:
+        corrections = np.zeros(m)
+    elif corrections is None:
         corrections = module.model_corrections(
             ev,
             rows,
@@ -316,8 +317,11 @@ def _pair_flops(records: Records, ev: np.ndarray, pair_row: np.ndarray) -> np.nd
 
 
 def pair_flops_for(records: Records, name: str, shape_id: int) -> int:
-    """``flops_for`` of one (name, shape id) of ``records``, memoised across sessions."""
-    if not _has_formula(name):
+    """``flops_for`` of one (name, shape id) of ``records``, memoised across sessions.
+
+    0 without recorded shapes (id 0): a formula given no shapes would count an
+    elementwise op as one scalar FLOP."""
+    if shape_id == 0 or not _has_formula(name):
         return 0  # most ops: no need to look at their shapes
     shapes = records.shapes[shape_id]
     return _flops_memo(

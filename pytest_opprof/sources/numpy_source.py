@@ -105,8 +105,20 @@ def build_hook_table() -> HookTable:
     return table
 
 
-def install(table: HookTable) -> None:
-    """Intern the table's names and install its hooks (the caller keeps ``table`` alive)."""
+@dataclass
+class PreparedHooks:
+    """A table resolved for the native install: its C arrays and einsum-like call ids.
+
+    Interning and array building happen once per process: numpy's objects
+    (and so their ids) live as long as the process, and ``table`` keeps them."""
+
+    table: HookTable
+    args: _native.NumpyHookArgs
+    string_calls: list[int]
+
+
+def prepare(table: HookTable) -> PreparedHooks:
+    """Intern the table's names and build the arrays :func:`install` hands to C."""
     import numpy as np
 
     calls = []
@@ -118,10 +130,15 @@ def install(table: HookTable) -> None:
         )
         calls.append((id(obj), _native.intern(name), per))
     methods = [(id(o), _native.intern(n), kind, i) for o, n, kind, i in table.methods]
-    _native.numpy_install(calls, methods)
-    for obj, name in table.calls:
-        if name in STRING_ARGUMENT_CALLS:
-            _native.numpy_record_strings(id(obj))
+    strings = [id(obj) for obj, name in table.calls if name in STRING_ARGUMENT_CALLS]
+    return PreparedHooks(table, _native.numpy_hook_args(calls, methods), strings)
+
+
+def install(prepared: PreparedHooks) -> None:
+    """Install the prepared hooks: one native call, plus one per string-recording call."""
+    _native.numpy_install(prepared.args)
+    for call in prepared.string_calls:
+        _native.numpy_record_strings(call)
 
 
 def unsupported_reason() -> str | None:
@@ -146,6 +163,7 @@ class NumpySource:
     def __init__(self) -> None:
         self._refs = 0
         self._walked: HookTable | None = None  # the walk is done once per process
+        self._prepared: PreparedHooks | None = None  # and its native form built once
         self._table: HookTable | None = None
         self._available: bool | None = None
         self._foreign: list[HookTable] = []
@@ -168,9 +186,10 @@ class NumpySource:
         if self._refs == 0:
             if self._walked is None:
                 self._walked = build_hook_table()
-            table = self._walked
-            install(table)
-            self._table = table
+            if self._prepared is None or self._prepared.table is not self._walked:
+                self._prepared = prepare(self._walked)
+            install(self._prepared)
+            self._table = self._walked
         self._refs += 1
 
     def release(self) -> None:
