@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = [
     "core.c",
     "drain.c",
+    "drain_pool.c",
     "memory.c",
     "memory_pymem.c",
     "numpy_hooks.c",
@@ -29,6 +30,7 @@ SOURCES = [
 # Each header is part of the cdef; each must stay free of preprocessor lines.
 CDEF_HEADERS = [
     "opprof.h",
+    "drain_pool.h",
     "memory.h",
     "numpy_hooks.h",
     "cuda.h",
@@ -58,6 +60,12 @@ ffibuilder.set_source(
     "pytest_opprof._opprof_native",
     "".join(f'#include "{h}"\n' for h in CDEF_HEADERS),
     sources=[os.path.relpath(os.path.join(HERE, s)) for s in SOURCES],
+    # Rebuild when any header changes, not only a .c file (hotpath.h is all inline code).
+    depends=sorted(
+        os.path.relpath(os.path.join(HERE, name))
+        for name in os.listdir(HERE)
+        if name.endswith(".h")
+    ),
     include_dirs=[HERE, numpy.get_include()],
     # cffi turns on the limited API by default, which hides the type structs
     # the numpy hooks need (DESIGN-NOTES: vectorcall offsets, PyMethodDef).

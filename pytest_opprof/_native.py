@@ -146,7 +146,7 @@ def scope_pop(flags: int = 0) -> None:
 def drain() -> Records:
     """Everything recorded since the last start, as one :class:`Records` (after stop)."""
     capacity = pending()
-    events = np.empty(capacity, dtype=EVENT_DTYPE)
+    events = _pooled_events(capacity)
     written = ffi.new("int64_t *")
     dropped = ffi.new("int64_t *")
     check(lib.opprof_drain(ffi.from_buffer("opprof_event[]", events), capacity, written, dropped))
@@ -171,6 +171,25 @@ def drain() -> Records:
         dropped=int(dropped[0]),
         clock_source=clock_source(),
     )
+
+
+def _pooled_events(n: int) -> np.ndarray:
+    """An uninitialised event array of length ``n`` in memory from the drain pool.
+
+    The block goes back to the pool when the array (and every view of it) is
+    collected, so the next drain writes into pages that are already mapped.
+    """
+    nbytes = n * EVENT_DTYPE.itemsize
+    block = lib.opprof_pool_take(nbytes)
+    if block == ffi.NULL:
+        raise MemoryError(f"opprof: no memory for {n} drained events ({nbytes} bytes)")
+    owned = ffi.gc(block, lib.opprof_pool_give)
+    return np.frombuffer(ffi.buffer(owned, nbytes), dtype=EVENT_DTYPE)
+
+
+def pool_held_bytes() -> int:
+    """Bytes the drain pool keeps for the next drains (native/drain_pool.h)."""
+    return int(lib.opprof_pool_held())
 
 
 def _text(ptr: Any) -> str:

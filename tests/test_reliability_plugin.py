@@ -94,7 +94,12 @@ def test_beside_xdist(pytester: pytest.Pytester) -> None:
     _assert_clean(result)
 
 
-def test_beside_pytest_benchmark(pytester: pytest.Pytester) -> None:
+def test_beside_pytest_benchmark(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under `pytest -n`, the inherited xdist worker variables make pytest-benchmark run once.
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
     pytester.makepyfile(
         """
         import numpy as np
