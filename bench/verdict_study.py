@@ -244,6 +244,7 @@ def first_rounds(summary: TestSummary, k: int) -> TestSummary:
         cpu_time=_first(summary.cpu_time, k),
         ops=ops,
         speed_ref=_first(summary.speed_ref, k) if summary.speed_ref is not None else None,
+        native_ref=_first(summary.native_ref, k) if summary.native_ref is not None else None,
     )
 
 
@@ -257,7 +258,7 @@ class Setting:
     force_time: bool = False
     """Judge times under ``Tolerances.time_min_rounds`` rounds (``--opprof-force-time``)."""
     scaled: bool = True
-    """Scale times by the machine-speed reference (False: ``--opprof-raw-times``)."""
+    """Scale times by the machine-speed references (False: ``--opprof-raw-times``)."""
 
     @property
     def label(self) -> str:

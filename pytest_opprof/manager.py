@@ -104,6 +104,7 @@ class _Rounds:
     profiles: list[profile] = field(default_factory=list)
     cpu_times_ns: list[int] = field(default_factory=list)
     speed_refs_ns: list[int] = field(default_factory=list)
+    native_refs_ns: list[int] = field(default_factory=list)
 
 
 class OpprofManager:
@@ -221,8 +222,8 @@ class OpprofManager:
             python_memory=self.options.python_memory,
             cuda_sample_rate=self.options.cuda_sample_rate,
         )
-        # The machine-speed reference brackets the round, outside the profile.
-        ref_before_ns = speed.reference_ns()
+        # The machine-speed references bracket the round, outside the profile.
+        py_before_ns, native_before_ns = speed.python_reference_ns(), speed.native_reference_ns()
         prof.start()
         # CPU time of the body only, like the wall time: the first start installs
         # hooks and calibrates, and every stop drains and collects garbage.
@@ -232,17 +233,22 @@ class OpprofManager:
         finally:
             cpu_ns = time.process_time_ns() - cpu_start_ns
             prof.stop()
-            ref_after_ns = speed.reference_ns()
+            py_after_ns, native_after_ns = speed.python_reference_ns(), speed.native_reference_ns()
             self.not_measured.update(prof.not_measured)
             rounds.cpu_times_ns.append(cpu_ns)
-            rounds.speed_refs_ns.append((ref_before_ns + ref_after_ns) // 2)
+            rounds.speed_refs_ns.append((py_before_ns + py_after_ns) // 2)
+            rounds.native_refs_ns.append((native_before_ns + native_after_ns) // 2)
             rounds.profiles.append(prof)
 
     def _finish(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> ProfiledTest:
         figures = []
         averages = []
-        for prof, cpu_ns, speed_ref_ns in zip(
-            rounds.profiles, rounds.cpu_times_ns, rounds.speed_refs_ns, strict=True
+        for prof, cpu_ns, speed_ref_ns, native_ref_ns in zip(
+            rounds.profiles,
+            rounds.cpu_times_ns,
+            rounds.speed_refs_ns,
+            rounds.native_refs_ns,
+            strict=True,
         ):
             rows = prof.key_averages(group_by_input_shape=settings.group_by_input_shape)
             averages.append(rows)
@@ -257,6 +263,7 @@ class OpprofManager:
                         prof.device_memory.peak_bytes if prof.device_memory is not None else None
                     ),
                     speed_ref_ns=speed_ref_ns,
+                    native_ref_ns=native_ref_ns,
                 )
             )
         # The printed table and the trace show one actual round: the median by wall time.

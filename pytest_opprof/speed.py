@@ -1,31 +1,51 @@
-"""Machine-speed reference: a fixed workload timed beside every measured round.
+"""Machine-speed references: fixed workloads timed beside every measured round.
 
 A shared or virtual machine runs the same code 10-50% slower for seconds at a
-time (other tenants, frequency, cache pressure), and the slow phases last long
-enough to cover every round of a test.  No statistic over one side's rounds
-can tell such a phase from a real slowdown.  So each round is bracketed by a
-fixed pure-Python loop (about 0.1 ms; before the round's profile starts and
-after it stops, so it records nothing), and the verdict scales each round's
-times by the baseline's reference over that round's: times are compared at
-the baseline's machine speed.
+time (other tenants, frequency, cache and memory-bandwidth pressure), and the
+slow phases last long enough to cover every round of a test.  No statistic
+over one side's rounds can tell such a phase from a real slowdown.  So each
+round is bracketed (before its profile starts and after it stops, so nothing
+is recorded) by two references, and the verdict scales each round's times by
+the baseline's reference over that round's: times are compared at the
+baseline's machine speed.
 
-A pure-Python loop, not a C loop: in bench/verdict_study.py and its probes
-the interpreter's speed drifted with the Python-level work of tests (and
-partly with numpy's), while a C integer loop stayed flat through the same
-phases and did not track them.
+* The Python reference, a pure-Python loop (about 0.1 ms), scales the self
+  times of ``record_function`` scopes: their self time is Python code.
+* The native reference, ``np.sort`` of 5,000 floats plus a 1 MiB copy (about
+  0.1 ms together), scales the self times of captured library ops (numpy,
+  torch): compiled code that is compute- or memory-bound.
+* Wall and CPU time, a mix of both, are scaled by the two together.
+
+Why two: in bench/verdict_study.py's probes (8 processes, the same work), a
+Python loop tracked the drift of Python work (false regressions at 15%: 28% raw,
+10% scaled) but over-corrected BLAS and sort (17% -> 19%), while a sort plus a
+copy tracked those (matmul 17% -> 5%, sort 14% -> 3%, add 22% -> 7%) and not
+Python work.  A C integer loop tracked neither.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from pytest_opprof.summary import OpSummary, TestSummary, TimeStats
 
-REFERENCE_ITERATIONS = 3000
-"""Loop iterations of one reference run (about 0.1 ms on a 2020s x86 core)."""
+PYTHON_ITERATIONS = 3000
+"""Loop iterations of the Python reference (about 0.1 ms on a 2020s x86 core)."""
+SORT_VALUES = 5000
+COPY_BYTES = 1 << 20
+
+
+@functools.cache
+def _native_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values to sort, copy source, copy destination), made at first use."""
+    source = np.ones(COPY_BYTES // 8)
+    return np.random.default_rng(0).standard_normal(SORT_VALUES), source, np.empty_like(source)
 
 
 def _spin(iterations: int) -> int:
@@ -35,44 +55,79 @@ def _spin(iterations: int) -> int:
     return acc
 
 
-def reference_ns() -> int:
-    """Time of one reference run, ns."""
+def python_reference_ns() -> int:
+    """Time of one run of the Python reference, ns."""
     t0 = time.perf_counter_ns()
-    _spin(REFERENCE_ITERATIONS)
+    _spin(PYTHON_ITERATIONS)
+    return time.perf_counter_ns() - t0
+
+
+def native_reference_ns() -> int:
+    """Time of one run of the native reference (a sort and a copy), ns."""
+    values, source, destination = _native_inputs()
+    t0 = time.perf_counter_ns()
+    np.sort(values)
+    np.copyto(destination, source)
     return time.perf_counter_ns() - t0
 
 
 def warm_up() -> None:
-    """Run the reference until the interpreter has specialised it (first runs are slower)."""
+    """Run both references until they are warm (the interpreter specialised, pages mapped)."""
     for _ in range(3):
-        reference_ns()
+        python_reference_ns()
+        native_reference_ns()
+
+
+def is_native(key: str) -> bool:
+    """Whether an op key names a captured library op (numpy, torch) rather than a scope."""
+    return key.startswith("numpy.") or "::" in key
 
 
 def usable(summary: TestSummary) -> bool:
-    """Whether ``summary`` has one positive reference time per round."""
-    ref = summary.speed_ref
-    return ref is not None and len(ref.samples_ns) == summary.rounds and min(ref.samples_ns) > 0
+    """Whether ``summary`` has both references, one positive time per round each."""
+    return all(
+        ref is not None and len(ref.samples_ns) == summary.rounds and min(ref.samples_ns) > 0
+        for ref in (summary.speed_ref, summary.native_ref)
+    )
 
 
 def speed_change(now: TestSummary, base: TestSummary) -> float:
-    """How much slower the reference ran now than in the baseline (0.1 = 10% slower)."""
-    assert now.speed_ref is not None and base.speed_ref is not None
-    return now.speed_ref.median_ns / base.speed_ref.median_ns - 1.0
+    """How much slower both references ran now than in the baseline (0.1 = 10% slower)."""
+    return _combined(now, base) - 1.0
 
 
-def at_speed(summary: TestSummary, reference_ns: float) -> TestSummary:
-    """``summary`` with every CPU time of round i scaled by ``reference_ns / ref_i``.
+def _combined(now: TestSummary, base: TestSummary) -> float:
+    assert now.speed_ref and base.speed_ref and now.native_ref and base.native_ref
+    return (
+        now.speed_ref.median_ns / base.speed_ref.median_ns
+        + now.native_ref.median_ns / base.native_ref.median_ns
+    ) / 2
 
-    Device times stay as measured: the GPU does not run the reference.
+
+def at_speed(summary: TestSummary, base: TestSummary) -> TestSummary:
+    """``summary``'s CPU times, round by round, at the machine speed of ``base``'s rounds.
+
+    A scope's times in round i are scaled by (baseline's median Python reference) /
+    (round i's); a library op's by the same ratio of native references; wall and
+    CPU time by the inverse of the mean of round i's two references, each relative
+    to the baseline's median.  Device times stay as measured:
+    the GPU runs neither reference.
     """
-    ref = summary.speed_ref
-    assert ref is not None and usable(summary)
-    factors = [reference_ns / r for r in ref.samples_ns]
+    assert usable(summary) and usable(base)
+    assert summary.speed_ref and summary.native_ref and base.speed_ref and base.native_ref
+    py_base = float(statistics.median(base.speed_ref.samples_ns))
+    nat_base = float(statistics.median(base.native_ref.samples_ns))
+    python = [py_base / r for r in summary.speed_ref.samples_ns]
+    native = [nat_base / r for r in summary.native_ref.samples_ns]
+    both = [2 / (1 / p + 1 / n) for p, n in zip(python, native, strict=True)]
     return replace(
         summary,
-        wall_time=_scaled(summary.wall_time, factors),
-        cpu_time=_scaled(summary.cpu_time, factors),
-        ops={key: _scaled_op(op, factors) for key, op in summary.ops.items()},
+        wall_time=_scaled(summary.wall_time, both),
+        cpu_time=_scaled(summary.cpu_time, both),
+        ops={
+            key: _scaled_op(op, native if is_native(key) else python)
+            for key, op in summary.ops.items()
+        },
     )
 
 
@@ -86,9 +141,3 @@ def _scaled_op(op: OpSummary, factors: Sequence[float]) -> OpSummary:
         self_cpu_time=_scaled(op.self_cpu_time, factors),
         cpu_time=_scaled(op.cpu_time, factors),
     )
-
-
-def baseline_speed_ns(base: TestSummary) -> float:
-    """The reference time both sides are scaled to: the baseline's median."""
-    assert base.speed_ref is not None
-    return float(statistics.median(base.speed_ref.samples_ns))

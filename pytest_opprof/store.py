@@ -23,8 +23,8 @@ File schema (version :data:`SCHEMA_VERSION`)::
             "op_count": int, "flops": int,
             "op_time_share": float,                      # 3 decimals
             "memory": {peak_bytes, allocated_bytes, allocations, leaked_bytes} | null,
-            "speed_ref": TIME              # the machine-speed reference beside each round
-                                           # (pytest_opprof/speed.py); optional
+            "speed_ref": TIME, "native_ref": TIME   # the machine-speed references beside
+                                           # each round (pytest_opprof/speed.py); optional
           },
           "ops": {
             "<op key>": {

@@ -190,7 +190,9 @@ class RoundFigures:
     device_memory_bytes: int | None = None
     """Device memory peak of the round (bytes), None when not measured."""
     speed_ref_ns: int | None = None
-    """The machine-speed reference's time beside this round (ns, see ``speed``), None if not run."""
+    """The Python speed reference's time beside this round (ns, see ``speed``), None if not run."""
+    native_ref_ns: int | None = None
+    """The native speed reference's time beside this round (ns), None if not run."""
 
     @classmethod
     def from_events(
@@ -203,6 +205,7 @@ class RoundFigures:
         by_input_shape: bool = False,
         device_memory_bytes: int | None = None,
         speed_ref_ns: int | None = None,
+        native_ref_ns: int | None = None,
     ) -> RoundFigures:
         """Figures of one round from its ``key_averages()`` rows (µs) and a ``MemoryStats``.
 
@@ -234,6 +237,7 @@ class RoundFigures:
             memory=MemoryFigures.of(memory) if memory is not None else None,
             device_memory_bytes=device_memory_bytes,
             speed_ref_ns=speed_ref_ns,
+            native_ref_ns=native_ref_ns,
         )
 
 
@@ -302,7 +306,9 @@ class TestSummary:
     device_memory_bytes: int | None = None
     """Low median over rounds of the device memory peak (bytes); None when not measured."""
     speed_ref: TimeStats | None = None
-    """Per round, the machine-speed reference's time (ns, see ``speed``); None when not run."""
+    """Per round, the Python speed reference's time (ns, see ``speed``); None when not run."""
+    native_ref: TimeStats | None = None
+    """Per round, the native speed reference's time (ns, see ``speed``); None when not run."""
 
     def to_json(self) -> dict[str, object]:
         """``{"rounds", "summary", "ops"}``: the part of a baseline entry this summary fills."""
@@ -320,6 +326,8 @@ class TestSummary:
             figures["device_memory_bytes"] = self.device_memory_bytes
         if self.speed_ref is not None:
             figures["speed_ref"] = self.speed_ref.to_json()
+        if self.native_ref is not None:
+            figures["native_ref"] = self.native_ref.to_json()
         return {
             "rounds": self.rounds,
             "summary": figures,
@@ -333,6 +341,7 @@ class TestSummary:
         memory = figures.opt_obj("memory")
         device_time = figures.opt_obj("device_time")
         speed_ref = figures.opt_obj("speed_ref")
+        native_ref = figures.opt_obj("native_ref")
         return cls(
             rounds=f.integer("rounds", minimum=1),
             wall_time=TimeStats.from_json(figures.obj("wall_time")),
@@ -345,6 +354,7 @@ class TestSummary:
             device_time=TimeStats.from_json(device_time) if device_time else None,
             device_memory_bytes=figures.opt_integer("device_memory_bytes"),
             speed_ref=TimeStats.from_json(speed_ref) if speed_ref else None,
+            native_ref=TimeStats.from_json(native_ref) if native_ref else None,
         )
 
 
@@ -357,6 +367,7 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
     memories = [r.memory for r in rounds if r.memory is not None]
     device_memory = [r.device_memory_bytes for r in rounds if r.device_memory_bytes is not None]
     speed_refs = [r.speed_ref_ns for r in rounds if r.speed_ref_ns is not None]
+    native_refs = [r.native_ref_ns for r in rounds if r.native_ref_ns is not None]
     return TestSummary(
         rounds=len(rounds),
         wall_time=TimeStats.from_samples([r.wall_time_ns for r in rounds]),
@@ -382,7 +393,8 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
         ),
         device_memory_bytes=statistics.median_low(device_memory) if device_memory else None,
         # Only with one reference per round: a verdict pairs them with the rounds' times.
-        speed_ref=(TimeStats.from_samples(speed_refs) if len(speed_refs) == len(rounds) else None),
+        speed_ref=TimeStats.from_samples(speed_refs) if len(speed_refs) == len(rounds) else None,
+        native_ref=TimeStats.from_samples(native_refs) if len(native_refs) == len(rounds) else None,
     )
 
 

@@ -25,10 +25,10 @@ Rules (each threshold is a :class:`Tolerances` field):
   figures count.  One round is no measurement of a time under load: in the
   verdict study (BENCHMARKS.md) a single round judged at 20% flagged about
   half of the unchanged tests.
-* Before times are judged, when both sides ran the machine-speed reference
+* Before times are judged, when both sides ran the machine-speed references
   beside every round (``speed``), each round's CPU times are scaled to the
-  baseline's speed: a slow phase of a shared machine slows the reference as
-  much as the test, so it cancels; a slower op does not slow the reference.
+  baseline's speed: a slow phase of a shared machine slows the references as
+  much as the test, so it cancels; a slower op does not slow the references.
   ``speed_scaled=False`` (``--opprof-raw-times``) judges times as measured.
 * Improvements beyond tolerance never fail; they carry a hint to update baselines.
 """
@@ -204,11 +204,10 @@ def compare(
     speed_change = None
     if time_judged and tol.speed_scaled and speed.usable(summary) and speed.usable(base):
         speed_change = speed.speed_change(summary, base)
-        to_ns = speed.baseline_speed_ns(base)
-        summary, base = speed.at_speed(summary, to_ns), speed.at_speed(base, to_ns)
+        summary, base = speed.at_speed(summary, base), speed.at_speed(base, base)
         if abs(speed_change) >= SPEED_NOTE_AT:
             notes.append(
-                f"this machine ran the speed reference {abs(speed_change):.0%} "
+                f"this machine ran the speed references {abs(speed_change):.0%} "
                 f"{'slower' if speed_change > 0 else 'faster'} than when the baseline was "
                 "recorded; times are compared at the baseline's speed (--opprof-raw-times "
                 "judges them as measured)"

@@ -1,5 +1,6 @@
-"""The machine-speed reference: measured beside every round by the plugin, stored in
-baselines, and used by the verdict to compare times at the baseline's machine speed."""
+"""The machine-speed references: measured beside every round by the plugin, stored in
+baselines, and used by the verdict to compare times at the baseline's machine speed
+(scopes by the Python reference, library ops by the native one, wall time by both)."""
 
 from __future__ import annotations
 
@@ -22,13 +23,21 @@ from pytest_opprof.verdict import Tolerances, Verdict, compare
 HERE = machine().fingerprint
 
 
-def measured(kernel_ms: Sequence[float], ref_us: Sequence[float]) -> TestSummary:
-    """One op, ``kernel`` (ms per round), with the speed reference's time per round (µs)."""
+def measured(
+    kernel_ms: Sequence[float],
+    ref_us: Sequence[float],
+    native_us: Sequence[float] | None = None,
+    op: str = "kernel",
+) -> TestSummary:
+    """One op (ms per round) with the Python and native references' times per round (µs;
+    the native one defaults to the Python one's)."""
     summary = summary_of(
-        [(ms * 1000 + 100, [Row("kernel", 1, self_cpu_time_total=ms * 1000)]) for ms in kernel_ms]
+        [(ms * 1000 + 100, [Row(op, 1, self_cpu_time_total=ms * 1000)]) for ms in kernel_ms]
     )
     return dataclasses.replace(
-        summary, speed_ref=TimeStats.from_samples([us * 1000 for us in ref_us])
+        summary,
+        speed_ref=TimeStats.from_samples([us * 1000 for us in ref_us]),
+        native_ref=TimeStats.from_samples([us * 1000 for us in (native_us or ref_us)]),
     )
 
 
@@ -51,7 +60,7 @@ def test_a_slower_machine_is_not_a_regression() -> None:
     assert kernel_status(verdict) == "pass"
     assert verdict.status == "pass"
     assert verdict.speed_change == pytest.approx(0.4, abs=0.01)
-    assert any("speed reference 40% slower" in note for note in verdict.notes)
+    assert any("speed references 40% slower" in note for note in verdict.notes)
     # The same figures judged as measured are a regression: the scaling made the difference.
     assert kernel_status(judge(now, BASE, speed_scaled=False)) == "regressed"
 
@@ -61,7 +70,7 @@ def test_a_slower_op_on_a_steady_machine_regresses() -> None:
     verdict = judge(now, BASE)
     assert kernel_status(verdict) == "regressed"
     assert verdict.speed_change == pytest.approx(0.0, abs=0.01)
-    assert not any("speed reference" in note for note in verdict.notes)
+    assert not any("speed references" in note for note in verdict.notes)
 
 
 def test_a_slowdown_hidden_by_a_faster_machine_is_found() -> None:
@@ -76,7 +85,7 @@ def test_a_slowdown_hidden_by_a_faster_machine_is_found() -> None:
 def test_each_round_is_scaled_by_its_own_reference() -> None:
     # Two rounds ran in a slow phase (op and reference both x1.5), the rest at full speed.
     now = measured([15, 15.3, 10.1, 10.3, 10.0], [150, 151, 99, 100, 102])
-    scaled = speed.at_speed(now, 100_000)
+    scaled = speed.at_speed(now, BASE)  # BASE's median reference: 100 us
     assert scaled.ops["kernel"].self_cpu_time.samples_ns[:2] == pytest.approx(
         (10_000_000, 10_132_450), rel=1e-3
     )
@@ -89,6 +98,29 @@ def test_without_a_reference_on_either_side_times_are_judged_as_measured() -> No
     verdict = judge(now, old)
     assert verdict.speed_change is None
     assert kernel_status(verdict) == "regressed"
+
+
+def test_library_ops_follow_the_native_reference_and_scopes_the_python_one() -> None:
+    # A phase that slowed compiled code by 40% and Python code not at all.
+    base_py = measured([10, 10.2, 10.1, 10.3, 10.0], [100] * 5, [100] * 5, op="numpy.matmul")
+    now_py = measured([14, 14.3, 14.1, 14.4, 14.0], [100] * 5, [140] * 5, op="numpy.matmul")
+    assert kernel_status_of(judge(now_py, base_py), "numpy.matmul") == "pass"
+    base_scope = measured([10, 10.2, 10.1, 10.3, 10.0], [100] * 5, [100] * 5)
+    now_scope = measured([14, 14.3, 14.1, 14.4, 14.0], [100] * 5, [140] * 5)
+    assert kernel_status(judge(now_scope, base_scope)) == "regressed"
+    # Wall time follows both references: half of the native one's +40%.
+    scaled = speed.at_speed(now_scope, base_scope)
+    assert scaled.wall_time.median_ns == pytest.approx(14_200_000 / 1.2, rel=1e-3)
+
+
+def kernel_status_of(verdict: Verdict, op: str) -> str:
+    found = [r.status for r in verdict.reasons if r.op == op and r.unit == "ns"]
+    return found[0] if found else "pass"
+
+
+def test_is_native_tells_library_ops_from_scopes() -> None:
+    assert speed.is_native("numpy.add") and speed.is_native("aten::mm")
+    assert not speed.is_native("kernel") and not speed.is_native("forward pass")
 
 
 def test_a_reference_that_does_not_match_the_rounds_is_not_used() -> None:
@@ -104,8 +136,10 @@ def test_device_times_are_not_scaled() -> None:
             for _ in range(3)
         ]
     )
-    summary = dataclasses.replace(summary, speed_ref=TimeStats.from_samples([200_000] * 3))
-    scaled = speed.at_speed(summary, 100_000)
+    ref = TimeStats.from_samples([200_000] * 3)
+    summary = dataclasses.replace(summary, speed_ref=ref, native_ref=ref)
+    half = TimeStats.from_samples([100_000] * 3)
+    scaled = speed.at_speed(summary, dataclasses.replace(summary, speed_ref=half, native_ref=half))
     assert scaled.ops["k"].self_cpu_time.median_ns == 450_000
     assert scaled.ops["k"].self_device_time == summary.ops["k"].self_device_time
 
@@ -118,10 +152,11 @@ def test_the_reference_survives_json() -> None:
     assert back is not None and back.samples_ns == BASE.speed_ref.samples_ns
 
 
-def test_reference_runs_the_same_work_each_time() -> None:
+def test_references_run_the_same_work_each_time() -> None:
     speed.warm_up()
-    times = sorted(speed.reference_ns() for _ in range(9))
-    assert 0 < times[0] <= times[4] < 1_000_000_000
+    for reference in (speed.python_reference_ns, speed.native_reference_ns):
+        times = sorted(reference() for _ in range(9))
+        assert 0 < times[0] <= times[4] < 1_000_000_000
 
 
 def test_plugin_stores_one_reference_per_round(
@@ -134,9 +169,10 @@ def test_plugin_stores_one_reference_per_round(
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
     stored = json.loads(path.read_text())
     (test,) = stored["tests"].values()
-    samples = test["summary"]["speed_ref"]["samples_ns"]
-    assert len(samples) == test["rounds"] == 3
-    assert all(s > 0 for s in samples)
+    for name in ("speed_ref", "native_ref"):
+        samples = test["summary"][name]["samples_ns"]
+        assert len(samples) == test["rounds"] == 3
+        assert all(s > 0 for s in samples)
 
 
 def test_raw_times_option_and_ini_reach_the_gate(pytester: pytest.Pytester) -> None:
