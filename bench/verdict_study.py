@@ -333,9 +333,10 @@ def default_setting() -> Setting:
 DEFAULT_LABEL = (
     "Rows: the plugin's defaults (times are judged from 3 rounds on, so at the default 1 "
     "round only FLOPs, memory and op counts gate), the defaults with `--opprof-rounds 3` "
-    "and `5`, the settings that meet the goal (<= 1% false, >= 95% detected) with the fewest "
-    "false regressions, then the best of each number of rounds (`force-time`: times judged "
-    "under 3 rounds with `--opprof-force-time`)."
+    "and `5` (each also with `--opprof-raw-times`: times judged as measured, not scaled by "
+    "the machine-speed references), the settings that meet the goal (<= 1% false, >= 95% "
+    "detected) with the fewest false regressions, then the best of each number of rounds "
+    "(`force-time`: times judged under 3 rounds with `--opprof-force-time`)."
 )
 
 
@@ -348,6 +349,12 @@ def pick_rows(result: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
     for rounds in (3, 5):
         label = dataclasses.replace(default_setting(), rounds=rounds).label
         out += [(f"defaults, `--opprof-rounds {rounds}`", r) for r in rows if r["label"] == label]
+        raw = dataclasses.replace(default_setting(), rounds=rounds, scaled=False).label
+        out += [
+            (f"defaults, `--opprof-rounds {rounds} --opprof-raw-times`", r)
+            for r in rows
+            if r["label"] == raw
+        ]
     meets = [r for r in rows if r["false_rate"] <= 0.01 and r["detection_rate"] >= 0.95]
     meets.sort(key=lambda r: (r["false_rate"], -r["detection_rate"], r["setting"]["rounds"]))
     out += [(f"meets goal: {r['label']}", r) for r in meets[:3]]
@@ -377,7 +384,8 @@ def settings_grid(max_rounds: int) -> list[Setting]:
             for floor in (50, 200, 1000):
                 for statistic in ("median", "min"):
                     # The significance test needs Tolerances.min_rounds on both sides.
-                    for alpha in (0.05, 1.0) if rounds >= Tolerances().min_rounds else (0.05,):
+                    alphas = sorted({0.05, 0.3, 1.0, Tolerances().alpha})
+                    for alpha in alphas if rounds >= Tolerances().min_rounds else (0.05,):
                         forced = rounds < Tolerances().time_min_rounds
                         for scaled in (True, False):
                             setting = Setting(

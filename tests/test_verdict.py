@@ -198,12 +198,18 @@ def _regressions(scale: float, tolerances: Tolerances, trials: int = 200) -> int
 
 def test_identical_noisy_rounds_do_not_regress() -> None:
     # 20% lognormal noise per round, 10 rounds a side: the medians alone cross a 10%
-    # tolerance now and then; the significance test keeps those from failing.
-    tol = Tolerances(time=0.1)
+    # tolerance now and then; the significance test keeps those from failing (at the
+    # textbook 0.05; the default 0.3 is tuned on the verdict study, tested below).
+    tol = Tolerances(time=0.1, alpha=0.05)
     median_only = _regressions(1.0, replace(tol, min_rounds=1000))
     with_test = _regressions(1.0, tol)
     assert with_test <= 2
     assert median_only > with_test
+
+
+def test_default_alpha_still_halves_the_noise_failures() -> None:
+    tol = Tolerances(time=0.1)
+    assert _regressions(1.0, tol) * 2 <= _regressions(1.0, replace(tol, min_rounds=1000))
 
 
 def test_real_slowdown_is_found_through_noise() -> None:
