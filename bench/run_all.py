@@ -127,8 +127,12 @@ def md_per_op(d: dict[str, Any]) -> str:
     ratios = [[name, _spread_cell(s, 1) + "x"] for name, s in d["ratios"].items()]
     return (
         f"{d['ops']:,} numpy ops / {d['torch_ops']:,} torch ops per run, {d['repeats']} "
-        "interleaved repeats; added ns per op over the same loop unprofiled (median [IQR]). "
-        "*total* = start + loop + exit + key_averages, amortised per op.\n\n"
+        "interleaved repeats; added ns per op over the same loop unprofiled, run before and "
+        "after each repeat's variants (median [IQR]). *total* = start + loop + exit + "
+        "key_averages, amortised per op. *at full speed*: each run's ratio to the plain runs "
+        "around it times the fastest plain run, i.e. the added cost at this machine's unloaded "
+        "speed (the VM's speed drifts by up to 1.8x between runs tens of ms apart; the ratio "
+        "cancels it).\n\n"
         + _table(["what", "ns per op"], rows)
         + "\n\nRatios (per repeat, side by side):\n\n"
         + _table(["ratio", "median [IQR]"], ratios)
