@@ -385,7 +385,9 @@ def settings_grid(max_rounds: int) -> list[Setting]:
                 for statistic in ("median", "min"):
                     # The significance test needs Tolerances.min_rounds on both sides.
                     alphas = sorted({0.05, 0.3, 1.0, Tolerances().alpha})
-                    for alpha in alphas if rounds >= Tolerances().min_rounds else (0.05,):
+                    for alpha in (
+                        alphas if rounds >= Tolerances().min_rounds else (Tolerances().alpha,)
+                    ):
                         forced = rounds < Tolerances().time_min_rounds
                         for scaled in (True, False):
                             setting = Setting(
