@@ -367,11 +367,8 @@ static inline int is_recording(void)
 int opprof_op_begin(opprof_thread *t, uint32_t name_id, uint16_t kind)
 {
     uint32_t active = opprof_hot_active();
-    if (active & OPPROF_ACTIVE_RECORDING) {
-        uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_relaxed);
-        if (__builtin_expect(atomic_load_explicit(&t->generation, memory_order_relaxed) != gen, 0))
-            core_thread_reset(t, gen);
-    }
+    if (active & OPPROF_ACTIVE_RECORDING)
+        opprof_hot_sync(t);
     return opprof_hot_begin(t, active, name_id, kind);
 }
 
@@ -525,7 +522,8 @@ void opprof_op_capture_stack(opprof_thread *t)
 
 void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_bytes)
 {
-    if (!t || !is_recording())
+    uint32_t active = opprof_hot_active();
+    if (!t || !active)
         return;
     if (t->innermost >= 0) {
         opprof_event *ev = &t->open[t->innermost].ev;
@@ -534,25 +532,14 @@ void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_byte
         ev->self_alloc_count += alloc_bytes > 0;
         return;
     }
-    if (!(opprof_g_options & OPPROF_OPT_PROFILE_MEMORY))
+    if (!(active & OPPROF_OPT_PROFILE_MEMORY))
         return;
-    uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_relaxed);
-    if (atomic_load_explicit(&t->generation, memory_order_relaxed) != gen)
-        core_thread_reset(t, gen);
+    opprof_hot_sync(t);
     opprof_event ev;
     ev.start_ns = ev.end_ns = (int64_t)ticks();
-    ev.id = ((int64_t)t->slot << 40) | ++t->seq;
-    ev.parent = -1;
+    opprof_hot_event_init(t, &ev, memory_name_id, OPPROF_KIND_MEMORY, -1, 0);
     ev.self_alloc_bytes = alloc_bytes;
     ev.self_free_bytes = freed_bytes;
-    ev.device_ns = -1;
-    ev.thread = t->tid;
-    ev.name = memory_name_id;
-    ev.kind = OPPROF_KIND_MEMORY;
-    ev.flags = 0;
-    ev.shape = 0;
-    ev.stack = 0;
-    ev.depth = 0;
     ev.self_alloc_count = alloc_bytes > 0;
     opprof_hot_commit(t, &ev);
 }

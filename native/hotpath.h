@@ -28,15 +28,6 @@
  * ones out of line where several trampolines call them. */
 #define OPPROF_HOT static inline __attribute__((always_inline))
 
-/* Set in opprof_g_active while a session records, next to its OPPROF_OPT_*
- * bits: a per-op caller tests one word for "recording with option X". */
-#define OPPROF_ACTIVE_RECORDING 0x80000000u
-
-/* OPPROF_ACTIVE_RECORDING | options while recording, 0 otherwise.  Written
- * by opprof_start / opprof_stop next to opprof_g_recording/opprof_g_options
- * (those stay for the other readers). */
-extern volatile uint32_t opprof_g_active;
-
 /* The calling thread's state pointer (initial-exec: see memory_count.h). */
 extern __thread opprof_thread *opprof_tls_state __attribute__((tls_model("initial-exec")));
 
@@ -63,6 +54,14 @@ OPPROF_HOT uint64_t opprof_hot_ticks(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* Brings t to the current session (the owner resets lazily, see core.c). */
+OPPROF_HOT void opprof_hot_sync(opprof_thread *t)
+{
+    uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_acquire);
+    if (__builtin_expect(atomic_load_explicit(&t->generation, memory_order_relaxed) != gen, 0))
+        core_thread_reset(t, gen);
+}
+
 /* The calling thread's state, synced to the current session; NULL only when
  * out of memory.  The one generation check of a per-op path. */
 OPPROF_HOT opprof_thread *opprof_hot_thread(void)
@@ -70,10 +69,27 @@ OPPROF_HOT opprof_thread *opprof_hot_thread(void)
     opprof_thread *t = opprof_tls_state;
     if (__builtin_expect(t == NULL, 0))
         return core_thread_first();
-    uint32_t gen = atomic_load_explicit(&core_g.generation, memory_order_acquire);
-    if (__builtin_expect(atomic_load_explicit(&t->generation, memory_order_relaxed) != gen, 0))
-        core_thread_reset(t, gen);
+    opprof_hot_sync(t);
     return t;
+}
+
+/* A new event of t: the next id, no memory, shapes, stack or device time yet. */
+OPPROF_HOT void opprof_hot_event_init(opprof_thread *t, opprof_event *ev, uint32_t name_id,
+                                      uint16_t kind, int64_t parent, uint32_t depth)
+{
+    ev->id = ((int64_t)t->slot << 40) | ++t->seq;
+    ev->parent = parent;
+    ev->self_alloc_bytes = 0;
+    ev->self_free_bytes = 0;
+    ev->device_ns = -1;
+    ev->thread = t->tid;
+    ev->name = name_id;
+    ev->kind = kind;
+    ev->flags = 0;
+    ev->shape = 0;
+    ev->stack = 0;
+    ev->depth = depth;
+    ev->self_alloc_count = 0;
 }
 
 static inline void opprof_hot_count_drop(opprof_thread *t)
@@ -110,19 +126,8 @@ OPPROF_HOT int opprof_hot_begin_recording(opprof_thread *t, uint32_t active, uin
     int32_t up = t->innermost;
     o->active = 1;
     o->prev_innermost = up;
-    o->ev.id = ((int64_t)t->slot << 40) | ++t->seq;
-    o->ev.parent = up >= 0 ? t->open[up].ev.id : -1;
-    o->ev.self_alloc_bytes = 0;
-    o->ev.self_free_bytes = 0;
-    o->ev.device_ns = -1;
-    o->ev.thread = t->tid;
-    o->ev.name = name_id;
-    o->ev.kind = kind;
-    o->ev.flags = 0;
-    o->ev.shape = 0;
-    o->ev.stack = 0;
-    o->ev.depth = (uint32_t)t->active_depth++;
-    o->ev.self_alloc_count = 0;
+    opprof_hot_event_init(t, &o->ev, name_id, kind, up >= 0 ? t->open[up].ev.id : -1,
+                          (uint32_t)t->active_depth++);
     t->innermost = d;
     /* Before the start tick: the CUDA call's cost stays out of this event. */
     if (__builtin_expect(active & OPPROF_OPT_CUDA, 0))

@@ -270,13 +270,9 @@ typedef struct {
 static wrapper g_wrappers[MAX_WRAPPERS];
 static int g_nwrappers;
 
-static void *wrap_malloc(void *ctx, size_t size)
+/* Fills a new block's header and counts the allocation; NULL passes through. */
+static void *stamp(block_header *h, size_t size)
 {
-    wrapper *w = ctx;
-    if (size > SIZE_MAX - sizeof(block_header)) {
-        return NULL;
-    }
-    block_header *h = w->inner.malloc(w->inner.ctx, size + sizeof(block_header));
     if (h == NULL) {
         return NULL;
     }
@@ -286,6 +282,15 @@ static void *wrap_malloc(void *ctx, size_t size)
     return h + 1;
 }
 
+static void *wrap_malloc(void *ctx, size_t size)
+{
+    wrapper *w = ctx;
+    if (size > SIZE_MAX - sizeof(block_header)) {
+        return NULL;
+    }
+    return stamp(w->inner.malloc(w->inner.ctx, size + sizeof(block_header)), size);
+}
+
 static void *wrap_calloc(void *ctx, size_t nelem, size_t elsize)
 {
     wrapper *w = ctx;
@@ -293,14 +298,7 @@ static void *wrap_calloc(void *ctx, size_t nelem, size_t elsize)
         return NULL;
     }
     size_t size = nelem * elsize;
-    block_header *h = w->inner.calloc(w->inner.ctx, 1, size + sizeof(block_header));
-    if (h == NULL) {
-        return NULL;
-    }
-    h->size = size;
-    h->magic = BLOCK_MAGIC;
-    h->tag = opprof_mem_count_alloc((int64_t)size);
-    return h + 1;
+    return stamp(w->inner.calloc(w->inner.ctx, 1, size + sizeof(block_header)), size);
 }
 
 static void *wrap_realloc(void *ctx, void *ptr, size_t new_size)

@@ -59,7 +59,8 @@ int opprof_mem_python_untracked(void);
 
 static inline int opprof_mem_recording(void)
 {
-    return opprof_g_recording && (opprof_g_options & OPPROF_OPT_PROFILE_MEMORY);
+    /* One load: opprof_g_active holds the options only while a session records. */
+    return (opprof_g_active & OPPROF_OPT_PROFILE_MEMORY) != 0;
 }
 
 static inline uint32_t opprof_mem_window(void)

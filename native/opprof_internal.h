@@ -29,6 +29,16 @@ typedef struct opprof_thread opprof_thread;   /* defined in core.c */
 extern volatile int opprof_g_recording;
 extern volatile uint32_t opprof_g_options;    /* OPPROF_OPT_* of the running session */
 
+/* Set in opprof_g_active while a session records, next to its OPPROF_OPT_*
+ * bits: a per-op or per-allocation caller tests one word for "recording with
+ * option X". */
+#define OPPROF_ACTIVE_RECORDING 0x80000000u
+
+/* OPPROF_ACTIVE_RECORDING | options while recording, 0 otherwise.  Written
+ * by opprof_start / opprof_stop next to opprof_g_recording/opprof_g_options
+ * (those stay for the control paths). */
+extern volatile uint32_t opprof_g_active;
+
 /* The calling thread's state, created on first use; NULL only when out of
  * memory.  Cheap: one TLS load and a generation compare on the fast path. */
 opprof_thread *opprof_thread_get(void);

@@ -223,7 +223,7 @@ class OpprofManager:
             cuda_sample_rate=self.options.cuda_sample_rate,
         )
         # The machine-speed references bracket the round, outside the profile.
-        py_before_ns, native_before_ns = speed.python_reference_ns(), speed.native_reference_ns()
+        py_before_ns, native_before_ns = speed.references_ns()
         prof.start()
         # CPU time of the body only, like the wall time: the first start installs
         # hooks and calibrates, and every stop drains and collects garbage.
@@ -233,7 +233,7 @@ class OpprofManager:
         finally:
             cpu_ns = time.process_time_ns() - cpu_start_ns
             prof.stop()
-            py_after_ns, native_after_ns = speed.python_reference_ns(), speed.native_reference_ns()
+            py_after_ns, native_after_ns = speed.references_ns()
             self.not_measured.update(prof.not_measured)
             rounds.cpu_times_ns.append(cpu_ns)
             rounds.speed_refs_ns.append((py_before_ns + py_after_ns) // 2)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -60,37 +60,41 @@ def _spin(iterations: int) -> int:
     return acc
 
 
-def python_reference_ns() -> int:
-    """The Python reference: the fastest of ``REPEATS`` runs of the loop, ns."""
-    best = None
+def _fastest_ns(run: Callable[[], object]) -> int:
+    """The fastest of ``REPEATS`` timed calls of ``run``, ns."""
+    times = []
     for _ in range(REPEATS):
         t0 = time.perf_counter_ns()
-        _spin(PYTHON_ITERATIONS)
-        elapsed = time.perf_counter_ns() - t0
-        best = elapsed if best is None or elapsed < best else best
-    assert best is not None
-    return best
+        run()
+        times.append(time.perf_counter_ns() - t0)
+    return min(times)
+
+
+def _sort_and_copy() -> None:
+    values, source, destination = _native_inputs()
+    np.sort(values)
+    np.copyto(destination, source)
+
+
+def python_reference_ns() -> int:
+    """The Python reference: the fastest of ``REPEATS`` runs of the loop, ns."""
+    return _fastest_ns(lambda: _spin(PYTHON_ITERATIONS))
 
 
 def native_reference_ns() -> int:
     """The native reference: the fastest of ``REPEATS`` runs of a sort and a copy, ns."""
-    values, source, destination = _native_inputs()
-    best = None
-    for _ in range(REPEATS):
-        t0 = time.perf_counter_ns()
-        np.sort(values)
-        np.copyto(destination, source)
-        elapsed = time.perf_counter_ns() - t0
-        best = elapsed if best is None or elapsed < best else best
-    assert best is not None
-    return best
+    return _fastest_ns(_sort_and_copy)
+
+
+def references_ns() -> tuple[int, int]:
+    """(Python reference, native reference), ns: what brackets a round."""
+    return python_reference_ns(), native_reference_ns()
 
 
 def warm_up() -> None:
     """Run both references until they are warm (the interpreter specialised, pages mapped)."""
     for _ in range(3):
-        python_reference_ns()
-        native_reference_ns()
+        references_ns()
 
 
 def is_native(key: str) -> bool:
@@ -108,15 +112,10 @@ def usable(summary: TestSummary) -> bool:
 
 def speed_change(now: TestSummary, base: TestSummary) -> float:
     """How much slower both references ran now than in the baseline (0.1 = 10% slower)."""
-    return _combined(now, base) - 1.0
-
-
-def _combined(now: TestSummary, base: TestSummary) -> float:
     assert now.speed_ref and base.speed_ref and now.native_ref and base.native_ref
-    return (
-        now.speed_ref.median_ns / base.speed_ref.median_ns
-        + now.native_ref.median_ns / base.native_ref.median_ns
-    ) / 2
+    python = now.speed_ref.median_ns / base.speed_ref.median_ns
+    native = now.native_ref.median_ns / base.native_ref.median_ns
+    return (python + native) / 2 - 1.0
 
 
 def at_speed(summary: TestSummary, base: TestSummary) -> TestSummary:
