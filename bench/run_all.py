@@ -63,7 +63,9 @@ SECTIONS = [
     ),
     Section("accuracy", "Accuracy and overhead subtraction", "bench_accuracy.py"),
     Section("suite", "Whole-suite overhead", "bench_suite_overhead.py", timeout_s=1200),
-    Section("verdict", "Verdict quality", "verdict_study.py", timeout_s=1200),
+    Section(
+        "verdict", "Verdict quality", "verdict_study.py", args=["--rounds", "9"], timeout_s=1800
+    ),
 ]
 
 

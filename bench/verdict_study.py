@@ -332,8 +332,8 @@ def default_setting() -> Setting:
 
 DEFAULT_LABEL = (
     "Rows: the plugin's defaults (times are judged from 3 rounds on, so at the default 1 "
-    "round only FLOPs, memory and op counts gate), the defaults with `--opprof-rounds 3` "
-    "and `5` (each also with `--opprof-raw-times`: times judged as measured, not scaled by "
+    "round only FLOPs, memory and op counts gate), the defaults with `--opprof-rounds` 3, 5, 7 "
+    "and 9 (each also with `--opprof-raw-times`: times judged as measured, not scaled by "
     "the machine-speed references), the settings that meet the goal (<= 1% false, >= 95% "
     "detected) with the fewest false regressions, then the best of each number of rounds "
     "(`force-time`: times judged under 3 rounds with `--opprof-force-time`)."
@@ -346,7 +346,7 @@ def pick_rows(result: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
     assert isinstance(rows, list)
     default = default_setting().label
     out = [(f"**defaults**: {r['label']}", r) for r in rows if r["label"] == default]
-    for rounds in (3, 5):
+    for rounds in (3, 5, 7, 9):
         label = dataclasses.replace(default_setting(), rounds=rounds).label
         out += [(f"defaults, `--opprof-rounds {rounds}`", r) for r in rows if r["label"] == label]
         raw = dataclasses.replace(default_setting(), rounds=rounds, scaled=False).label
@@ -377,7 +377,7 @@ def _machine() -> MachineInfo:
 
 def settings_grid(max_rounds: int) -> list[Setting]:
     grid = [default_setting()]
-    for rounds in sorted({1, 3, 5, max_rounds}):
+    for rounds in sorted({1, 3, 5, 7, max_rounds}):
         if rounds > max_rounds:
             continue
         for tolerance in (0.1, 0.15, 0.2):

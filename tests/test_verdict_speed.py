@@ -1,6 +1,8 @@
 """The machine-speed references: measured beside every round by the plugin, stored in
 baselines, and used by the verdict to compare times at the baseline's machine speed
-(scopes by the Python reference, library ops by the native one, wall time by both)."""
+(scopes by the Python reference, library ops by the native one, each partly: a round's
+factor is the reference ratio to the power ``speed.PYTHON_EXPONENT`` or
+``speed.NATIVE_EXPONENT``; wall time as the sum of its scaled parts)."""
 
 from __future__ import annotations
 
@@ -86,8 +88,16 @@ def test_each_round_is_scaled_by_its_own_reference() -> None:
     # Two rounds ran in a slow phase (op and reference both x1.5), the rest at full speed.
     now = measured([15, 15.3, 10.1, 10.3, 10.0], [150, 151, 99, 100, 102])
     scaled = speed.at_speed(now, BASE)  # BASE's median reference: 100 us
-    assert scaled.ops["kernel"].self_cpu_time.samples_ns[:2] == pytest.approx(
-        (10_000_000, 10_132_450), rel=1e-3
+    exponent = speed.PYTHON_EXPONENT
+    assert scaled.ops["kernel"].self_cpu_time.samples_ns == pytest.approx(
+        [
+            15e6 * (100 / 150) ** exponent,
+            15.3e6 * (100 / 151) ** exponent,
+            10.1e6 * (100 / 99) ** exponent,
+            10.3e6,
+            10.0e6 * (100 / 102) ** exponent,
+        ],
+        rel=1e-3,
     )
     assert kernel_status(judge(now, BASE, statistic="median")) == "pass"
 
@@ -101,16 +111,50 @@ def test_without_a_reference_on_either_side_times_are_judged_as_measured() -> No
 
 
 def test_library_ops_follow_the_native_reference_and_scopes_the_python_one() -> None:
-    # A phase that slowed compiled code by 40% and Python code not at all.
-    base_py = measured([10, 10.2, 10.1, 10.3, 10.0], [100] * 5, [100] * 5, op="numpy.matmul")
-    now_py = measured([14, 14.3, 14.1, 14.4, 14.0], [100] * 5, [140] * 5, op="numpy.matmul")
-    assert kernel_status_of(judge(now_py, base_py), "numpy.matmul") == "pass"
+    # A phase that slowed the native reference by 40% and the Python one not at all.
+    base_np = measured([10, 10.2, 10.1, 10.3, 10.0], [100] * 5, [100] * 5, op="numpy.matmul")
+    now_np = measured([12, 12.2, 12.1, 12.3, 12.0], [100] * 5, [140] * 5, op="numpy.matmul")
+    scaled = speed.at_speed(now_np, base_np)
+    factor = (1 / 1.4) ** speed.NATIVE_EXPONENT
+    assert scaled.ops["numpy.matmul"].self_cpu_time.median_ns == pytest.approx(
+        12.1e6 * factor, rel=1e-3
+    )
+    assert kernel_status_of(judge(now_np, base_np), "numpy.matmul") == "pass"
+    assert kernel_status_of(judge(now_np, base_np, speed_scaled=False), "numpy.matmul") == (
+        "regressed"
+    )
+    # The same figures on a scope: the native reference does not excuse Python code.
     base_scope = measured([10, 10.2, 10.1, 10.3, 10.0], [100] * 5, [100] * 5)
-    now_scope = measured([14, 14.3, 14.1, 14.4, 14.0], [100] * 5, [140] * 5)
+    now_scope = measured([12, 12.2, 12.1, 12.3, 12.0], [100] * 5, [140] * 5)
+    assert speed.at_speed(now_scope, base_scope).ops["kernel"] == now_scope.ops["kernel"]
     assert kernel_status(judge(now_scope, base_scope)) == "regressed"
-    # Wall time follows both references: half of the native one's +40%.
-    scaled = speed.at_speed(now_scope, base_scope)
-    assert scaled.wall_time.median_ns == pytest.approx(14_200_000 / 1.2, rel=1e-3)
+
+
+def test_wall_time_is_scaled_as_the_sum_of_its_parts() -> None:
+    # Per round: a 6 ms library op, a 3 ms scope and 1 ms of test code outside both.
+    rounds = [
+        (10_000, [Row("numpy.add", 1, self_cpu_time_total=6000), Row("kernel", 1, 3000)])
+        for _ in range(3)
+    ]
+    summary = summary_of(rounds)
+    now = dataclasses.replace(
+        summary,
+        speed_ref=TimeStats.from_samples([120_000] * 3),
+        native_ref=TimeStats.from_samples([150_000] * 3),
+    )
+    base = dataclasses.replace(
+        summary,
+        speed_ref=TimeStats.from_samples([100_000] * 3),
+        native_ref=TimeStats.from_samples([100_000] * 3),
+    )
+    python = (1 / 1.2) ** speed.PYTHON_EXPONENT
+    native = (1 / 1.5) ** speed.NATIVE_EXPONENT
+    expected = 6e6 * native + 3e6 * python + 1e6 * python
+    scaled = speed.at_speed(now, base)
+    assert scaled.wall_time.median_ns == pytest.approx(expected, rel=1e-3)
+    assert scaled.cpu_time.median_ns == pytest.approx(
+        summary.cpu_time.median_ns * expected / 10e6, rel=1e-3
+    )
 
 
 def kernel_status_of(verdict: Verdict, op: str) -> str:
@@ -140,7 +184,7 @@ def test_device_times_are_not_scaled() -> None:
     summary = dataclasses.replace(summary, speed_ref=ref, native_ref=ref)
     half = TimeStats.from_samples([100_000] * 3)
     scaled = speed.at_speed(summary, dataclasses.replace(summary, speed_ref=half, native_ref=half))
-    assert scaled.ops["k"].self_cpu_time.median_ns == 450_000
+    assert scaled.ops["k"].self_cpu_time.median_ns == round(900_000 * 0.5**speed.PYTHON_EXPONENT)
     assert scaled.ops["k"].self_device_time == summary.ops["k"].self_device_time
 
 
