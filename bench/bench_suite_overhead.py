@@ -2,9 +2,11 @@
 
 Suites: a slice of numpy's own tests (``--numpy-tests``, run with ``--pyargs``
 from an empty directory) and this repository's ``examples/``.  Each repeat runs
-every suite plain and with ``--opprof`` back to back (alternating which goes
-first); the ratio is taken within a repeat, and the median ratio over repeats
-is reported with its range.  Wall time is the whole pytest process (start-up,
+every suite plain, with ``--opprof`` (its defaults: ``--opprof-rounds auto``
+runs a test of 1 ms or more 5 times, so its times can be judged) and with
+``--opprof --opprof-rounds 1`` (the cost of profiling alone) back to back, in a
+rotating order; the ratios are taken within a repeat, and the median ratio over
+repeats is reported with its range.  Wall time is the whole pytest process (start-up,
 collection, the tests, the report), as a CI job sees it.
 
     .venv/bin/python bench/bench_suite_overhead.py [--repeats 3] [--quick] [--json PATH]
@@ -53,11 +55,18 @@ def suites(numpy_tests: list[str], k: str, tmp: Path) -> dict[str, tuple[list[st
     }
 
 
-def run(args: list[str], cwd: Path, opprof: bool) -> tuple[float, int]:
+VARIANTS: dict[str, list[str] | None] = {
+    "plain": None,
+    "opprof": ["--opprof"],
+    "one_round": ["--opprof", "--opprof-rounds", "1"],
+}
+
+
+def run(args: list[str], cwd: Path, opprof: list[str] | None) -> tuple[float, int]:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args()]
     cmd += ["-p", "no:benchmark", "-p", "no:randomly", *args]
-    if opprof:
-        cmd.append("--opprof")
+    if opprof is not None:
+        cmd += opprof
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=subprocess_env(), capture_output=True, text=True)
     seconds = time.perf_counter() - t0
@@ -70,23 +79,28 @@ def measure(numpy_tests: list[str], k: str, repeats: int) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="opprof-suite-") as tmp:
         for name, (args, cwd) in suites(numpy_tests, k, Path(tmp)).items():
-            plain, profiled, ratios, loads, outcomes = [], [], [], [], set()
+            times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+            ratios: dict[str, list[float]] = {v: [] for v in VARIANTS if v != "plain"}
+            loads, outcomes = [], set()
             for i in range(repeats):
                 loads.append(loadavg())
-                order = (False, True) if i % 2 == 0 else (True, False)
-                times = {}
-                for opprof in order:
-                    times[opprof], rc = run(args, cwd, opprof)
-                    outcomes.add((opprof, rc))
-                plain.append(times[False])
-                profiled.append(times[True])
-                ratios.append(times[True] / times[False])
+                order = list(VARIANTS)[i % len(VARIANTS) :] + list(VARIANTS)[: i % len(VARIANTS)]
+                now = {}
+                for variant in order:
+                    now[variant], rc = run(args, cwd, VARIANTS[variant])
+                    outcomes.add((variant, rc))
+                for variant, seconds in now.items():
+                    times[variant].append(seconds)
+                    if variant != "plain":
+                        ratios[variant].append(seconds / now["plain"])
             rows[name] = {
-                "plain_s": spread(plain),
-                "opprof_s": spread(profiled),
-                "ratio": spread(ratios),
+                "plain_s": spread(times["plain"]),
+                "opprof_s": spread(times["opprof"]),
+                "ratio": spread(ratios["opprof"]),
+                "one_round_s": spread(times["one_round"]),
+                "one_round_ratio": spread(ratios["one_round"]),
                 "load": spread(loads),
-                "exit_codes": sorted({f"{'opprof' if o else 'plain'}={rc}" for o, rc in outcomes}),
+                "exit_codes": sorted(f"{variant}={rc}" for variant, rc in outcomes),
             }
     return {"repeats": repeats, "numpy_k": k, "rows": rows}
 
@@ -97,6 +111,7 @@ def print_result(result: dict[str, Any]) -> None:
         print(
             f"  {name:<32} plain {fmt_spread(row['plain_s'], 1):>18}  --opprof "
             f"{fmt_spread(row['opprof_s'], 1):>18}  ratio {fmt_spread(row['ratio'], 2)}"
+            f"  1 round ratio {fmt_spread(row['one_round_ratio'], 2)}"
             f"  (load {row['load']['median']:.1f}; {', '.join(row['exit_codes'])})"
         )
 

@@ -192,14 +192,29 @@ def md_suite(d: dict[str, Any]) -> str:
             _spread_cell(r["plain_s"], 1),
             _spread_cell(r["opprof_s"], 1),
             f"**{_spread_cell(r['ratio'], 2)}**",
+            _spread_cell(r["one_round_s"], 1) if "one_round_s" in r else "-",
+            f"**{_spread_cell(r['one_round_ratio'], 2)}**" if "one_round_ratio" in r else "-",
             f"{r['load']['median']:.1f}",
         ]
         for name, r in d["rows"].items()
     ]
     return (
-        f"Whole pytest process, {d['repeats']} repeats, plain and `--opprof` back to back; "
-        f'ratio per repeat. numpy tests selected with `-k "{d.get("numpy_k", "")}"`.\n\n'
-        + _table(["suite", "plain s", "--opprof s", "ratio", "load"], rows)
+        f"Whole pytest process, {d['repeats']} repeats; plain, `--opprof` (defaults: "
+        "`--opprof-rounds auto` runs each test of 1 ms or more 5 times so that its times can "
+        "be judged) and `--opprof --opprof-rounds 1` (the cost of profiling alone) back to "
+        f'back; ratios per repeat. numpy tests selected with `-k "{d.get("numpy_k", "")}"`.\n\n'
+        + _table(
+            [
+                "suite",
+                "plain s",
+                "--opprof s",
+                "ratio",
+                "--opprof-rounds 1 s",
+                "ratio (1 round)",
+                "load",
+            ],
+            rows,
+        )
     )
 
 

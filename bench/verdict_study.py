@@ -22,7 +22,9 @@ pytest-benchmark lists it under "Performance has regressed").
 
 opprof sessions run with ``--opprof-rounds R`` for the largest R studied and
 no warm-up; verdicts for fewer rounds take each test's first rounds, which is
-what a session with fewer rounds measures.  Verdicts are computed with
+what a session with fewer rounds measures (the default, ``auto``, is scored
+the same way: ``options.AUTO_ROUNDS`` first rounds for a test whose first round
+took at least the time floor, its first round alone otherwise).  Verdicts are computed with
 ``pytest_opprof.verdict.compare`` (the plugin's own comparison) over a grid of
 settings, so one set of sessions scores every candidate default.
 
@@ -250,7 +252,8 @@ def first_rounds(summary: TestSummary, k: int) -> TestSummary:
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    rounds: int
+    rounds: int | None
+    """None: ``--opprof-rounds auto``."""
     tolerance: float
     min_time_us: int
     statistic: str = "median"
@@ -263,7 +266,8 @@ class Setting:
     @property
     def label(self) -> str:
         return (
-            f"rounds={self.rounds} tol={self.tolerance:.0%} floor={self.min_time_us}us "
+            f"rounds={options.rounds_text(self.rounds)} tol={self.tolerance:.0%} "
+            f"floor={self.min_time_us}us "
             f"stat={self.statistic} alpha={self.alpha}"
             + (" force-time" if self.force_time else "")
             + ("" if self.scaled else " raw-times")
@@ -283,12 +287,23 @@ class Setting:
 _VIEWS: dict[tuple[int, int], dict[str, TestSummary]] = {}
 
 
-def _view(session: dict[str, TestSummary], rounds: int) -> dict[str, TestSummary]:
-    """``session`` as ``rounds`` rounds would have measured it (cached per session)."""
-    key = (id(session), rounds)
+def _view(
+    session: dict[str, TestSummary], rounds: int | None, floor_ns: int
+) -> dict[str, TestSummary]:
+    """``session`` as ``rounds`` rounds (None: auto) would have measured it (cached)."""
+    key = (id(session), rounds, floor_ns if rounds is None else 0)
     if key not in _VIEWS:
-        _VIEWS[key] = {n: first_rounds(s, rounds) for n, s in session.items()}
+        _VIEWS[key] = {
+            n: first_rounds(s, _rounds_of(s, rounds, floor_ns)) for n, s in session.items()
+        }
     return _VIEWS[key]
+
+
+def _rounds_of(summary: TestSummary, rounds: int | None, floor_ns: int) -> int:
+    """The rounds a session with ``--opprof-rounds rounds`` runs for this test."""
+    if rounds is not None:
+        return rounds
+    return options.AUTO_ROUNDS if summary.wall_time.samples_ns[0] >= floor_ns else 1
 
 
 def judge(
@@ -300,8 +315,9 @@ def judge(
     out: dict[str, set[str]] = {}
     tol = setting.tolerances()
     machine = _machine()
-    base_view = _view(base, setting.rounds)
-    for nodeid, summary in _view(now, setting.rounds).items():
+    floor_ns = setting.min_time_us * 1000
+    base_view = _view(base, setting.rounds, floor_ns)
+    for nodeid, summary in _view(now, setting.rounds, floor_ns).items():
         if nodeid not in base_view:
             continue
         entry = BaselineEntry(base_view[nodeid], machine, "")
@@ -331,8 +347,9 @@ def default_setting() -> Setting:
 
 
 DEFAULT_LABEL = (
-    "Rows: the plugin's defaults (times are judged from 3 rounds on, so at the default 1 "
-    "round only FLOPs, memory and op counts gate), the defaults with `--opprof-rounds` 3, 5, 7 "
+    f"Rows: the plugin's defaults (`--opprof-rounds auto`: {options.AUTO_ROUNDS} rounds for "
+    "a test whose first round takes the 1 ms time floor or more, 1 round otherwise, when no "
+    "time of it can be judged), the defaults with `--opprof-rounds` 3, 5, 7 "
     "and 9 (each also with `--opprof-raw-times`: times judged as measured, not scaled by "
     "the machine-speed references), the settings that meet the goal (<= 1% false, >= 95% "
     "detected) with the fewest false regressions, then the best of each number of rounds "
@@ -346,6 +363,8 @@ def pick_rows(result: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
     assert isinstance(rows, list)
     default = default_setting().label
     out = [(f"**defaults**: {r['label']}", r) for r in rows if r["label"] == default]
+    raw_default = dataclasses.replace(default_setting(), scaled=False).label
+    out += [("defaults, `--opprof-raw-times`", r) for r in rows if r["label"] == raw_default]
     for rounds in (3, 5, 7, 9):
         label = dataclasses.replace(default_setting(), rounds=rounds).label
         out += [(f"defaults, `--opprof-rounds {rounds}`", r) for r in rows if r["label"] == label]
@@ -356,9 +375,9 @@ def pick_rows(result: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
             if r["label"] == raw
         ]
     meets = [r for r in rows if r["false_rate"] <= 0.01 and r["detection_rate"] >= 0.95]
-    meets.sort(key=lambda r: (r["false_rate"], -r["detection_rate"], r["setting"]["rounds"]))
+    meets.sort(key=lambda r: (r["false_rate"], -r["detection_rate"], r["setting"]["rounds"] or 0))
     out += [(f"meets goal: {r['label']}", r) for r in meets[:3]]
-    for rounds in sorted({r["setting"]["rounds"] for r in rows}):
+    for rounds in sorted({r["setting"]["rounds"] for r in rows} - {None}):
         mine = [r for r in rows if r["setting"]["rounds"] == rounds]
         best = min(mine, key=lambda r: r["false_rate"] + max(0.0, 0.95 - r["detection_rate"]))
         out.append((f"best at {rounds} round(s): {best['label']}", best))
@@ -376,7 +395,7 @@ def _machine() -> MachineInfo:
 
 
 def settings_grid(max_rounds: int) -> list[Setting]:
-    grid = [default_setting()]
+    grid = [default_setting(), dataclasses.replace(default_setting(), scaled=False)]
     for rounds in sorted({1, 3, 5, 7, max_rounds}):
         if rounds > max_rounds:
             continue

@@ -37,7 +37,7 @@ from pytest_opprof.marker import (
     TestSettings,
     settings_for,
 )
-from pytest_opprof.options import OpprofOptions
+from pytest_opprof.options import AUTO_ROUNDS, OpprofOptions, rounds_text
 from pytest_opprof.profiler import profile
 from pytest_opprof.records import MEMORY_EVENT_NAME
 from pytest_opprof.render.units import format_time
@@ -173,9 +173,15 @@ class OpprofManager:
         names = ", ".join(s.name for s in self.sources) or "none"
         extra = "; python memory" if self.options.python_memory else ""
         return (
-            f"opprof: capture {names}; rounds {self.options.rounds}, "
+            f"opprof: capture {names}; rounds {self._rounds_line()}, "
             f"warmup {self.options.warmup}{extra}"
         )
+
+    def _rounds_line(self) -> str:
+        if self.options.rounds is not None:
+            return rounds_text(self.options.rounds)
+        floor_ms = self.options.gate.min_time_ns / 1e6
+        return f"auto ({AUTO_ROUNDS} for tests of {floor_ms:g} ms or more, else 1)"
 
     # -- per test ------------------------------------------------------------
 
@@ -203,14 +209,24 @@ class OpprofManager:
         try:
             for _ in range(settings.warmup):
                 item.runtest()
-            for _ in range(settings.rounds - 1):
+            # The first round is pytest's own call (its outcome is the test's); the
+            # others run the body again, and any failure among them fails the test.
+            with self._round(rounds):
+                result = yield
+            for _ in range(self._more_rounds(settings, rounds)):
                 with self._round(rounds):
                     item.runtest()
-            with self._round(rounds):
-                return (yield)
+            return result
         finally:
             if rounds.profiles:
                 self._pending[item.nodeid] = self._finish(item, settings, rounds)
+
+    def _more_rounds(self, settings: TestSettings, rounds: _Rounds) -> int:
+        """How many rounds to run after the first: auto decides from the first's wall time."""
+        if settings.rounds is not None:
+            return settings.rounds - 1
+        long_enough = rounds.profiles[0].wall_time_ns >= self.options.gate.min_time_ns
+        return AUTO_ROUNDS - 1 if long_enough else 0
 
     @contextlib.contextmanager
     def _round(self, rounds: _Rounds) -> Iterator[None]:

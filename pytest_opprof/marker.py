@@ -27,7 +27,7 @@ def profile(
     row_limit: int = 20,
     sort_by: str = "self_cpu_time_total",
     time_unit: str | None = None,
-    rounds: int | None = None,
+    rounds: int | str | None = None,
     warmup: int | None = None,
     time_tolerance: float | str | None = None,
     memory_tolerance: float | str | None = None,
@@ -36,8 +36,8 @@ def profile(
     top_level_events_only: bool = False,
 ) -> None:
     """Print this test's op table in the terminal summary (at most row_limit rows, sorted
-    by sort_by, times in time_unit: s, ms or us); rounds, warmup and the tolerances
-    override the command line and ini for this test."""
+    by sort_by, times in time_unit: s, ms or us); rounds (a number or 'auto'), warmup and
+    the tolerances override the command line and ini for this test."""
 
 
 class MarkerUsageError(OpprofError):
@@ -52,7 +52,8 @@ class TestSettings:
     row_limit: int
     sort_by: str
     time_unit: str | None
-    rounds: int
+    rounds: int | None
+    """None: auto (``options.AUTO_ROUNDS`` when the first round reaches the time floor)."""
     warmup: int
     time_tolerance: float | None
     memory_tolerance: float | None
@@ -101,7 +102,7 @@ def settings_for(
         row_limit=_check("row_limit", kw, base.row_limit, _int_at_least(1, None)),
         sort_by=_check("sort_by", kw, base.sort_by, _parse_sort_by),
         time_unit=_check("time_unit", kw, base.time_unit, _parse_time_unit),
-        rounds=_check("rounds", kw, base.rounds, _int_at_least(1, base.rounds)),
+        rounds=_check("rounds", kw, base.rounds, _rounds(base.rounds)),
         warmup=_check("warmup", kw, base.warmup, _int_at_least(0, base.warmup)),
         time_tolerance=_check("time_tolerance", kw, None, _parse_tolerance),
         memory_tolerance=_check("memory_tolerance", kw, None, _parse_tolerance),
@@ -134,6 +135,21 @@ def _check(name: str, kwargs: Mapping[str, object], default: T, parse: Callable[
         return parse(kwargs[name])
     except (OptionValueError, ValueError, TypeError) as exc:
         raise MarkerUsageError(f"@pytest.mark.{MARKER_NAME}({name}=...): {exc}") from None
+
+
+def _rounds(none_means: int | None) -> Callable[[object], int | None]:
+    """Parser of the ``rounds`` keyword: an int >= 1 or ``"auto"``; None keeps the session's."""
+
+    def parse(value: object) -> int | None:
+        if value is None:
+            return none_means
+        if value == "auto":
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise OptionValueError(f"expected an integer >= 1, 'auto' or None, got {value!r}")
+        return value
+
+    return parse
 
 
 def _int_at_least(minimum: int, none_means: int | None) -> Callable[[object], int]:

@@ -27,7 +27,10 @@ from pytest_opprof.tolerance import parse_tolerance as _parse_tolerance
 T = TypeVar("T")
 
 DEFAULT_ROW_LIMIT = 20
-DEFAULT_ROUNDS = 1
+DEFAULT_ROUNDS: int | None = None
+"""``auto``: ``AUTO_ROUNDS`` rounds for a test whose first round takes at least the time
+floor (``--opprof-min-time``), one round for a shorter one (no time of it is judged)."""
+AUTO_ROUNDS = 5
 DEFAULT_WARMUP = 0
 DEFAULT_BASELINE_DIR = "baselines"
 # The defaults of verdict.Tolerances (verdict.py imports numpy, which this module must not),
@@ -52,6 +55,28 @@ def parse_positive_int(text: object) -> int:
     if value < 1:
         raise OptionValueError(f"expected a positive integer such as 20, got {text!r}")
     return value
+
+
+def parse_rounds(text: object) -> int | None:
+    """``auto`` (None) or an integer >= 1: the ``--opprof-rounds`` forms."""
+    if isinstance(text, str) and text.strip().lower() == "auto":
+        return None
+    try:
+        return parse_positive_int(text)
+    except OptionValueError:
+        raise OptionValueError(
+            f"expected auto or a positive integer such as 5, got {text!r}"
+        ) from None
+
+
+def _checked_rounds_text(text: object) -> str:
+    """The command-line form: validated, kept as text so that ``auto`` still overrides ini."""
+    return rounds_text(parse_rounds(text))
+
+
+def rounds_text(rounds: int | None) -> str:
+    """How a rounds setting reads: ``auto`` or its number."""
+    return "auto" if rounds is None else str(rounds)
 
 
 def parse_non_negative_int(text: object) -> int:
@@ -163,10 +188,11 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(
         "--opprof-rounds",
         metavar="N",
-        type=_argparse_type(parse_positive_int),
+        type=_argparse_type(_checked_rounds_text),
         default=None,
-        help=f"measured runs of each test body; the median run is reported; times are "
-        f"judged from 3 rounds on (default {DEFAULT_ROUNDS})",
+        help=f"measured runs of each test body, or auto: {AUTO_ROUNDS} for a test whose "
+        "first run takes at least --opprof-min-time, else 1; the median run is reported; "
+        f"times are judged from 3 rounds on (default {rounds_text(DEFAULT_ROUNDS)})",
     )
     group.addoption(
         "--opprof-warmup",
@@ -333,7 +359,8 @@ class OpprofOptions:
     capture: tuple[str, ...] | None
     row_limit: int
     trace_dir: Path | None
-    rounds: int
+    rounds: int | None
+    """None: auto (``AUTO_ROUNDS`` when the first round reaches the time floor, else 1)."""
     warmup: int
     python_memory: bool
     gate: GateOptions
@@ -351,7 +378,9 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         capture=_setting(config, "capture", parse_capture, None),
         row_limit=_setting(config, "row_limit", parse_positive_int, DEFAULT_ROW_LIMIT),
         trace_dir=_trace_dir(config),
-        rounds=_setting(config, "rounds", parse_positive_int, DEFAULT_ROUNDS),
+        rounds=parse_rounds(
+            _setting(config, "rounds", _checked_rounds_text, rounds_text(DEFAULT_ROUNDS))
+        ),
         warmup=_setting(config, "warmup", parse_non_negative_int, DEFAULT_WARMUP),
         python_memory=_python_memory(config),
         cuda_sample_rate=_setting(config, "cuda_sample_rate", parse_positive_int, 1),

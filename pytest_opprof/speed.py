@@ -15,13 +15,17 @@ baseline's machine speed.
   the self times of captured library ops (numpy, torch): compiled code that is
   compute- or memory-bound.
 * Each is the fastest of 3 runs of about 35 us, before and after the round.
-* Wall and CPU time, a mix of both, are scaled by the two together.
+* A reference is applied partly: a round's factor is the reference ratio to the
+  power ``PYTHON_EXPONENT`` (0.9) or ``NATIVE_EXPONENT`` (0.5), the slopes the
+  study's sessions showed (below the constants).
+* Wall and CPU time are scaled as the sum of their parts: each op's self time
+  by its own factor, the rest of the round (test code between ops) by the
+  Python one.
 
 Why two: in bench/verdict_study.py's probes (8 processes, the same work), a
 Python loop tracked the drift of Python work (false regressions at 15%: 28% raw,
-10% scaled) but over-corrected BLAS and sort (17% -> 19%), while a sort plus a
-copy tracked those (matmul 17% -> 5%, sort 14% -> 3%, add 22% -> 7%) and not
-Python work.  A C integer loop tracked neither.
+10% scaled) but over-corrected BLAS and sort, while a sort plus a copy tracked
+those better and not Python work.  A C integer loop tracked neither.
 """
 
 from __future__ import annotations
@@ -129,11 +133,11 @@ def speed_change(now: TestSummary, base: TestSummary) -> float:
 def at_speed(summary: TestSummary, base: TestSummary) -> TestSummary:
     """``summary``'s CPU times, round by round, at the machine speed of ``base``'s rounds.
 
-    A scope's times in round i are scaled by (baseline's median Python reference) /
-    (round i's); a library op's by the same ratio of native references; wall and
-    CPU time by the inverse of the mean of round i's two references, each relative
-    to the baseline's median.  Device times stay as measured:
-    the GPU runs neither reference.
+    A scope's times in round i are scaled by ((baseline's median Python reference) /
+    (round i's)) ** ``PYTHON_EXPONENT``; a library op's by the same ratio of native
+    references ** ``NATIVE_EXPONENT``; wall and CPU time as the sum of those scaled
+    parts plus the rest of the round at the Python factor.  Device times stay as
+    measured: the GPU runs neither reference.
     """
     assert usable(summary) and usable(base)
     assert summary.speed_ref and summary.native_ref and base.speed_ref and base.native_ref

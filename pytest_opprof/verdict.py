@@ -28,8 +28,9 @@ Rules (each threshold is a :class:`Tolerances` field):
   flagged 19-50% of the unchanged tests.
 * Before times are judged, when both sides ran the machine-speed references
   beside every round (``speed``), each round's CPU times are scaled to the
-  baseline's speed: a slow phase of a shared machine slows the references as
-  much as the test, so it cancels; a slower op does not slow the references.
+  baseline's speed (``pytest_opprof/speed.py``: partly, by the slopes the
+  verdict study measured): a slow phase of a shared machine slows the references
+  with the test, so it largely cancels; a slower op does not slow the references.
   ``speed_scaled=False`` (``--opprof-raw-times``) judges times as measured.
 * Improvements beyond tolerance never fail; they carry a hint to update baselines.
 """

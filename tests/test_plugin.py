@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import pytest_opprof.plugin
 from pytest_opprof.manager import trace_file
+from pytest_opprof.options import AUTO_ROUNDS
 
 REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[1]
 
@@ -49,6 +50,8 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
         *PLUGIN, "-p", "no:cacheprovider", "-p", "no:randomly", *args
     )
 
+
+AUTO_LINE = f"auto ({AUTO_ROUNDS} for tests of 1 ms or more, else 1)"
 
 NUMPY_TESTS = """
 import numpy as np
@@ -137,7 +140,10 @@ def test_marker_help_shows_signature_and_doc(pytester: pytest.Pytester) -> None:
     [
         (["--opprof-row-limit", "0"], "*argument --opprof-row-limit: expected a positive integer*"),
         (["--opprof-row-limit", "many"], "*argument --opprof-row-limit: expected an integer*"),
-        (["--opprof-rounds", "-1"], "*argument --opprof-rounds: expected a positive integer*"),
+        (
+            ["--opprof-rounds", "-1"],
+            "*argument --opprof-rounds: expected auto or a positive integer*",
+        ),
         (["--opprof-warmup", "x"], "*argument --opprof-warmup: expected an integer*"),
         (
             ["--opprof-capture", "numpy,none"],
@@ -187,7 +193,9 @@ def test_opprof_profiles_every_test(pytester: pytest.Pytester) -> None:
     line = next(line for line in result.outlines if line.endswith("::test_matmul"))
     # three matmuls and three divisions at least
     assert int(line.split()[1]) >= 6, line
-    result.stdout.fnmatch_lines(["opprof: capture numpy; rounds 1, warmup 0"])
+    result.stdout.fnmatch_lines(
+        ["opprof: capture numpy; rounds auto (5 for tests of 1 ms or more, else 1), warmup 0"]
+    )
 
 
 def _table_rows(lines: list[str], nodeid: str) -> list[str]:
@@ -435,6 +443,90 @@ def test_rounds_and_warmup_rerun_the_body(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["opprof: capture numpy; rounds 3, warmup 1"])
 
 
+AUTO_ROUNDS_TESTS = """
+import time
+
+import pytest
+
+RUNS = []
+
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_long():
+    RUNS.append("long")
+    busy(0.003)
+
+
+def test_short():
+    RUNS.append("short")
+
+
+@pytest.mark.profile(rounds="auto")
+def test_marked_auto():
+    RUNS.append("marked")
+    busy(0.003)
+
+
+@pytest.mark.profile(rounds=2)
+def test_marked_two():
+    RUNS.append("two")
+
+
+def test_after():
+    print("RUNS", {k: RUNS.count(k) for k in ("long", "short", "marked", "two")})
+"""
+
+
+def test_auto_rounds_repeat_only_tests_long_enough_to_judge(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(AUTO_ROUNDS_TESTS)
+    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: capture none; rounds {AUTO_LINE}, warmup 0",
+            f"*RUNS {{'long': {AUTO_ROUNDS}, 'short': 1, 'marked': {AUTO_ROUNDS}, 'two': 2}}*",
+        ]
+    )
+    # The time floor is the threshold: at 10 ms the 3 ms test is too short to judge.
+    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-min-time=10ms")
+    result.stdout.fnmatch_lines(["*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*"])
+
+
+def test_auto_on_the_command_line_overrides_the_ini(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(AUTO_ROUNDS_TESTS)
+    pytester.makeini("[pytest]\nopprof_rounds = 3\n")
+    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
+    result.stdout.fnmatch_lines(["*RUNS {'long': 3, 'short': 3, 'marked': *, 'two': 2}*"])
+    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-rounds=auto")
+    result.stdout.fnmatch_lines([f"*RUNS {{'long': {AUTO_ROUNDS}, 'short': 1,*"])
+    pytester.makeini("[pytest]\nopprof_rounds = often\n")
+    result = run(pytester, "--opprof")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*opprof_rounds = 'often': expected auto or a positive integer such as 5*"]
+    )
+
+
+def test_a_bad_rounds_marker_names_the_accepted_forms(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.profile(rounds="often")
+        def test_bad():
+            pass
+        """
+    )
+    result = run(pytester, "--opprof", "--opprof-capture", "none")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*rounds*expected an integer >= 1, 'auto' or None*'often'*"])
+
+
 def test_a_failing_round_fails_the_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
@@ -486,7 +578,9 @@ def test_very_verbose_prints_every_table_and_python_memory_is_on(
     pytester.makepyfile(NUMPY_TESTS)
     result = run(pytester, "--opprof", "--opprof-capture", "numpy", "--opprof-python-memory", "-vv")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["opprof: capture numpy; rounds 1, warmup 0; python memory"])
+    result.stdout.fnmatch_lines(
+        [f"opprof: capture numpy; rounds {AUTO_LINE}, warmup 0; python memory"]
+    )
     for name in ("test_matmul", "test_add"):
         assert _table_rows(
             result.outlines,
