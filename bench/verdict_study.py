@@ -7,7 +7,10 @@ scope ``kernel`` of 1-4 ms of pure-Python work (a fixed number of loop
 iterations: no numpy op, no FLOPs, no allocation inside, so the scope's self
 time is the work).  Then:
 
-1. one session records the baselines;
+1. ``--baseline-sessions`` sessions make the baseline: the first records it,
+   each later one is an update run (``pooling.py``: a run whose verdict passes
+   joins its rounds to the stored ones); verdicts are scored against the first
+   session's baseline alone and against the refined one;
 2. ``--sessions`` unchanged sessions: every test judged regressed is a false
    regression (rate = judged regressed / (tests x sessions));
 3. one session with a +``--slowdown`` slowdown (iterations x 1.3) injected
@@ -262,6 +265,9 @@ class Setting:
     """Judge times under ``Tolerances.time_min_rounds`` rounds (``--opprof-force-time``)."""
     scaled: bool = True
     """Scale times by the machine-speed references (False: ``--opprof-raw-times``)."""
+    refined: bool = False
+    """Judge against the baseline as the later baseline sessions' update runs refined it
+    (``pooling.py``: a passing run's rounds join the stored ones) instead of the first's."""
 
     @property
     def label(self) -> str:
@@ -271,6 +277,7 @@ class Setting:
             f"stat={self.statistic} alpha={self.alpha}"
             + (" force-time" if self.force_time else "")
             + ("" if self.scaled else " raw-times")
+            + (" refined-baseline" if self.refined else "")
         )
 
     def tolerances(self) -> Tolerances:
@@ -307,16 +314,22 @@ def _rounds_of(summary: TestSummary, rounds: int | None, floor_ns: int) -> int:
 
 
 def judge(
-    base: dict[str, TestSummary], now: dict[str, TestSummary], setting: Setting
+    bases: list[dict[str, TestSummary]], now: dict[str, TestSummary], setting: Setting
 ) -> dict[str, set[str]]:
-    """{nodeid: ops blamed (``"wall time"`` for the test-level row)} of tests judged regressed."""
+    """{nodeid: ops blamed (``"wall time"`` for the test-level row)} of tests judged regressed.
+
+    ``bases`` are the baseline sessions in order: the first alone is the baseline, or
+    with ``setting.refined`` the entry the later ones' update runs made of it.
+    """
     from pytest_opprof.store import BaselineEntry
 
     out: dict[str, set[str]] = {}
     tol = setting.tolerances()
     machine = _machine()
     floor_ns = setting.min_time_us * 1000
-    base_view = _view(base, setting.rounds, floor_ns)
+    base_view = (
+        _refined(bases, setting) if setting.refined else _view(bases[0], setting.rounds, floor_ns)
+    )
     for nodeid, summary in _view(now, setting.rounds, floor_ns).items():
         if nodeid not in base_view:
             continue
@@ -332,6 +345,44 @@ def judge(
             blamed = {r.op for r in verdict.reasons if r.status == "regressed"}
             blamed |= {m.metric for m in verdict.metrics if m.status == "regressed"}
             out[nodeid] = blamed
+    return out
+
+
+_REFINED: dict[tuple[tuple[int, ...], Setting], dict[str, TestSummary]] = {}
+
+
+def _refined(bases: list[dict[str, TestSummary]], setting: Setting) -> dict[str, TestSummary]:
+    """The baseline after update runs of each later baseline session, in order: a run whose
+    verdict passes joins its rounds to the entry, any other replaces it (the plugin's rule)."""
+    from pytest_opprof.pooling import can_pool, pool
+    from pytest_opprof.store import BaselineEntry
+
+    key = (tuple(id(b) for b in bases), setting)
+    if key in _REFINED:
+        return _REFINED[key]
+    machine = _machine()
+    floor_ns = setting.min_time_us * 1000
+    views = [_view(b, setting.rounds, floor_ns) for b in bases]
+    out = {}
+    for nodeid, entry_summary in views[0].items():
+        for later in views[1:]:
+            summary = later.get(nodeid)
+            if summary is None:
+                continue
+            entry = BaselineEntry(entry_summary, machine, "")
+            verdict = compare(
+                summary,
+                entry,
+                fingerprint=machine.fingerprint,
+                tolerances=setting.tolerances(),
+                force_time=setting.force_time,
+            )
+            if can_pool(summary, entry, verdict, machine.fingerprint):
+                entry_summary = pool(summary, entry_summary)
+            else:
+                entry_summary = summary
+        out[nodeid] = entry_summary
+    _REFINED[key] = out
     return out
 
 
@@ -365,9 +416,19 @@ def pick_rows(result: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
     out = [(f"**defaults**: {r['label']}", r) for r in rows if r["label"] == default]
     raw_default = dataclasses.replace(default_setting(), scaled=False).label
     out += [("defaults, `--opprof-raw-times`", r) for r in rows if r["label"] == raw_default]
+    refined = dataclasses.replace(default_setting(), refined=True).label
+    out += [
+        ("**defaults, baseline refined by update runs**", r) for r in rows if r["label"] == refined
+    ]
     for rounds in (3, 5, 7, 9):
         label = dataclasses.replace(default_setting(), rounds=rounds).label
         out += [(f"defaults, `--opprof-rounds {rounds}`", r) for r in rows if r["label"] == label]
+        label = dataclasses.replace(default_setting(), rounds=rounds, refined=True).label
+        out += [
+            (f"defaults, `--opprof-rounds {rounds}`, refined baseline", r)
+            for r in rows
+            if r["label"] == label
+        ]
         raw = dataclasses.replace(default_setting(), rounds=rounds, scaled=False).label
         out += [
             (f"defaults, `--opprof-rounds {rounds} --opprof-raw-times`", r)
@@ -396,6 +457,11 @@ def _machine() -> MachineInfo:
 
 def settings_grid(max_rounds: int) -> list[Setting]:
     grid = [default_setting(), dataclasses.replace(default_setting(), scaled=False)]
+    grid += [
+        dataclasses.replace(default_setting(), rounds=rounds, refined=True)
+        for rounds in (None, 3, 5, 7, 9)
+        if rounds is None or rounds <= max_rounds
+    ]
     for rounds in sorted({1, 3, 5, 7, max_rounds}):
         if rounds > max_rounds:
             continue
@@ -445,6 +511,8 @@ def run_sessions(args: argparse.Namespace, data: Path) -> None:
             print(f"  pytest-benchmark {label}: {info['seconds']:.1f}s load {info['load']:.2f}")
 
         opprof_session("baseline", {})
+        for i in range(1, args.baseline_sessions):
+            opprof_session(f"baseline-{i}", {})
         for i in range(args.sessions):
             opprof_session(f"unchanged-{i}", {})
         opprof_session("slowed", slow)
@@ -459,6 +527,7 @@ def run_sessions(args: argparse.Namespace, data: Path) -> None:
         "slowed": slowed,
         "slowdown": args.slowdown,
         "sessions": args.sessions,
+        "baseline_sessions": args.baseline_sessions,
         "rounds_measured": args.rounds,
         "iterations_per_ms": ipm,
         "benchmark": args.benchmark,
@@ -472,7 +541,12 @@ def analyze(data: Path, grid: Iterable[Setting] | None = None) -> dict[str, obje
     """Score every setting of ``grid`` on the sessions kept under ``data``."""
     meta = json.loads((data / "meta.json").read_text())
     slowed: list[str] = meta["slowed"]
-    base = load_summaries(data / "opprof-baseline.json")
+    bases = [load_summaries(data / "opprof-baseline.json")]
+    bases += [
+        load_summaries(data / f"opprof-baseline-{i}.json")
+        for i in range(1, meta.get("baseline_sessions", 1))
+    ]
+    base = bases[0]
     unchanged = [
         load_summaries(data / f"opprof-unchanged-{i}.json") for i in range(meta["sessions"])
     ]
@@ -480,8 +554,10 @@ def analyze(data: Path, grid: Iterable[Setting] | None = None) -> dict[str, obje
     n_tests = len(base)
     rows = []
     for setting in grid or settings_grid(meta["rounds_measured"]):
-        false = sum(len(judge(base, run, setting)) for run in unchanged)
-        judged = judge(base, slowed_run, setting)
+        if setting.refined and len(bases) < 2:
+            continue
+        false = sum(len(judge(bases, run, setting)) for run in unchanged)
+        judged = judge(bases, slowed_run, setting)
         detected = sum(1 for name in slowed if KERNEL in judged.get(_nodeid(base, name), set()))
         rows.append(
             {
@@ -554,6 +630,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--tests", type=int, default=200)
     p.add_argument("--sessions", type=int, default=5, help="unchanged sessions")
+    p.add_argument(
+        "--baseline-sessions",
+        type=int,
+        default=3,
+        help="baseline sessions: the first records it, each later one is an update run",
+    )
     p.add_argument("--rounds", type=int, default=5, help="rounds measured per session")
     p.add_argument("--slowdown", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=1)

@@ -3,7 +3,8 @@
 The plugin holds one :class:`BaselineRun` (on the controller under xdist: workers
 send ``TestSummary.to_json()`` back and the controller calls :meth:`judge`).
 Each test is judged against its stored entry (files read once, lazily);
-with ``update`` the tests that passed are staged with :meth:`stage` and
+with ``update`` the tests that passed are staged with :meth:`stage` (pooled
+with their stored rounds when their verdict passed, see ``pooling.py``) and
 :meth:`write` merges them into their module files once, at the end.
 """
 
@@ -13,10 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pytest_opprof.machine import MachineInfo, machine_info
+from pytest_opprof.pooling import can_pool, pool
 from pytest_opprof.report import TestResult
 from pytest_opprof.store import BaselineEntry, baseline_path, load, split_nodeid, update
 from pytest_opprof.summary import TestSummary
-from pytest_opprof.verdict import Tolerances, compare
+from pytest_opprof.verdict import Tolerances, Verdict, compare
 
 
 class BaselineRun:
@@ -37,19 +39,27 @@ class BaselineRun:
         self.results: list[TestResult] = []
         self._files: dict[Path, Mapping[str, BaselineEntry]] = {}
         self._staged: dict[Path, dict[str, BaselineEntry]] = {}
+        self._verdicts: dict[str, Verdict] = {}
+        self.pooled: list[str] = []
+        """Node ids whose staged entry pools their rounds with the stored ones."""
 
     def path_of(self, nodeid: str) -> Path:
         """The baseline file of a test (raises ``BaselineError`` for an unsafe module path)."""
         return baseline_path(self.baseline_dir, split_nodeid(nodeid)[0])
+
+    def stored(self, nodeid: str) -> BaselineEntry | None:
+        """The test's stored entry, if any (raises ``BaselineError`` for an unusable file)."""
+        path = self.path_of(nodeid)
+        if path not in self._files:
+            self._files[path] = load(path)
+        return self._files[path].get(split_nodeid(nodeid)[1])
 
     def judge(
         self, nodeid: str, summary: TestSummary, tolerances: Tolerances | None = None
     ) -> TestResult:
         """Compare a test with its stored entry; ``tolerances`` override the run's (marker)."""
         path = self.path_of(nodeid)
-        if path not in self._files:
-            self._files[path] = load(path)
-        stored = self._files[path].get(split_nodeid(nodeid)[1])
+        stored = self.stored(nodeid)
         verdict = compare(
             summary,
             stored,
@@ -61,12 +71,20 @@ class BaselineRun:
             shown = path.relative_to(self.baseline_dir.parent).as_posix()
         except ValueError:
             shown = str(path)
+        self._verdicts[nodeid] = verdict
         result = TestResult(nodeid, summary, verdict, baseline_file=shown)
         self.results.append(result)
         return result
 
     def stage(self, nodeid: str, summary: TestSummary) -> None:
-        """Record ``summary`` as the test's new baseline when :meth:`write` runs."""
+        """Record ``summary`` as the test's new baseline when :meth:`write` runs: pooled
+        with the stored rounds when it was judged and passed, else replacing them."""
+        stored = self.stored(nodeid)
+        verdict = self._verdicts.get(nodeid)
+        if stored is not None and verdict is not None:
+            if can_pool(summary, stored, verdict, self.machine.fingerprint):
+                summary = pool(summary, stored.summary)
+                self.pooled.append(nodeid)
         entry = BaselineEntry.record(summary, self.machine)
         self._staged.setdefault(self.path_of(nodeid), {})[split_nodeid(nodeid)[1]] = entry
 

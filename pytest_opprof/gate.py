@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from pytest_opprof.baselines import BaselineRun
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.options import GateOptions
+from pytest_opprof.pooling import POOLED_SESSIONS
 from pytest_opprof.report import TestResult, render_text, write_json_report, write_markdown
 from pytest_opprof.store import split_nodeid
 from pytest_opprof.summary import TestSummary
@@ -109,6 +110,19 @@ class Gate:
             memory=overrides.get("memory", base.memory),
             flops=overrides.get("flops", base.flops),
         )
+
+    def times_judged(self, nodeid: str) -> bool:
+        """Whether rounds of this test would buy a time verdict: always when updating
+        (the baseline being recorded), else when its stored baseline has enough rounds."""
+        if self.options.update:
+            return True
+        if _outside_rootdir(nodeid):
+            return False
+        try:
+            stored = self.run.stored(nodeid)
+        except BaselineError:
+            return False  # judge() reports the file
+        return stored is not None and stored.summary.rounds >= self.run.tolerances.time_min_rounds
 
     def judge(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> Judgement:
         """Judge one test whose call passed; say whether (and how) it must fail."""
@@ -226,6 +240,11 @@ class Gate:
         if self.options.update:
             lines += ["", f"wrote {len(self.written)} baseline file(s)"]
             lines += [f"  {_shown_path(p)}" for p in self.written]
+            if self._run is not None and self._run.pooled:
+                lines.append(
+                    f"{len(self._run.pooled)} test(s) passed against their baseline: their "
+                    f"rounds joined it (the last {POOLED_SESSIONS} runs' rounds are kept)"
+                )
         if self.write_error is not None:
             lines.append(self.write_error)
         return lines

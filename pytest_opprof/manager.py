@@ -181,7 +181,10 @@ class OpprofManager:
         if self.options.rounds is not None:
             return rounds_text(self.options.rounds)
         floor_ms = self.options.gate.min_time_ns / 1e6
-        return f"auto ({AUTO_ROUNDS} for tests of {floor_ms:g} ms or more, else 1)"
+        return (
+            f"auto ({AUTO_ROUNDS} for tests of {floor_ms:g} ms or more when recording baselines "
+            "or when the baseline has 3+ rounds, else 1)"
+        )
 
     # -- per test ------------------------------------------------------------
 
@@ -213,7 +216,7 @@ class OpprofManager:
             # others run the body again, and any failure among them fails the test.
             with self._round(rounds):
                 result = yield
-            for _ in range(self._more_rounds(settings, rounds)):
+            for _ in range(self._more_rounds(item, settings, rounds)):
                 with self._round(rounds):
                     item.runtest()
             return result
@@ -221,12 +224,18 @@ class OpprofManager:
             if rounds.profiles:
                 self._pending[item.nodeid] = self._finish(item, settings, rounds)
 
-    def _more_rounds(self, settings: TestSettings, rounds: _Rounds) -> int:
-        """How many rounds to run after the first: auto decides from the first's wall time."""
+    def _more_rounds(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> int:
+        """How many rounds to run after the first.
+
+        ``auto`` repeats a test only when its times can be judged: its first round
+        reached the time floor, and a baseline is being recorded or the stored one
+        has enough rounds.  Without baselines, ``--opprof`` costs one round.
+        """
         if settings.rounds is not None:
             return settings.rounds - 1
-        long_enough = rounds.profiles[0].wall_time_ns >= self.options.gate.min_time_ns
-        return AUTO_ROUNDS - 1 if long_enough else 0
+        if rounds.profiles[0].wall_time_ns < self.options.gate.min_time_ns:
+            return 0
+        return AUTO_ROUNDS - 1 if self.gate.times_judged(item.nodeid) else 0
 
     @contextlib.contextmanager
     def _round(self, rounds: _Rounds) -> Iterator[None]:

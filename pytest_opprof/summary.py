@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pytest_opprof.jsonio import Fields, round_sig
+from pytest_opprof.jsonio import FieldError, Fields, field_path, round_sig
 from pytest_opprof.records import MEMORY_EVENT_NAME
 
 _US_TO_NS = 1000
@@ -309,6 +309,9 @@ class TestSummary:
     """Per round, the Python speed reference's time (ns, see ``speed``); None when not run."""
     native_ref: TimeStats | None = None
     """Per round, the native speed reference's time (ns, see ``speed``); None when not run."""
+    sessions: tuple[int, ...] = ()
+    """Rounds per recording session, oldest first, when a baseline pools several
+    (``pooling.py``); empty for one session's rounds."""
 
     def to_json(self) -> dict[str, object]:
         """``{"rounds", "summary", "ops"}``: the part of a baseline entry this summary fills."""
@@ -328,11 +331,12 @@ class TestSummary:
             figures["speed_ref"] = self.speed_ref.to_json()
         if self.native_ref is not None:
             figures["native_ref"] = self.native_ref.to_json()
-        return {
-            "rounds": self.rounds,
-            "summary": figures,
-            "ops": {key: op.to_json() for key, op in sorted(self.ops.items())},
-        }
+        out: dict[str, object] = {"rounds": self.rounds}
+        if len(self.sessions) > 1:
+            out["sessions"] = list(self.sessions)
+        out["summary"] = figures
+        out["ops"] = {key: op.to_json() for key, op in sorted(self.ops.items())}
+        return out
 
     @classmethod
     def from_json(cls, f: Fields) -> TestSummary:
@@ -342,8 +346,17 @@ class TestSummary:
         device_time = figures.opt_obj("device_time")
         speed_ref = figures.opt_obj("speed_ref")
         native_ref = figures.opt_obj("native_ref")
+        rounds = f.integer("rounds", minimum=1)
+        sessions = tuple(f.integers("sessions")) if f.has("sessions") else ()
+        if sessions and (min(sessions) < 1 or sum(sessions) != rounds):
+            raise FieldError(
+                field_path(f.path, "sessions"),
+                f"expected rounds per session (each >= 1) adding up to rounds {rounds}, "
+                f"got {list(sessions)}",
+            )
         return cls(
-            rounds=f.integer("rounds", minimum=1),
+            rounds=rounds,
+            sessions=sessions if len(sessions) > 1 else (),
             wall_time=TimeStats.from_json(figures.obj("wall_time")),
             cpu_time=TimeStats.from_json(figures.obj("cpu_time")),
             op_count=figures.integer("op_count"),

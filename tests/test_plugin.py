@@ -51,7 +51,10 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     )
 
 
-AUTO_LINE = f"auto ({AUTO_ROUNDS} for tests of 1 ms or more, else 1)"
+AUTO_LINE = (
+    f"auto ({AUTO_ROUNDS} for tests of 1 ms or more when recording baselines or when the "
+    "baseline has 3+ rounds, else 1)"
+)
 
 NUMPY_TESTS = """
 import numpy as np
@@ -193,9 +196,7 @@ def test_opprof_profiles_every_test(pytester: pytest.Pytester) -> None:
     line = next(line for line in result.outlines if line.endswith("::test_matmul"))
     # three matmuls and three divisions at least
     assert int(line.split()[1]) >= 6, line
-    result.stdout.fnmatch_lines(
-        ["opprof: capture numpy; rounds auto (5 for tests of 1 ms or more, else 1), warmup 0"]
-    )
+    result.stdout.fnmatch_lines([f"opprof: capture numpy; rounds {AUTO_LINE}, warmup 0"])
 
 
 def _table_rows(lines: list[str], nodeid: str) -> list[str]:
@@ -482,16 +483,26 @@ def test_after():
 """
 
 
-def test_auto_rounds_repeat_only_tests_long_enough_to_judge(pytester: pytest.Pytester) -> None:
+def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(AUTO_ROUNDS_TESTS)
+    # No baselines: nothing to judge times against, every test runs once.
     result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(
         [
             f"opprof: capture none; rounds {AUTO_LINE}, warmup 0",
-            f"*RUNS {{'long': {AUTO_ROUNDS}, 'short': 1, 'marked': {AUTO_ROUNDS}, 'two': 2}}*",
+            "*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*",
         ]
     )
+    # Recording baselines: the tests of 1 ms or more run AUTO_ROUNDS times.
+    result = run(pytester, "--opprof-update-baselines", "--opprof-capture", "none", "-s")
+    expected = f"*RUNS {{'long': {AUTO_ROUNDS}, 'short': 1, 'marked': {AUTO_ROUNDS}, 'two': 2}}*"
+    result.stdout.fnmatch_lines([expected])
+    # Against those baselines the same tests repeat; the short one's has one round.
+    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
+    result.stdout.fnmatch_lines([expected])
     # The time floor is the threshold: at 10 ms the 3 ms test is too short to judge.
     result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-min-time=10ms")
     result.stdout.fnmatch_lines(["*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*"])
@@ -502,7 +513,8 @@ def test_auto_on_the_command_line_overrides_the_ini(pytester: pytest.Pytester) -
     pytester.makeini("[pytest]\nopprof_rounds = 3\n")
     result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
     result.stdout.fnmatch_lines(["*RUNS {'long': 3, 'short': 3, 'marked': *, 'two': 2}*"])
-    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-rounds=auto")
+    args = ["--opprof-update-baselines", "--opprof-capture", "none", "-s", "--opprof-rounds=auto"]
+    result = run(pytester, *args)
     result.stdout.fnmatch_lines([f"*RUNS {{'long': {AUTO_ROUNDS}, 'short': 1,*"])
     pytester.makeini("[pytest]\nopprof_rounds = often\n")
     result = run(pytester, "--opprof")

@@ -1,0 +1,169 @@
+"""Baselines refined by passing update runs (pytest_opprof/pooling.py): a run whose verdict
+passed joins its rounds to the stored ones, keeping the last POOLED_SESSIONS sessions'."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from baseline_helpers import Row, entry, machine, summary_of
+from test_plugin import run
+
+from pytest_opprof import pooling
+from pytest_opprof.jsonio import FieldError, Fields
+from pytest_opprof.pooling import POOLED_SESSIONS, can_pool, pool
+from pytest_opprof.summary import TestSummary, TimeStats
+from pytest_opprof.verdict import Tolerances, compare
+
+HERE = machine()
+
+
+def measured(kernel_ms: list[float], ref_us: float = 40.0, flops: int = 0) -> TestSummary:
+    """A 'kernel' scope and a matmul per round, with both speed references."""
+    summary = summary_of(
+        [
+            (
+                ms * 1000 + 600,
+                [
+                    Row("kernel", 1, self_cpu_time_total=ms * 1000),
+                    Row("numpy.matmul", 1, self_cpu_time_total=500, flops=flops),
+                ],
+            )
+            for ms in kernel_ms
+        ]
+    )
+    refs = TimeStats.from_samples([ref_us * 1000] * len(kernel_ms))
+    return dataclasses.replace(summary, speed_ref=refs, native_ref=refs)
+
+
+def verdict_of(now: TestSummary, base: TestSummary) -> object:
+    return compare(now, entry(base, HERE), fingerprint=HERE.fingerprint, tolerances=Tolerances())
+
+
+def test_a_passing_run_joins_its_rounds_after_the_stored_ones() -> None:
+    old = measured([2.0, 2.1, 2.0, 2.2, 2.1])
+    new = measured([2.05, 2.0, 2.1, 2.0, 2.15])
+    verdict = compare(new, entry(old, HERE), fingerprint=HERE.fingerprint)
+    assert verdict.status == "pass"
+    assert can_pool(new, entry(old, HERE), verdict, HERE.fingerprint)
+    pooled = pool(new, old)
+    assert pooled.rounds == 10 and pooled.sessions == (5, 5)
+    kernel = pooled.ops["kernel"].self_cpu_time.samples_ns
+    assert kernel == (
+        *old.ops["kernel"].self_cpu_time.samples_ns,
+        *new.ops["kernel"].self_cpu_time.samples_ns,
+    )
+    for series in (pooled.wall_time, pooled.cpu_time, pooled.speed_ref, pooled.native_ref):
+        assert series is not None and len(series.samples_ns) == 10
+    # Deterministic figures are the new run's.
+    assert pooled.flops == new.flops and pooled.op_count == new.op_count
+
+
+def test_only_the_last_sessions_are_kept() -> None:
+    sessions = [measured([2.0 + i / 100] * 5) for i in range(POOLED_SESSIONS + 2)]
+    pooled = sessions[0]
+    for later in sessions[1:]:
+        pooled = pool(later, pooled)
+    assert pooled.sessions == (5,) * POOLED_SESSIONS
+    kept = pooled.ops["kernel"].self_cpu_time.samples_ns
+    oldest_kept = sessions[-POOLED_SESSIONS].ops["kernel"].self_cpu_time.samples_ns
+    assert kept[:5] == oldest_kept
+    assert kept[-5:] == sessions[-1].ops["kernel"].self_cpu_time.samples_ns
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["slower", "more flops", "new op", "other machine", "one round", "no reference"],
+)
+def test_a_run_that_changed_anything_replaces_the_baseline(change: str) -> None:
+    old = measured([2.0, 2.1, 2.0, 2.2, 2.1], flops=1000)
+    stored = entry(old, HERE)
+    fingerprint = HERE.fingerprint
+    new = measured([2.05, 2.0, 2.1, 2.0, 2.15], flops=1000)
+    if change == "slower":
+        new = measured([3.0, 3.1, 3.0, 3.2, 3.1], flops=1000)
+    elif change == "more flops":
+        new = measured([2.05, 2.0, 2.1, 2.0, 2.15], flops=2000)
+    elif change == "new op":
+        extra = summary_of([(2600.0, [Row("kernel", 1, 2000.0), Row("numpy.add", 1, 10.0)])] * 5)
+        new = dataclasses.replace(extra, speed_ref=new.speed_ref, native_ref=new.native_ref)
+    elif change == "other machine":
+        stored = entry(old, machine("Other CPU"))
+    elif change == "one round":
+        new = measured([2.05])
+    elif change == "no reference":
+        new = dataclasses.replace(new, speed_ref=None, native_ref=None)
+    verdict = compare(new, stored, fingerprint=fingerprint)
+    assert not can_pool(new, stored, verdict, fingerprint)
+
+
+def test_sessions_survive_json_and_a_bad_list_names_the_field() -> None:
+    pooled = pool(measured([2.0] * 5), measured([2.1] * 3))
+    data = json.loads(json.dumps(pooled.to_json()))
+    assert data["sessions"] == [3, 5] and data["rounds"] == 8
+    assert TestSummary.from_json(Fields(data)).sessions == (3, 5)
+    single = measured([2.0] * 5).to_json()
+    assert "sessions" not in single
+    data["sessions"] = [3, 4]
+    with pytest.raises(FieldError, match=r"sessions.*adding up to rounds 8"):
+        TestSummary.from_json(Fields(data))
+
+
+# -- through the plugin -------------------------------------------------------------
+
+
+TESTS = """
+import os
+import time
+
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_steady():
+    busy(0.003)
+
+
+def test_changes():
+    busy(0.003 * int(os.environ.get("OPPROF_TEST_FACTOR", "1")))
+"""
+
+
+def stored(pytester: pytest.Pytester, name: str) -> dict[str, object]:
+    files = list(Path(pytester.path, "baselines").rglob("*.json"))
+    assert len(files) == 1, files
+    entry = json.loads(files[0].read_text())["tests"][name]
+    assert isinstance(entry, dict)
+    return entry
+
+
+def test_update_runs_pool_until_something_changes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(Path(pooling.__file__).parents[1]))
+    pytester.makepyfile(TESTS)
+    args = ["--opprof-update-baselines", "--opprof-capture", "none"]
+    # A generous tolerance: the steady test must pass on a busy machine too.
+    args += ["--opprof-time-tolerance", "60%"]
+    result = run(pytester, *args)
+    result.assert_outcomes(passed=2)
+    assert stored(pytester, "test_steady")["rounds"] == 5
+    assert "sessions" not in stored(pytester, "test_steady")
+    run(pytester, *args).stdout.fnmatch_lines(["2 test(s) passed against their baseline*"])
+    assert stored(pytester, "test_steady")["sessions"] == [5, 5]
+    for _ in range(POOLED_SESSIONS):
+        run(pytester, *args)
+    steady = stored(pytester, "test_steady")
+    assert steady["sessions"] == [5] * POOLED_SESSIONS and steady["rounds"] == 5 * POOLED_SESSIONS
+    # Three times slower: the update replaces the pooled rounds with its own.
+    monkeypatch.setenv("OPPROF_TEST_FACTOR", "3")
+    result = run(pytester, *args)
+    result.stdout.fnmatch_lines(["*REGRESSED*test_changes*", "1 test(s) passed against*"])
+    changed = stored(pytester, "test_changes")
+    assert changed["rounds"] == 5 and "sessions" not in changed
+    assert stored(pytester, "test_steady")["sessions"] == [5] * POOLED_SESSIONS
