@@ -399,12 +399,14 @@ def default_setting() -> Setting:
 
 DEFAULT_LABEL = (
     f"Rows: the plugin's defaults (`--opprof-rounds auto`: {options.AUTO_ROUNDS} rounds for "
-    "a test whose first round takes the 1 ms time floor or more, 1 round otherwise, when no "
-    "time of it can be judged), the defaults with `--opprof-rounds` 3, 5, 7 "
-    "and 9 (each also with `--opprof-raw-times`: times judged as measured, not scaled by "
-    "the machine-speed references), the settings that meet the goal (<= 1% false, >= 95% "
-    "detected) with the fewest false regressions, then the best of each number of rounds "
-    "(`force-time`: times judged under 3 rounds with `--opprof-force-time`)."
+    "a test whose first round takes 1 ms, the time floor, or more; 1 round otherwise, when no "
+    "time of it can be judged), judged against the first baseline session alone and against "
+    "the baseline the two later sessions' update runs refined (a passing run's rounds join "
+    "it: what a project that updates its baselines has); the defaults with "
+    "`--opprof-rounds` 3, 5, 7 and 9, and with `--opprof-raw-times` (times judged as "
+    "measured, not scaled by the machine-speed references); then settings that meet the goal "
+    "(<= 1% false, >= 95% detected) and the best of each number of rounds, when they are "
+    "not rows already (`force-time`: times judged under 3 rounds with `--opprof-force-time`)."
 )
 
 

@@ -113,7 +113,8 @@ class Gate:
 
     def times_judged(self, nodeid: str) -> bool:
         """Whether rounds of this test would buy a time verdict: always when updating
-        (the baseline being recorded), else when its stored baseline has enough rounds."""
+        (the baseline being recorded), else when its stored baseline has enough rounds
+        and was recorded on this machine (or ``--opprof-force-time``)."""
         if self.options.update:
             return True
         if _outside_rootdir(nodeid):
@@ -122,7 +123,9 @@ class Gate:
             stored = self.run.stored(nodeid)
         except BaselineError:
             return False  # judge() reports the file
-        return stored is not None and stored.summary.rounds >= self.run.tolerances.time_min_rounds
+        if stored is None or stored.summary.rounds < self.run.tolerances.time_min_rounds:
+            return False
+        return self.options.force_time or stored.machine.fingerprint == self.run.machine.fingerprint
 
     def judge(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> Judgement:
         """Judge one test whose call passed; say whether (and how) it must fail."""

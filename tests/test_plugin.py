@@ -506,6 +506,16 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     # The time floor is the threshold: at 10 ms the 3 ms test is too short to judge.
     result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-min-time=10ms")
     result.stdout.fnmatch_lines(["*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*"])
+    # A baseline from another machine: its times are not judged, so one round.
+    (path,) = Path(pytester.path, "baselines").rglob("*.json")
+    data = json.loads(path.read_text())
+    for test in data["tests"].values():
+        test["machine"]["fingerprint"] = "0" * len(test["machine"]["fingerprint"])
+    path.write_text(json.dumps(data))
+    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
+    result.stdout.fnmatch_lines(["*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*"])
+    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-force-time")
+    result.stdout.fnmatch_lines([expected])
 
 
 def test_auto_on_the_command_line_overrides_the_ini(pytester: pytest.Pytester) -> None:
