@@ -105,6 +105,8 @@ class _Rounds:
     cpu_times_ns: list[int] = field(default_factory=list)
     speed_refs_ns: list[int] = field(default_factory=list)
     native_refs_ns: list[int] = field(default_factory=list)
+    preempted: bool = False
+    """The test started its own profile inside a round: the plugin stepped aside."""
 
 
 class OpprofManager:
@@ -132,6 +134,7 @@ class OpprofManager:
         self.gate = Gate(options.gate, row_limit=options.row_limit)
         self.is_worker = hasattr(config, "workerinput")  # a pytest-xdist worker
         self.not_measured: set[str] = set()  # "what: why" lines from the profiles
+        self.own_profile: list[str] = []  # tests that ran their own profile (not profiled)
 
     # -- session lifecycle -------------------------------------------------
 
@@ -221,7 +224,9 @@ class OpprofManager:
                     item.runtest()
             return result
         finally:
-            if rounds.profiles:
+            if rounds.preempted:
+                self.own_profile.append(item.nodeid)
+            elif rounds.profiles:
                 self._pending[item.nodeid] = self._finish(item, settings, rounds)
 
     def _more_rounds(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> int:
@@ -231,6 +236,8 @@ class OpprofManager:
         reached the time floor, and a baseline is being recorded or the stored one
         has enough rounds.  Without baselines, ``--opprof`` costs one round.
         """
+        if rounds.preempted:
+            return 0  # the test profiles itself: repeating it measures nothing
         if settings.rounds is not None:
             return settings.rounds - 1
         if rounds.profiles[0].wall_time_ns < self.options.gate.min_time_ns:
@@ -249,6 +256,7 @@ class OpprofManager:
         )
         # The machine-speed references bracket the round, outside the profile.
         py_before_ns, native_before_ns = speed.references_ns()
+        prof.yields = True  # a profile the test starts itself stops this one
         prof.start()
         # CPU time of the body only, like the wall time: the first start installs
         # hooks and calibrates, and every stop drains and collects garbage.
@@ -258,12 +266,15 @@ class OpprofManager:
         finally:
             cpu_ns = time.process_time_ns() - cpu_start_ns
             prof.stop()
-            py_after_ns, native_after_ns = speed.references_ns()
-            self.not_measured.update(prof.not_measured)
-            rounds.cpu_times_ns.append(cpu_ns)
-            rounds.speed_refs_ns.append((py_before_ns + py_after_ns) // 2)
-            rounds.native_refs_ns.append((native_before_ns + native_after_ns) // 2)
-            rounds.profiles.append(prof)
+            if prof.preempted:
+                rounds.preempted = True
+            else:
+                py_after_ns, native_after_ns = speed.references_ns()
+                self.not_measured.update(prof.not_measured)
+                rounds.cpu_times_ns.append(cpu_ns)
+                rounds.speed_refs_ns.append((py_before_ns + py_after_ns) // 2)
+                rounds.native_refs_ns.append((native_before_ns + native_after_ns) // 2)
+                rounds.profiles.append(prof)
 
     def _finish(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> ProfiledTest:
         figures = []
@@ -390,6 +401,11 @@ class OpprofManager:
         tr.write_sep("=", "opprof")
         if self.not_measured:
             tr.write_line("opprof: not measured: " + "; ".join(sorted(self.not_measured)))
+        if self.own_profile:
+            tr.write_line(
+                f"opprof: not profiled: {len(self.own_profile)} test(s) started their own "
+                f"opprof profile (e.g. {self.own_profile[0]}); the plugin stepped aside for them"
+            )
         if not self.results:
             tr.write_line("no test was profiled")
             return

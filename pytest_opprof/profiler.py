@@ -98,6 +98,10 @@ class profile:  # lower case: torch.profiler's spelling
         self.wall_time_ns = 0
         self._sources: list[sources.Source] = []
         self._memory_source: sources.Source | None = None
+        self.yields = False
+        """Set by a driver (the pytest plugin's rounds): a profile started while this one
+        records stops this one instead of failing, and sets ``preempted``."""
+        self.preempted = False
         self._records: Records | None = None
         self._events: EventList | None = None
         self._start_ns = 0
@@ -156,10 +160,14 @@ class profile:  # lower case: torch.profiler's spelling
         global _active, _recording
         with _lock:
             if _active is not None:
-                raise OpprofError(
-                    "an opprof profile is already recording; one profile records at a time "
-                    "(stop the other one first)"
-                )
+                if not _active.yields:
+                    raise OpprofError(
+                        "an opprof profile is already recording; one profile records at a "
+                        "time (stop the other one first)"
+                    )
+                outer = _active
+                outer._stop_locked()
+                outer.preempted = True
             wanted = self._wanted_sources()
             options = 0
             if self.record_shapes:
@@ -186,38 +194,45 @@ class profile:  # lower case: torch.profiler's spelling
                 _release(acquired)
                 raise
             self._sources = acquired
+            self.preempted = False
             _active = self
             _recording = True
 
     def stop(self) -> None:
         """Stop recording, drain and merge the records, and remove every hook."""
-        global _active, _recording
         with _lock:
+            if self.preempted:
+                return  # already stopped by the profile that started inside it
             if _active is not self:
                 raise OpprofError("profile.stop(): this profile is not recording")
-            self.wall_time_ns = time.perf_counter_ns() - self._start_ns
-            _recording = False
-            _active = None
-            acquired, self._sources = self._sources, []
-            try:
-                _native.stop()
-                records = _native.drain()
-                for source in acquired:
-                    extra = source.collect()
-                    if extra is not None:
-                        records = records.concat(extra)
-                if self._cuda_source in acquired:
-                    records = self._cuda_source.attach(records)
-                    self.device_memory = self._cuda_source.device_memory
-                self._records = records
-                if self._memory_source in acquired:
-                    from pytest_opprof.sources import memory_source
+            self._stop_locked()
 
-                    # Kept here: the next profile's start clears the native samples.
-                    self._memory_samples = memory_source.memory_samples()
-                    self.memory = memory_source.memory_stats()
-            finally:
-                _release(acquired)
+    def _stop_locked(self) -> None:
+        """Stop, drain and release (the caller holds ``_lock``)."""
+        global _active, _recording
+        self.wall_time_ns = time.perf_counter_ns() - self._start_ns
+        _recording = False
+        _active = None
+        acquired, self._sources = self._sources, []
+        try:
+            _native.stop()
+            records = _native.drain()
+            for source in acquired:
+                extra = source.collect()
+                if extra is not None:
+                    records = records.concat(extra)
+            if self._cuda_source in acquired:
+                records = self._cuda_source.attach(records)
+                self.device_memory = self._cuda_source.device_memory
+            self._records = records
+            if self._memory_source in acquired:
+                from pytest_opprof.sources import memory_source
+
+                # Kept here: the next profile's start clears the native samples.
+                self._memory_samples = memory_source.memory_samples()
+                self.memory = memory_source.memory_stats()
+        finally:
+            _release(acquired)
 
     def records(self) -> Records:
         """The drained and merged records of this profile (after stop)."""

@@ -549,6 +549,34 @@ def test_a_bad_rounds_marker_names_the_accepted_forms(pytester: pytest.Pytester)
     result.stdout.fnmatch_lines(["*rounds*expected an integer >= 1, 'auto' or None*'often'*"])
 
 
+def test_a_test_running_its_own_profile_is_left_to_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import numpy as np
+        import pytest_opprof
+
+        def test_own_profile():
+            with pytest_opprof.profile(capture=["numpy"]) as prof:
+                np.add(np.ones(3), 1)
+            assert "numpy.add" in [e.key for e in prof.key_averages()]
+
+        def test_plain():
+            np.ones(4).sum()
+        """
+    )
+    args = ["--opprof-update-baselines", "--opprof-capture", "numpy", "--opprof-rounds", "3"]
+    result = run(pytester, *args)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: not profiled: 1 test(s) started their own opprof profile "
+            "(e.g. test_a_test_running_its_own_profile_is_left_to_it.py::test_own_profile)*",
+        ]
+    )
+    (path,) = Path(pytester.path, "baselines").rglob("*.json")
+    assert list(json.loads(path.read_text())["tests"]) == ["test_plain"]
+
+
 def test_a_failing_round_fails_the_test(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

@@ -147,6 +147,28 @@ def test_one_profile_records_at_a_time() -> None:
             second.stop()
 
 
+def test_a_yielding_profile_steps_aside_for_one_started_inside_it() -> None:
+    outer = opprof.profile(capture=["none"])
+    outer.yields = True  # what the plugin's rounds set
+    outer.start()
+    with opprof.record_function("before inner"):
+        pass
+    with opprof.profile(capture=["none"]) as inner:
+        with opprof.record_function("inner scope"):
+            pass
+    with opprof.record_function("after inner"):  # nobody records this
+        pass
+    outer.stop()  # already stopped: no error
+    assert outer.preempted and not inner.preempted
+    assert scope_names(outer.records()) == ["before inner"]
+    assert scope_names(inner.records()) == ["inner scope"]
+    # Started again, it records normally.
+    with outer:
+        with opprof.record_function("again"):
+            pass
+    assert not outer.preempted and scope_names(outer.records()) == ["again"]
+
+
 def test_stop_without_start_and_records_before_stop_are_errors() -> None:
     prof = opprof.profile(capture=["none"])
     with pytest.raises(OpprofError, match="not recording"):
