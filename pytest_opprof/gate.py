@@ -115,10 +115,10 @@ class Gate:
         """Whether rounds of this test would buy a time verdict: always when updating
         (the baseline being recorded), else when its stored baseline has enough rounds
         and was recorded on this machine (or ``--opprof-force-time``)."""
+        if _outside_rootdir(nodeid):
+            return False  # never judged nor written
         if self.options.update:
             return True
-        if _outside_rootdir(nodeid):
-            return False
         try:
             stored = self.run.stored(nodeid)
         except BaselineError:
