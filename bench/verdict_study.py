@@ -56,8 +56,9 @@ from _common import loadavg, plugin_args, subprocess_env
 from pytest_opprof import options
 from pytest_opprof.jsonio import Fields
 from pytest_opprof.machine import MachineInfo, machine_info
+from pytest_opprof.store import BaselineEntry
 from pytest_opprof.summary import TestSummary, TimeStats
-from pytest_opprof.verdict import Tolerances, compare
+from pytest_opprof.verdict import Tolerances, Verdict, compare
 
 KERNEL = "kernel"
 PYTHON = sys.executable
@@ -321,11 +322,7 @@ def judge(
     ``bases`` are the baseline sessions in order: the first alone is the baseline, or
     with ``setting.refined`` the entry the later ones' update runs made of it.
     """
-    from pytest_opprof.store import BaselineEntry
-
     out: dict[str, set[str]] = {}
-    tol = setting.tolerances()
-    machine = _machine()
     floor_ns = setting.min_time_us * 1000
     base_view = (
         _refined(bases, setting) if setting.refined else _view(bases[0], setting.rounds, floor_ns)
@@ -333,19 +330,28 @@ def judge(
     for nodeid, summary in _view(now, setting.rounds, floor_ns).items():
         if nodeid not in base_view:
             continue
-        entry = BaselineEntry(base_view[nodeid], machine, "")
-        verdict = compare(
-            summary,
-            entry,
-            fingerprint=machine.fingerprint,
-            tolerances=tol,
-            force_time=setting.force_time,
-        )
+        verdict = _compare(summary, base_view[nodeid], setting)
         if verdict.failed:
             blamed = {r.op for r in verdict.reasons if r.status == "regressed"}
             blamed |= {m.metric for m in verdict.metrics if m.status == "regressed"}
             out[nodeid] = blamed
     return out
+
+
+def _entry(summary: TestSummary) -> BaselineEntry:
+    """``summary`` as a baseline entry recorded on this machine."""
+    return BaselineEntry(summary, _machine(), "")
+
+
+def _compare(summary: TestSummary, base: TestSummary, setting: Setting) -> Verdict:
+    """The plugin's verdict on ``summary`` against ``base`` under ``setting``."""
+    return compare(
+        summary,
+        _entry(base),
+        fingerprint=_machine().fingerprint,
+        tolerances=setting.tolerances(),
+        force_time=setting.force_time,
+    )
 
 
 _REFINED: dict[tuple[tuple[int, ...], Setting], dict[str, TestSummary]] = {}
@@ -355,12 +361,10 @@ def _refined(bases: list[dict[str, TestSummary]], setting: Setting) -> dict[str,
     """The baseline after update runs of each later baseline session, in order: a run whose
     verdict passes joins its rounds to the entry, any other replaces it (the plugin's rule)."""
     from pytest_opprof.pooling import can_pool, pool
-    from pytest_opprof.store import BaselineEntry
 
     key = (tuple(id(b) for b in bases), setting)
     if key in _REFINED:
         return _REFINED[key]
-    machine = _machine()
     floor_ns = setting.min_time_us * 1000
     views = [_view(b, setting.rounds, floor_ns) for b in bases]
     out = {}
@@ -369,15 +373,8 @@ def _refined(bases: list[dict[str, TestSummary]], setting: Setting) -> dict[str,
             summary = later.get(nodeid)
             if summary is None:
                 continue
-            entry = BaselineEntry(entry_summary, machine, "")
-            verdict = compare(
-                summary,
-                entry,
-                fingerprint=machine.fingerprint,
-                tolerances=setting.tolerances(),
-                force_time=setting.force_time,
-            )
-            if can_pool(summary, entry, verdict, machine.fingerprint):
+            verdict = _compare(summary, entry_summary, setting)
+            if can_pool(summary, _entry(entry_summary), verdict, _machine().fingerprint):
                 entry_summary = pool(summary, entry_summary)
             else:
                 entry_summary = summary

@@ -30,12 +30,12 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from pytest_opprof.baselines import BaselineRun
 from pytest_opprof.errors import BaselineError
-from pytest_opprof.options import GateOptions
+from pytest_opprof.options import AUTO_ROUNDS, GateOptions
 from pytest_opprof.pooling import POOLED_SESSIONS
 from pytest_opprof.report import TestResult, render_text, write_json_report, write_markdown
 from pytest_opprof.store import split_nodeid
 from pytest_opprof.summary import TestSummary
-from pytest_opprof.verdict import UPDATE_HINT, Tolerances
+from pytest_opprof.verdict import UPDATE_HINT, Tolerances, judges_time
 
 REQUIRE_HINT = (
     "no baseline yet and --opprof-require-baselines is set; "
@@ -113,8 +113,8 @@ class Gate:
 
     def times_judged(self, nodeid: str) -> bool:
         """Whether rounds of this test would buy a time verdict: always when updating
-        (the baseline being recorded), else when its stored baseline has enough rounds
-        and was recorded on this machine (or ``--opprof-force-time``)."""
+        (the baseline being recorded), else when ``verdict.judges_time`` says its stored
+        baseline would have its times judged against ``AUTO_ROUNDS`` rounds."""
         if _outside_rootdir(nodeid):
             return False  # never judged nor written
         if self.options.update:
@@ -123,9 +123,13 @@ class Gate:
             stored = self.run.stored(nodeid)
         except BaselineError:
             return False  # judge() reports the file
-        if stored is None or stored.summary.rounds < self.run.tolerances.time_min_rounds:
-            return False
-        return self.options.force_time or stored.machine.fingerprint == self.run.machine.fingerprint
+        return stored is not None and judges_time(
+            stored,
+            AUTO_ROUNDS,
+            self.run.machine.fingerprint,
+            self.run.tolerances,
+            self.options.force_time,
+        )
 
     def judge(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> Judgement:
         """Judge one test whose call passed; say whether (and how) it must fail."""

@@ -189,8 +189,7 @@ def compare(
     base = baseline.summary
     notes: list[str] = []
     same_machine = baseline.machine.fingerprint == fingerprint
-    rounds = min(summary.rounds, base.rounds)
-    time_judged = force_time or (same_machine and rounds >= tol.time_min_rounds)
+    time_judged = judges_time(baseline, summary.rounds, fingerprint, tol, force_time)
     if not force_time and not same_machine:
         notes.append(
             f"baseline recorded on another machine ({baseline.machine.describe()}, fingerprint "
@@ -231,6 +230,17 @@ def compare(
         baseline_recorded_at=baseline.recorded_at,
         speed_change=speed_change,
     )
+
+
+def judges_time(
+    baseline: BaselineEntry, rounds: int, fingerprint: str, tol: Tolerances, force_time: bool
+) -> bool:
+    """Whether a summary of ``rounds`` rounds measured on ``fingerprint`` has its times
+    judged against ``baseline``: both sides have ``time_min_rounds`` rounds and the
+    baseline was recorded on this machine, or ``force_time``."""
+    same_machine = baseline.machine.fingerprint == fingerprint
+    enough = min(rounds, baseline.summary.rounds) >= tol.time_min_rounds
+    return force_time or (same_machine and enough)
 
 
 def _totals_status(metrics: list[MetricRow]) -> dict[str, RowStatus]:

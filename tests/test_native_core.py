@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from thread_helpers import run_threads
 
 from pytest_opprof import _native
 from pytest_opprof.errors import NativeError
@@ -194,11 +195,7 @@ def test_three_threads_keep_their_scopes_apart() -> None:
             _native.scope_pop()
 
     def body() -> None:
-        threads = [threading.Thread(target=worker, args=(t,)) for t in "abc"]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(worker, [(t,) for t in "abc"])
 
     records = record(body)
     ev = records.events
@@ -302,11 +299,7 @@ def test_capacity_is_shared_by_all_threads() -> None:
             _native.scope_pop()
 
     def body() -> None:
-        threads = [threading.Thread(target=worker) for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(worker, [()] * 2)
 
     records = record(body)
     # Threads claim the budget in blocks of capacity/64: at most one block
@@ -402,11 +395,7 @@ def test_names_intern_from_many_threads_agree() -> None:
             ids.append(int(p[0]))
         out.append(ids)
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(worker, [()] * 4)
     assert all(ids == out[0] for ids in out)
     assert len(set(out[0])) == len(words)
 

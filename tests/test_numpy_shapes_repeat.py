@@ -6,9 +6,8 @@ own, in any order of repeats and changes."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
+from thread_helpers import run_threads
 
 import pytest_opprof as opprof
 from pytest_opprof.records import FLAG_TRUNCATED, Records
@@ -87,11 +86,7 @@ def test_threads_repeating_different_shapes_each_keep_their_own() -> None:
             np.add(x, x)
 
     def run() -> None:
-        threads = [threading.Thread(target=work, args=(x,)) for x in arrays]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(work, [(x,) for x in arrays])
 
     recs = _record(run)
     ev = recs.events

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from thread_helpers import run_threads
 
 import pytest_opprof as opprof
 from pytest_opprof import _native, profiler, sources
@@ -214,11 +214,7 @@ def test_scopes_from_threads_land_in_one_profile() -> None:
             pass
 
     with opprof.profile(capture=["none"]) as prof:
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(worker, [(i,) for i in range(3)])
     records = prof.records()
     assert sorted(scope_names(records)) == ["thread 0", "thread 1", "thread 2"]
     assert len(set(records.events["thread"])) == 3

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 import types
 
 import pytest
+from thread_helpers import run_threads
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
@@ -52,11 +52,7 @@ def test_scopes_from_threads_stay_per_thread() -> None:
                 pass
 
     with opprof.profile(capture=["none"]) as prof:
-        threads = [threading.Thread(target=work) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(work, [()] * 4)
     rows = {r.key: r for r in prof.key_averages()}
     assert rows["worker"].count == 400
     assert len({e.thread for e in prof.events()}) == 4
