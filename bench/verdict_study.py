@@ -27,7 +27,10 @@ opprof sessions run with ``--opprof-rounds R`` for the largest R studied and
 no warm-up; verdicts for fewer rounds take each test's first rounds, which is
 what a session with fewer rounds measures (the default, ``auto``, is scored
 the same way: ``options.AUTO_ROUNDS`` first rounds for a test whose first round
-took at least the time floor, its first round alone otherwise).  Verdicts are computed with
+took at least the time floor, its first round alone otherwise; and, when the
+verdict on those is ``time_undecided`` (a time near its tolerance or beyond),
+the first ``AUTO_ROUNDS + CONFIRM_ROUNDS``: the plugin's confirmation rounds,
+in update runs too).  Verdicts are computed with
 ``pytest_opprof.verdict.compare`` (the plugin's own comparison) over a grid of
 settings, so one set of sessions scores every candidate default.
 
@@ -269,6 +272,8 @@ class Setting:
     refined: bool = False
     """Judge against the baseline as the later baseline sessions' update runs refined it
     (``pooling.py``: a passing run's rounds join the stored ones) instead of the first's."""
+    confirm: bool = True
+    """With ``auto``: the confirmation rounds of an undecided verdict (False: without)."""
 
     @property
     def label(self) -> str:
@@ -279,6 +284,7 @@ class Setting:
             + (" force-time" if self.force_time else "")
             + ("" if self.scaled else " raw-times")
             + (" refined-baseline" if self.refined else "")
+            + ("" if self.confirm or self.rounds is not None else " no-confirm")
         )
 
     def tolerances(self) -> Tolerances:
@@ -292,7 +298,7 @@ class Setting:
         )
 
 
-_VIEWS: dict[tuple[int, int], dict[str, TestSummary]] = {}
+_VIEWS: dict[tuple[int, int | None, int], dict[str, TestSummary]] = {}
 
 
 def _view(
@@ -330,12 +336,45 @@ def judge(
     for nodeid, summary in _view(now, setting.rounds, floor_ns).items():
         if nodeid not in base_view:
             continue
+        summary = _confirmed(summary, now[nodeid], base_view[nodeid], setting)
         verdict = _compare(summary, base_view[nodeid], setting)
         if verdict.failed:
             blamed = {r.op for r in verdict.reasons if r.status == "regressed"}
             blamed |= {m.metric for m in verdict.metrics if m.status == "regressed"}
             out[nodeid] = blamed
     return out
+
+
+def _confirmed(
+    summary: TestSummary, measured: TestSummary, base: TestSummary, setting: Setting
+) -> TestSummary:
+    """``summary`` (a test's view under ``setting``), or with ``auto``'s confirmation
+    rounds when the verdict on it against ``base`` is undecided: the first
+    ``AUTO_ROUNDS + CONFIRM_ROUNDS`` rounds of all that were ``measured``."""
+    if setting.rounds is not None or not setting.confirm or summary.rounds < options.AUTO_ROUNDS:
+        return summary
+    if not _compare(summary, base, setting).time_undecided:
+        return summary
+    return first_rounds(measured, options.AUTO_ROUNDS + options.CONFIRM_ROUNDS)
+
+
+def confirmed_share(
+    bases: list[dict[str, TestSummary]], runs: list[dict[str, TestSummary]], setting: Setting
+) -> float:
+    """The share of the tests judged in ``runs`` that ``auto`` confirmed with more rounds
+    (what its confirmation costs in sessions with nothing changed)."""
+    floor_ns = setting.min_time_us * 1000
+    base_view = (
+        _refined(bases, setting) if setting.refined else _view(bases[0], setting.rounds, floor_ns)
+    )
+    judged = confirmed = 0
+    for run in runs:
+        for nodeid, summary in _view(run, setting.rounds, floor_ns).items():
+            if nodeid in base_view:
+                judged += 1
+                seen = _confirmed(summary, run[nodeid], base_view[nodeid], setting)
+                confirmed += seen is not summary
+    return confirmed / max(1, judged)
 
 
 def _entry(summary: TestSummary) -> BaselineEntry:
@@ -369,10 +408,11 @@ def _refined(bases: list[dict[str, TestSummary]], setting: Setting) -> dict[str,
     views = [_view(b, setting.rounds, floor_ns) for b in bases]
     out = {}
     for nodeid, entry_summary in views[0].items():
-        for later in views[1:]:
+        for later, measured in zip(views[1:], bases[1:], strict=True):
             summary = later.get(nodeid)
             if summary is None:
                 continue
+            summary = _confirmed(summary, measured[nodeid], entry_summary, setting)
             verdict = _compare(summary, entry_summary, setting)
             if can_pool(summary, _entry(entry_summary), verdict, _machine().fingerprint):
                 entry_summary = pool(summary, entry_summary)
@@ -419,6 +459,13 @@ def pick_rows(result: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
     out += [
         ("**defaults, baseline refined by update runs**", r) for r in rows if r["label"] == refined
     ]
+    for refined_too, what in ((False, ""), (True, ", refined baseline")):
+        label = dataclasses.replace(default_setting(), confirm=False, refined=refined_too).label
+        out += [
+            (f"defaults without the confirmation rounds{what}", r)
+            for r in rows
+            if r["label"] == label
+        ]
     for rounds in (3, 5, 7, 9):
         label = dataclasses.replace(default_setting(), rounds=rounds).label
         out += [(f"defaults, `--opprof-rounds {rounds}`", r) for r in rows if r["label"] == label]
@@ -460,6 +507,10 @@ def settings_grid(max_rounds: int) -> list[Setting]:
         dataclasses.replace(default_setting(), rounds=rounds, refined=True)
         for rounds in (None, 3, 5, 7, 9)
         if rounds is None or rounds <= max_rounds
+    ]
+    grid += [
+        dataclasses.replace(default_setting(), confirm=False, refined=refined)
+        for refined in (False, True)
     ]
     for rounds in sorted({1, 3, 5, 7, max_rounds}):
         if rounds > max_rounds:
@@ -573,6 +624,8 @@ def analyze(data: Path, grid: Iterable[Setting] | None = None) -> dict[str, obje
             }
         )
     result: dict[str, object] = {**meta, "slowed": len(slowed), "opprof": rows}
+    refined = dataclasses.replace(default_setting(), refined=len(bases) > 1)
+    result["confirmed_share"] = confirmed_share(bases, unchanged, refined)
     if meta["benchmark"]:
         flagged = [
             set(json.loads((data / f"benchmark-unchanged-{i}.json").read_text()))
@@ -606,6 +659,10 @@ def print_table(result: dict[str, object], only: Iterable[str] | None = None) ->
         f"1-min load average at each session's start: {min(loads):.2f}-{max(loads):.2f} "
         f"on {os.cpu_count()} cores (other processes share this machine)"
     )
+    print(
+        f"auto confirmed {result['confirmed_share']:.1%} of the tests of the unchanged sessions "
+        f"with {options.CONFIRM_ROUNDS} more rounds"
+    )
     print(f"{'setting':58} {'false':>12} {'detected':>12}")
     for row in rows:
         if only is not None and row["label"] not in only:
@@ -635,7 +692,13 @@ def parser() -> argparse.ArgumentParser:
         default=3,
         help="baseline sessions: the first records it, each later one is an update run",
     )
-    p.add_argument("--rounds", type=int, default=5, help="rounds measured per session")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=options.AUTO_ROUNDS + options.CONFIRM_ROUNDS,
+        help="rounds measured per session (auto's confirmation rounds need "
+        f"{options.AUTO_ROUNDS + options.CONFIRM_ROUNDS})",
+    )
     p.add_argument("--slowdown", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--benchmark-max-time", type=float, default=0.05)

@@ -54,19 +54,24 @@ class BaselineRun:
             self._files[path] = load(path)
         return self._files[path].get(split_nodeid(nodeid)[1])
 
+    def verdict(
+        self, nodeid: str, summary: TestSummary, tolerances: Tolerances | None = None
+    ) -> Verdict:
+        """The verdict on ``summary`` against the stored entry, recorded nowhere."""
+        return compare(
+            summary,
+            self.stored(nodeid),
+            fingerprint=self.machine.fingerprint,
+            tolerances=tolerances or self.tolerances,
+            force_time=self.force_time,
+        )
+
     def judge(
         self, nodeid: str, summary: TestSummary, tolerances: Tolerances | None = None
     ) -> TestResult:
         """Compare a test with its stored entry; ``tolerances`` override the run's (marker)."""
         path = self.path_of(nodeid)
-        stored = self.stored(nodeid)
-        verdict = compare(
-            summary,
-            stored,
-            fingerprint=self.machine.fingerprint,
-            tolerances=tolerances or self.tolerances,
-            force_time=self.force_time,
-        )
+        verdict = self.verdict(nodeid, summary, tolerances)
         try:
             shown = path.relative_to(self.baseline_dir.parent).as_posix()
         except ValueError:

@@ -131,6 +131,17 @@ class Gate:
             self.options.force_time,
         )
 
+    def undecided(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> bool:
+        """Whether the verdict on these rounds is ``time_undecided`` (a time close to its
+        tolerance or beyond it): more rounds could change it.  Judges nothing."""
+        if _outside_rootdir(nodeid):
+            return False
+        try:
+            verdict = self.run.verdict(nodeid, summary, self.tolerances(overrides))
+        except BaselineError:
+            return False  # judge() reports the file
+        return verdict.time_undecided
+
     def judge(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> Judgement:
         """Judge one test whose call passed; say whether (and how) it must fail."""
         if _outside_rootdir(nodeid):

@@ -37,7 +37,8 @@ from pytest_opprof.marker import (
     TestSettings,
     settings_for,
 )
-from pytest_opprof.options import AUTO_ROUNDS, OpprofOptions, rounds_text
+from pytest_opprof.model import EventList
+from pytest_opprof.options import AUTO_ROUNDS, CONFIRM_ROUNDS, OpprofOptions, rounds_text
 from pytest_opprof.profiler import profile
 from pytest_opprof.records import MEMORY_EVENT_NAME
 from pytest_opprof.render.units import format_time
@@ -48,6 +49,9 @@ from pytest_opprof.summary import RoundFigures, TestSummary, summarize_rounds
 settings_key = pytest.StashKey[TestSettings]()
 
 REPORT_ATTRIBUTE = "opprof"
+STEPPED_ASIDE_ATTRIBUTE = "opprof_stepped_aside"
+"""Set on the call report of a test that started its own profile (the plugin stepped
+aside), so a pytest-xdist controller learns it from its workers too."""
 
 
 @dataclass
@@ -107,6 +111,19 @@ class _Rounds:
     native_refs_ns: list[int] = field(default_factory=list)
     preempted: bool = False
     """The test started its own profile inside a round: the plugin stepped aside."""
+    figures: list[RoundFigures] = field(default_factory=list)
+    averages: list[EventList] = field(default_factory=list)
+    """Per summarised round: its figures and its ``key_averages()`` (for the table)."""
+
+
+def _overrides(settings: TestSettings) -> dict[str, float]:
+    """The marker's tolerance overrides (``time``, ``memory``, ``flops``) that are set."""
+    overrides = {
+        "time": settings.time_tolerance,
+        "memory": settings.memory_tolerance,
+        "flops": settings.flops_tolerance,
+    }
+    return {k: v for k, v in overrides.items() if v is not None}
 
 
 class OpprofManager:
@@ -135,6 +152,7 @@ class OpprofManager:
         self.is_worker = hasattr(config, "workerinput")  # a pytest-xdist worker
         self.not_measured: set[str] = set()  # "what: why" lines from the profiles
         self.own_profile: list[str] = []  # tests that ran their own profile (not profiled)
+        self._stepped_aside: set[str] = set()  # ... whose call report is not made yet
 
     # -- session lifecycle -------------------------------------------------
 
@@ -186,7 +204,8 @@ class OpprofManager:
         floor_ms = self.options.gate.min_time_ns / 1e6
         return (
             f"auto ({AUTO_ROUNDS} for tests of {floor_ms:g} ms or more when recording baselines "
-            "or when the baseline has 3+ rounds, else 1)"
+            f"or when the baseline has 3+ rounds, {CONFIRM_ROUNDS} more when a time is near its "
+            "tolerance, else 1)"
         )
 
     # -- per test ------------------------------------------------------------
@@ -222,10 +241,14 @@ class OpprofManager:
             for _ in range(self._more_rounds(item, settings, rounds)):
                 with self._round(rounds):
                     item.runtest()
+            if self._undecided(item, settings, rounds):
+                for _ in range(CONFIRM_ROUNDS):
+                    with self._round(rounds):
+                        item.runtest()
             return result
         finally:
             if rounds.preempted:
-                self.own_profile.append(item.nodeid)
+                self._stepped_aside.add(item.nodeid)
             elif rounds.profiles:
                 self._pending[item.nodeid] = self._finish(item, settings, rounds)
 
@@ -243,6 +266,18 @@ class OpprofManager:
         if rounds.profiles[0].wall_time_ns < self.options.gate.min_time_ns:
             return 0
         return AUTO_ROUNDS - 1 if self.gate.times_judged(item.nodeid) else 0
+
+    def _undecided(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> bool:
+        """Whether ``auto`` confirms: its ``AUTO_ROUNDS`` rounds left a time close to its
+        tolerance, or beyond it, against the stored baseline (``verdict.time_undecided``).
+
+        Judging all the rounds then buys most of what ``AUTO_ROUNDS + CONFIRM_ROUNDS``
+        rounds for every test buy, at the cost of the few tests near their tolerance.
+        """
+        if settings.rounds is not None or rounds.preempted or len(rounds.profiles) < AUTO_ROUNDS:
+            return False
+        summary = summarize_rounds(self._figures(settings, rounds))
+        return self.gate.undecided(item.nodeid, summary, _overrides(settings))
 
     @contextlib.contextmanager
     def _round(self, rounds: _Rounds) -> Iterator[None]:
@@ -276,38 +311,37 @@ class OpprofManager:
                 rounds.native_refs_ns.append((native_before_ns + native_after_ns) // 2)
                 rounds.profiles.append(prof)
 
-    def _finish(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> ProfiledTest:
-        figures = []
-        averages = []
-        for prof, cpu_ns, speed_ref_ns, native_ref_ns in zip(
-            rounds.profiles,
-            rounds.cpu_times_ns,
-            rounds.speed_refs_ns,
-            rounds.native_refs_ns,
-            strict=True,
-        ):
+    def _figures(self, settings: TestSettings, rounds: _Rounds) -> list[RoundFigures]:
+        """Each measured round's figures (its ``key_averages`` kept for the table), made
+        once per round."""
+        for i in range(len(rounds.figures), len(rounds.profiles)):
+            prof = rounds.profiles[i]
             rows = prof.key_averages(group_by_input_shape=settings.group_by_input_shape)
-            averages.append(rows)
-            figures.append(
+            rounds.averages.append(rows)
+            rounds.figures.append(
                 RoundFigures.from_events(
                     rows,
                     wall_time_ns=prof.wall_time_ns,
-                    cpu_time_ns=cpu_ns,
+                    cpu_time_ns=rounds.cpu_times_ns[i],
                     memory=prof.memory,
                     by_input_shape=settings.group_by_input_shape,
                     device_memory_bytes=(
                         prof.device_memory.peak_bytes if prof.device_memory is not None else None
                     ),
-                    speed_ref_ns=speed_ref_ns,
-                    native_ref_ns=native_ref_ns,
+                    speed_ref_ns=rounds.speed_refs_ns[i],
+                    native_ref_ns=rounds.native_refs_ns[i],
                 )
             )
+        return rounds.figures
+
+    def _finish(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> ProfiledTest:
+        figures = self._figures(settings, rounds)
         # The printed table and the trace show one actual round: the median by wall time.
         walls = [f.wall_time_ns for f in figures]
         shown = walls.index(statistics.median_low(walls))
         table = None
         if settings.marked or self.config.get_verbosity() >= 2:
-            table = averages[shown].table(
+            table = rounds.averages[shown].table(
                 sort_by=settings.sort_by,
                 row_limit=settings.row_limit,
                 time_unit=settings.time_unit,
@@ -322,18 +356,13 @@ class OpprofManager:
                 path.unlink()
             rounds.profiles[shown].export_chrome_trace(str(path))
             trace_path = str(path)
-        overrides = {
-            "time": settings.time_tolerance,
-            "memory": settings.memory_tolerance,
-            "flops": settings.flops_tolerance,
-        }
         return ProfiledTest(
             nodeid=item.nodeid,
             marked=settings.marked,
             summary=summarize_rounds(figures),
             table=table,
             trace_path=trace_path,
-            tolerances={k: v for k, v in overrides.items() if v is not None},
+            tolerances=_overrides(settings),
         )
 
     @pytest.hookimpl(wrapper=True)
@@ -343,6 +372,9 @@ class OpprofManager:
         report = yield
         if call.when != "call":
             return report
+        if item.nodeid in self._stepped_aside:
+            self._stepped_aside.discard(item.nodeid)
+            setattr(report, STEPPED_ASIDE_ATTRIBUTE, True)
         result = self._pending.pop(item.nodeid, None)
         if result is None:
             return report
@@ -372,6 +404,8 @@ class OpprofManager:
             return  # a pytest-xdist worker: its controller collects from the report
         if report.when == "teardown":
             self.gate.teardown_done(report.nodeid, report.passed)
+        if getattr(report, STEPPED_ASIDE_ATTRIBUTE, False):
+            self.own_profile.append(report.nodeid)
         data = getattr(report, REPORT_ATTRIBUTE, None)
         if report.when != "call" or data is None:
             return

@@ -29,8 +29,10 @@ T = TypeVar("T")
 DEFAULT_ROW_LIMIT = 20
 DEFAULT_ROUNDS: int | None = None
 """``auto``: ``AUTO_ROUNDS`` rounds for a test whose first round takes at least the time
-floor (``--opprof-min-time``), one round for a shorter one (no time of it is judged)."""
+floor (``--opprof-min-time``) and whose times can be judged, one round otherwise; then
+``CONFIRM_ROUNDS`` more when the verdict on them is ``time_undecided`` (verdict.py)."""
 AUTO_ROUNDS = 5
+CONFIRM_ROUNDS = 4
 DEFAULT_WARMUP = 0
 DEFAULT_BASELINE_DIR = "baselines"
 # The defaults of verdict.Tolerances (verdict.py imports numpy, which this module must not),
@@ -191,7 +193,9 @@ def add_options(parser: pytest.Parser) -> None:
         type=_argparse_type(_checked_rounds_text),
         default=None,
         help=f"measured runs of each test body, or auto: {AUTO_ROUNDS} for a test whose "
-        "first run takes at least --opprof-min-time, else 1; the median run is reported; "
+        "first run takes at least --opprof-min-time and whose times can be judged, "
+        f"{CONFIRM_ROUNDS} more when a time comes within half its tolerance of regressing, "
+        "else 1; the median run is reported; "
         f"times are judged from 3 rounds on (default {rounds_text(DEFAULT_ROUNDS)})",
     )
     group.addoption(

@@ -32,6 +32,12 @@ Rules (each threshold is a :class:`Tolerances` field):
   verdict study measured): a slow phase of a shared machine slows the references
   with the test, so it largely cancels; a slower op does not slow the references.
   ``speed_scaled=False`` (``--opprof-raw-times``) judges times as measured.
+* A verdict whose times are close, a judged time that regressed or came within
+  ``CONFIRM_BAND`` of its tolerance, is ``time_undecided``: ``--opprof-rounds auto``
+  then runs ``options.CONFIRM_ROUNDS`` more rounds and judges all of them
+  (``manager.py``).  In the verdict study this sequential design gave most of
+  what 9 rounds for every test give, at the cost of 4 more rounds for the few
+  tests near their tolerance.
 * Improvements beyond tolerance never fail; they carry a hint to update baselines.
 """
 
@@ -56,6 +62,9 @@ RowStatus = Literal["pass", "regressed", "improved", "info", "not judged"]
 UPDATE_HINT = "run with --opprof-update-baselines to record the improvement"
 SPEED_NOTE_AT = 0.05
 """Machine-speed changes from this size on get a note in the verdict."""
+CONFIRM_BAND = 0.5
+"""A judged time slower than its baseline by more than this fraction of its tolerance
+makes the verdict ``time_undecided`` (7.5% at the default 15%)."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +163,9 @@ class Verdict:
     speed_change: float | None = None
     """How much slower the machine-speed reference ran than in the baseline (0.1 = 10%);
     None when times were not scaled."""
+    time_undecided: bool = False
+    """A judged time regressed or came within ``CONFIRM_BAND`` of its tolerance: more
+    rounds could change the verdict."""
 
     @property
     def failed(self) -> bool:
@@ -229,6 +241,7 @@ def compare(
         time_judged=time_judged,
         baseline_recorded_at=baseline.recorded_at,
         speed_change=speed_change,
+        time_undecided=time_judged and _close_times(summary, base, tol),
     )
 
 
@@ -241,6 +254,25 @@ def judges_time(
     same_machine = baseline.machine.fingerprint == fingerprint
     enough = min(rounds, baseline.summary.rounds) >= tol.time_min_rounds
     return force_time or (same_machine and enough)
+
+
+def _close_times(now: TestSummary, base: TestSummary, tol: Tolerances) -> bool:
+    """Whether the wall time or an op's self time, judged (at or above the floor), is
+    slower than the baseline by more than ``CONFIRM_BAND`` of the time tolerance."""
+    pairs = [(base.wall_time, now.wall_time)]
+    pairs += [
+        (op.self_cpu_time, now.ops[key].self_cpu_time)
+        for key, op in base.ops.items()
+        if key in now.ops
+    ]
+    if base.device_time is not None and now.device_time is not None:
+        pairs.append((base.device_time, now.device_time))
+    limit = 1 + tol.time * CONFIRM_BAND
+    for b_stats, c_stats in pairs:
+        b, c = tol.figure(b_stats), tol.figure(c_stats)
+        if max(b, c) >= tol.min_time_ns and c > b * limit:
+            return True
+    return False
 
 
 def _totals_status(metrics: list[MetricRow]) -> dict[str, RowStatus]:

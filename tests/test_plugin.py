@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import pytest_opprof.plugin
 from pytest_opprof.manager import trace_file
-from pytest_opprof.options import AUTO_ROUNDS
+from pytest_opprof.options import AUTO_ROUNDS, CONFIRM_ROUNDS
 
 REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[1]
 
@@ -53,7 +53,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 AUTO_LINE = (
     f"auto ({AUTO_ROUNDS} for tests of 1 ms or more when recording baselines or when the "
-    "baseline has 3+ rounds, else 1)"
+    f"baseline has 3+ rounds, {CONFIRM_ROUNDS} more when a time is near its tolerance, else 1)"
 )
 
 NUMPY_TESTS = """
@@ -487,6 +487,8 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(AUTO_ROUNDS_TESTS)
+    # A tolerance no noise comes near: no time is close enough to confirm (see below).
+    pytester.makeini("[pytest]\nopprof_time_tolerance = 1000%\n")
     # No baselines: nothing to judge times against, every test runs once.
     result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
     result.assert_outcomes(passed=5)
@@ -516,6 +518,63 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     result.stdout.fnmatch_lines(["*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*"])
     result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-force-time")
     result.stdout.fnmatch_lines([expected])
+
+
+CONFIRM_TESTS = """
+import os
+import time
+
+import pytest
+
+RUNS = []
+
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_changed():
+    RUNS.append("changed")
+    busy(float(os.environ.get("BUSY_SECONDS", "0.002")))
+
+
+@pytest.mark.profile(time_tolerance="1000%")
+def test_steady():
+    RUNS.append("steady")
+    busy(0.002)
+
+
+def test_after():
+    print("RUNS", {k: RUNS.count(k) for k in ("changed", "steady")})
+"""
+
+
+def test_auto_confirms_a_time_near_or_beyond_its_tolerance_with_more_rounds(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(CONFIRM_TESTS)
+    result = run(pytester, "--opprof-update-baselines", "--opprof-capture", "none", "-s")
+    # Nothing stored to judge against yet: no confirmation.
+    result.stdout.fnmatch_lines([f"*RUNS {{'changed': {AUTO_ROUNDS}, 'steady': {AUTO_ROUNDS}}}*"])
+    monkeypatch.setenv("BUSY_SECONDS", "0.006")  # 3x: far beyond the 15% tolerance
+    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
+    confirmed = AUTO_ROUNDS + CONFIRM_ROUNDS
+    result.stdout.fnmatch_lines([f"*RUNS {{'changed': {confirmed}, 'steady': {AUTO_ROUNDS}}}*"])
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["REGRESSED *::test_changed *"])
+    # An explicit number of rounds is that number.
+    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-rounds=5")
+    result.stdout.fnmatch_lines(["*RUNS {'changed': 5, 'steady': 5}*"])
+    # An update run confirms too; the regressed entry is replaced by all its rounds.
+    result = run(pytester, "--opprof-update-baselines", "--opprof-capture", "none", "-s")
+    result.stdout.fnmatch_lines([f"*RUNS {{'changed': {confirmed}, 'steady': {AUTO_ROUNDS}}}*"])
+    (path,) = Path(pytester.path, "baselines").rglob("*.json")
+    tests = json.loads(path.read_text())["tests"]
+    assert tests["test_changed"]["rounds"] == confirmed
+    # The steady test passed: its new rounds joined the stored ones.
+    assert tests["test_steady"]["rounds"] == 2 * AUTO_ROUNDS
 
 
 def test_auto_on_the_command_line_overrides_the_ini(pytester: pytest.Pytester) -> None:
@@ -575,6 +634,10 @@ def test_a_test_running_its_own_profile_is_left_to_it(pytester: pytest.Pytester)
     )
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
     assert list(json.loads(path.read_text())["tests"]) == ["test_plain"]
+    # Under pytest-xdist the worker that ran it tells the controller, which prints the line.
+    result = run(pytester, *args, "-n", "2")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["opprof: not profiled: 1 test(s) started their own*"])
 
 
 def test_a_failing_round_fails_the_test(pytester: pytest.Pytester) -> None:
