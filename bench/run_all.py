@@ -184,7 +184,7 @@ def md_key_averages(d: dict[str, Any]) -> str:
 
 
 def md_accuracy(d: dict[str, Any]) -> str:
-    return d.get("markdown", "```\n" + json.dumps(d, indent=1) + "\n```")
+    return str(d.get("markdown", "```\n" + json.dumps(d, indent=1) + "\n```"))
 
 
 def md_suite(d: dict[str, Any]) -> str:
@@ -203,7 +203,8 @@ def md_suite(d: dict[str, Any]) -> str:
     return (
         f"Whole pytest process, {d['repeats']} repeats; plain, `--opprof` (defaults: "
         "`--opprof-rounds auto` runs each test of 1 ms or more 5 times so that its times can "
-        "be judged) and `--opprof --opprof-rounds 1` (the cost of profiling alone) back to "
+        "be judged, and 4 more when they put a time beyond its tolerance) and "
+        "`--opprof --opprof-rounds 1` (the cost of profiling alone) back to "
         f'back; ratios per repeat. numpy tests selected with `-k "{d.get("numpy_k", "")}"`.\n\n'
         + _table(
             [
@@ -253,7 +254,9 @@ def md_verdict(d: dict[str, Any]) -> str:
         f"+{d['slowdown']:.0%} injected into the kernel of {d['slowed']} random tests "
         f"(detected = judged regressed *because of* `kernel`). opprof sessions measured "
         f"{d['rounds_measured']} rounds; fewer rounds are scored on each test's first rounds. "
-        f"Load average during the sessions: {min(loads):.1f}-{max(loads):.1f}. "
+        f"Load average during the sessions: {min(loads):.1f}-{max(loads):.1f}. `auto` "
+        f"confirmed {d.get('confirmed_share', 0.0):.1%} of the tests of the unchanged sessions "
+        "(judged against the refined baseline) with 4 more rounds. "
         f"{DEFAULT_LABEL}\n\n"
         + _table(["setting", "false regressions", "detected", "false in slowed session"], rows)
         + "\n\n![verdict quality](bench/plots/verdict.png)"

@@ -28,7 +28,7 @@ no warm-up; verdicts for fewer rounds take each test's first rounds, which is
 what a session with fewer rounds measures (the default, ``auto``, is scored
 the same way: ``options.AUTO_ROUNDS`` first rounds for a test whose first round
 took at least the time floor, its first round alone otherwise; and, when the
-verdict on those is ``time_undecided`` (a time near its tolerance or beyond),
+verdict on those is ``time_undecided`` (a time beyond its tolerance),
 the first ``AUTO_ROUNDS + CONFIRM_ROUNDS``: the plugin's confirmation rounds,
 in update runs too).  Verdicts are computed with
 ``pytest_opprof.verdict.compare`` (the plugin's own comparison) over a grid of
@@ -437,10 +437,13 @@ def default_setting() -> Setting:
 DEFAULT_LABEL = (
     f"Rows: the plugin's defaults (`--opprof-rounds auto`: {options.AUTO_ROUNDS} rounds for "
     "a test whose first round takes 1 ms, the time floor, or more; 1 round otherwise, when no "
-    "time of it can be judged), judged against the first baseline session alone and against "
+    f"time of it can be judged; {options.CONFIRM_ROUNDS} more, and a verdict on all of them, "
+    "when the first ones put a time beyond its tolerance), judged against the first baseline "
+    "session alone and against "
     "the baseline the two later sessions' update runs refined (a passing run's rounds join "
     "it: what a project that updates its baselines has); the defaults with "
-    "`--opprof-rounds` 3, 5, 7 and 9, and with `--opprof-raw-times` (times judged as "
+    "`--opprof-rounds` 3, 5, 7 and 9, without the confirmation rounds, and with "
+    "`--opprof-raw-times` (times judged as "
     "measured, not scaled by the machine-speed references); then settings that meet the goal "
     "(<= 1% false, >= 95% detected) and the best of each number of rounds, when they are "
     "not rows already (`force-time`: times judged under 3 rounds with `--opprof-force-time`)."

@@ -204,8 +204,8 @@ class OpprofManager:
         floor_ms = self.options.gate.min_time_ns / 1e6
         return (
             f"auto ({AUTO_ROUNDS} for tests of {floor_ms:g} ms or more when recording baselines "
-            f"or when the baseline has 3+ rounds, {CONFIRM_ROUNDS} more when a time is near its "
-            "tolerance, else 1)"
+            f"or when the baseline has 3+ rounds, {CONFIRM_ROUNDS} more to confirm a time beyond "
+            "its tolerance, else 1)"
         )
 
     # -- per test ------------------------------------------------------------
@@ -268,11 +268,11 @@ class OpprofManager:
         return AUTO_ROUNDS - 1 if self.gate.times_judged(item.nodeid) else 0
 
     def _undecided(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> bool:
-        """Whether ``auto`` confirms: its ``AUTO_ROUNDS`` rounds left a time close to its
-        tolerance, or beyond it, against the stored baseline (``verdict.time_undecided``).
+        """Whether ``auto`` confirms: its ``AUTO_ROUNDS`` rounds put a time beyond its
+        tolerance against the stored baseline (``verdict.time_undecided``).
 
-        Judging all the rounds then buys most of what ``AUTO_ROUNDS + CONFIRM_ROUNDS``
-        rounds for every test buy, at the cost of the few tests near their tolerance.
+        Judging all the rounds then buys what ``AUTO_ROUNDS + CONFIRM_ROUNDS`` rounds for
+        every test buy, at the cost of the few tests that look slower.
         """
         if settings.rounds is not None or rounds.preempted or len(rounds.profiles) < AUTO_ROUNDS:
             return False

@@ -30,7 +30,8 @@ DEFAULT_ROW_LIMIT = 20
 DEFAULT_ROUNDS: int | None = None
 """``auto``: ``AUTO_ROUNDS`` rounds for a test whose first round takes at least the time
 floor (``--opprof-min-time``) and whose times can be judged, one round otherwise; then
-``CONFIRM_ROUNDS`` more when the verdict on them is ``time_undecided`` (verdict.py)."""
+``CONFIRM_ROUNDS`` more when the verdict on them is ``time_undecided`` (a time beyond its
+tolerance: verdict.py), and the verdict is on all of them."""
 AUTO_ROUNDS = 5
 CONFIRM_ROUNDS = 4
 DEFAULT_WARMUP = 0
@@ -194,7 +195,7 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help=f"measured runs of each test body, or auto: {AUTO_ROUNDS} for a test whose "
         "first run takes at least --opprof-min-time and whose times can be judged, "
-        f"{CONFIRM_ROUNDS} more when a time comes within half its tolerance of regressing, "
+        f"{CONFIRM_ROUNDS} more to confirm a time beyond its tolerance, "
         "else 1; the median run is reported; "
         f"times are judged from 3 rounds on (default {rounds_text(DEFAULT_ROUNDS)})",
     )

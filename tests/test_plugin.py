@@ -53,7 +53,8 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 AUTO_LINE = (
     f"auto ({AUTO_ROUNDS} for tests of 1 ms or more when recording baselines or when the "
-    f"baseline has 3+ rounds, {CONFIRM_ROUNDS} more when a time is near its tolerance, else 1)"
+    f"baseline has 3+ rounds, {CONFIRM_ROUNDS} more to confirm a time beyond its tolerance, "
+    "else 1)"
 )
 
 NUMPY_TESTS = """
@@ -487,7 +488,7 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(AUTO_ROUNDS_TESTS)
-    # A tolerance no noise comes near: no time is close enough to confirm (see below).
+    # A tolerance no noise reaches: no time to confirm (see below).
     pytester.makeini("[pytest]\nopprof_time_tolerance = 1000%\n")
     # No baselines: nothing to judge times against, every test runs once.
     result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
@@ -551,7 +552,7 @@ def test_after():
 """
 
 
-def test_auto_confirms_a_time_near_or_beyond_its_tolerance_with_more_rounds(
+def test_auto_confirms_a_time_beyond_its_tolerance_with_more_rounds(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(CONFIRM_TESTS)
