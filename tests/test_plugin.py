@@ -445,7 +445,8 @@ def test_rounds_and_warmup_rerun_the_body(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["opprof: capture numpy; rounds 3, warmup 1"])
 
 
-AUTO_ROUNDS_TESTS = """
+RUNS_HEADER = """
+import os
 import time
 
 import pytest
@@ -457,6 +458,12 @@ def busy(seconds):
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
+"""
+"""What the tests that count their runs share: a busy-wait and the list of runs."""
+
+AUTO_ROUNDS_TESTS = (
+    RUNS_HEADER
+    + """
 
 
 def test_long():
@@ -482,6 +489,7 @@ def test_marked_two():
 def test_after():
     print("RUNS", {k: RUNS.count(k) for k in ("long", "short", "marked", "two")})
 """
+)
 
 
 def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
@@ -521,19 +529,9 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     result.stdout.fnmatch_lines([expected])
 
 
-CONFIRM_TESTS = """
-import os
-import time
-
-import pytest
-
-RUNS = []
-
-
-def busy(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+CONFIRM_TESTS = (
+    RUNS_HEADER
+    + """
 
 
 def test_changed():
@@ -550,6 +548,7 @@ def test_steady():
 def test_after():
     print("RUNS", {k: RUNS.count(k) for k in ("changed", "steady")})
 """
+)
 
 
 def test_auto_confirms_a_time_beyond_its_tolerance_with_more_rounds(
