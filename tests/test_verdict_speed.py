@@ -157,6 +157,29 @@ def test_wall_time_is_scaled_as_the_sum_of_its_parts() -> None:
     )
 
 
+def test_short_library_calls_follow_the_python_reference() -> None:
+    # 2 ms in 1,000 calls of 2 us (dispatch, not compute) against 2 ms in one call, in a
+    # phase that slowed the Python reference by 20% and the native one by 50%.
+    def rounds(calls: int, python_us: float, native_us: float) -> TestSummary:
+        summary = summary_of(
+            [(2_100, [Row("numpy.add", calls, self_cpu_time_total=2000)]) for _ in range(3)]
+        )
+        return dataclasses.replace(
+            summary,
+            speed_ref=TimeStats.from_samples([python_us * 1000] * 3),
+            native_ref=TimeStats.from_samples([native_us * 1000] * 3),
+        )
+
+    python = (1 / 1.2) ** speed.PYTHON_EXPONENT
+    native = (1 / 1.5) ** speed.NATIVE_EXPONENT
+    for calls, factor in ((1000, python), (1, native)):
+        scaled = speed.at_speed(rounds(calls, 120, 150), rounds(calls, 100, 100))
+        assert scaled.ops["numpy.add"].self_cpu_time.median_ns == pytest.approx(
+            2e6 * factor, rel=1e-3
+        ), calls
+    assert 2e6 / 1000 < speed.SHORT_CALL_NS <= 2e6
+
+
 def kernel_status_of(verdict: Verdict, op: str) -> str:
     found = [r.status for r in verdict.reasons if r.op == op and r.unit == "ns"]
     return found[0] if found else "pass"
