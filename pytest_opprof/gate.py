@@ -132,8 +132,8 @@ class Gate:
         )
 
     def undecided(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> bool:
-        """Whether the verdict on these rounds is ``time_undecided`` (a time close to its
-        tolerance or beyond it): more rounds could change it.  Judges nothing."""
+        """Whether the verdict on these rounds is ``time_undecided`` (a time beyond its
+        tolerance): more rounds could change it.  Judges nothing."""
         if _outside_rootdir(nodeid):
             return False
         try:

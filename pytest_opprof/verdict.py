@@ -242,7 +242,7 @@ def compare(
         time_judged=time_judged,
         baseline_recorded_at=baseline.recorded_at,
         speed_change=speed_change,
-        time_undecided=time_judged and _close_times(summary, base, tol),
+        time_undecided=time_judged and _times_to_confirm(summary, base, tol),
     )
 
 
@@ -257,9 +257,10 @@ def judges_time(
     return force_time or (same_machine and enough)
 
 
-def _close_times(now: TestSummary, base: TestSummary, tol: Tolerances) -> bool:
-    """Whether the wall time or an op's self time, judged (at or above the floor), is
-    slower than the baseline by more than ``CONFIRM_BAND`` of the time tolerance."""
+def _times_to_confirm(now: TestSummary, base: TestSummary, tol: Tolerances) -> bool:
+    """Whether the wall time, an op's self time or the device time, judged (at or above
+    the floor), is slower than the baseline by more than ``CONFIRM_BAND`` of the time
+    tolerance: what confirmation rounds should settle."""
     pairs = [(base.wall_time, now.wall_time)]
     pairs += [
         (op.self_cpu_time, now.ops[key].self_cpu_time)
