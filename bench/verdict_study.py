@@ -330,9 +330,7 @@ def judge(
     """
     out: dict[str, set[str]] = {}
     floor_ns = setting.min_time_us * 1000
-    base_view = (
-        _refined(bases, setting) if setting.refined else _view(bases[0], setting.rounds, floor_ns)
-    )
+    base_view = _baseline_view(bases, setting)
     for nodeid, summary in _view(now, setting.rounds, floor_ns).items():
         if nodeid not in base_view:
             continue
@@ -343,6 +341,14 @@ def judge(
             blamed |= {m.metric for m in verdict.metrics if m.status == "regressed"}
             out[nodeid] = blamed
     return out
+
+
+def _baseline_view(bases: list[dict[str, TestSummary]], setting: Setting) -> dict[str, TestSummary]:
+    """The baseline ``setting`` judges against: the first session's view, or with
+    ``setting.refined`` the entry the later sessions' update runs made of it."""
+    if setting.refined:
+        return _refined(bases, setting)
+    return _view(bases[0], setting.rounds, setting.min_time_us * 1000)
 
 
 def _confirmed(
@@ -364,9 +370,7 @@ def confirmed_share(
     """The share of the tests judged in ``runs`` that ``auto`` confirmed with more rounds
     (what its confirmation costs in sessions with nothing changed)."""
     floor_ns = setting.min_time_us * 1000
-    base_view = (
-        _refined(bases, setting) if setting.refined else _view(bases[0], setting.rounds, floor_ns)
-    )
+    base_view = _baseline_view(bases, setting)
     judged = confirmed = 0
     for run in runs:
         for nodeid, summary in _view(run, setting.rounds, floor_ns).items():
