@@ -96,9 +96,21 @@ def pending() -> int:
     return int(lib.opprof_pending())
 
 
+DEFAULT_CAPACITY = 4 << 20
+"""``OPPROF_DEFAULT_CAPACITY`` in native/core_internal.h: events kept per session."""
+_capacity = DEFAULT_CAPACITY
+
+
 def set_capacity(max_events: int) -> None:
     """Events kept per session (all threads together); later ones are counted as dropped."""
+    global _capacity
     check(lib.opprof_set_capacity(max_events))
+    _capacity = max_events
+
+
+def capacity() -> int:
+    """The events kept per session, as last set (the native default until then)."""
+    return _capacity
 
 
 # ---- core: names -----------------------------------------------------------

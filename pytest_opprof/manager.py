@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_opprof import speed
+from pytest_opprof import _native, speed
 from pytest_opprof.errors import OpprofError
 from pytest_opprof.gate import Gate, Judgement
 from pytest_opprof.jsonio import Fields
@@ -143,6 +143,7 @@ class OpprofManager:
         found = (get_source(name) for name in helpers)
         self._helpers = [h for h in found if h is not None and h.available()]
         self._acquired: list[Source] = []
+        self._capacity: int | None = None  # the event limit before this session set its own
         self._frozen = False
         self._pending: dict[str, ProfiledTest] = {}
         self._sent: dict[str, ProfiledTest] = {}  # parsed report data, this process's tests
@@ -164,6 +165,9 @@ class OpprofManager:
         """
         if self._acquired:
             return
+        if self._capacity is None:
+            self._capacity = _native.capacity()
+            _native.set_capacity(self.options.max_events)
         for source in [*self.sources, *self._helpers]:
             source.acquire()
             self._acquired.append(source)
@@ -187,6 +191,9 @@ class OpprofManager:
         if self._frozen:
             gc.unfreeze()
             self._frozen = False
+        if self._capacity is not None:
+            _native.set_capacity(self._capacity)
+            self._capacity = None
         if first_error is not None:
             raise first_error
 
@@ -330,6 +337,7 @@ class OpprofManager:
                     ),
                     speed_ref_ns=rounds.speed_refs_ns[i],
                     native_ref_ns=rounds.native_refs_ns[i],
+                    dropped_events=prof.dropped_events,
                 )
             )
         return rounds.figures
@@ -443,6 +451,15 @@ class OpprofManager:
         if not self.results:
             tr.write_line("no test was profiled")
             return
+        partial = [r for r in self.results if r.summary.dropped_events]
+        if partial:
+            worst = max(partial, key=lambda r: r.summary.dropped_events)
+            tr.write_line(
+                f"opprof: PARTIAL: {len(partial)} test(s) recorded more events in a round than "
+                f"--opprof-max-events ({self.options.max_events}) keeps, e.g. "
+                f"{worst.nodeid} ({worst.summary.dropped_events:,} dropped): their op figures "
+                "cover part of the test and are not judged (wall time and memory are)"
+            )
         for line in summary_lines(self.results):
             tr.write_line(line)
         for result in self.results:

@@ -35,6 +35,9 @@ tolerance: verdict.py), and the verdict is on all of them."""
 AUTO_ROUNDS = 5
 CONFIRM_ROUNDS = 4
 DEFAULT_WARMUP = 0
+DEFAULT_MAX_EVENTS = 4 * 1024 * 1024
+"""Events one round keeps (the native core's default capacity, 88 bytes each); later ones
+are dropped and counted, and the verdict then judges no op figure of that test."""
 DEFAULT_BASELINE_DIR = "baselines"
 # The defaults of verdict.Tolerances (verdict.py imports numpy, which this module must not),
 # chosen from bench/verdict_study.py (BENCHMARKS.md, "Verdict quality"): times scaled by the
@@ -221,6 +224,15 @@ def add_options(parser: pytest.Parser) -> None:
         help="time every Nth call of each op with CUDA events and extrapolate by the count "
         "(default 1: every call; only when the process uses CUDA)",
     )
+    group.addoption(
+        "--opprof-max-events",
+        metavar="N",
+        type=_argparse_type(parse_positive_int),
+        default=None,
+        help="events one round of a test keeps (88 bytes each, allocated as recorded); a "
+        "round that records more drops the rest, is flagged in the summary and has no op "
+        f"figure judged (default {DEFAULT_MAX_EVENTS})",
+    )
     _add_gate_options(group)
     parser.addini("opprof_capture", "default for --opprof-capture", type="string", default="")
     parser.addini(
@@ -233,6 +245,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("opprof_trace_dir", "default for --opprof-trace-dir", type="string", default="")
     parser.addini("opprof_rounds", "default for --opprof-rounds", type="string", default="")
     parser.addini("opprof_warmup", "default for --opprof-warmup", type="string", default="")
+    parser.addini("opprof_max_events", "default for --opprof-max-events", type="string", default="")
     parser.addini(
         "opprof_python_memory", "default for --opprof-python-memory", type="bool", default=False
     )
@@ -370,6 +383,7 @@ class OpprofOptions:
     python_memory: bool
     gate: GateOptions
     cuda_sample_rate: int = 1
+    max_events: int = DEFAULT_MAX_EVENTS
 
 
 def is_enabled(config: pytest.Config) -> bool:
@@ -389,6 +403,7 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         warmup=_setting(config, "warmup", parse_non_negative_int, DEFAULT_WARMUP),
         python_memory=_python_memory(config),
         cuda_sample_rate=_setting(config, "cuda_sample_rate", parse_positive_int, 1),
+        max_events=_setting(config, "max_events", parse_positive_int, DEFAULT_MAX_EVENTS),
         gate=read_gate_options(config),
     )
 

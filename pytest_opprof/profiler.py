@@ -252,6 +252,7 @@ class profile:  # lower case: torch.profiler's spelling
                 overhead=self.overhead,
             )
             self._events.memory_samples = self._memory_samples
+            self._events.dropped_events = self.dropped_events
         return self._events
 
     def key_averages(
@@ -260,7 +261,7 @@ class profile:  # lower case: torch.profiler's spelling
         """FunctionEventAvg per op name (and input shapes / stack frames when asked)."""
         from pytest_opprof.model import key_averages
 
-        return key_averages(
+        rows = key_averages(
             self.records(),
             group_by_input_shape=group_by_input_shape,
             group_by_stack_n=group_by_stack_n,
@@ -268,6 +269,14 @@ class profile:  # lower case: torch.profiler's spelling
             with_flops=self.with_flops,
             overhead=self.overhead,
         )
+        rows.dropped_events = self.dropped_events
+        return rows
+
+    @property
+    def dropped_events(self) -> int:
+        """Events recorded beyond the event limit and dropped (after stop): when not 0,
+        :meth:`events` and :meth:`key_averages` cover only the events before the limit."""
+        return self.records().dropped
 
     def export_chrome_trace(self, path: str) -> None:
         """Write a Chrome/Perfetto trace (JSON) of the events and the memory counter track."""

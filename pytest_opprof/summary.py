@@ -193,6 +193,9 @@ class RoundFigures:
     """The Python speed reference's time beside this round (ns, see ``speed``), None if not run."""
     native_ref_ns: int | None = None
     """The native speed reference's time beside this round (ns), None if not run."""
+    dropped_events: int = 0
+    """Events the round recorded beyond the profile's limit and dropped: its op figures
+    then cover only the events before the limit (wall, CPU time and memory do not)."""
 
     @classmethod
     def from_events(
@@ -206,6 +209,7 @@ class RoundFigures:
         device_memory_bytes: int | None = None,
         speed_ref_ns: int | None = None,
         native_ref_ns: int | None = None,
+        dropped_events: int = 0,
     ) -> RoundFigures:
         """Figures of one round from its ``key_averages()`` rows (µs) and a ``MemoryStats``.
 
@@ -238,6 +242,7 @@ class RoundFigures:
             device_memory_bytes=device_memory_bytes,
             speed_ref_ns=speed_ref_ns,
             native_ref_ns=native_ref_ns,
+            dropped_events=dropped_events,
         )
 
 
@@ -312,6 +317,9 @@ class TestSummary:
     sessions: tuple[int, ...] = ()
     """Rounds per recording session, oldest first, when a baseline pools several
     (``pooling.py``); empty for one session's rounds."""
+    dropped_events: int = 0
+    """The most events a round dropped at the profile's limit: when not 0, the op figures
+    (and the FLOPs and op count, their sums) cover only part of the test."""
 
     def to_json(self) -> dict[str, object]:
         """``{"rounds", "summary", "ops"}``: the part of a baseline entry this summary fills."""
@@ -331,6 +339,8 @@ class TestSummary:
             figures["speed_ref"] = self.speed_ref.to_json()
         if self.native_ref is not None:
             figures["native_ref"] = self.native_ref.to_json()
+        if self.dropped_events:
+            figures["dropped_events"] = self.dropped_events
         out: dict[str, object] = {"rounds": self.rounds}
         if len(self.sessions) > 1:
             out["sessions"] = list(self.sessions)
@@ -368,6 +378,7 @@ class TestSummary:
             device_memory_bytes=figures.opt_integer("device_memory_bytes"),
             speed_ref=TimeStats.from_json(speed_ref) if speed_ref else None,
             native_ref=TimeStats.from_json(native_ref) if native_ref else None,
+            dropped_events=figures.opt_integer("dropped_events") or 0,
         )
 
 
@@ -408,6 +419,7 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
         # Only with one reference per round: a verdict pairs them with the rounds' times.
         speed_ref=TimeStats.from_samples(speed_refs) if len(speed_refs) == len(rounds) else None,
         native_ref=TimeStats.from_samples(native_refs) if len(native_refs) == len(rounds) else None,
+        dropped_events=max(r.dropped_events for r in rounds),
     )
 
 

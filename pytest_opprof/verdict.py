@@ -226,8 +226,19 @@ def compare(
                 "recorded; times are compared at the baseline's speed (--opprof-raw-times "
                 "judges them as measured)"
             )
-    metrics = _metric_rows(summary, base, tol, time_judged)
-    reasons = _op_reasons(summary, base, tol, time_judged, _totals_status(metrics))
+    whole = not (summary.dropped_events or base.dropped_events)
+    if not whole:
+        notes.append(
+            "events were dropped at the profile's event limit (worst round: "
+            f"{summary.dropped_events:,} now, {base.dropped_events:,} in the baseline; raise "
+            "--opprof-max-events): op figures, FLOPs, op counts and device time cover part of "
+            "the test and are not judged; wall time and memory are"
+        )
+    metrics = _metric_rows(summary, base, tol, time_judged, whole)
+    totals = _totals_status(metrics)
+    if not whole:  # no op figure is judged, whatever the test's totals did
+        totals = dict.fromkeys(totals, "not judged")
+    reasons = _op_reasons(summary, base, tol, time_judged and whole, totals)
     statuses = {m.status for m in metrics} | {r.status for r in reasons}
     status: Status = (
         "regressed" if "regressed" in statuses else "improved" if "improved" in statuses else "pass"
@@ -242,7 +253,7 @@ def compare(
         time_judged=time_judged,
         baseline_recorded_at=baseline.recorded_at,
         speed_change=speed_change,
-        time_undecided=time_judged and _times_to_confirm(summary, base, tol),
+        time_undecided=time_judged and _times_to_confirm(summary, base, tol, whole),
     )
 
 
@@ -257,17 +268,19 @@ def judges_time(
     return force_time or (same_machine and enough)
 
 
-def _times_to_confirm(now: TestSummary, base: TestSummary, tol: Tolerances) -> bool:
+def _times_to_confirm(now: TestSummary, base: TestSummary, tol: Tolerances, ops: bool) -> bool:
     """Whether the wall time, an op's self time or the device time, judged (at or above
     the floor), is slower than the baseline by more than ``CONFIRM_BAND`` of the time
-    tolerance: what confirmation rounds should settle."""
+    tolerance: what confirmation rounds should settle.  Without ``ops`` (events were
+    dropped), only the wall time is judged."""
     pairs = [(base.wall_time, now.wall_time)]
-    pairs += [
-        (op.self_cpu_time, now.ops[key].self_cpu_time)
-        for key, op in base.ops.items()
-        if key in now.ops
-    ]
-    if base.device_time is not None and now.device_time is not None:
+    if ops:
+        pairs += [
+            (op.self_cpu_time, now.ops[key].self_cpu_time)
+            for key, op in base.ops.items()
+            if key in now.ops
+        ]
+    if ops and base.device_time is not None and now.device_time is not None:
         pairs.append((base.device_time, now.device_time))
     limit = 1 + tol.time * CONFIRM_BAND
     for b_stats, c_stats in pairs:
@@ -340,10 +353,13 @@ def _row(
 
 
 def _metric_rows(
-    now: TestSummary, base: TestSummary, tol: Tolerances, time_judged: bool
+    now: TestSummary, base: TestSummary, tol: Tolerances, time_judged: bool, whole: bool
 ) -> list[MetricRow]:
+    """The test-level rows; without ``whole`` (events dropped) the sums of op figures
+    (FLOPs, op count, device time) are shown, not judged."""
     wall = _judge_time(base.wall_time, now.wall_time, tol, time_judged)
     fig = tol.figure
+    partial: RowStatus = "not judged"
     rows = [
         _row("wall time", "ns", fig(base.wall_time), fig(now.wall_time), tol.time, wall),
         _row("cpu time", "ns", fig(base.cpu_time), fig(now.cpu_time), None, "info"),
@@ -353,7 +369,7 @@ def _metric_rows(
             base.flops,
             now.flops,
             tol.flops,
-            _judge_exact(base.flops, now.flops, tol.flops),
+            _judge_exact(base.flops, now.flops, tol.flops) if whole else partial,
         ),
         _row(
             "op count",
@@ -361,7 +377,7 @@ def _metric_rows(
             base.op_count,
             now.op_count,
             tol.count,
-            _judge_exact(base.op_count, now.op_count, tol.count),
+            _judge_exact(base.op_count, now.op_count, tol.count) if whole else partial,
         ),
     ]
     if base.memory is not None and now.memory is not None:
@@ -374,7 +390,7 @@ def _metric_rows(
             floor = tol.memory_floor_bytes if unit == "bytes" else 0
             rows.append(_row(name, unit, b, c, tol.memory, _judge_exact(b, c, tol.memory, floor)))
     if base.device_time is not None and now.device_time is not None:
-        device = _judge_time(base.device_time, now.device_time, tol, time_judged)
+        device = _judge_time(base.device_time, now.device_time, tol, time_judged and whole)
         rows.append(
             _row(
                 "device time",

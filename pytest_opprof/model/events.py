@@ -167,6 +167,8 @@ class EventList(list[Any]):
 
     memory_samples: np.ndarray | None = None
     """Live-bytes samples (``time_ns``, ``net_bytes``) the trace draws as a counter track."""
+    dropped_events: int = 0
+    """Events the profile dropped at its limit: the list covers the ones recorded before."""
 
     def __init__(
         self,
@@ -185,13 +187,15 @@ class EventList(list[Any]):
         """The profiler cost subtracted from self times (None: nothing subtracted)."""
 
     def _like(self, events: Iterable[Any]) -> EventList:
-        return EventList(
+        out = EventList(
             events,
             use_device=self.use_device,
             profile_memory=self.profile_memory,
             with_flops=self.with_flops,
             overhead=self.overhead,
         )
+        out.dropped_events = self.dropped_events
+        return out
 
     @property
     def self_cpu_time_total(self) -> float:
@@ -212,7 +216,8 @@ class EventList(list[Any]):
     ) -> str:
         """The list as a text table (see :func:`pytest_opprof.render.table.table`).
 
-        When the profiler's overhead was subtracted, the footer says how much.
+        When the profiler's overhead was subtracted, the footer says how much; when the
+        profile dropped events at its limit, it says that the table is partial.
         """
         text = render_table.table(
             self,
@@ -226,9 +231,16 @@ class EventList(list[Any]):
             with_flops=self.with_flops,
             use_device=self.use_device,
         )
-        if self.overhead is None or not text:
+        if not text:
             return text
-        return text + self.overhead.describe() + "\n"
+        if self.overhead is not None:
+            text += self.overhead.describe() + "\n"
+        if self.dropped_events:
+            text += (
+                f"PARTIAL: {self.dropped_events:,} events dropped at the profile's event limit "
+                "(--opprof-max-events); the table covers the events recorded before it\n"
+            )
+        return text
 
     def export_chrome_trace(self, path: str) -> None:
         """Write a Chrome/Perfetto trace (JSON) of the events and ``memory_samples`` to ``path``."""
