@@ -442,10 +442,10 @@ DEFAULT_LABEL = (
     f"Rows: the plugin's defaults (`--opprof-rounds auto`: {options.AUTO_ROUNDS} rounds for "
     "a test whose first round takes 1 ms, the time floor, or more; 1 round otherwise, when no "
     f"time of it can be judged; {options.CONFIRM_ROUNDS} more, and a verdict on all of them, "
-    "when the first ones put a time beyond its tolerance), judged against the first baseline "
-    "session alone and against "
-    "the baseline the two later sessions' update runs refined (a passing run's rounds join "
-    "it: what a project that updates its baselines has); the defaults with "
+    "when the first ones put a time beyond its tolerance), judged against the baseline the "
+    "baseline sessions' update runs made (the first records it, a later passing run's "
+    "rounds join it: how the README records a baseline, and what a project that updates its "
+    'baselines has; rows say "refined") and against the first session alone; the defaults with '
     "`--opprof-rounds` 3, 5, 7 and 9, without the confirmation rounds, and with "
     "`--opprof-raw-times` (times judged as "
     "measured, not scaled by the machine-speed references); then settings that meet the goal "
@@ -459,13 +459,20 @@ def pick_rows(result: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
     rows = result["opprof"]
     assert isinstance(rows, list)
     default = default_setting().label
-    out = [(f"**defaults**: {r['label']}", r) for r in rows if r["label"] == default]
+    refined = dataclasses.replace(default_setting(), refined=True).label
+    sessions = result.get("baseline_sessions", 1)
+    out = [
+        (f"**defaults, baseline recorded by {sessions} update runs** (the README's recording)", r)
+        for r in rows
+        if r["label"] == refined
+    ]
+    out += [
+        (f"defaults, baseline of one session: {r['label']}", r)
+        for r in rows
+        if r["label"] == default
+    ]
     raw_default = dataclasses.replace(default_setting(), scaled=False).label
     out += [("defaults, `--opprof-raw-times`", r) for r in rows if r["label"] == raw_default]
-    refined = dataclasses.replace(default_setting(), refined=True).label
-    out += [
-        ("**defaults, baseline refined by update runs**", r) for r in rows if r["label"] == refined
-    ]
     for refined_too, what in ((False, ""), (True, ", refined baseline")):
         label = dataclasses.replace(default_setting(), confirm=False, refined=refined_too).label
         out += [
