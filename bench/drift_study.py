@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,7 +28,7 @@ import verdict_study as vs
 from pytest_opprof import speed
 from pytest_opprof.summary import TestSummary, TimeStats
 
-Sessions = list[dict[str, TestSummary]]
+Sessions = vs.Sessions
 Estimate = Callable[[Sequence[float]], float]
 FIRST = 8
 """Tests judged before the estimate is used."""
@@ -44,21 +43,10 @@ class Run:
 
 
 def load(directory: Path) -> Run:
-    meta = json.loads((directory / "meta.json").read_text())
-    bases = [vs.load_summaries(directory / "opprof-baseline.json")]
-    bases += [
-        vs.load_summaries(path)
-        for i in range(1, 10)
-        if (path := directory / f"opprof-baseline-{i}.json").exists()
-    ]
-    unchanged = [
-        vs.load_summaries(directory / f"opprof-unchanged-{i}.json") for i in range(meta["sessions"])
-    ]
+    meta, bases, unchanged, slowed_session = vs.load_sessions(directory)
     if len(bases) == 1:  # kept before the study recorded update sessions
         bases, unchanged = bases + unchanged[:2], unchanged[2:]
-    return Run(
-        meta["slowed"], bases, unchanged, vs.load_summaries(directory / "opprof-slowed.json")
-    )
+    return Run(meta["slowed"], bases, unchanged, slowed_session)
 
 
 def scaled(summary: TestSummary, factor: float) -> TestSummary:

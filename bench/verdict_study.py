@@ -53,6 +53,7 @@ import textwrap
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from _common import loadavg, plugin_args, subprocess_env
 
@@ -601,20 +602,28 @@ def run_sessions(args: argparse.Namespace, data: Path) -> None:
     (data / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
-def analyze(data: Path, grid: Iterable[Setting] | None = None) -> dict[str, object]:
-    """Score every setting of ``grid`` on the sessions kept under ``data``."""
+Sessions = list[dict[str, TestSummary]]
+
+
+def load_sessions(data: Path) -> tuple[dict[str, Any], Sessions, Sessions, dict[str, TestSummary]]:
+    """(meta, baseline sessions, unchanged sessions, slowed session) kept under ``data``."""
     meta = json.loads((data / "meta.json").read_text())
-    slowed: list[str] = meta["slowed"]
     bases = [load_summaries(data / "opprof-baseline.json")]
     bases += [
         load_summaries(data / f"opprof-baseline-{i}.json")
         for i in range(1, meta.get("baseline_sessions", 1))
     ]
-    base = bases[0]
     unchanged = [
         load_summaries(data / f"opprof-unchanged-{i}.json") for i in range(meta["sessions"])
     ]
-    slowed_run = load_summaries(data / "opprof-slowed.json")
+    return meta, bases, unchanged, load_summaries(data / "opprof-slowed.json")
+
+
+def analyze(data: Path, grid: Iterable[Setting] | None = None) -> dict[str, object]:
+    """Score every setting of ``grid`` on the sessions kept under ``data``."""
+    meta, bases, unchanged, slowed_run = load_sessions(data)
+    slowed: list[str] = meta["slowed"]
+    base = bases[0]
     n_tests = len(base)
     rows = []
     for setting in grid or settings_grid(meta["rounds_measured"]):
