@@ -36,7 +36,11 @@ import numpy as np
 from cffi import FFI
 
 from pytest_opprof import _native
-from pytest_opprof.sources.memory_source import MemorySource, PythonMemorySource, memory_stats
+from pytest_opprof.capture.sources.memory_source import (
+    MemorySource,
+    PythonMemorySource,
+    memory_stats,
+)
 
 OPT_MEMORY = int(_native.lib.OPPROF_OPT_PROFILE_MEMORY)
 

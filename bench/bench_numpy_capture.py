@@ -49,7 +49,7 @@ import numpy as np
 from _common import fmt_spread, spread
 
 import pytest_opprof as opprof
-from pytest_opprof.sources.numpy_source import SOURCE
+from pytest_opprof.capture.sources.numpy_source import SOURCE
 
 
 def _ns(fn: Callable[[], object]) -> int:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import verdict_study as vs
 
-from pytest_opprof import speed
-from pytest_opprof.summary import TestSummary, TimeStats
+from pytest_opprof.gate import speed
+from pytest_opprof.gate.summary import TestSummary, TimeStats
 
 Sessions = vs.Sessions
 Estimate = Callable[[Sequence[float]], float]

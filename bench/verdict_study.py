@@ -31,7 +31,7 @@ took at least the time floor, its first round alone otherwise; and, when the
 verdict on those is ``time_undecided`` (a time beyond its tolerance),
 the first ``AUTO_ROUNDS + CONFIRM_ROUNDS``: the plugin's confirmation rounds,
 in update runs too).  Verdicts are computed with
-``pytest_opprof.verdict.compare`` (the plugin's own comparison) over a grid of
+``pytest_opprof.gate.verdict.compare`` (the plugin's own comparison) over a grid of
 settings, so one set of sessions scores every candidate default.
 
     .venv/bin/python bench/verdict_study.py [--quick] [--json out.json]
@@ -57,12 +57,12 @@ from typing import Any
 
 from _common import loadavg, plugin_args, subprocess_env
 
-from pytest_opprof import options
-from pytest_opprof.jsonio import Fields
-from pytest_opprof.machine import MachineInfo, machine_info
-from pytest_opprof.store import BaselineEntry
-from pytest_opprof.summary import TestSummary, TimeStats
-from pytest_opprof.verdict import Tolerances, Verdict, compare
+from pytest_opprof.gate.jsonio import Fields
+from pytest_opprof.gate.machine import MachineInfo, machine_info
+from pytest_opprof.gate.store import BaselineEntry
+from pytest_opprof.gate.summary import TestSummary, TimeStats
+from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
+from pytest_opprof.plugin import options
 
 KERNEL = "kernel"
 PYTHON = sys.executable
@@ -404,7 +404,7 @@ _REFINED: dict[tuple[tuple[int, ...], Setting], dict[str, TestSummary]] = {}
 def _refined(bases: list[dict[str, TestSummary]], setting: Setting) -> dict[str, TestSummary]:
     """The baseline after update runs of each later baseline session, in order: a run whose
     verdict passes joins its rounds to the entry, any other replaces it (the plugin's rule)."""
-    from pytest_opprof.pooling import can_pool, pool
+    from pytest_opprof.gate.pooling import can_pool, pool
 
     key = (tuple(id(b) for b in bases), setting)
     if key in _REFINED:

@@ -17,10 +17,16 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_opprof.errors import BaselineError
-from pytest_opprof.report import REPORT_KIND, TestResult, format_value, read_report, render_text
-from pytest_opprof.store import BaselineEntry, load
-from pytest_opprof.tolerance import parse_duration_ns, parse_tolerance
-from pytest_opprof.verdict import Tolerances, compare
+from pytest_opprof.gate.store import BaselineEntry, load
+from pytest_opprof.gate.tolerance import parse_duration_ns, parse_tolerance
+from pytest_opprof.gate.verdict import Tolerances, compare
+from pytest_opprof.render.report import (
+    REPORT_KIND,
+    TestResult,
+    format_value,
+    read_report,
+    render_text,
+)
 
 
 def read_any(path: str) -> dict[str, BaselineEntry]:

@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pytest_opprof.capture.records import EVENT_DTYPE, Records
 from pytest_opprof.errors import NativeError, OpprofError
-from pytest_opprof.records import EVENT_DTYPE, Records
 
 
 class NativeBuildError(OpprofError, ImportError):

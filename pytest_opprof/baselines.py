@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from pytest_opprof.machine import MachineInfo, machine_info
-from pytest_opprof.pooling import can_pool, pool
-from pytest_opprof.report import TestResult
-from pytest_opprof.store import BaselineEntry, baseline_path, load, split_nodeid, update
-from pytest_opprof.summary import TestSummary
-from pytest_opprof.verdict import Tolerances, Verdict, compare
+from pytest_opprof.gate.machine import MachineInfo, machine_info
+from pytest_opprof.gate.pooling import can_pool, pool
+from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_nodeid, update
+from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
+from pytest_opprof.render.report import TestResult
 
 
 class BaselineRun:

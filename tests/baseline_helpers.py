@@ -10,9 +10,9 @@ import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_opprof.machine import MachineInfo, fingerprint
-from pytest_opprof.store import BaselineEntry
-from pytest_opprof.summary import RoundFigures, TestSummary, summarize_rounds
+from pytest_opprof.gate.machine import MachineInfo, fingerprint
+from pytest_opprof.gate.store import BaselineEntry
+from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
 
 
 @dataclass

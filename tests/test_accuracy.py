@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import pytest_opprof as opprof
-from pytest_opprof.records import KIND_NUMPY, KIND_SCOPE
-from pytest_opprof.summary import RoundFigures
+from pytest_opprof.capture.records import KIND_NUMPY, KIND_SCOPE
+from pytest_opprof.gate.summary import RoundFigures
 
 ATTEMPTS = 5
 

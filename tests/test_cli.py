@@ -10,15 +10,15 @@ from pathlib import Path
 
 from baseline_helpers import entry, machine, simple_summary
 
-from pytest_opprof.report import (
+from pytest_opprof.gate.store import update
+from pytest_opprof.gate.verdict import compare
+from pytest_opprof.render.report import (
     TestResult,
     read_report,
     render_markdown,
     write_json_report,
     write_markdown,
 )
-from pytest_opprof.store import update
-from pytest_opprof.verdict import compare
 
 ROOT = Path(__file__).parent.parent
 

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 import pytest_opprof as opprof
-from pytest_opprof import _native, store
-from pytest_opprof.store import BaselineEntry
-from pytest_opprof.summary import RoundFigures, TimeStats, summarize_rounds
-from pytest_opprof.verdict import Tolerances, compare
+from pytest_opprof import _native
+from pytest_opprof.gate import store
+from pytest_opprof.gate.store import BaselineEntry
+from pytest_opprof.gate.summary import RoundFigures, TimeStats, summarize_rounds
+from pytest_opprof.gate.verdict import Tolerances, compare
 
 FAKE_SOURCE = Path(__file__).parent / "fake_cudart" / "fake_cudart.c"
 

@@ -19,11 +19,12 @@ import pytest
 from baseline_helpers import entry, machine, simple_summary
 from test_plugin import _importable, run  # noqa: F401 (the fixture makes the package importable)
 
-from pytest_opprof import _native, options
-from pytest_opprof.jsonio import Fields
-from pytest_opprof.profiler import profile
-from pytest_opprof.summary import TestSummary
-from pytest_opprof.verdict import compare
+from pytest_opprof import _native
+from pytest_opprof.capture.profiler import profile
+from pytest_opprof.gate.jsonio import Fields
+from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.verdict import compare
+from pytest_opprof.plugin import options
 
 REPO = Path(__file__).resolve().parent.parent
 

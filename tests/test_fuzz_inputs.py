@@ -20,15 +20,15 @@ from hypothesis import strategies as st
 from synthetic_records import Ev, records_from
 
 from pytest_opprof.errors import BaselineError, OpprofError
+from pytest_opprof.gate.store import dumps, loads
+from pytest_opprof.gate.tolerance import parse_duration_ns, parse_tolerance
 from pytest_opprof.model import build_events, key_averages
-from pytest_opprof.options import (
+from pytest_opprof.plugin.options import (
     OptionValueError,
     parse_capture,
     parse_non_negative_int,
     parse_positive_int,
 )
-from pytest_opprof.store import dumps, loads
-from pytest_opprof.tolerance import parse_duration_ns, parse_tolerance
 
 VALID = json.loads(dumps({"tests/test_a.py::t": entry(simple_summary())}))
 
@@ -120,7 +120,7 @@ def test_any_truncation_names_the_file(cut: int) -> None:
 
 @given(st.binary(max_size=200))
 def test_random_bytes_on_disk_name_the_file(raw: bytes) -> None:
-    from pytest_opprof.store import load
+    from pytest_opprof.gate.store import load
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "test_a.json"

@@ -8,9 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from synthetic_records import Ev, records_from
 
+from pytest_opprof.capture.records import (
+    EVENT_DTYPE,
+    FLAG_EXCEPTION,
+    KIND_MEMORY,
+    KIND_SCOPE,
+    Records,
+)
 from pytest_opprof.model import build_events, build_tree
 from pytest_opprof.model.tree import _nest_sorted_py
-from pytest_opprof.records import EVENT_DTYPE, FLAG_EXCEPTION, KIND_MEMORY, KIND_SCOPE, Records
 
 
 def _sample() -> list[Ev]:

@@ -12,8 +12,8 @@ import pytest
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.records import FLAG_EXCEPTION, Records
-from pytest_opprof.sources.numpy_source import SOURCE, build_hook_table
+from pytest_opprof.capture.records import FLAG_EXCEPTION, Records
+from pytest_opprof.capture.sources.numpy_source import SOURCE, build_hook_table
 
 LOOP = 300  # well past CPython's call-site specialisation threshold
 
@@ -202,7 +202,7 @@ def test_shapes_off_records_none_and_stack_on_records_call_site() -> None:
 
 
 def test_einsum_subscripts_give_exact_flops() -> None:
-    from pytest_opprof.flops import flops_for
+    from pytest_opprof.flops.numpy_ops import flops_for
 
     a, b = np.ones((6, 7)), np.ones((7, 9))
     recs = record(lambda: np.einsum("ij,jk->ik", a, b))

@@ -9,8 +9,8 @@ import numpy as np
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.flops import flops_for
-from pytest_opprof.sources.numpy_source import SOURCE
+from pytest_opprof.capture.sources.numpy_source import SOURCE
+from pytest_opprof.flops.numpy_ops import flops_for
 
 
 def _session() -> tuple[list[str], int]:

@@ -11,12 +11,12 @@ import pytest
 from baseline_helpers import Row, entry, machine, summary_of
 from test_plugin import run
 
-from pytest_opprof import pooling
-from pytest_opprof.jsonio import FieldError, Fields
-from pytest_opprof.options import AUTO_ROUNDS, CONFIRM_ROUNDS
-from pytest_opprof.pooling import POOLED_SESSIONS, can_pool, pool
-from pytest_opprof.summary import TestSummary, TimeStats
-from pytest_opprof.verdict import Tolerances, compare
+from pytest_opprof.gate import pooling
+from pytest_opprof.gate.jsonio import FieldError, Fields
+from pytest_opprof.gate.pooling import POOLED_SESSIONS, can_pool, pool
+from pytest_opprof.gate.summary import TestSummary, TimeStats
+from pytest_opprof.gate.verdict import Tolerances, compare
+from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS
 
 HERE = machine()
 

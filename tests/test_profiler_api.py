@@ -10,9 +10,10 @@ import pytest
 from thread_helpers import run_threads
 
 import pytest_opprof as opprof
-from pytest_opprof import _native, profiler, sources
+from pytest_opprof import _native
+from pytest_opprof.capture import profiler, sources
+from pytest_opprof.capture.records import FLAG_EXCEPTION, KIND_SCOPE, Records
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.records import FLAG_EXCEPTION, KIND_SCOPE, Records
 
 
 def scope_names(records: Records) -> list[str]:
@@ -246,10 +247,10 @@ def test_package_import_is_lazy() -> None:
 
     code = (
         "import sys, pytest_opprof\n"
-        "heavy = ['numpy', 'pytest_opprof._opprof_native', 'pytest_opprof.profiler']\n"
+        "heavy = ['numpy', 'pytest_opprof._opprof_native', 'pytest_opprof.capture.profiler']\n"
         "print([m for m in heavy if m in sys.modules])\n"
         "pytest_opprof.record_function\n"
-        "print('pytest_opprof.profiler' in sys.modules)\n"
+        "print('pytest_opprof.capture.profiler' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "True"]

@@ -18,7 +18,7 @@ import pytest
 from numpy.testing.overrides import get_overridable_numpy_array_functions
 from reliability_helpers import importable, run
 
-from pytest_opprof.sources.numpy_source import SOURCE, build_hook_table
+from pytest_opprof.capture.sources.numpy_source import SOURCE, build_hook_table
 
 
 @pytest.fixture(autouse=True)
@@ -78,7 +78,7 @@ import sys
 
 import pytest
 
-from pytest_opprof.sources.numpy_source import SOURCE, build_hook_table
+from pytest_opprof.capture.sources.numpy_source import SOURCE, build_hook_table
 
 OBJECTS = []
 BEFORE = []
@@ -92,7 +92,7 @@ def pytest_configure(config):
     SOURCE._walked = table
     # np.sort's first call (the native speed reference) imports a helper that keeps
     # one reference to numpy's normalize_axis_index for good: numpy's, not ours.
-    from pytest_opprof import speed
+    from pytest_opprof.gate import speed
     speed.warm_up()
     OBJECTS.extend(obj for obj, _ in table.calls)
     OBJECTS.extend(obj for obj, *_ in table.methods)

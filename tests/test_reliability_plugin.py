@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from reliability_helpers import importable, plugin_args, run
 
-from pytest_opprof.manager import trace_file
+from pytest_opprof.plugin.manager import trace_file
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +49,7 @@ import pytest
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     import sys
-    state = {"manager_imported": "pytest_opprof.manager" in sys.modules}
+    state = {"manager_imported": "pytest_opprof.plugin.manager" in sys.modules}
     if state["manager_imported"]:
         from pytest_opprof import _native
         state["numpy_installed"] = bool(_native.lib.opprof_numpy_installed())

@@ -26,7 +26,7 @@ from baseline_helpers import entry, simple_summary
 
 from pytest_opprof.baselines import BaselineRun
 from pytest_opprof.errors import BaselineError
-from pytest_opprof.store import baseline_path, load, update, write_atomic
+from pytest_opprof.gate.store import baseline_path, load, update, write_atomic
 
 TESTS_DIR = Path(__file__).parent
 
@@ -35,7 +35,7 @@ _RACER = textwrap.dedent(
     import sys
     sys.path.insert(0, sys.argv[1])
     from baseline_helpers import entry, simple_summary
-    from pytest_opprof import store
+    from pytest_opprof.gate import store
 
     path, tag, rounds = sys.argv[2], sys.argv[3], int(sys.argv[4])
     e = entry(simple_summary())
@@ -130,7 +130,7 @@ _FSIZE_WRITER = textwrap.dedent(
     import resource, signal, sys
     sys.path.insert(0, sys.argv[1])
     from baseline_helpers import Row, entry, summary_of
-    from pytest_opprof import store
+    from pytest_opprof.gate import store
     from pytest_opprof.errors import BaselineError
 
     # A disk with room for the old file but not the new one.

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_opprof.errors import BaselineError, OpprofError
-from pytest_opprof.jsonio import round_sig
-from pytest_opprof.store import (
+from pytest_opprof.gate.jsonio import round_sig
+from pytest_opprof.gate.store import (
     SCHEMA_VERSION,
     baseline_path,
     dumps,
@@ -190,7 +190,7 @@ _WRITER = textwrap.dedent(
     import os, signal, sys
     sys.path.insert(0, sys.argv[2])
     from baseline_helpers import Row, entry, summary_of
-    from pytest_opprof import store
+    from pytest_opprof.gate import store
 
     if sys.argv[3] == "die-before-rename":
         def fsync(fd):

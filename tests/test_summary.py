@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pytest_opprof as opprof
-from pytest_opprof.jsonio import Fields
-from pytest_opprof.machine import machine_info
-from pytest_opprof.store import BaselineEntry, baseline_path, load, update
-from pytest_opprof.summary import RoundFigures, TestSummary, TimeStats, summarize_rounds
-from pytest_opprof.verdict import compare
+from pytest_opprof.gate.jsonio import Fields
+from pytest_opprof.gate.machine import machine_info
+from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, update
+from pytest_opprof.gate.summary import RoundFigures, TestSummary, TimeStats, summarize_rounds
+from pytest_opprof.gate.verdict import compare
 
 
 def test_time_stats() -> None:

@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count  # noqa: E
 
 import pytest_opprof as opprof  # noqa: E402
 from pytest_opprof import _native  # noqa: E402
-from pytest_opprof.sources.torch_source import MARKER, SOURCE  # noqa: E402
+from pytest_opprof.capture.sources.torch_source import MARKER, SOURCE  # noqa: E402
 
 
 def _rows(prof: opprof.profile) -> dict[str, object]:

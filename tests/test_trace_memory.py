@@ -15,7 +15,7 @@ import pytest
 from reliability_helpers import importable, run
 
 import pytest_opprof as opprof
-from pytest_opprof.records import MEMORY_EVENT_NAME
+from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.render.trace import MEMORY_COUNTER_NAME
 
 N = 10**6

@@ -13,10 +13,10 @@ from baseline_helpers import Mem, Row, entry, machine, simple_summary, summary_o
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_opprof.report import TestResult, render_text
-from pytest_opprof.summary import TestSummary
-from pytest_opprof.tolerance import parse_duration_ns, parse_tolerance
-from pytest_opprof.verdict import Tolerances, Verdict, compare, mann_whitney_greater
+from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.tolerance import parse_duration_ns, parse_tolerance
+from pytest_opprof.gate.verdict import Tolerances, Verdict, compare, mann_whitney_greater
+from pytest_opprof.render.report import TestResult, render_text
 
 HERE = machine().fingerprint
 MIB = 1024 * 1024

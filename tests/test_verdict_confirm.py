@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from baseline_helpers import Row, entry, machine, summary_of
 
-from pytest_opprof.summary import TestSummary
-from pytest_opprof.verdict import CONFIRM_BAND, Tolerances, Verdict, compare
+from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.verdict import CONFIRM_BAND, Tolerances, Verdict, compare
 
 HERE = machine().fingerprint
 TOL = Tolerances(time=0.2, speed_scaled=False)

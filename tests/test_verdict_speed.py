@@ -15,12 +15,12 @@ import pytest
 from baseline_helpers import Row, entry, machine, summary_of
 from test_plugin import PLUGIN, run
 
-from pytest_opprof import speed
-from pytest_opprof.gate import Gate
-from pytest_opprof.jsonio import Fields
-from pytest_opprof.options import read_gate_options
-from pytest_opprof.summary import TestSummary, TimeStats
-from pytest_opprof.verdict import Tolerances, Verdict, compare
+from pytest_opprof.gate import speed
+from pytest_opprof.gate.jsonio import Fields
+from pytest_opprof.gate.session import Gate
+from pytest_opprof.gate.summary import TestSummary, TimeStats
+from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
+from pytest_opprof.plugin.options import read_gate_options
 
 HERE = machine().fingerprint
 

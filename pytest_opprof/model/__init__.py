@@ -1,4 +1,4 @@
-"""torch.profiler's event model over :class:`~pytest_opprof.records.Records`.
+"""torch.profiler's event model over :class:`~pytest_opprof.capture.records.Records`.
 
 ``build_events`` makes one :class:`FunctionEvent` per record (only when
 asked); ``key_averages`` groups the structured array directly, with numpy.
@@ -7,12 +7,12 @@ Times are microseconds, memory bytes.
 
 from __future__ import annotations
 
+from pytest_opprof.capture.records import Records
 from pytest_opprof.model import events as _events
 from pytest_opprof.model.averages import FunctionEventAvg, average_records
 from pytest_opprof.model.events import EventList, FunctionEvent, Interval
 from pytest_opprof.model.overhead import Overhead
 from pytest_opprof.model.tree import EventTree, build_tree
-from pytest_opprof.records import Records
 
 __all__ = [
     "EventList",

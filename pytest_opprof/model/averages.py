@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_opprof.flops import flops_for, has_formula
+from pytest_opprof.capture.records import KIND_MEMORY, Records
+from pytest_opprof.flops.numpy_ops import flops_for, has_formula
 from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import (
     EventTree,
@@ -26,7 +27,6 @@ from pytest_opprof.model.tree import (
     parent_rows,
     subtree_sums,
 )
-from pytest_opprof.records import KIND_MEMORY, Records
 
 if TYPE_CHECKING:
     from pytest_opprof.model.events import FunctionEvent

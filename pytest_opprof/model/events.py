@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_opprof.capture.records import FLAG_EXCEPTION, Records
 from pytest_opprof.model.averages import (
     FunctionEventAvg,
     average_events,
@@ -20,7 +21,6 @@ from pytest_opprof.model.averages import (
 )
 from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import EventTree
-from pytest_opprof.records import FLAG_EXCEPTION, Records
 from pytest_opprof.render import stacks as render_stacks
 from pytest_opprof.render import table as render_table
 from pytest_opprof.render import trace as render_trace

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_opprof.records import KIND_MEMORY, KIND_NUMPY, KIND_SCOPE
+from pytest_opprof.capture.records import KIND_MEMORY, KIND_NUMPY, KIND_SCOPE
 
 _KIND_NAMES = {KIND_SCOPE: "scope", KIND_NUMPY: "numpy op"}
 

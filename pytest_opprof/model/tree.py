@@ -1,4 +1,4 @@
-"""The event tree over :class:`~pytest_opprof.records.Records`, computed with numpy.
+"""The event tree over :class:`~pytest_opprof.capture.records.Records`, computed with numpy.
 
 :func:`build_tree` puts the events in one canonical order (start ascending,
 end descending, then depth and id, so a parent always comes before its
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_opprof.records import KIND_MEMORY, MEMORY_EVENT_NAME, Records
+from pytest_opprof.capture.records import KIND_MEMORY, MEMORY_EVENT_NAME, Records
 
 PARENT_NONE = -1
 PARENT_UNKNOWN = -2

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_opprof.records import KIND_MEMORY
+from pytest_opprof.capture.records import KIND_MEMORY
 
 MEMORY_COUNTER_NAME = "CPU Memory"
 """The counter track of live bytes; its one series is ``"Total Allocated"`` (torch's arg name)."""

@@ -13,7 +13,7 @@ records in C++ while the test runs; no Python runs per op.  After stop,
 into :class:`Records`:
 
 * names are torch's (``aten::mm``); input shapes and dtypes as torch reports
-  them; for ops in :data:`~pytest_opprof.flops_torch.CONCRETE_ARGUMENT_OPS`
+  them; for ops in :data:`~pytest_opprof.flops.aten.CONCRETE_ARGUMENT_OPS`
   the concrete non-tensor arguments are kept in the dtype text
   (``"ScalarList=[2, 2]"``) so the FLOP formulas can use them;
 * ``[memory]`` instants are attributed to the innermost torch op around them on
@@ -50,8 +50,14 @@ from typing import Any
 import numpy as np
 
 from pytest_opprof import _native
-from pytest_opprof.flops_torch import CONCRETE_ARGUMENT_OPS
-from pytest_opprof.records import EVENT_DTYPE, KIND_MEMORY, KIND_TORCH, MEMORY_EVENT_NAME, Records
+from pytest_opprof.capture.records import (
+    EVENT_DTYPE,
+    KIND_MEMORY,
+    KIND_TORCH,
+    MEMORY_EVENT_NAME,
+    Records,
+)
+from pytest_opprof.flops.aten import CONCRETE_ARGUMENT_OPS
 
 MARKER = "__opprof_clock_marker__"
 MARKER_TRIES = 5
@@ -166,7 +172,7 @@ class TorchSource:
             True,  # report_input_shapes
             True,  # profile_memory
             False,  # with_stack
-            False,  # with_flops: ours come from pytest_opprof.flops_torch
+            False,  # with_flops: ours come from pytest_opprof.flops.aten
             False,  # with_modules
             _profiler._ExperimentalConfig(),
             "",

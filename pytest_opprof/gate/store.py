@@ -41,7 +41,7 @@ File schema (version :data:`SCHEMA_VERSION`)::
     TIME = {"samples_ns": [per round], "median_ns", "min_ns", "max_ns",
             "mean_ns", "stdev_ns", "mad_ns"}       # ints, 3 significant digits
 
-Writing sorts keys and indents (:func:`~pytest_opprof.jsonio.dumps_stable`), so a
+Writing sorts keys and indents (:func:`~pytest_opprof.gate.jsonio.dumps_stable`), so a
 refreshed baseline reads as a small diff.  Reading never modifies the file and
 raises :class:`~pytest_opprof.errors.BaselineError` naming the file and field.
 """
@@ -62,9 +62,9 @@ if sys.platform != "win32":
     import fcntl
 
 from pytest_opprof.errors import BaselineError
-from pytest_opprof.jsonio import FieldError, Fields, dumps_stable
-from pytest_opprof.machine import MachineInfo, machine_info
-from pytest_opprof.summary import TestSummary
+from pytest_opprof.gate.jsonio import FieldError, Fields, dumps_stable
+from pytest_opprof.gate.machine import MachineInfo, machine_info
+from pytest_opprof.gate.summary import TestSummary
 
 SCHEMA_VERSION = 1
 KIND = "opprof-baseline"

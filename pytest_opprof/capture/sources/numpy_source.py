@@ -42,7 +42,7 @@ NAMESPACES = (
 UFUNC_METHODS = ("reduce", "accumulate", "reduceat", "outer", "at")
 SELF_NONE, SELF_ARRAY, SELF_UFUNC = 0, 1, 2
 # Calls whose str arguments are recorded with the shapes: einsum's subscripts
-# decide its FLOPs (pytest_opprof.flops).
+# decide its FLOPs (pytest_opprof.flops.numpy_ops).
 STRING_ARGUMENT_CALLS = frozenset({"numpy.einsum"})
 _C_MODULE = "numpy._core._multiarray_umath"
 

@@ -4,12 +4,12 @@ Registered as a plugin object only when ``--opprof`` is given (see ``plugin.py``
 so importing this module, which pulls in numpy and the native core, is itself a
 sign that profiling was asked for.
 
-Per test it keeps a :class:`~pytest_opprof.summary.TestSummary` (per-op figures
+Per test it keeps a :class:`~pytest_opprof.gate.summary.TestSummary` (per-op figures
 over the measured rounds) and, for marked tests, the rendered op table: never the
 events, so memory stays flat over thousands of tests.  The figures travel on the
 call-phase ``TestReport`` (attribute ``opprof``, plain JSON), so a pytest-xdist
 controller collects them from its workers' reports like a single process does.
-The comparison with baselines is :class:`~pytest_opprof.gate.Gate`'s (see there
+The comparison with baselines is :class:`~pytest_opprof.gate.session.Gate`'s (see there
 which process judges and which writes).
 """
 
@@ -27,24 +27,25 @@ from pathlib import Path
 
 import pytest
 
-from pytest_opprof import _native, speed
+from pytest_opprof import _native
+from pytest_opprof.capture.profiler import profile
+from pytest_opprof.capture.records import MEMORY_EVENT_NAME
+from pytest_opprof.capture.sources import Source, resolve
+from pytest_opprof.capture.sources import get as get_source
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.gate import Gate, Judgement
-from pytest_opprof.jsonio import Fields
-from pytest_opprof.marker import (
+from pytest_opprof.gate import speed
+from pytest_opprof.gate.jsonio import Fields
+from pytest_opprof.gate.session import Gate, Judgement
+from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
+from pytest_opprof.model import EventList
+from pytest_opprof.plugin.marker import (
     MARKER_NAME,
     MarkerUsageError,
     TestSettings,
     settings_for,
 )
-from pytest_opprof.model import EventList
-from pytest_opprof.options import AUTO_ROUNDS, CONFIRM_ROUNDS, OpprofOptions, rounds_text
-from pytest_opprof.profiler import profile
-from pytest_opprof.records import MEMORY_EVENT_NAME
+from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS, OpprofOptions, rounds_text
 from pytest_opprof.render.units import format_time
-from pytest_opprof.sources import Source, resolve
-from pytest_opprof.sources import get as get_source
-from pytest_opprof.summary import RoundFigures, TestSummary, summarize_rounds
 
 settings_key = pytest.StashKey[TestSettings]()
 

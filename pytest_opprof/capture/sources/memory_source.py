@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_opprof import _native
-from pytest_opprof.records import Records
+from pytest_opprof.capture.records import Records
 
 
 @dataclass(frozen=True)

@@ -44,13 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_opprof.errors import BaselineError
-from pytest_opprof.jsonio import FieldError, Fields, dumps_stable
-from pytest_opprof.machine import MachineInfo
+from pytest_opprof.gate.jsonio import FieldError, Fields, dumps_stable
+from pytest_opprof.gate.machine import MachineInfo
+from pytest_opprof.gate.store import BaselineEntry, write_atomic
+from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.tolerance import format_tolerance
+from pytest_opprof.gate.verdict import MetricRow, OpReason, Verdict
 from pytest_opprof.render.units import format_memory, format_time
-from pytest_opprof.store import BaselineEntry, write_atomic
-from pytest_opprof.summary import TestSummary
-from pytest_opprof.tolerance import format_tolerance
-from pytest_opprof.verdict import MetricRow, OpReason, Verdict
 
 REPORT_SCHEMA = 1
 REPORT_KIND = "opprof-report"

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.options import OpprofOptions, OptionValueError
+from pytest_opprof.gate.tolerance import parse_tolerance
+from pytest_opprof.plugin.options import OpprofOptions, OptionValueError
 from pytest_opprof.render.units import check_time_unit
-from pytest_opprof.tolerance import parse_tolerance
 
 T = TypeVar("T")
 

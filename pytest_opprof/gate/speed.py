@@ -40,7 +40,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from pytest_opprof.summary import OpSummary, TestSummary, TimeStats
+from pytest_opprof.gate.summary import OpSummary, TestSummary, TimeStats
 
 PYTHON_ITERATIONS = 1000
 """Loop iterations of one Python reference run (about 35 us on a 2020s x86 core)."""

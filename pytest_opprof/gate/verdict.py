@@ -51,9 +51,9 @@ from typing import Literal
 
 import numpy as np
 
-from pytest_opprof import speed
-from pytest_opprof.store import BaselineEntry
-from pytest_opprof.summary import OpSummary, TestSummary, TimeStats
+from pytest_opprof.gate import speed
+from pytest_opprof.gate.store import BaselineEntry
+from pytest_opprof.gate.summary import OpSummary, TestSummary, TimeStats
 
 Status = Literal["pass", "regressed", "improved", "new"]
 Statistic = Literal["min", "median"]

@@ -301,7 +301,7 @@ def flops_for(name: str, shapes: Shapes, dtypes: Sequence[str] = ()) -> int:
     try:
         if name.startswith("aten::"):
             # torch ops: a separate table, torch.utils.flop_counter's formulas.
-            from pytest_opprof.flops_torch import aten_flops
+            from pytest_opprof.flops.aten import aten_flops
 
             return max(0, aten_flops(name, shapes, dtypes))
         if name == "numpy.einsum":

@@ -19,8 +19,8 @@ from collections.abc import Callable
 import numpy as np
 
 from pytest_opprof import _native
+from pytest_opprof.capture.records import KIND_NUMPY, KIND_SCOPE
 from pytest_opprof.model.overhead import Overhead
-from pytest_opprof.records import KIND_NUMPY, KIND_SCOPE
 
 _BATCH = 300
 _BATCHES = 5

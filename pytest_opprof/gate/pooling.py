@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pytest_opprof.store import BaselineEntry
-from pytest_opprof.summary import OpSummary, TestSummary, TimeStats
-from pytest_opprof.verdict import Verdict
+from pytest_opprof.gate.store import BaselineEntry
+from pytest_opprof.gate.summary import OpSummary, TestSummary, TimeStats
+from pytest_opprof.gate.verdict import Verdict
 
 POOLED_SESSIONS = 3
 

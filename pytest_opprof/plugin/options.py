@@ -21,8 +21,8 @@ from typing import TypeVar
 import pytest
 
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.tolerance import DURATION_FORMS, TOLERANCE_FORMS, parse_duration_ns
-from pytest_opprof.tolerance import parse_tolerance as _parse_tolerance
+from pytest_opprof.gate.tolerance import DURATION_FORMS, TOLERANCE_FORMS, parse_duration_ns
+from pytest_opprof.gate.tolerance import parse_tolerance as _parse_tolerance
 
 T = TypeVar("T")
 

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pytest_opprof.jsonio import FieldError, Fields, field_path, round_sig
-from pytest_opprof.records import MEMORY_EVENT_NAME
+from pytest_opprof.capture.records import MEMORY_EVENT_NAME
+from pytest_opprof.gate.jsonio import FieldError, Fields, field_path, round_sig
 
 _US_TO_NS = 1000
 

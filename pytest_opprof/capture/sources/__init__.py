@@ -7,7 +7,7 @@ zero-argument callable making one (called once, the result is shared so its
 acquire/release refcount covers every user).
 
 Capture sources are user-facing names (``--opprof-capture``); helper sources
-(memory) are added by :class:`~pytest_opprof.profiler.profile` from its flags.
+(memory) are added by :class:`~pytest_opprof.capture.profiler.profile` from its flags.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from pytest_opprof.capture.records import Records
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.records import Records
 
 __all__ = ["CAPTURE_SOURCES", "HELPER_SOURCES", "Source", "accepted_names", "get", "resolve"]
 
@@ -47,13 +47,13 @@ class Source(Protocol):
 
 
 CAPTURE_SOURCES: dict[str, str] = {
-    "numpy": "pytest_opprof.sources.numpy_source:SOURCE",
-    "torch": "pytest_opprof.sources.torch_source:SOURCE",
+    "numpy": "pytest_opprof.capture.sources.numpy_source:SOURCE",
+    "torch": "pytest_opprof.capture.sources.torch_source:SOURCE",
 }
 HELPER_SOURCES: dict[str, str] = {
-    "memory": "pytest_opprof.sources.memory_source:MemorySource",
-    "python_memory": "pytest_opprof.sources.memory_source:PythonMemorySource",
-    "cuda": "pytest_opprof.sources.cuda_source:CudaSource",
+    "memory": "pytest_opprof.capture.sources.memory_source:MemorySource",
+    "python_memory": "pytest_opprof.capture.sources.memory_source:PythonMemorySource",
+    "cuda": "pytest_opprof.capture.sources.cuda_source:CudaSource",
 }
 NONE = "none"
 

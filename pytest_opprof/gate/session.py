@@ -9,7 +9,7 @@ Where each step runs, so that one process writes and the right test fails:
   controller like any other.
 * The controller (or the single process) keeps the results for the terminal
   summary and the reports.  A worker's result is judged again there from the
-  figures on the report: :func:`~pytest_opprof.verdict.compare` is a pure
+  figures on the report: :func:`~pytest_opprof.gate.verdict.compare` is a pure
   function of the figures, the stored entry and the tolerances (sent along), so
   both sides reach the same verdict.
 * Only the controller writes baselines, once, at the end of the session; a
@@ -30,12 +30,12 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from pytest_opprof.baselines import BaselineRun
 from pytest_opprof.errors import BaselineError
-from pytest_opprof.options import AUTO_ROUNDS, GateOptions
-from pytest_opprof.pooling import POOLED_SESSIONS
-from pytest_opprof.report import TestResult, render_text, write_json_report, write_markdown
-from pytest_opprof.store import split_nodeid
-from pytest_opprof.summary import TestSummary
-from pytest_opprof.verdict import UPDATE_HINT, Tolerances, judges_time
+from pytest_opprof.gate.pooling import POOLED_SESSIONS
+from pytest_opprof.gate.store import split_nodeid
+from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.verdict import UPDATE_HINT, Tolerances, judges_time
+from pytest_opprof.plugin.options import AUTO_ROUNDS, GateOptions
+from pytest_opprof.render.report import TestResult, render_text, write_json_report, write_markdown
 
 REQUIRE_HINT = (
     "no baseline yet and --opprof-require-baselines is set; "

@@ -2,7 +2,7 @@
 
 Loaded by every pytest run through the ``pytest11`` entry point, so this module
 imports neither numpy nor the native core.  Only ``--opprof`` creates the
-:class:`~pytest_opprof.manager.OpprofManager` that does the work; it lives under
+:class:`~pytest_opprof.plugin.manager.OpprofManager` that does the work; it lives under
 a ``StashKey`` on ``config.stash`` from ``pytest_configure`` to ``pytest_unconfigure``.
 """
 
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_opprof.marker import marker_help
-from pytest_opprof.options import add_options, is_enabled, read_options
+from pytest_opprof.plugin.marker import marker_help
+from pytest_opprof.plugin.options import add_options, is_enabled, read_options
 
 if TYPE_CHECKING:
-    from pytest_opprof.manager import OpprofManager
+    from pytest_opprof.plugin.manager import OpprofManager
 
 manager_key: pytest.StashKey[OpprofManager] = pytest.StashKey()
 
@@ -34,7 +34,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not is_enabled(config):
         return
     options = read_options(config)
-    from pytest_opprof.manager import OpprofManager
+    from pytest_opprof.plugin.manager import OpprofManager
 
     manager = OpprofManager(config, options)
     config.stash[manager_key] = manager
@@ -76,7 +76,7 @@ class TestProfiler:
         """A named scope (context manager or decorator) shown as its own row and trace span."""
         if not self.enabled:
             return _NoScope()
-        from pytest_opprof.profiler import record_function
+        from pytest_opprof.capture.profiler import record_function
 
         return record_function(name)
 

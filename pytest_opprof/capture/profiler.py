@@ -17,16 +17,17 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_opprof import _native, sources
+from pytest_opprof import _native
+from pytest_opprof.capture import sources
+from pytest_opprof.capture.records import FLAG_EXCEPTION, Records
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.records import FLAG_EXCEPTION, Records
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from pytest_opprof.capture.sources.cuda_source import CudaSource, DeviceMemoryStats
+    from pytest_opprof.capture.sources.memory_source import MemoryStats
     from pytest_opprof.model import EventList, Overhead
-    from pytest_opprof.sources.cuda_source import CudaSource, DeviceMemoryStats
-    from pytest_opprof.sources.memory_source import MemoryStats
 
 __all__ = ["profile", "record_function"]
 
@@ -137,7 +138,7 @@ class profile:  # lower case: torch.profiler's spelling
         return wanted
 
     def _wanted_cuda(self) -> CudaSource | None:
-        from pytest_opprof.sources import cuda_source
+        from pytest_opprof.capture.sources import cuda_source
 
         self.not_measured = []
         for name in self.capture if self.capture is not None else sources.CAPTURE_SOURCES:
@@ -226,7 +227,7 @@ class profile:  # lower case: torch.profiler's spelling
                 self.device_memory = self._cuda_source.device_memory
             self._records = records
             if self._memory_source in acquired:
-                from pytest_opprof.sources import memory_source
+                from pytest_opprof.capture.sources import memory_source
 
                 # Kept here: the next profile's start clears the native samples.
                 self._memory_samples = memory_source.memory_samples()
@@ -292,7 +293,7 @@ def _overhead(options: int, acquired: list[sources.Source]) -> Overhead:
     numpy_hooked = any(source.name == "numpy" for source in acquired)
     key = (options, numpy_hooked)
     if key not in _overheads:
-        from pytest_opprof.calibration import calibrate
+        from pytest_opprof.capture.calibration import calibrate
 
         _overheads[key] = calibrate(_set_recording, record_function, numpy_hooked, options)
     return _overheads[key]

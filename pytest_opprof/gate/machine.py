@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 
-from pytest_opprof.jsonio import Fields
+from pytest_opprof.gate.jsonio import Fields
 
 
 @dataclass(frozen=True)

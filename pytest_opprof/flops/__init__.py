@@ -1,0 +1,1 @@
+"""FLOP formulas from op names and input shapes: numpy ops and aten (torch) ops."""
