@@ -17,16 +17,11 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_opprof.errors import BaselineError
+from pytest_opprof.gate.results import REPORT_KIND, TestResult, read_report
 from pytest_opprof.gate.store import BaselineEntry, load
 from pytest_opprof.gate.tolerance import parse_duration_ns, parse_tolerance
 from pytest_opprof.gate.verdict import Tolerances, compare
-from pytest_opprof.render.report import (
-    REPORT_KIND,
-    TestResult,
-    format_value,
-    read_report,
-    render_text,
-)
+from pytest_opprof.render.report import format_value, render_text
 
 
 def read_any(path: str) -> dict[str, BaselineEntry]:

@@ -10,15 +10,10 @@ from pathlib import Path
 
 from baseline_helpers import entry, machine, simple_summary
 
+from pytest_opprof.gate.results import TestResult, read_report, write_json_report
 from pytest_opprof.gate.store import update
 from pytest_opprof.gate.verdict import compare
-from pytest_opprof.render.report import (
-    TestResult,
-    read_report,
-    render_markdown,
-    write_json_report,
-    write_markdown,
-)
+from pytest_opprof.render.report import render_markdown, write_markdown
 
 ROOT = Path(__file__).parent.parent
 

@@ -13,7 +13,7 @@ import pytest
 
 import pytest_opprof.plugin
 
-REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[1]
+REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[2]
 INSTALLED = any(
     ep.value == "pytest_opprof.plugin" for ep in importlib.metadata.entry_points(group="pytest11")
 )

@@ -21,7 +21,7 @@ import pytest_opprof.plugin
 from pytest_opprof.plugin.manager import trace_file
 from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS
 
-REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[1]
+REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[2]
 
 
 def _plugin_args() -> list[str]:

@@ -146,7 +146,7 @@ def stored(pytester: pytest.Pytester, name: str) -> dict[str, object]:
 def test_update_runs_pool_until_something_changes(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(Path(pooling.__file__).parents[1]))
+    monkeypatch.setenv("PYTHONPATH", str(Path(pooling.__file__).parents[2]))
     pytester.makepyfile(TESTS)
     args = ["--opprof-update-baselines", "--opprof-capture", "none"]
     # A generous tolerance: the steady test must pass on a busy machine too (and not be

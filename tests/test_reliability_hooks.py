@@ -92,8 +92,8 @@ def pytest_configure(config):
     SOURCE._walked = table
     # np.sort's first call (the native speed reference) imports a helper that keeps
     # one reference to numpy's normalize_axis_index for good: numpy's, not ours.
-    from pytest_opprof.gate import speed
-    speed.warm_up()
+    from pytest_opprof.capture import speed_probe
+    speed_probe.warm_up()
     OBJECTS.extend(obj for obj, _ in table.calls)
     OBJECTS.extend(obj for obj, *_ in table.methods)
     BEFORE.extend(sys.getrefcount(o) for o in OBJECTS)

@@ -13,10 +13,12 @@ from baseline_helpers import Mem, Row, entry, machine, simple_summary, summary_o
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_opprof.gate.results import TestResult
+from pytest_opprof.gate.stats import mann_whitney_greater
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.tolerance import parse_duration_ns, parse_tolerance
-from pytest_opprof.gate.verdict import Tolerances, Verdict, compare, mann_whitney_greater
-from pytest_opprof.render.report import TestResult, render_text
+from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
+from pytest_opprof.render.report import render_text
 
 HERE = machine().fingerprint
 MIB = 1024 * 1024

@@ -15,9 +15,10 @@ import pytest
 from baseline_helpers import Row, entry, machine, summary_of
 from test_plugin import PLUGIN, run
 
+from pytest_opprof.capture import speed_probe
 from pytest_opprof.gate import speed
 from pytest_opprof.gate.jsonio import Fields
-from pytest_opprof.gate.session import Gate
+from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import TestSummary, TimeStats
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
 from pytest_opprof.plugin.options import read_gate_options
@@ -220,8 +221,8 @@ def test_the_reference_survives_json() -> None:
 
 
 def test_references_run_the_same_work_each_time() -> None:
-    speed.warm_up()
-    for reference in (speed.python_reference_ns, speed.native_reference_ns):
+    speed_probe.warm_up()
+    for reference in (speed_probe.python_reference_ns, speed_probe.native_reference_ns):
         times = sorted(reference() for _ in range(9))
         assert 0 < times[0] <= times[4] < 1_000_000_000
 
@@ -229,7 +230,7 @@ def test_references_run_the_same_work_each_time() -> None:
 def test_plugin_stores_one_reference_per_round(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(Path(speed.__file__).parents[1]))
+    monkeypatch.setenv("PYTHONPATH", str(Path(speed.__file__).parents[2]))
     pytester.makepyfile(test_work="def test_sum():\n    assert sum(range(10000)) > 0\n")
     result = run(pytester, "--opprof-update-baselines", "--opprof-rounds=3")
     result.assert_outcomes(passed=1)
@@ -244,9 +245,9 @@ def test_plugin_stores_one_reference_per_round(
 
 def test_raw_times_option_and_ini_reach_the_gate(pytester: pytest.Pytester) -> None:
     default = read_gate_options(pytester.parseconfig(*PLUGIN))
-    assert Gate(default).run.tolerances.speed_scaled
+    assert BaselineSession(default).tolerances.speed_scaled
     from_cli = read_gate_options(pytester.parseconfig(*PLUGIN, "--opprof-raw-times"))
-    assert not Gate(from_cli).run.tolerances.speed_scaled
+    assert not BaselineSession(from_cli).tolerances.speed_scaled
     pytester.makeini("[pytest]\nopprof_raw_times = true\n")
     from_ini = read_gate_options(pytester.parseconfig(*PLUGIN))
-    assert not Gate(from_ini).run.tolerances.speed_scaled
+    assert not BaselineSession(from_ini).tolerances.speed_scaled

@@ -1,4 +1,4 @@
-"""The regression gate: each profiled test judged against its baseline, and what follows.
+"""One session's comparison with baselines: judge each test, stage, write, and what follows.
 
 Where each step runs, so that one process writes and the right test fails:
 
@@ -18,29 +18,56 @@ Where each step runs, so that one process writes and the right test fails:
   package, a path beside the rootdir) has a node id that names no file under
   the rootdir (``::test_x``, ``../x/test_y.py::test_x``): it has no baseline
   file, so it is neither judged nor staged, and the summary says so once.
+
+Files are read once, lazily; with ``update`` the tests that passed are staged
+(pooled with their stored rounds when their verdict passed, see ``pooling.py``)
+and :meth:`BaselineSession.write` merges them into their module files once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from pytest_opprof.baselines import BaselineRun
 from pytest_opprof.errors import BaselineError
-from pytest_opprof.gate.pooling import POOLED_SESSIONS
-from pytest_opprof.gate.store import split_nodeid
+from pytest_opprof.gate.machine import MachineInfo, machine_info
+from pytest_opprof.gate.pooling import can_pool, pool
+from pytest_opprof.gate.results import TestResult, write_json_report
+from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_nodeid, update
 from pytest_opprof.gate.summary import TestSummary
-from pytest_opprof.gate.verdict import UPDATE_HINT, Tolerances, judges_time
-from pytest_opprof.plugin.options import AUTO_ROUNDS, GateOptions
-from pytest_opprof.render.report import TestResult, render_text, write_json_report, write_markdown
+from pytest_opprof.gate.verdict import Tolerances, Verdict, compare, judges_time
 
-REQUIRE_HINT = (
-    "no baseline yet and --opprof-require-baselines is set; "
-    "record one with --opprof-update-baselines"
-)
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Settings of the baseline comparison (tolerances are fractions, times ns)."""
+
+    baseline_dir: Path
+    update: bool = False
+    time_tolerance: float = Tolerances.time
+    memory_tolerance: float = Tolerances.memory
+    flops_tolerance: float = Tolerances.flops
+    min_time_ns: int = Tolerances.min_time_ns
+    time_statistic: str = Tolerances.statistic
+    force_time: bool = False
+    raw_times: bool = False
+    warn_only: bool = False
+    require_baselines: bool = False
+    report_path: Path | None = None
+    markdown_path: Path | None = None
+
+    def tolerances(self) -> Tolerances:
+        """The session's thresholds as the verdict takes them."""
+        return Tolerances(
+            time=self.time_tolerance,
+            memory=self.memory_tolerance,
+            flops=self.flops_tolerance,
+            min_time_ns=self.min_time_ns,
+            statistic="median" if self.time_statistic == "median" else "min",
+            speed_scaled=not self.raw_times,
+        )
 
 
 @dataclass(frozen=True)
@@ -49,8 +76,8 @@ class Judgement:
 
     result: TestResult | None
     error: str | None = None
-    fail_text: str | None = None
-    """The failure's text when the test must fail; ``None`` when it passes."""
+    fails: bool = False
+    """Whether the test must fail (a regression, a required baseline, an unusable file)."""
 
     @property
     def label(self) -> str:
@@ -60,50 +87,61 @@ class Judgement:
         return "error" if self.error is not None else "not judged"
 
 
-@dataclass
-class Gate:
+class BaselineSession:
     """One process's part of the comparison with baselines (see the module docstring)."""
 
-    options: GateOptions
-    row_limit: int = 20
-    errors: dict[str, str] = field(default_factory=dict)
-    """node id -> why its baseline could not be used (the message names the file)."""
-    written: list[Path] = field(default_factory=list)
-    write_error: str | None = None
-    outside: dict[str, None] = field(default_factory=dict)
-    """Node ids of tests outside the rootdir (not judged, not staged), in order."""
-    _run: BaselineRun | None = None
-    _bad_paths: dict[Path, BaselineError] = field(default_factory=dict)
-    _passed_calls: dict[str, TestSummary] = field(default_factory=dict)
+    def __init__(self, options: GateOptions, *, machine: MachineInfo | None = None) -> None:
+        self.options = options
+        self.baseline_dir = Path(options.baseline_dir)
+        self.tolerances = options.tolerances()
+        self._machine = machine
+        self.results: list[TestResult] = []
+        self.errors: dict[str, str] = {}
+        """node id -> why its baseline could not be used (the message names the file)."""
+        self.outside: dict[str, None] = {}
+        """Node ids of tests outside the rootdir (not judged, not staged), in order."""
+        self.pooled: list[str] = []
+        """Node ids whose staged entry pools their rounds with the stored ones."""
+        self.written: list[Path] = []
+        self.write_error: str | None = None
+        self._files: dict[Path, Mapping[str, BaselineEntry]] = {}
+        self._bad_paths: dict[Path, BaselineError] = {}
+        self._verdicts: dict[str, Verdict] = {}
+        self._passed_calls: dict[str, TestSummary] = {}
+        self._staged: dict[Path, dict[str, BaselineEntry]] = {}
 
     @property
-    def run(self) -> BaselineRun:
-        """The session's :class:`BaselineRun`, made at first use (it reads the machine)."""
-        if self._run is None:
-            o = self.options
-            self._run = BaselineRun(
-                o.baseline_dir,
-                tolerances=Tolerances(
-                    time=o.time_tolerance,
-                    memory=o.memory_tolerance,
-                    flops=o.flops_tolerance,
-                    min_time_ns=o.min_time_ns,
-                    statistic="median" if o.time_statistic == "median" else "min",
-                    speed_scaled=not o.raw_times,
-                ),
-                force_time=o.force_time,
-            )
-        return self._run
+    def machine(self) -> MachineInfo:
+        """This machine, read at first use (a session that judges nothing never reads it)."""
+        if self._machine is None:
+            self._machine = machine_info()
+        return self._machine
 
-    @property
-    def results(self) -> list[TestResult]:
-        return self.run.results if self._run is not None else []
+    # -- reading -----------------------------------------------------------------
 
-    def tolerances(self, overrides: Mapping[str, float]) -> Tolerances | None:
-        """The run's tolerances with a marker's ``{"time": ..., ...}`` overrides applied."""
+    def path_of(self, nodeid: str) -> Path:
+        """The baseline file of a test (raises ``BaselineError`` for an unsafe module path)."""
+        return baseline_path(self.baseline_dir, split_nodeid(nodeid)[0])
+
+    def stored(self, nodeid: str) -> BaselineEntry | None:
+        """The test's stored entry, if any (raises ``BaselineError`` for an unusable file)."""
+        path = self.path_of(nodeid)
+        bad = self._bad_paths.get(path)
+        if bad is not None:
+            raise bad
+        if path not in self._files:
+            try:
+                self._files[path] = load(path)
+            except BaselineError as exc:
+                self._bad_paths[path] = exc
+                raise
+        return self._files[path].get(split_nodeid(nodeid)[1])
+
+    def with_overrides(self, overrides: Mapping[str, float]) -> Tolerances:
+        """The session's tolerances with a marker's ``{"time": ..., ...}`` overrides applied."""
         if not overrides:
-            return None
-        base = self.run.tolerances
+            return self.tolerances
+        base = self.tolerances
         return dataclasses.replace(
             base,
             time=overrides.get("time", base.time),
@@ -111,24 +149,34 @@ class Gate:
             flops=overrides.get("flops", base.flops),
         )
 
-    def times_judged(self, nodeid: str) -> bool:
-        """Whether rounds of this test would buy a time verdict: always when updating
+    def verdict(
+        self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float] | None = None
+    ) -> Verdict:
+        """The verdict on ``summary`` against the stored entry, recorded nowhere."""
+        return compare(
+            summary,
+            self.stored(nodeid),
+            fingerprint=self.machine.fingerprint,
+            tolerances=self.with_overrides(overrides or {}),
+            force_time=self.options.force_time,
+        )
+
+    # -- what the rounds policy asks -----------------------------------------------
+
+    def times_judged(self, nodeid: str, rounds: int) -> bool:
+        """Whether ``rounds`` rounds of this test buy a time verdict: always when updating
         (the baseline being recorded), else when ``verdict.judges_time`` says its stored
-        baseline would have its times judged against ``AUTO_ROUNDS`` rounds."""
+        baseline would have its times judged against that many rounds."""
         if _outside_rootdir(nodeid):
             return False  # never judged nor written
         if self.options.update:
             return True
         try:
-            stored = self.run.stored(nodeid)
+            stored = self.stored(nodeid)
         except BaselineError:
             return False  # judge() reports the file
         return stored is not None and judges_time(
-            stored,
-            AUTO_ROUNDS,
-            self.run.machine.fingerprint,
-            self.run.tolerances,
-            self.options.force_time,
+            stored, rounds, self.machine.fingerprint, self.tolerances, self.options.force_time
         )
 
     def undecided(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> bool:
@@ -137,42 +185,44 @@ class Gate:
         if _outside_rootdir(nodeid):
             return False
         try:
-            verdict = self.run.verdict(nodeid, summary, self.tolerances(overrides))
+            return self.verdict(nodeid, summary, overrides).time_undecided
         except BaselineError:
             return False  # judge() reports the file
-        return verdict.time_undecided
+
+    # -- judging -----------------------------------------------------------------------
 
     def judge(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> Judgement:
-        """Judge one test whose call passed; say whether (and how) it must fail."""
+        """Judge one test whose call passed; say whether it must fail."""
         if _outside_rootdir(nodeid):
             self.outside[nodeid] = None
             return Judgement(None)
         try:
-            path = self.run.path_of(nodeid)
-            bad = self._bad_paths.get(path)
-            if bad is not None:
-                raise bad
-            result = self.run.judge(nodeid, summary, self.tolerances(overrides))
+            path = self.path_of(nodeid)
+            verdict = self.verdict(nodeid, summary, overrides)
         except BaselineError as exc:
-            self._bad_paths.setdefault(Path(exc.path), exc)
             message = f"opprof: unusable baseline: {exc}"
             if self.options.update:
                 message += " (left untouched: fix or delete it, then update again)"
             self.errors[nodeid] = message
-            return Judgement(None, message, None if self.options.warn_only else message)
-        return Judgement(result, None, self._fail_text(result))
+            return Judgement(None, message, fails=not self.options.warn_only)
+        try:
+            shown = path.relative_to(self.baseline_dir.parent).as_posix()
+        except ValueError:
+            shown = str(path)
+        self._verdicts[nodeid] = verdict
+        result = TestResult(nodeid, summary, verdict, baseline_file=shown)
+        self.results.append(result)
+        return Judgement(result, None, self.fails(result))
 
-    def _fail_text(self, result: TestResult) -> str | None:
+    def fails(self, result: TestResult) -> bool:
+        """Whether a judged test fails: a regression, or no baseline where one is required;
+        never with ``warn_only`` or while updating."""
         o = self.options
         if o.warn_only or o.update:
-            return None
-        if result.verdict.failed:
-            return render_text(result, row_limit=self.row_limit)
-        if result.verdict.status == "new" and o.require_baselines:
-            return f"opprof NEW: {result.nodeid}\n{REQUIRE_HINT}"
-        return None
+            return False
+        return result.verdict.failed or (result.verdict.status == "new" and o.require_baselines)
 
-    # -- controller side -------------------------------------------------------
+    # -- recording (the controller, or the single process) ------------------------------
 
     def call_passed(self, nodeid: str, summary: TestSummary) -> None:
         """The call passed (after the verdict): a candidate for the baselines."""
@@ -185,87 +235,53 @@ class Gate:
         if summary is None or not passed or nodeid in self.outside:
             return
         try:
-            if self.run.path_of(nodeid) in self._bad_paths:
+            if self.path_of(nodeid) in self._bad_paths:
                 return
-            self.run.stage(nodeid, summary)
+            self.stage(nodeid, summary)
         except BaselineError as exc:
             self.errors.setdefault(nodeid, f"opprof: unusable baseline: {exc}")
 
+    def stage(self, nodeid: str, summary: TestSummary) -> None:
+        """Record ``summary`` as the test's new baseline when :meth:`write` runs: pooled
+        with the stored rounds when it was judged and passed, else replacing them."""
+        stored = self.stored(nodeid)
+        verdict = self._verdicts.get(nodeid)
+        if stored is not None and verdict is not None:
+            if can_pool(summary, stored, verdict, self.machine.fingerprint):
+                summary = pool(summary, stored.summary)
+                self.pooled.append(nodeid)
+        entry = BaselineEntry.record(summary, self.machine)
+        self._staged.setdefault(self.path_of(nodeid), {})[split_nodeid(nodeid)[1]] = entry
+
+    def write(self) -> list[Path]:
+        """Merge staged entries into their files (atomically); the files that changed."""
+        changed = [path for path, entries in sorted(self._staged.items()) if update(path, entries)]
+        self._staged.clear()
+        return changed
+
     def finish(self) -> bool:
-        """Write baselines (with ``update``) and the reports; False when a write failed."""
+        """Write the baselines (with ``update``) and the JSON report; False when a write failed.
+
+        The Markdown summary is the renderer's, written by the plugin beside this."""
         ok = True
-        if self.options.update and self._run is not None:
+        if self.options.update and self._staged:
             try:
-                self.written = self.run.write()
+                self.written = self.write()
             except (BaselineError, OSError) as exc:
                 self.write_error = f"opprof: baselines not written: {exc}"
                 ok = False
-        o = self.options
-        try:
-            if o.report_path is not None:
-                write_json_report(o.report_path, self.results, machine=self.run.machine)
-            if o.markdown_path is not None:
-                write_markdown(o.markdown_path, self.results, machine=self.run.machine)
-        except BaselineError as exc:
-            error = f"opprof: report not written: {exc}"
-            self.write_error = f"{self.write_error}\n{error}" if self.write_error else error
-            ok = False
+        if self.options.report_path is not None:
+            try:
+                write_json_report(self.options.report_path, self.results, machine=self.machine)
+            except BaselineError as exc:
+                self.report_failed(exc)
+                ok = False
         return ok
 
-    def summary_lines(self) -> list[str]:
-        """The terminal summary of the comparison: counts, then each notable test."""
-        results = self.results
-        counts = {s: 0 for s in ("regressed", "improved", "new", "pass")}
-        for r in results:
-            counts[r.verdict.status] += 1
-        shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-        if self.errors:
-            shown += (", " if shown else "") + f"{len(self.errors)} unusable baseline"
-        if self.outside:
-            shown += (", " if shown else "") + f"{len(self.outside)} outside the rootdir"
-        where = _shown_path(self.options.baseline_dir)
-        lines = [f"opprof baselines ({where}): {shown or 'nothing judged'}"]
-        if self.options.warn_only:
-            lines.append("(--opprof-warn-only: regressions are reported, not failed)")
-        if self.options.update:
-            lines.append("(--opprof-update-baselines: regressions are reported, not failed)")
-        for r in results:
-            if r.verdict.status != "regressed":
-                continue
-            if self._fail_text(r) is None:  # not failed: this is the only place it shows
-                lines += ["", render_text(r, row_limit=self.row_limit)]
-            else:
-                lines.append(f"REGRESSED {r.nodeid} (failed; the diff is in its failure)")
-        improved = [r.nodeid for r in results if r.verdict.status == "improved"]
-        if improved:
-            lines += ["", "improved beyond tolerance:"]
-            lines += [f"  {nodeid}" for nodeid in improved]
-            if not self.options.update:
-                lines.append(f"  hint: {UPDATE_HINT}")
-        new = [r.nodeid for r in results if r.verdict.status == "new"]
-        if new:
-            lines += ["", "new (no baseline):"] + [f"  {nodeid}" for nodeid in new]
-        if self.errors:
-            lines += ["", "unusable baselines:"]
-            lines += [f"  {nodeid}: {message}" for nodeid, message in self.errors.items()]
-        if self.outside:
-            first = next(iter(self.outside))
-            lines += [
-                "",
-                f"not compared: {len(self.outside)} test(s) outside the rootdir (e.g. {first}) "
-                "have no baseline file; to gate them, run with a --rootdir that contains them",
-            ]
-        if self.options.update:
-            lines += ["", f"wrote {len(self.written)} baseline file(s)"]
-            lines += [f"  {_shown_path(p)}" for p in self.written]
-            if self._run is not None and self._run.pooled:
-                lines.append(
-                    f"{len(self._run.pooled)} test(s) passed against their baseline: their "
-                    f"rounds joined it (the last {POOLED_SESSIONS} runs' rounds are kept)"
-                )
-        if self.write_error is not None:
-            lines.append(self.write_error)
-        return lines
+    def report_failed(self, exc: BaselineError) -> None:
+        """Keep a report's write error for the summary, beside any baseline write error."""
+        error = f"opprof: report not written: {exc}"
+        self.write_error = f"{self.write_error}\n{error}" if self.write_error else error
 
 
 def _outside_rootdir(nodeid: str) -> bool:
@@ -280,10 +296,3 @@ def _outside_rootdir(nodeid: str) -> bool:
         or ".." in posix.parts
         or ".." in windows.parts
     )
-
-
-def _shown_path(path: Path) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:  # another drive (Windows)
-        return str(path)

@@ -16,7 +16,8 @@ baseline's machine speed.
   compute- or memory-bound.  A library op whose calls take under
   ``SHORT_CALL_NS`` each (in the baseline) follows the Python reference instead:
   a call of a few microseconds is argument parsing, dispatch and allocation.
-* Each is the fastest of 3 runs of about 35 us, before and after the round.
+* Each is the fastest of 3 runs of about 35 us, before and after the round
+  (measured by :mod:`pytest_opprof.capture.speed_probe`).
 * A reference is applied partly: a round's factor is the reference ratio to the
   power ``PYTHON_EXPONENT`` (0.9) or ``NATIVE_EXPONENT`` (0.5), the slopes the
   study's sessions showed (below the constants).
@@ -32,21 +33,12 @@ those better and not Python work.  A C integer loop tracked neither.
 
 from __future__ import annotations
 
-import functools
 import statistics
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-
-import numpy as np
 
 from pytest_opprof.gate.summary import OpSummary, TestSummary, TimeStats
 
-PYTHON_ITERATIONS = 1000
-"""Loop iterations of one Python reference run (about 35 us on a 2020s x86 core)."""
-SORT_VALUES = 1700
-COPY_BYTES = 320_000
-"""One native reference run: a sort and a copy larger than L2 (about 35 us together)."""
 PYTHON_EXPONENT = 0.9
 NATIVE_EXPONENT = 0.5
 """How much of a reference's change is applied: a round's factor is (baseline's reference /
@@ -61,60 +53,6 @@ reference (to ``PYTHON_EXPONENT``).  Measured: the example suite (tests of 1-2 m
 hundreds of calls of 1-20 us) judged against baselines two hours old flagged 22 of 96 test
 runs scaled by the native reference, 6 scaled this way; the verdict study's 11 runs
 (big library ops, 0.1-10 ms a call) gave the same or slightly better verdicts."""
-REPEATS = 3
-"""A reference is the fastest of this many runs: noise only adds time, and a burst that
-hits one run is dropped (3 x 35 us had a third to half the jitter of one 0.1 ms run)."""
-
-
-@functools.cache
-def _native_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(values to sort, copy source, copy destination), made at first use."""
-    source = np.ones(COPY_BYTES // 8)
-    return np.random.default_rng(0).standard_normal(SORT_VALUES), source, np.empty_like(source)
-
-
-def _spin(iterations: int) -> int:
-    acc = 0
-    for i in range(iterations):
-        acc += i ^ 7
-    return acc
-
-
-def _fastest_ns(run: Callable[[], object]) -> int:
-    """The fastest of ``REPEATS`` timed calls of ``run``, ns."""
-    times = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter_ns()
-        run()
-        times.append(time.perf_counter_ns() - t0)
-    return min(times)
-
-
-def _sort_and_copy() -> None:
-    values, source, destination = _native_inputs()
-    np.sort(values)
-    np.copyto(destination, source)
-
-
-def python_reference_ns() -> int:
-    """The Python reference: the fastest of ``REPEATS`` runs of the loop, ns."""
-    return _fastest_ns(lambda: _spin(PYTHON_ITERATIONS))
-
-
-def native_reference_ns() -> int:
-    """The native reference: the fastest of ``REPEATS`` runs of a sort and a copy, ns."""
-    return _fastest_ns(_sort_and_copy)
-
-
-def references_ns() -> tuple[int, int]:
-    """(Python reference, native reference), ns: what brackets a round."""
-    return python_reference_ns(), native_reference_ns()
-
-
-def warm_up() -> None:
-    """Run both references until they are warm (the interpreter specialised, pages mapped)."""
-    for _ in range(3):
-        references_ns()
 
 
 def is_native(key: str) -> bool:

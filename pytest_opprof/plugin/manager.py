@@ -9,7 +9,7 @@ over the measured rounds) and, for marked tests, the rendered op table: never th
 events, so memory stays flat over thousands of tests.  The figures travel on the
 call-phase ``TestReport`` (attribute ``opprof``, plain JSON), so a pytest-xdist
 controller collects them from its workers' reports like a single process does.
-The comparison with baselines is :class:`~pytest_opprof.gate.session.Gate`'s (see there
+The comparison with baselines is :class:`~pytest_opprof.gate.session.BaselineSession`'s (see there
 which process judges and which writes).
 """
 
@@ -28,14 +28,14 @@ from pathlib import Path
 import pytest
 
 from pytest_opprof import _native
+from pytest_opprof.capture import speed_probe
 from pytest_opprof.capture.profiler import profile
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.capture.sources import Source, resolve
 from pytest_opprof.capture.sources import get as get_source
-from pytest_opprof.errors import OpprofError
-from pytest_opprof.gate import speed
+from pytest_opprof.errors import BaselineError, OpprofError
 from pytest_opprof.gate.jsonio import Fields
-from pytest_opprof.gate.session import Gate, Judgement
+from pytest_opprof.gate.session import BaselineSession, Judgement
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
 from pytest_opprof.model import EventList
 from pytest_opprof.plugin.marker import (
@@ -45,6 +45,7 @@ from pytest_opprof.plugin.marker import (
     settings_for,
 )
 from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS, OpprofOptions, rounds_text
+from pytest_opprof.render.report import failure_text, session_lines, write_markdown
 from pytest_opprof.render.units import format_time
 
 settings_key = pytest.StashKey[TestSettings]()
@@ -150,7 +151,7 @@ class OpprofManager:
         self._sent: dict[str, ProfiledTest] = {}  # parsed report data, this process's tests
         self._judged: dict[str, Judgement] = {}
         self.results: list[ProfiledTest] = []
-        self.gate = Gate(options.gate, row_limit=options.row_limit)
+        self.gate = BaselineSession(options.gate)
         self.is_worker = hasattr(config, "workerinput")  # a pytest-xdist worker
         self.not_measured: set[str] = set()  # "what: why" lines from the profiles
         self.own_profile: list[str] = []  # tests that ran their own profile (not profiled)
@@ -172,7 +173,7 @@ class OpprofManager:
         for source in [*self.sources, *self._helpers]:
             source.acquire()
             self._acquired.append(source)
-        speed.warm_up()
+        speed_probe.warm_up()
         if self._helpers and not self._frozen:
             # Memory figures run gc.collect() after every test; freezing what exists
             # now (collected items, imported modules) keeps that scan to the objects
@@ -273,7 +274,7 @@ class OpprofManager:
             return settings.rounds - 1
         if rounds.profiles[0].wall_time_ns < self.options.gate.min_time_ns:
             return 0
-        return AUTO_ROUNDS - 1 if self.gate.times_judged(item.nodeid) else 0
+        return AUTO_ROUNDS - 1 if self.gate.times_judged(item.nodeid, AUTO_ROUNDS) else 0
 
     def _undecided(self, item: pytest.Item, settings: TestSettings, rounds: _Rounds) -> bool:
         """Whether ``auto`` confirms: its ``AUTO_ROUNDS`` rounds put a time beyond its
@@ -298,7 +299,7 @@ class OpprofManager:
             cuda_sample_rate=self.options.cuda_sample_rate,
         )
         # The machine-speed references bracket the round, outside the profile.
-        py_before_ns, native_before_ns = speed.references_ns()
+        py_before_ns, native_before_ns = speed_probe.references_ns()
         prof.yields = True  # a profile the test starts itself stops this one
         prof.start()
         # CPU time of the body only, like the wall time: the first start installs
@@ -312,7 +313,7 @@ class OpprofManager:
             if prof.preempted:
                 rounds.preempted = True
             else:
-                py_after_ns, native_after_ns = speed.references_ns()
+                py_after_ns, native_after_ns = speed_probe.references_ns()
                 self.not_measured.update(prof.not_measured)
                 rounds.cpu_times_ns.append(cpu_ns)
                 rounds.speed_refs_ns.append((py_before_ns + py_after_ns) // 2)
@@ -399,9 +400,9 @@ class OpprofManager:
         if result.judged:
             judgement = self.gate.judge(item.nodeid, sent.summary, sent.tolerances)
             verdict = judgement.label
-            if judgement.fail_text is not None:
+            if judgement.fails:
                 report.outcome = "failed"
-                report.longrepr = judgement.fail_text
+                report.longrepr = failure_text(judgement, row_limit=self.options.row_limit)
             if not self.is_worker:
                 self._judged[item.nodeid] = judgement
         setattr(report, REPORT_ATTRIBUTE, data)
@@ -434,7 +435,15 @@ class OpprofManager:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.is_worker:
             return  # only the controller writes baselines and reports
-        if not self.gate.finish() and session.exitstatus == pytest.ExitCode.OK:
+        ok = self.gate.finish()
+        markdown = self.options.gate.markdown_path
+        if markdown is not None:
+            try:
+                write_markdown(markdown, self.gate.results, machine=self.gate.machine)
+            except BaselineError as exc:
+                self.gate.report_failed(exc)
+                ok = False
+        if not ok and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     # -- terminal ------------------------------------------------------------
@@ -470,7 +479,7 @@ class OpprofManager:
                 if result.trace_path is not None:
                     tr.write_line(f"trace: {result.trace_path}")
         tr.write_sep("-", "opprof: baselines")
-        for line in self.gate.summary_lines():
+        for line in session_lines(self.gate, row_limit=self.options.row_limit):
             tr.write_line(line)
 
 

@@ -21,6 +21,7 @@ from typing import TypeVar
 import pytest
 
 from pytest_opprof.errors import OpprofError
+from pytest_opprof.gate.session import GateOptions
 from pytest_opprof.gate.tolerance import DURATION_FORMS, TOLERANCE_FORMS, parse_duration_ns
 from pytest_opprof.gate.tolerance import parse_tolerance as _parse_tolerance
 
@@ -349,25 +350,6 @@ def _add_gate_options(group: pytest.OptionGroup) -> None:
         default=None,
         help="write the run's comparison as Markdown (CI step summaries, PR comments)",
     )
-
-
-@dataclass(frozen=True)
-class GateOptions:
-    """Settings of the baseline comparison (tolerances are fractions, times ns)."""
-
-    baseline_dir: Path
-    update: bool = False
-    time_tolerance: float = DEFAULT_TIME_TOLERANCE
-    memory_tolerance: float = DEFAULT_MEMORY_TOLERANCE
-    flops_tolerance: float = DEFAULT_FLOPS_TOLERANCE
-    min_time_ns: int = DEFAULT_MIN_TIME_NS
-    time_statistic: str = DEFAULT_TIME_STATISTIC
-    force_time: bool = False
-    raw_times: bool = False
-    warn_only: bool = False
-    require_baselines: bool = False
-    report_path: Path | None = None
-    markdown_path: Path | None = None
 
 
 @dataclass(frozen=True)

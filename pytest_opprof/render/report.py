@@ -1,72 +1,25 @@
-"""Reports of verdicts: a diff-like text section per test, a JSON report and Markdown for a run.
+"""A verdict for people: the diff-like text of one test, and a run's Markdown summary.
 
-JSON report schema (``--opprof-report``, version :data:`REPORT_SCHEMA`)::
-
-    {
-      "kind": "opprof-report",
-      "schema": 1,
-      "created_at": "2025-01-31T12:00:00Z",          # UTC
-      "machine": {...},                               # as in a baseline entry
-      "totals": {"pass": int, "regressed": int, "improved": int, "new": int},
-      "tests": {
-        "<node id>": {
-          "status": "pass" | "regressed" | "improved" | "new",
-          "baseline_file": "baselines/tests/test_a.json" | null,
-          "rounds": int, "summary": {...}, "ops": {...},   # as in a baseline entry
-          "verdict": {
-            "status": ..., "time_judged": bool, "baseline_recorded_at": str | null,
-            "notes": [str],
-            "metrics": [{"metric", "unit", "baseline", "now", "change", "tolerance",
-                         "status", "note"}],
-            "reasons": [{"op", "kind", "unit", "baseline", "now", "change",
-                         "status", "impact"}]      # regressions first, then by impact
-          }
-        }
-      }
-    }
-
-``change`` is relative (0.25 = +25%; null when the baseline is 0), ``unit`` one
-of ``ns``, ``bytes``, ``flops``, ``ops``, ``allocations``, ``share``.  Statuses of
-rows and reasons: ``pass``, ``regressed``, ``improved``, ``info``, ``not judged``.
-A report's tests read back as baseline entries (:func:`read_report`), so two
-reports, or a report and a baseline file, compare with ``python -m pytest_opprof``.
+The text is what a regressed test fails with; the Markdown suits CI step summaries
+and pull-request comments.  The JSON report is :mod:`pytest_opprof.gate.results`.
 """
 
 from __future__ import annotations
 
-import datetime
-import json
 import math
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_opprof.errors import BaselineError
-from pytest_opprof.gate.jsonio import FieldError, Fields, dumps_stable
 from pytest_opprof.gate.machine import MachineInfo
-from pytest_opprof.gate.store import BaselineEntry, write_atomic
-from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.pooling import POOLED_SESSIONS
+from pytest_opprof.gate.results import STATUSES, TestResult
+from pytest_opprof.gate.session import BaselineSession, Judgement
+from pytest_opprof.gate.store import write_atomic
 from pytest_opprof.gate.tolerance import format_tolerance
-from pytest_opprof.gate.verdict import MetricRow, OpReason, Verdict
+from pytest_opprof.gate.verdict import UPDATE_HINT, MetricRow, OpReason, Verdict
 from pytest_opprof.render.units import format_memory, format_time
-
-REPORT_SCHEMA = 1
-REPORT_KIND = "opprof-report"
-STATUSES = ("regressed", "improved", "new", "pass")
-
-
-@dataclass(frozen=True)
-class TestResult:
-    """One profiled test of a run: its node id, summary, verdict and baseline file."""
-
-    __test__ = False
-
-    nodeid: str
-    summary: TestSummary
-    verdict: Verdict
-    baseline_file: str | None = None
 
 
 def format_value(value: float | None, unit: str) -> str:
@@ -155,63 +108,6 @@ def _reason_lines(reason: OpReason) -> str:
     )
 
 
-def _stamp() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def build_report(results: Sequence[TestResult], *, machine: MachineInfo) -> dict[str, object]:
-    """The JSON report of a run as a dict (schema in this module's docstring)."""
-    totals: Counter[str] = Counter(r.verdict.status for r in results)
-    return {
-        "kind": REPORT_KIND,
-        "schema": REPORT_SCHEMA,
-        "created_at": _stamp(),
-        "machine": machine.to_json(),
-        "totals": {status: totals.get(status, 0) for status in STATUSES},
-        "tests": {
-            r.nodeid: {
-                "status": r.verdict.status,
-                "baseline_file": r.baseline_file,
-                **r.summary.to_json(),
-                "verdict": r.verdict.to_json(),
-            }
-            for r in results
-        },
-    }
-
-
-def write_json_report(
-    path: str | os.PathLike[str], results: Sequence[TestResult], *, machine: MachineInfo
-) -> None:
-    """Write the JSON report of a run (atomically, sorted keys)."""
-    write_atomic(Path(path), dumps_stable(build_report(results, machine=machine)))
-
-
-def read_report(path: str | os.PathLike[str]) -> dict[str, BaselineEntry]:
-    """A JSON report's tests as baseline entries keyed by node id (raises BaselineError)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(path, f"cannot be read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise BaselineError(path, f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    try:
-        f = Fields(data)
-        if f.text("kind") != REPORT_KIND:
-            raise FieldError("kind", f"expected {REPORT_KIND!r}")
-        schema = f.integer("schema", minimum=1)
-        if schema > REPORT_SCHEMA:
-            raise FieldError("schema", f"report schema {schema} is newer than {REPORT_SCHEMA}")
-        machine = MachineInfo.from_json(f.obj("machine"))
-        created = f.text("created_at")
-        return {
-            nodeid: BaselineEntry(TestSummary.from_json(test), machine, created)
-            for nodeid, test in f.obj("tests").entries()
-        }
-    except FieldError as exc:
-        raise BaselineError(path, exc.reason, field=exc.field or None) from None
-
-
 _ICONS = {"regressed": "❌", "improved": "🚀", "new": "🆕", "pass": "✅"}
 
 
@@ -279,3 +175,82 @@ def write_markdown(
 ) -> None:
     """Write :func:`render_markdown` to ``path`` (atomically)."""
     write_atomic(Path(path), render_markdown(results, machine=machine))
+
+
+REQUIRE_HINT = (
+    "no baseline yet and --opprof-require-baselines is set; "
+    "record one with --opprof-update-baselines"
+)
+
+
+def failure_text(judgement: Judgement, *, row_limit: int = 20) -> str:
+    """What a test that the gate fails shows as its failure: the diff, or why it failed."""
+    if judgement.result is None:
+        return judgement.error or "opprof: not judged"
+    result = judgement.result
+    if result.verdict.status == "new":
+        return f"opprof NEW: {result.nodeid}\n{REQUIRE_HINT}"
+    return render_text(result, row_limit=row_limit)
+
+
+def session_lines(session: BaselineSession, *, row_limit: int = 20) -> list[str]:
+    """The terminal summary of a session's comparison: counts, then each notable test."""
+    results = session.results
+    counts = {s: 0 for s in ("regressed", "improved", "new", "pass")}
+    for r in results:
+        counts[r.verdict.status] += 1
+    shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    if session.errors:
+        shown += (", " if shown else "") + f"{len(session.errors)} unusable baseline"
+    if session.outside:
+        shown += (", " if shown else "") + f"{len(session.outside)} outside the rootdir"
+    where = _shown_path(session.options.baseline_dir)
+    lines = [f"opprof baselines ({where}): {shown or 'nothing judged'}"]
+    if session.options.warn_only:
+        lines.append("(--opprof-warn-only: regressions are reported, not failed)")
+    if session.options.update:
+        lines.append("(--opprof-update-baselines: regressions are reported, not failed)")
+    for r in results:
+        if r.verdict.status != "regressed":
+            continue
+        if not session.fails(r):  # not failed: this is the only place it shows
+            lines += ["", render_text(r, row_limit=row_limit)]
+        else:
+            lines.append(f"REGRESSED {r.nodeid} (failed; the diff is in its failure)")
+    improved = [r.nodeid for r in results if r.verdict.status == "improved"]
+    if improved:
+        lines += ["", "improved beyond tolerance:"]
+        lines += [f"  {nodeid}" for nodeid in improved]
+        if not session.options.update:
+            lines.append(f"  hint: {UPDATE_HINT}")
+    new = [r.nodeid for r in results if r.verdict.status == "new"]
+    if new:
+        lines += ["", "new (no baseline):"] + [f"  {nodeid}" for nodeid in new]
+    if session.errors:
+        lines += ["", "unusable baselines:"]
+        lines += [f"  {nodeid}: {message}" for nodeid, message in session.errors.items()]
+    if session.outside:
+        first = next(iter(session.outside))
+        lines += [
+            "",
+            f"not compared: {len(session.outside)} test(s) outside the rootdir (e.g. {first}) "
+            "have no baseline file; to gate them, run with a --rootdir that contains them",
+        ]
+    if session.options.update:
+        lines += ["", f"wrote {len(session.written)} baseline file(s)"]
+        lines += [f"  {_shown_path(p)}" for p in session.written]
+        if session.pooled:
+            lines.append(
+                f"{len(session.pooled)} test(s) passed against their baseline: their "
+                f"rounds joined it (the last {POOLED_SESSIONS} runs' rounds are kept)"
+            )
+    if session.write_error is not None:
+        lines.append(session.write_error)
+    return lines
+
+
+def _shown_path(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return str(path)

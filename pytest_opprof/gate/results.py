@@ -1,0 +1,123 @@
+"""A run's results: one :class:`TestResult` per judged test, and the JSON report of them.
+
+JSON report schema (``--opprof-report``, version :data:`REPORT_SCHEMA`)::
+
+    {
+      "kind": "opprof-report",
+      "schema": 1,
+      "created_at": "2025-01-31T12:00:00Z",          # UTC
+      "machine": {...},                               # as in a baseline entry
+      "totals": {"pass": int, "regressed": int, "improved": int, "new": int},
+      "tests": {
+        "<node id>": {
+          "status": "pass" | "regressed" | "improved" | "new",
+          "baseline_file": "baselines/tests/test_a.json" | null,
+          "rounds": int, "summary": {...}, "ops": {...},   # as in a baseline entry
+          "verdict": {
+            "status": ..., "time_judged": bool, "baseline_recorded_at": str | null,
+            "notes": [str],
+            "metrics": [{"metric", "unit", "baseline", "now", "change", "tolerance",
+                         "status", "note"}],
+            "reasons": [{"op", "kind", "unit", "baseline", "now", "change",
+                         "status", "impact"}]      # regressions first, then by impact
+          }
+        }
+      }
+    }
+
+``change`` is relative (0.25 = +25%; null when the baseline is 0), ``unit`` one
+of ``ns``, ``bytes``, ``flops``, ``ops``, ``allocations``, ``share``.  Statuses of
+rows and reasons: ``pass``, ``regressed``, ``improved``, ``info``, ``not judged``.
+A report's tests read back as baseline entries (:func:`read_report`), so two
+reports, or a report and a baseline file, compare with ``python -m pytest_opprof``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_opprof.errors import BaselineError
+from pytest_opprof.gate.jsonio import FieldError, Fields, dumps_stable
+from pytest_opprof.gate.machine import MachineInfo
+from pytest_opprof.gate.store import BaselineEntry, write_atomic
+from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.verdict import Verdict
+
+REPORT_SCHEMA = 1
+REPORT_KIND = "opprof-report"
+STATUSES = ("regressed", "improved", "new", "pass")
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One profiled test of a run: its node id, summary, verdict and baseline file."""
+
+    __test__ = False
+
+    nodeid: str
+    summary: TestSummary
+    verdict: Verdict
+    baseline_file: str | None = None
+
+
+def _stamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build_report(results: Sequence[TestResult], *, machine: MachineInfo) -> dict[str, object]:
+    """The JSON report of a run as a dict (schema in this module's docstring)."""
+    totals: Counter[str] = Counter(r.verdict.status for r in results)
+    return {
+        "kind": REPORT_KIND,
+        "schema": REPORT_SCHEMA,
+        "created_at": _stamp(),
+        "machine": machine.to_json(),
+        "totals": {status: totals.get(status, 0) for status in STATUSES},
+        "tests": {
+            r.nodeid: {
+                "status": r.verdict.status,
+                "baseline_file": r.baseline_file,
+                **r.summary.to_json(),
+                "verdict": r.verdict.to_json(),
+            }
+            for r in results
+        },
+    }
+
+
+def write_json_report(
+    path: str | os.PathLike[str], results: Sequence[TestResult], *, machine: MachineInfo
+) -> None:
+    """Write the JSON report of a run (atomically, sorted keys)."""
+    write_atomic(Path(path), dumps_stable(build_report(results, machine=machine)))
+
+
+def read_report(path: str | os.PathLike[str]) -> dict[str, BaselineEntry]:
+    """A JSON report's tests as baseline entries keyed by node id (raises BaselineError)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(path, f"cannot be read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BaselineError(path, f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    try:
+        f = Fields(data)
+        if f.text("kind") != REPORT_KIND:
+            raise FieldError("kind", f"expected {REPORT_KIND!r}")
+        schema = f.integer("schema", minimum=1)
+        if schema > REPORT_SCHEMA:
+            raise FieldError("schema", f"report schema {schema} is newer than {REPORT_SCHEMA}")
+        machine = MachineInfo.from_json(f.obj("machine"))
+        created = f.text("created_at")
+        return {
+            nodeid: BaselineEntry(TestSummary.from_json(test), machine, created)
+            for nodeid, test in f.obj("tests").entries()
+        }
+    except FieldError as exc:
+        raise BaselineError(path, exc.reason, field=exc.field or None) from None
