@@ -23,12 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from pytest_opprof.capture.records import EVENT_DTYPE, Records
-from pytest_opprof.errors import NativeError, OpprofError
-
-
-class NativeBuildError(OpprofError, ImportError):
-    """The compiled core is missing or does not match this Python package."""
-
+from pytest_opprof.errors import NativeBuildError, NativeError, OpprofError
 
 try:
     from pytest_opprof._opprof_native import ffi, lib

@@ -25,3 +25,24 @@ class BaselineError(OpprofError):
         self.path = str(path)
         self.field = field
         self.reason = message
+
+
+class NativeBuildError(OpprofError, ImportError):
+    """The compiled core is missing or does not match this Python package."""
+
+
+class OptionValueError(OpprofError, ValueError):
+    """A value does not parse; the message states the accepted forms."""
+
+
+class MarkerUsageError(OpprofError):
+    """A ``profile`` marker with keywords or values it does not accept."""
+
+
+class FieldError(OpprofError, ValueError):
+    """A JSON value is missing or has the wrong type; ``field`` is its path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field or '<top level>'}: {message}")
+        self.field = field
+        self.reason = message

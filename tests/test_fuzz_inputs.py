@@ -19,16 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from synthetic_records import Ev, records_from
 
-from pytest_opprof.errors import BaselineError, OpprofError
+from pytest_opprof.errors import BaselineError, OpprofError, OptionValueError
 from pytest_opprof.gate.store import dumps, loads
 from pytest_opprof.gate.tolerance import parse_duration_ns, parse_tolerance
 from pytest_opprof.model import build_events, key_averages
-from pytest_opprof.plugin.options import (
-    OptionValueError,
-    parse_capture,
-    parse_non_negative_int,
-    parse_positive_int,
-)
+from pytest_opprof.plugin.options import parse_capture, parse_non_negative_int, parse_positive_int
 
 VALID = json.loads(dumps({"tests/test_a.py::t": entry(simple_summary())}))
 

@@ -11,8 +11,9 @@ import pytest
 from baseline_helpers import Row, entry, machine, summary_of
 from test_plugin import run
 
+from pytest_opprof.errors import FieldError
 from pytest_opprof.gate import pooling
-from pytest_opprof.gate.jsonio import FieldError, Fields
+from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.pooling import POOLED_SESSIONS, can_pool, pool
 from pytest_opprof.gate.summary import TestSummary, TimeStats
 from pytest_opprof.gate.verdict import Tolerances, compare

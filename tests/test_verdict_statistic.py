@@ -12,10 +12,11 @@ import pytest
 from baseline_helpers import Row, entry, machine, summary_of
 
 import pytest_opprof.plugin
+from pytest_opprof.errors import OptionValueError
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
-from pytest_opprof.plugin.options import OptionValueError, parse_time_statistic, read_gate_options
+from pytest_opprof.plugin.options import parse_time_statistic, read_gate_options
 
 HERE = machine().fingerprint
 REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[2]

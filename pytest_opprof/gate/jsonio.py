@@ -16,17 +16,10 @@ import math
 import re
 from collections.abc import Iterator
 
+from pytest_opprof.errors import FieldError
+
 INT64_MAX = 2**63 - 1
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-class FieldError(ValueError):
-    """A JSON value is missing or has the wrong type; ``field`` is its path."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field or '<top level>'}: {message}")
-        self.field = field
-        self.reason = message
 
 
 def round_sig(value: float, digits: int = 3) -> int:

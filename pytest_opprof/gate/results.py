@@ -42,8 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_opprof.errors import BaselineError
-from pytest_opprof.gate.jsonio import FieldError, Fields, dumps_stable
+from pytest_opprof.errors import BaselineError, FieldError
+from pytest_opprof.gate.jsonio import Fields, dumps_stable
 from pytest_opprof.gate.machine import MachineInfo
 from pytest_opprof.gate.store import BaselineEntry, write_atomic
 from pytest_opprof.gate.summary import TestSummary

@@ -61,8 +61,8 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 if sys.platform != "win32":
     import fcntl
 
-from pytest_opprof.errors import BaselineError
-from pytest_opprof.gate.jsonio import FieldError, Fields, dumps_stable
+from pytest_opprof.errors import BaselineError, FieldError
+from pytest_opprof.gate.jsonio import Fields, dumps_stable
 from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.summary import TestSummary
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
-from pytest_opprof.gate.jsonio import FieldError, Fields, field_path, round_sig
+from pytest_opprof.errors import FieldError
+from pytest_opprof.gate.jsonio import Fields, field_path, round_sig
 
 _US_TO_NS = 1000
 

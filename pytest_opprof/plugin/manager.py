@@ -33,17 +33,12 @@ from pytest_opprof.capture.profiler import profile
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.capture.sources import Source, resolve
 from pytest_opprof.capture.sources import get as get_source
-from pytest_opprof.errors import BaselineError, OpprofError
+from pytest_opprof.errors import BaselineError, MarkerUsageError, OpprofError
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.session import BaselineSession, Judgement
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
 from pytest_opprof.model import EventList
-from pytest_opprof.plugin.marker import (
-    MARKER_NAME,
-    MarkerUsageError,
-    TestSettings,
-    settings_for,
-)
+from pytest_opprof.plugin.marker import MARKER_NAME, TestSettings, settings_for
 from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS, OpprofOptions, rounds_text
 from pytest_opprof.render.report import failure_text, session_lines, write_markdown
 from pytest_opprof.render.units import format_time

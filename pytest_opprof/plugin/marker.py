@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pytest_opprof.errors import OpprofError
+from pytest_opprof.errors import MarkerUsageError, OptionValueError
 from pytest_opprof.gate.tolerance import parse_tolerance
-from pytest_opprof.plugin.options import OpprofOptions, OptionValueError
+from pytest_opprof.plugin.options import OpprofOptions
 from pytest_opprof.render.units import check_time_unit
 
 T = TypeVar("T")
@@ -38,10 +38,6 @@ def profile(
     """Print this test's op table in the terminal summary (at most row_limit rows, sorted
     by sort_by, times in time_unit: s, ms or us); rounds (a number or 'auto'), warmup and
     the tolerances override the command line and ini for this test."""
-
-
-class MarkerUsageError(OpprofError):
-    """A ``profile`` marker with keywords or values it does not accept."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import pytest
 
-from pytest_opprof.errors import OpprofError
+from pytest_opprof.errors import OptionValueError
 from pytest_opprof.gate.session import GateOptions
 from pytest_opprof.gate.tolerance import DURATION_FORMS, TOLERANCE_FORMS, parse_duration_ns
 from pytest_opprof.gate.tolerance import parse_tolerance as _parse_tolerance
@@ -50,10 +50,6 @@ DEFAULT_FLOPS_TOLERANCE = 0.0
 DEFAULT_MIN_TIME_NS = 1_000_000
 DEFAULT_TIME_STATISTIC = "median"
 TIME_STATISTICS = ("min", "median")
-
-
-class OptionValueError(OpprofError, ValueError):
-    """A value does not parse; the message states the accepted forms."""
 
 
 def parse_positive_int(text: object) -> int:
