@@ -1,0 +1,117 @@
+"""How long a round's threads waited for a CPU: read from Linux at round boundaries.
+
+A thread that is runnable but not running (another process holds the core) adds
+that wait to every wall-clock figure of the round, op times included, while it
+does no more work.  Linux counts it per thread: ``/proc/thread-self/schedstat``
+holds (time on a CPU, time runnable and waiting on a run queue, time slices) in
+ns.  Reading it costs about 1.5 us through a file descriptor kept open, so it is
+read twice per round (never per op): before the body starts and after it ends.
+
+Threads the test starts are counted too where Linux still lists them at the
+round's end (``/proc/self/task``): a thread that exited during the round takes its
+wait with it, which only makes the round look cleaner than it was; the test's own
+thread, where the profile's wall time is measured, is always counted.
+
+Off Linux (no ``/proc``), nothing is measured and every figure is ``None``: the
+verdict then judges times as before.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+_TASKS = "/proc/self/task"
+
+
+def _read_schedstat(fd: int) -> tuple[int, int]:
+    """(ns on a CPU, ns waiting on a run queue) from an open schedstat file."""
+    fields = os.pread(fd, 128, 0).split()
+    return int(fields[0]), int(fields[1])
+
+
+def _other_threads() -> dict[int, tuple[int, int]]:
+    """Every thread of this process but the caller: tid -> (run ns, wait ns)."""
+    own = threading.get_native_id()
+    out: dict[int, tuple[int, int]] = {}
+    try:
+        tids = os.listdir(_TASKS)
+    except OSError:
+        return out
+    for name in tids:
+        tid = int(name)
+        if tid == own:
+            continue
+        try:
+            with open(f"{_TASKS}/{name}/schedstat", "rb") as f:
+                fields = f.read().split()
+        except OSError:  # exited meanwhile
+            continue
+        out[tid] = (int(fields[0]), int(fields[1]))
+    return out
+
+
+@dataclass(frozen=True)
+class Contention:
+    """One round's waiting: the test's thread and the threads still alive at its end."""
+
+    wait_ns: int
+    """ns the test's thread was runnable but waited for a CPU."""
+    run_ns: int
+    """ns the test's thread ran on a CPU."""
+    threads_wait_ns: int
+    """ns the test's other threads waited, over the round (those alive at its end)."""
+    threads_run_ns: int
+
+
+class ContentionProbe:
+    """Brackets a round: :meth:`start` before the body, :meth:`stop` after it.
+
+    The file descriptor of the running thread's schedstat stays open between
+    rounds (until :meth:`close`) and is reopened when rounds move to another thread.
+    """
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._tid = 0
+        self._own: tuple[int, int] = (0, 0)
+        self._others: dict[int, tuple[int, int]] = {}
+
+    def start(self) -> None:
+        """Read the calling thread's figures (it runs the round) and the other threads'."""
+        tid = threading.get_native_id()
+        if tid != self._tid:  # the file names one thread: the one that opened it
+            self.close()
+            try:
+                self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            except OSError:
+                return
+            self._tid = tid
+        if self._fd is None:
+            return
+        self._others = _other_threads()
+        self._own = _read_schedstat(self._fd)
+
+    def stop(self) -> Contention | None:
+        if self._fd is None:
+            return None
+        run_ns, wait_ns = _read_schedstat(self._fd)
+        others = _other_threads()
+        threads_run = threads_wait = 0
+        for tid, (run, wait) in others.items():
+            before_run, before_wait = self._others.get(tid, (0, 0))
+            threads_run += run - before_run
+            threads_wait += wait - before_wait
+        return Contention(
+            wait_ns=wait_ns - self._own[1],
+            run_ns=run_ns - self._own[0],
+            threads_wait_ns=threads_wait,
+            threads_run_ns=threads_run,
+        )
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            self._tid = 0
