@@ -17,10 +17,12 @@ taken per event on the same synthetic session size when both ran on it.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _common import fmt_spread, spread
@@ -64,7 +66,9 @@ def synthetic_records(n_events: int, seed: int = 0) -> Records:
     ev["self_alloc_bytes"] = rng.integers(0, 4096, size=blocks * BLOCK)
     # The native drain hands events over per thread, each committed at its end.
     ev = ev[np.lexsort((ev["end_ns"], ev["thread"]))]
-    shapes = [[]] + [[[int(i), 8], [8, int(i) % 7 + 1]] for i in range(1, N_SHAPES)]
+    shapes: list[list[list[int]]] = [[]] + [
+        [[int(i), 8], [8, int(i) % 7 + 1]] for i in range(1, N_SHAPES)
+    ]
     names = [f"numpy.op{i}" for i in range(N_NAMES - 1)] + ["numpy.matmul"]
     return Records(
         events=ev,
@@ -74,7 +78,7 @@ def synthetic_records(n_events: int, seed: int = 0) -> Records:
     )
 
 
-def torch_events(records: Records) -> object:
+def torch_events(records: Records) -> Any:
     """The same session as torch FunctionEvents, linked, in a tree-built EventList."""
     from torch.autograd.profiler_util import EventList, FunctionEvent
 
@@ -82,7 +86,7 @@ def torch_events(records: Records) -> object:
     objs = {}
     out = []
     for e in events:
-        t = FunctionEvent(
+        t = FunctionEvent(  # type: ignore[no-untyped-call]  # torch's own, untyped
             id=e.id,
             name=e.name,
             thread=e.thread,
@@ -95,10 +99,10 @@ def torch_events(records: Records) -> object:
         objs[e.id] = t
         if e.cpu_parent is not None:
             parent = objs[e.cpu_parent.id]
-            parent.append_cpu_child(t)
-            t.set_cpu_parent(parent)
+            parent.append_cpu_child(t)  # type: ignore[no-untyped-call]
+            t.set_cpu_parent(parent)  # type: ignore[no-untyped-call]
         out.append(t)
-    result = EventList(out, profile_memory=True, with_flops=False)
+    result = EventList(out, profile_memory=True, with_flops=False)  # type: ignore[no-untyped-call]
     result._tree_built = True
     return result
 
@@ -124,7 +128,7 @@ def main() -> None:
     if args.quick:
         args.events, args.torch_events, args.repeats, args.torch_repeats = 100_000, 10_000, 3, 1
 
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
 
     def row(what: str, n: int, times: list[float]) -> None:
         s = spread([t / n * 1e9 for t in times])
@@ -137,23 +141,26 @@ def main() -> None:
         row(
             "opprof key_averages (C pass)",
             n,
-            times_s(lambda r=rec: key_averages(r, profile_memory=True), args.repeats),
+            times_s(functools.partial(key_averages, rec, profile_memory=True), args.repeats),
         )
         row(
             "opprof key_averages + flops (profile())",
             n,
-            times_s(lambda r=rec: key_averages(r, with_flops=True), args.repeats),
+            times_s(functools.partial(key_averages, rec, with_flops=True), args.repeats),
         )
         row(
             "opprof key_averages + flops, numpy path",
             n,
-            times_s(lambda r=rec: average_records(r, with_flops=True, native=False), args.repeats),
+            times_s(
+                functools.partial(average_records, rec, with_flops=True, native=False),
+                args.repeats,
+            ),
         )
         row(
             "opprof key_averages by shape + flops",
             n,
             times_s(
-                lambda r=rec: key_averages(r, group_by_input_shape=True, with_flops=True),
+                functools.partial(key_averages, rec, group_by_input_shape=True, with_flops=True),
                 args.repeats,
             ),
         )
@@ -166,7 +173,7 @@ def main() -> None:
             )
             del obj
             tev = torch_events(rec)
-            row("torch EventList.key_averages", n, times_s(tev.key_averages, args.torch_repeats))  # type: ignore[attr-defined]
+            row("torch EventList.key_averages", n, times_s(tev.key_averages, args.torch_repeats))
             del tev
 
     print(f"{'what':42} {'events':>10} {'median s':>10} {'ns/event [IQR]':>22}")

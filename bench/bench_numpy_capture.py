@@ -195,7 +195,7 @@ def measure(ops: int, torch_ops: int, repeats: int) -> dict[str, Any]:
         tvariants = {}
     for run in (*variants.values(), *tvariants.values()):
         run()  # warm: imports, first-use setup, the specialising interpreter
-    totals: dict[str, list[int]] = defaultdict(list)
+    totals: dict[str, list[float]] = defaultdict(list)
     parts: dict[str, list[dict[str, int]]] = defaultdict(list)
     order = [*variants.items(), *tvariants.items(), ("plain_after", variants["plain"])]
     for _ in range(repeats):

@@ -21,11 +21,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import pytest_opprof as opprof
 
 
-class CountingMode(TorchDispatchMode):
+class CountingMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's, untyped
     """The cheapest Python-per-op capture: count calls, nothing else."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.calls = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]

@@ -35,6 +35,12 @@ in update runs too).  Verdicts are computed with
 settings, so one set of sessions scores every candidate default.
 
     .venv/bin/python bench/verdict_study.py [--quick] [--json out.json]
+
+Self-contained: every run generates its suite and records its own sessions (with the
+defaults, about 9 minutes on 2 cores: the "Verdict quality" section of BENCHMARKS.md).
+``--data DIR`` keeps those sessions' raw figures; ``--analyze DIR`` re-scores a directory
+that an earlier ``--data DIR`` run wrote (after a change to the verdict, say) without
+running any session.
 """
 
 from __future__ import annotations
@@ -728,8 +734,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-benchmark", dest="benchmark", action="store_false")
     p.add_argument("--quick", action="store_true", help="40 tests, 2 unchanged sessions")
     p.add_argument("--json", type=Path, help="write the results here")
-    p.add_argument("--data", type=Path, help="keep the sessions' raw figures in this directory")
-    p.add_argument("--analyze", type=Path, help="score the sessions kept in this directory")
+    p.add_argument(
+        "--data",
+        type=Path,
+        metavar="DIR",
+        help="run the sessions and keep their raw figures in DIR (for a later --analyze DIR)",
+    )
+    p.add_argument(
+        "--analyze",
+        type=Path,
+        metavar="DIR",
+        help="run no session: re-score the figures that an earlier run with --data DIR kept",
+    )
     return p
 
 

@@ -24,7 +24,7 @@ File schema (version :data:`SCHEMA_VERSION`)::
             "op_time_share": float,                      # 3 decimals
             "memory": {peak_bytes, allocated_bytes, allocations, leaked_bytes} | null,
             "speed_ref": TIME, "native_ref": TIME   # the machine-speed references beside
-                                           # each round (pytest_opprof/speed.py); optional
+                                           # each round (capture/speed_probe.py); optional
           },
           "ops": {
             "<op key>": {

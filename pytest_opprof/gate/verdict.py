@@ -28,16 +28,16 @@ Rules (each threshold is a :class:`Tolerances` field):
   flagged 19-50% of the unchanged tests.
 * Before times are judged, when both sides ran the machine-speed references
   beside every round (``speed``), each round's CPU times are scaled to the
-  baseline's speed (``pytest_opprof/speed.py``: partly, by the slopes the
+  baseline's speed (``pytest_opprof/gate/speed.py``: partly, by the slopes the
   verdict study measured): a slow phase of a shared machine slows the references
   with the test, so it largely cancels; a slower op does not slow the references.
   ``speed_scaled=False`` (``--opprof-raw-times``) judges times as measured.
 * A verdict with a judged time whose statistic is beyond its tolerance (regressed,
   or held back only by the Mann-Whitney test) is ``time_undecided``:
   ``--opprof-rounds auto`` then runs ``options.CONFIRM_ROUNDS`` more rounds and
-  judges all of them (``manager.py``).  In the verdict study this sequential
-  design gave what 9 rounds for every test give, at the cost of 4 more rounds for
-  the 2-4% of unchanged tests it confirmed.
+  judges all of them (the plugin asks ``BaselineSession.undecided``).  In the
+  verdict study this sequential design gave what 9 rounds for every test give, at
+  the cost of 4 more rounds for the 2-4% of unchanged tests it confirmed.
 * Improvements beyond tolerance never fail; they carry a hint to update baselines.
 """
 

@@ -9,7 +9,7 @@ process; :func:`self_corrections_ns` turns them into the ns to subtract from
 each event's self time.  Totals (``cpu_time_total``) stay as measured, and every
 row keeps ``self_cpu_time_total_raw`` (us): the figure before subtraction.
 
-Baselines store the raw self times (see ``summary.py``): the calibration varies
+Baselines store the raw self times (see :mod:`pytest_opprof.gate.summary`): the calibration varies
 by a few ns per event between sessions, and for an op with thousands of child
 events that jitter would enter every comparison, while the raw overhead, a
 constant per event of the machine and build, cancels when op counts match.

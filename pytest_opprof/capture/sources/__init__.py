@@ -1,7 +1,7 @@
 """Registry of capture sources: what records ops besides ``record_function``.
 
 A source module is imported only when its source is asked for, so a missing
-library (or a source module not written yet) never breaks the others.  Each
+library (torch, say) never breaks the others.  Each
 entry is ``"module:attribute"``; the attribute is a :class:`Source` object, or a
 zero-argument callable making one (called once, the result is shared so its
 acquire/release refcount covers every user).
