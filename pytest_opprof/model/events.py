@@ -21,11 +21,15 @@ from pytest_opprof.model.averages import (
 )
 from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import EventTree
-from pytest_opprof.render import stacks as render_stacks
-from pytest_opprof.render import table as render_table
-from pytest_opprof.render import trace as render_trace
 
 _NS_PER_US = 1000.0
+
+# _RENDER_LAYERING: data flows records -> model -> render, and each part imports
+# only the parts before it, so this module imports no renderer at module level.
+# torch's API puts table(), export_chrome_trace() and export_stacks() on
+# EventList, so those three methods import their renderer when called: the
+# layering holds for every import of the model, the public API stays torch's,
+# and there is no registration step (render hooking itself in) to forget.
 
 
 class Interval:
@@ -219,7 +223,9 @@ class EventList(list[Any]):
         When the profiler's overhead was subtracted, the footer says how much; when the
         profile dropped events at its limit, it says that the table is partial.
         """
-        text = render_table.table(
+        from pytest_opprof.render.table import table as render_table  # see _RENDER_LAYERING
+
+        text = render_table(
             self,
             sort_by=sort_by,
             row_limit=row_limit,
@@ -244,11 +250,15 @@ class EventList(list[Any]):
 
     def export_chrome_trace(self, path: str) -> None:
         """Write a Chrome/Perfetto trace (JSON) of the events and ``memory_samples`` to ``path``."""
-        render_trace.export_chrome_trace(self, path, memory_samples=self.memory_samples)
+        from pytest_opprof.render.trace import export_chrome_trace  # see _RENDER_LAYERING
+
+        export_chrome_trace(self, path, memory_samples=self.memory_samples)
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """Write collapsed stacks (flamegraph input) of ``metric`` to ``path``."""
-        render_stacks.export_stacks(self, path, metric)
+        from pytest_opprof.render.stacks import export_stacks  # see _RENDER_LAYERING
+
+        export_stacks(self, path, metric)
 
     def key_averages(
         self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
