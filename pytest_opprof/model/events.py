@@ -316,69 +316,43 @@ def build_events(
         flops_list, self_flops_list = flops_col.tolist(), self_flops_col.tolist()
     else:
         flops_list = self_flops_list = [0] * len(tree)
-    objs: list[FunctionEvent] = []
-    columns = zip(
-        ev["id"].tolist(),
-        tree.name.tolist(),
-        ev["thread"].tolist(),
-        (ev["start_ns"] / _NS_PER_US).tolist(),
-        ((ev["start_ns"] + tree.cpu_total_ns) / _NS_PER_US).tolist(),
-        (self_ns / _NS_PER_US).tolist(),
-        (raw_self_ns / _NS_PER_US).tolist(),
-        (tree.device_total_ns / _NS_PER_US).tolist(),
-        (tree.device_self_ns / _NS_PER_US).tolist(),
-        tree.mem_total_bytes.tolist(),
-        tree.mem_self_bytes.tolist(),
-        ev["shape"].tolist(),
-        ev["stack"].tolist(),
-        ev["flags"].tolist(),
-        ev["kind"].tolist(),
-        flops_list,
-        self_flops_list,
-        strict=True,
-    )
-    for (
-        eid,
-        nid,
-        thr,
-        s,
-        e,
-        cself,
-        cself_raw,
-        dtot,
-        dself,
-        mtot,
-        mself,
-        shp,
-        stk,
-        flags,
-        kind,
-        flops,
-        sflops,
-    ) in columns:
-        objs.append(
-            FunctionEvent(
-                eid,
-                names[nid],
-                thr,
-                s,
-                e,
-                self_cpu_time_total=cself,
-                self_cpu_time_total_raw=cself_raw,
-                device_time_total=dtot,
-                self_device_time_total=dself,
-                cpu_memory_usage=mtot,
-                self_cpu_memory_usage=mself,
-                flops=flops,
-                self_flops=sflops,
-                input_shapes=records.shapes[shp],
-                input_dtypes=list(shape_dtypes(records, shp)),
-                stack=records.stacks[stk],
-                is_exception=bool(flags & FLAG_EXCEPTION),
-                kind=kind,
-                use_device=use_device,
-            )
-        )
+    start_us = ev["start_ns"] / _NS_PER_US
+    end_us = (ev["start_ns"] + tree.cpu_total_ns) / _NS_PER_US
+    shape_ids = ev["shape"].tolist()
+    n = len(tree)
+    # Named columns, one per FunctionEvent slot, set column by column through the
+    # slots' descriptors: one object per event and no 20-argument call per event.
+    columns: dict[str, list[Any]] = {
+        "id": ev["id"].tolist(),
+        "name": [names[nid] for nid in tree.name.tolist()],
+        "thread": ev["thread"].tolist(),
+        "time_range": list(map(Interval, start_us.tolist(), end_us.tolist())),
+        "cpu_time_total": (end_us - start_us).tolist(),
+        "self_cpu_time_total": (self_ns / _NS_PER_US).tolist(),
+        "self_cpu_time_total_raw": (raw_self_ns / _NS_PER_US).tolist(),
+        "device_time_total": (tree.device_total_ns / _NS_PER_US).tolist(),
+        "self_device_time_total": (tree.device_self_ns / _NS_PER_US).tolist(),
+        "cpu_memory_usage": tree.mem_total_bytes.tolist(),
+        "self_cpu_memory_usage": tree.mem_self_bytes.tolist(),
+        "device_memory_usage": [0] * n,
+        "self_device_memory_usage": [0] * n,
+        "flops": flops_list,
+        "self_flops": self_flops_list,
+        "input_shapes": [records.shapes[sid] for sid in shape_ids],
+        "input_dtypes": [list(shape_dtypes(records, sid)) for sid in shape_ids],
+        "stack": [records.stacks[sid] for sid in ev["stack"].tolist()],
+        "is_exception": ((ev["flags"] & FLAG_EXCEPTION) != 0).tolist(),
+        "kind": ev["kind"].tolist(),
+        "use_device": [use_device] * n,
+        "cpu_parent": [None] * n,
+        "cpu_children": [[] for _ in range(n)],
+    }
+    new = FunctionEvent.__new__
+    objs: list[FunctionEvent] = [new(FunctionEvent) for _ in range(n)]
+    for slot, values in columns.items():
+        setter = getattr(FunctionEvent, slot).__set__
+        for obj, value in zip(objs, values, strict=True):
+            setter(obj, value)
     for child, p in zip(objs, tree.parent.tolist(), strict=True):
         if p >= 0:
             parent = objs[p]
