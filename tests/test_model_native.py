@@ -93,6 +93,19 @@ def test_other_orders_and_dropped_parents_match_numpy(roots: list[Ev], drop: boo
     _native_vs_numpy(drained, False, 1)
 
 
+def test_a_drain_cut_at_the_event_limit_stays_on_the_one_pass() -> None:
+    # The limit drops the last commits: "a" is gone, "b" names it as parent.
+    records = drain_order(records_from([Ev("a", 0, 10, [Ev("b", 2, 4)]), Ev("c", 20, 30)]))
+    cut = records.events[records.events["end_ns"] != 10]
+    records = Records(events=cut, names=records.names, shapes=records.shapes)
+    assert records.events["parent"].max() >= 0  # "b" still names its dropped parent
+    native = _average_native(_native, records, False, 0, True, None)
+    assert native is not None
+    rows, _ = native
+    assert [(r.key, r.count, r.is_top_level) for r in rows] == [("b", 1, True), ("c", 1, True)]
+    _native_vs_numpy(records, False, 0)
+
+
 def test_unknown_parents_are_nested_by_interval_on_both_paths() -> None:
     roots = [Ev("forward", 0, 100, [Ev("numpy.add", 10, 20), Ev("numpy.add", 30, 50)])]
     records = records_from(roots, known_parents=False)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pytest_opprof.gate import speed
 from pytest_opprof.gate.stats import mann_whitney_greater
@@ -454,6 +454,21 @@ def _presence(key: str, kind: str, op: OpSummary, impact: float) -> OpReason:
     )
 
 
+class _ExactFigure(NamedTuple):
+    """One deterministic figure of an op, baseline and now, with how to judge and word it."""
+
+    kind_up: str
+    kind_down: str
+    unit: str
+    baseline: int
+    now: int
+    metric: str
+    tolerance: float | None
+    floor: int
+    ref: int
+    """The test's total of ``unit``: ``impact`` is the change as a share of it."""
+
+
 def _op_changes(
     key: str,
     b: OpSummary,
@@ -474,9 +489,11 @@ def _op_changes(
         )
     # An op's deterministic change fails only when the test's total of that figure fails:
     # work moved between ops is a change to explain, not a regression.
-    for kind_up, kind_down, unit, bv, cv, metric, tolerance, floor, ref in (
-        ("more flops", "fewer flops", "flops", b.flops, c.flops, "flops", tol.flops, 0, flops_ref),
-        (
+    exact = (
+        _ExactFigure(
+            "more flops", "fewer flops", "flops", b.flops, c.flops, "flops", tol.flops, 0, flops_ref
+        ),
+        _ExactFigure(
             "more memory",
             "less memory",
             "bytes",
@@ -487,22 +504,25 @@ def _op_changes(
             tol.memory_floor_bytes,
             memory_ref,
         ),
-        ("count", "count", "ops", b.count, c.count, "op count", tol.count, 0, count_ref),
-    ):
-        beyond = _judge_exact(bv, cv, tolerance or 0.0, floor)
-        if beyond == "pass" and not (unit == "ops" and bv != cv):
+        _ExactFigure(
+            "count", "count", "ops", b.count, c.count, "op count", tol.count, 0, count_ref
+        ),
+    )
+    for f in exact:
+        beyond = _judge_exact(f.baseline, f.now, f.tolerance or 0.0, f.floor)
+        if beyond == "pass" and not (f.unit == "ops" and f.baseline != f.now):
             continue  # within tolerance; an op count change is always worth a line
-        judged = tolerance is not None and metric_status.get(metric) == beyond
+        judged = f.tolerance is not None and metric_status.get(f.metric) == beyond
         out.append(
             OpReason(
                 key,
-                kind_up if cv > bv else kind_down,
-                unit,
-                bv,
-                cv,
-                _change(bv, cv),
+                f.kind_up if f.now > f.baseline else f.kind_down,
+                f.unit,
+                f.baseline,
+                f.now,
+                _change(f.baseline, f.now),
                 beyond if judged else "info",
-                abs(cv - bv) / ref,
+                abs(f.now - f.baseline) / f.ref,
             )
         )
     return out

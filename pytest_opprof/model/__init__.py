@@ -1,7 +1,8 @@
 """torch.profiler's event model over :class:`~pytest_opprof.capture.records.Records`.
 
 ``build_events`` makes one :class:`FunctionEvent` per record (only when
-asked); ``key_averages`` groups the structured array directly, with numpy.
+asked); ``key_averages`` groups the structured array directly (one C pass
+over a native drain, numpy otherwise).
 Times are microseconds, memory bytes.
 """
 

@@ -1,12 +1,13 @@
-"""Per-key statistics: :class:`FunctionEventAvg` and the vectorised group-by.
+"""Per-key statistics: :class:`FunctionEventAvg` and the group-by behind ``key_averages``.
 
 :func:`average_records` groups a session's events by name (and optionally by
-input shapes and the first call-site frames) with ``np.unique`` and
-``np.bincount``: Python work is one object per *group*, never per event.
-FLOPs are computed once per distinct (name, shapes) and multiplied by counts.
-Object-based :func:`average_events` (over :class:`FunctionEvent` objects)
-gives the same groups, in the same order, with the same sums.
-"""
+input shapes and the first call-site frames): one pass in C over a native drain
+(``opprof_model_key_sums``), numpy (``np.unique``, ``np.bincount``) over the
+canonical tree for records the pass refuses.  Python work is one object per
+*group*, never per event; FLOPs are computed once per distinct (name, shapes).
+Object-based :func:`average_events` (``EventList.key_averages`` over
+:class:`FunctionEvent` objects) gives the same groups, in the same order, with
+the same sums: the property tests hold both record paths to it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from pytest_opprof.model.tree import (
     build_tree,
     names_with_memory,
     native_module,
-    parent_rows,
     subtree_sums,
 )
 
@@ -165,10 +165,11 @@ def average_records(
     """Vectorised :func:`average_events` over a session's records, and the device name.
 
     ``use_device`` None becomes ``"cuda"`` when any event has a device time.
-    Over a native drain (children before parents on each thread) the tree and
-    the per-key sums are linear passes in C with no per-event ordering;
-    otherwise, or with ``native=False``, numpy over the canonical tree.  Both
-    give the same groups, order and sums.  With ``overhead``, each row's
+    Over a native drain (children before parents on each thread), cut at the
+    event limit or not, the tree and the per-key sums are one linear pass in C
+    with no per-event ordering; otherwise (torch's unknown parents, another
+    order, no extension) or with ``native=False``, numpy over the canonical
+    tree.  Both give the same groups, order and sums.  With ``overhead``, each row's
     ``self_cpu_time_total`` has the profiler's cost subtracted (never below 0;
     ``self_cpu_time_total_raw`` keeps the measured figure).
     """
@@ -204,7 +205,14 @@ def _average_native(
     with_flops: bool,
     overhead: Overhead | None,
 ) -> tuple[list[FunctionEventAvg], int] | None:
-    """The C path and the number of events with a device time; None where it does not apply."""
+    """The C one-pass and the number of events with a device time; None where it does not apply.
+
+    ``opprof_model_key_sums`` needs every parent to follow its children on the
+    same thread (a native drain).  A session cut at the event limit breaks that
+    only by its orphans (children of dropped events, whose parent id names
+    nothing): they become roots, as the tree makes them, and the pass runs again.
+    Unknown parents (torch) or another order are left to the numpy path.
+    """
     ev = records.events
     names, memory_group = names_with_memory(records)
     group: np.ndarray | None = None
@@ -217,23 +225,28 @@ def _average_native(
             key = _combine(key, _stack_key(records, ev["stack"], stack_n))
         group, m = key, int(key.max()) + 1
     inside, outside = _kind_tables(overhead) if overhead is not None else (None, None)
-    # Corrections ride along in the same pass: each pass reads every event from memory.
-    fast = module.model_key_sums(
-        ev, group=group, memory_group=memory_group, m=m, inside_ns=inside, outside_ns=outside
-    )
-    corrections: np.ndarray | None = None
-    if fast is not None:
-        sums, first, rows, device_events, corrections = fast
-    else:
-        # Dropped parents or another order: the table kernels, or numpy if they refuse.
-        rows = parent_rows(ev)
-        tree = module.model_tree(ev, rows)
-        if tree is None:
-            return None
-        sums, first = module.model_group(
-            ev, rows, tree, group=group, memory_group=memory_group, m=m
+
+    def key_sums(events: np.ndarray) -> Any:
+        # Corrections ride along in the same pass: each pass reads every event from memory.
+        return module.model_key_sums(
+            events,
+            group=group,
+            memory_group=memory_group,
+            m=m,
+            inside_ns=inside,
+            outside_ns=outside,
         )
-        device_events = int((ev["device_ns"] >= 0).sum())
+
+    fast = key_sums(ev)
+    if fast is None:
+        repaired = _orphans_as_roots(module, ev)
+        if repaired is None:
+            return None
+        ev = repaired
+        fast = key_sums(ev)
+        if fast is None:
+            return None
+    sums, first, rows, device_events, corrections = fast
     # FLOPs come from recorded shapes (pair_flops_for): with none, every count is 0.
     if with_flops and len(records.shapes) > 1:
         pair, pair_row = module.model_pairs(ev)
@@ -246,18 +259,8 @@ def _average_native(
             memory_group=memory_group,
             pair_flops=_pair_flops(records, ev, pair_row),
         )
-    if inside is None or outside is None:
+    if corrections is None:
         corrections = np.zeros(m)
-    elif corrections is None:
-        corrections = module.model_corrections(
-            ev,
-            rows,
-            group=group,
-            memory_group=memory_group,
-            m=m,
-            inside_ns=inside,
-            outside_ns=outside,
-        )
     present = np.flatnonzero(first >= 0).tolist()
     firsts = ev[first[present]]
     canonical = np.lexsort(
@@ -290,6 +293,28 @@ def _average_native(
             )
         )
     return out, device_events
+
+
+def _orphans_as_roots(module: Any, ev: np.ndarray) -> np.ndarray | None:
+    """``ev`` with parent ids that name no recorded event set to -1; None if there are none.
+
+    None too for what no rewrite of parents makes a drain: unknown parents, ids
+    that are not native.
+    """
+    if (ev["parent"] < -1).any():
+        return None
+    rows = module.model_parent_rows(ev)
+    if rows is None:
+        return None
+    roots = np.flatnonzero(rows < 0)
+    orphan = roots[ev["parent"][roots] >= 0]
+    if not len(orphan):
+        return None
+    out = np.empty_like(ev)
+    # Copied as bytes: numpy copies a structured array item by item, ~5x slower.
+    out.view(np.uint8)[:] = np.ascontiguousarray(ev).view(np.uint8)
+    out["parent"][orphan] = -1
+    return out
 
 
 def _kind_tables(overhead: Overhead) -> tuple[np.ndarray, np.ndarray]:

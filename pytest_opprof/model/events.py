@@ -21,11 +21,15 @@ from pytest_opprof.model.averages import (
 )
 from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import EventTree
-from pytest_opprof.render import stacks as render_stacks
-from pytest_opprof.render import table as render_table
-from pytest_opprof.render import trace as render_trace
 
 _NS_PER_US = 1000.0
+
+# _RENDER_LAYERING: data flows records -> model -> render, and each part imports
+# only the parts before it, so this module imports no renderer at module level.
+# torch's API puts table(), export_chrome_trace() and export_stacks() on
+# EventList, so those three methods import their renderer when called: the
+# layering holds for every import of the model, the public API stays torch's,
+# and there is no registration step (render hooking itself in) to forget.
 
 
 class Interval:
@@ -219,7 +223,9 @@ class EventList(list[Any]):
         When the profiler's overhead was subtracted, the footer says how much; when the
         profile dropped events at its limit, it says that the table is partial.
         """
-        text = render_table.table(
+        from pytest_opprof.render.table import table as render_table  # see _RENDER_LAYERING
+
+        text = render_table(
             self,
             sort_by=sort_by,
             row_limit=row_limit,
@@ -244,11 +250,15 @@ class EventList(list[Any]):
 
     def export_chrome_trace(self, path: str) -> None:
         """Write a Chrome/Perfetto trace (JSON) of the events and ``memory_samples`` to ``path``."""
-        render_trace.export_chrome_trace(self, path, memory_samples=self.memory_samples)
+        from pytest_opprof.render.trace import export_chrome_trace  # see _RENDER_LAYERING
+
+        export_chrome_trace(self, path, memory_samples=self.memory_samples)
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """Write collapsed stacks (flamegraph input) of ``metric`` to ``path``."""
-        render_stacks.export_stacks(self, path, metric)
+        from pytest_opprof.render.stacks import export_stacks  # see _RENDER_LAYERING
+
+        export_stacks(self, path, metric)
 
     def key_averages(
         self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
@@ -306,69 +316,43 @@ def build_events(
         flops_list, self_flops_list = flops_col.tolist(), self_flops_col.tolist()
     else:
         flops_list = self_flops_list = [0] * len(tree)
-    objs: list[FunctionEvent] = []
-    columns = zip(
-        ev["id"].tolist(),
-        tree.name.tolist(),
-        ev["thread"].tolist(),
-        (ev["start_ns"] / _NS_PER_US).tolist(),
-        ((ev["start_ns"] + tree.cpu_total_ns) / _NS_PER_US).tolist(),
-        (self_ns / _NS_PER_US).tolist(),
-        (raw_self_ns / _NS_PER_US).tolist(),
-        (tree.device_total_ns / _NS_PER_US).tolist(),
-        (tree.device_self_ns / _NS_PER_US).tolist(),
-        tree.mem_total_bytes.tolist(),
-        tree.mem_self_bytes.tolist(),
-        ev["shape"].tolist(),
-        ev["stack"].tolist(),
-        ev["flags"].tolist(),
-        ev["kind"].tolist(),
-        flops_list,
-        self_flops_list,
-        strict=True,
-    )
-    for (
-        eid,
-        nid,
-        thr,
-        s,
-        e,
-        cself,
-        cself_raw,
-        dtot,
-        dself,
-        mtot,
-        mself,
-        shp,
-        stk,
-        flags,
-        kind,
-        flops,
-        sflops,
-    ) in columns:
-        objs.append(
-            FunctionEvent(
-                eid,
-                names[nid],
-                thr,
-                s,
-                e,
-                self_cpu_time_total=cself,
-                self_cpu_time_total_raw=cself_raw,
-                device_time_total=dtot,
-                self_device_time_total=dself,
-                cpu_memory_usage=mtot,
-                self_cpu_memory_usage=mself,
-                flops=flops,
-                self_flops=sflops,
-                input_shapes=records.shapes[shp],
-                input_dtypes=list(shape_dtypes(records, shp)),
-                stack=records.stacks[stk],
-                is_exception=bool(flags & FLAG_EXCEPTION),
-                kind=kind,
-                use_device=use_device,
-            )
-        )
+    start_us = ev["start_ns"] / _NS_PER_US
+    end_us = (ev["start_ns"] + tree.cpu_total_ns) / _NS_PER_US
+    shape_ids = ev["shape"].tolist()
+    n = len(tree)
+    # Named columns, one per FunctionEvent slot, set column by column through the
+    # slots' descriptors: one object per event and no 20-argument call per event.
+    columns: dict[str, list[Any]] = {
+        "id": ev["id"].tolist(),
+        "name": [names[nid] for nid in tree.name.tolist()],
+        "thread": ev["thread"].tolist(),
+        "time_range": list(map(Interval, start_us.tolist(), end_us.tolist())),
+        "cpu_time_total": (end_us - start_us).tolist(),
+        "self_cpu_time_total": (self_ns / _NS_PER_US).tolist(),
+        "self_cpu_time_total_raw": (raw_self_ns / _NS_PER_US).tolist(),
+        "device_time_total": (tree.device_total_ns / _NS_PER_US).tolist(),
+        "self_device_time_total": (tree.device_self_ns / _NS_PER_US).tolist(),
+        "cpu_memory_usage": tree.mem_total_bytes.tolist(),
+        "self_cpu_memory_usage": tree.mem_self_bytes.tolist(),
+        "device_memory_usage": [0] * n,
+        "self_device_memory_usage": [0] * n,
+        "flops": flops_list,
+        "self_flops": self_flops_list,
+        "input_shapes": [records.shapes[sid] for sid in shape_ids],
+        "input_dtypes": [list(shape_dtypes(records, sid)) for sid in shape_ids],
+        "stack": [records.stacks[sid] for sid in ev["stack"].tolist()],
+        "is_exception": ((ev["flags"] & FLAG_EXCEPTION) != 0).tolist(),
+        "kind": ev["kind"].tolist(),
+        "use_device": [use_device] * n,
+        "cpu_parent": [None] * n,
+        "cpu_children": [[] for _ in range(n)],
+    }
+    new = FunctionEvent.__new__
+    objs: list[FunctionEvent] = [new(FunctionEvent) for _ in range(n)]
+    for slot, values in columns.items():
+        setter = getattr(FunctionEvent, slot).__set__
+        for obj, value in zip(objs, values, strict=True):
+            setter(obj, value)
     for child, p in zip(objs, tree.parent.tolist(), strict=True):
         if p >= 0:
             parent = objs[p]

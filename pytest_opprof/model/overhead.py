@@ -4,7 +4,7 @@ Recording an event costs time in two places: *inside* its interval (between
 the start and end clock reads: the event's own self time grows) and *outside*
 it (before the start read and after the end read: its parent's self time
 grows, once per child).  :class:`Overhead` holds both per event kind, in ns,
-as calibrated by ``profiler.calibrate_overhead`` at the first profile of a
+as calibrated by ``capture.calibration.calibrate`` at the first profile of a
 process; :func:`self_corrections_ns` turns them into the ns to subtract from
 each event's self time.  Totals (``cpu_time_total``) stay as measured, and every
 row keeps ``self_cpu_time_total_raw`` (us): the figure before subtraction.
