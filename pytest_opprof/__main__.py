@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from tabulate import tabulate
@@ -19,7 +19,13 @@ from tabulate import tabulate
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.results import REPORT_KIND, TestResult, read_report
 from pytest_opprof.gate.store import BaselineEntry, load
-from pytest_opprof.gate.tolerance import parse_duration_ns, parse_tolerance
+from pytest_opprof.gate.tolerance import (
+    DEFAULT_ROW_LIMIT,
+    argparse_type,
+    parse_duration_ns,
+    parse_positive_int,
+    parse_tolerance,
+)
 from pytest_opprof.gate.verdict import Tolerances, compare
 from pytest_opprof.render.report import format_value, render_text
 
@@ -132,26 +138,6 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _arg_type(parse: Callable[[object], object]) -> Callable[[str], object]:
-    def convert(text: str) -> object:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return convert
-
-
-def _row_limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer such as 20, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m pytest_opprof`` argument parser."""
     default = Tolerances()
@@ -167,14 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         cmp.add_argument(
             f"--{name}-tolerance",
-            type=_arg_type(parse_tolerance),
+            type=argparse_type(parse_tolerance),
             default=value,
             metavar="X",
             help=f"allowed relative {what}, 0.2 or 20%% (default {value:g})",
         )
     cmp.add_argument(
         "--min-time",
-        type=_arg_type(parse_duration_ns),
+        type=argparse_type(parse_duration_ns),
         default=default.min_time_ns,
         metavar="T",
         help=f"times shorter than this are not judged, e.g. 50us "
@@ -190,11 +176,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="judge times as measured, not scaled to the baseline's machine speed",
     )
-    cmp.add_argument("--row-limit", type=_row_limit, default=20, metavar="N")
+    cmp.add_argument(
+        "--row-limit",
+        type=argparse_type(parse_positive_int),
+        default=DEFAULT_ROW_LIMIT,
+        metavar="N",
+    )
     cmp.set_defaults(run=_compare)
     show = commands.add_parser("show", help="print a baseline file or report as tables")
     show.add_argument("file", metavar="FILE")
-    show.add_argument("--row-limit", type=_row_limit, default=20, metavar="N")
+    show.add_argument(
+        "--row-limit",
+        type=argparse_type(parse_positive_int),
+        default=DEFAULT_ROW_LIMIT,
+        metavar="N",
+    )
     show.set_defaults(run=_show)
     return parser
 

@@ -303,7 +303,7 @@ def test_unknown_marker_keyword_errors_that_test_by_name(pytester: pytest.Pytest
 @pytest.mark.parametrize(
     ("marker", "expected"),
     [
-        ("row_limit=0", "*profile(row_limit=...): expected an integer >= 1, got 0*"),
+        ("row_limit=0", "*profile(row_limit=...): expected a positive integer such as 20, got 0*"),
         (
             "sort_by='speed'",
             "*profile(sort_by=...): sort_by='speed' is not a sort key; use one of*",
@@ -605,7 +605,7 @@ def test_a_bad_rounds_marker_names_the_accepted_forms(pytester: pytest.Pytester)
     )
     result = run(pytester, "--opprof", "--opprof-capture", "none")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*rounds*expected an integer >= 1, 'auto' or None*'often'*"])
+    result.stdout.fnmatch_lines(["*rounds=...): expected auto or a positive integer*'often'*"])
 
 
 def test_a_test_running_its_own_profile_is_left_to_it(pytester: pytest.Pytester) -> None:

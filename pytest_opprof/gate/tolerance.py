@@ -1,15 +1,35 @@
-"""Parsing of tolerance and duration settings, shared by the plugin and the CLI.
+"""Settings the plugin and the CLI share: their defaults and their parsers.
 
 Each parser takes the raw value (command-line text, ini text, or a marker
-keyword's number) and returns it checked, or raises ``ValueError`` whose message
-states the accepted forms; the caller prefixes the option's name (the plugin
-raises ``pytest.UsageError``, the CLI an argparse error).
+keyword's value) and returns it checked, or raises :class:`OptionValueError` (a
+``ValueError``) whose message states the accepted forms; the caller prefixes the
+setting's name (the plugin raises ``pytest.UsageError``, the CLI an argparse
+error).  Neither pytest nor numpy is imported here: the plugin reads these
+without ``--opprof``, and ``verdict.Tolerances`` takes its defaults from here.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+from pytest_opprof.errors import OptionValueError
+
+T = TypeVar("T")
+
+# Chosen from bench/verdict_study.py (BENCHMARKS.md, "Verdict quality"): times scaled by
+# the machine-speed references are judged by their median round, above 1 ms, at 15%.
+DEFAULT_TIME_TOLERANCE: Final = 0.15
+DEFAULT_MEMORY_TOLERANCE: Final = 0.1
+DEFAULT_FLOPS_TOLERANCE: Final = 0.0
+DEFAULT_MIN_TIME_NS: Final = 1_000_000
+DEFAULT_TIME_STATISTIC: Final = "median"
+TIME_STATISTICS = ("min", "median")
+DEFAULT_ROW_LIMIT: Final = 20
+"""Rows of a printed op table and of a printed diff (plugin, marker and CLI)."""
 
 TOLERANCE_FORMS = "a fraction such as 0.2 or a percentage such as 20%"
 DURATION_FORMS = "a duration such as 50us, 0.5ms, 200ns or 1s (a bare number is µs)"
@@ -23,33 +43,83 @@ _NS_PER_UNIT = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_
 def parse_tolerance(value: object) -> float:
     """A relative tolerance >= 0: ``0.2``, ``"0.2"`` and ``"20%"`` all give 0.2."""
     if isinstance(value, bool):
-        raise ValueError(f"expected {TOLERANCE_FORMS}, got {value!r}")
+        raise OptionValueError(f"expected {TOLERANCE_FORMS}, got {value!r}")
     if isinstance(value, int | float):
         fraction = float(value)
     elif isinstance(value, str) and (match := _TOLERANCE.fullmatch(value.strip())):
         number, percent = match.groups()
         fraction = float(number) / 100 if percent else float(number)
     else:
-        raise ValueError(f"expected {TOLERANCE_FORMS}, got {value!r}")
+        raise OptionValueError(f"expected {TOLERANCE_FORMS}, got {value!r}")
     if not math.isfinite(fraction) or fraction < 0:
-        raise ValueError(f"expected {TOLERANCE_FORMS} (not negative), got {value!r}")
+        raise OptionValueError(f"expected {TOLERANCE_FORMS} (not negative), got {value!r}")
     return fraction
 
 
 def parse_duration_ns(value: object) -> int:
     """A duration >= 0 in ns: ``"50us"``, ``"0.5ms"``, ``"200ns"``, ``"1s"``, or µs as a number."""
     if isinstance(value, bool):
-        raise ValueError(f"expected {DURATION_FORMS}, got {value!r}")
+        raise OptionValueError(f"expected {DURATION_FORMS}, got {value!r}")
     if isinstance(value, int | float):
         ns = float(value) * _NS_PER_UNIT["us"]
     elif isinstance(value, str) and (match := _DURATION.fullmatch(value.strip())):
         number, unit = match.groups()
         ns = float(number) * _NS_PER_UNIT[unit or "us"]
     else:
-        raise ValueError(f"expected {DURATION_FORMS}, got {value!r}")
+        raise OptionValueError(f"expected {DURATION_FORMS}, got {value!r}")
     if not math.isfinite(ns) or ns < 0:
-        raise ValueError(f"expected {DURATION_FORMS} (not negative), got {value!r}")
+        raise OptionValueError(f"expected {DURATION_FORMS} (not negative), got {value!r}")
     return round(ns)
+
+
+def parse_time_statistic(value: object) -> str:
+    """``min`` (the fastest round) or ``median``: how a time's rounds are judged."""
+    name = value.strip().lower() if isinstance(value, str) else value
+    if name not in TIME_STATISTICS:
+        raise OptionValueError(f"expected one of {', '.join(TIME_STATISTICS)}, got {value!r}")
+    return str(name)
+
+
+def parse_positive_int(value: object) -> int:
+    """An integer >= 1 from an int or its decimal text."""
+    number = _parse_int(value)
+    if number < 1:
+        raise OptionValueError(f"expected a positive integer such as 20, got {value!r}")
+    return number
+
+
+def parse_non_negative_int(value: object) -> int:
+    """An integer >= 0 from an int or its decimal text."""
+    number = _parse_int(value)
+    if number < 0:
+        raise OptionValueError(f"expected an integer >= 0 such as 1, got {value!r}")
+    return number
+
+
+def _parse_int(value: object) -> int:
+    if isinstance(value, bool):
+        raise OptionValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise OptionValueError(f"expected an integer, got {value!r}")
+
+
+def argparse_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """``parse`` as an argparse ``type=``: its message is shown next to the option's name."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
 
 
 def format_tolerance(fraction: float) -> str:

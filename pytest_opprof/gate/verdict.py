@@ -51,6 +51,13 @@ from pytest_opprof.gate import speed
 from pytest_opprof.gate.stats import mann_whitney_greater
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import OpSummary, TestSummary, TimeStats
+from pytest_opprof.gate.tolerance import (
+    DEFAULT_FLOPS_TOLERANCE,
+    DEFAULT_MEMORY_TOLERANCE,
+    DEFAULT_MIN_TIME_NS,
+    DEFAULT_TIME_STATISTIC,
+    DEFAULT_TIME_TOLERANCE,
+)
 
 Status = Literal["pass", "regressed", "improved", "new"]
 Statistic = Literal["min", "median"]
@@ -69,16 +76,16 @@ lower bands confirmed up to 5x more tests (17% against 2-4%) for no better verdi
 class Tolerances:
     """Thresholds of a comparison; relative ones are fractions (0.2 = 20%)."""
 
-    time: float = 0.15
-    memory: float = 0.1
-    flops: float = 0.0
+    time: float = DEFAULT_TIME_TOLERANCE
+    memory: float = DEFAULT_MEMORY_TOLERANCE
+    flops: float = DEFAULT_FLOPS_TOLERANCE
     count: float | None = None
     """Relative op-count growth allowed; ``None`` reports count changes without judging them."""
-    min_time_ns: int = 1_000_000
+    min_time_ns: int = DEFAULT_MIN_TIME_NS
     memory_floor_bytes: int = 4096
     alpha: float = 0.3
     min_rounds: int = 5
-    statistic: Statistic = "median"
+    statistic: Statistic = DEFAULT_TIME_STATISTIC
     """How a time's rounds are summarised on both sides: the fastest (``min``) or ``median``."""
     time_min_rounds: int = 3
     """Rounds both sides need before times are judged (``force_time`` judges them anyway)."""

@@ -3,6 +3,10 @@
 The signature of :func:`profile` below *is* the marker's interface: the help text
 shown by ``pytest --markers`` is built from it, and a marker's keywords are bound
 against it, so an unknown keyword is reported by name next to the accepted ones.
+A keyword named like a setting (``Setting.marker`` in ``options.py``: ``rounds``,
+``time_tolerance``, ...) is parsed by that setting's parser, so it accepts exactly
+the forms of ``--opprof-<name>``; where its default is None, None keeps the
+session's value.
 """
 
 from __future__ import annotations
@@ -13,18 +17,28 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pytest_opprof.errors import MarkerUsageError, OptionValueError
-from pytest_opprof.gate.tolerance import parse_tolerance
-from pytest_opprof.plugin.options import OpprofOptions
+from pytest_opprof.gate.tolerance import DEFAULT_ROW_LIMIT
+from pytest_opprof.plugin.options import (
+    FLOPS_TOLERANCE,
+    MEMORY_TOLERANCE,
+    ROUNDS,
+    ROW_LIMIT,
+    TIME_TOLERANCE,
+    WARMUP,
+    OpprofOptions,
+    Setting,
+)
 from pytest_opprof.render.units import check_time_unit
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 MARKER_NAME = "profile"
 
 
 def profile(
     *,
-    row_limit: int = 20,
+    row_limit: int = DEFAULT_ROW_LIMIT,
     sort_by: str = "self_cpu_time_total",
     time_unit: str | None = None,
     rounds: int | str | None = None,
@@ -56,6 +70,9 @@ class TestSettings:
     flops_tolerance: float | None
     group_by_input_shape: bool
     top_level_events_only: bool
+
+
+_KEYWORD_DEFAULTS = {p.name: p.default for p in inspect.signature(profile).parameters.values()}
 
 
 def marker_help() -> str:
@@ -95,14 +112,14 @@ def settings_for(
     kw = dict(marker_kwargs)
     return TestSettings(
         marked=True,
-        row_limit=_check("row_limit", kw, base.row_limit, _int_at_least(1, None)),
+        row_limit=_setting(ROW_LIMIT, kw, base.row_limit),
         sort_by=_check("sort_by", kw, base.sort_by, _parse_sort_by),
         time_unit=_check("time_unit", kw, base.time_unit, _parse_time_unit),
-        rounds=_check("rounds", kw, base.rounds, _rounds(base.rounds)),
-        warmup=_check("warmup", kw, base.warmup, _int_at_least(0, base.warmup)),
-        time_tolerance=_check("time_tolerance", kw, None, _parse_tolerance),
-        memory_tolerance=_check("memory_tolerance", kw, None, _parse_tolerance),
-        flops_tolerance=_check("flops_tolerance", kw, None, _parse_tolerance),
+        rounds=_setting(ROUNDS, kw, base.rounds),
+        warmup=_setting(WARMUP, kw, base.warmup),
+        time_tolerance=_setting(TIME_TOLERANCE, kw, None),
+        memory_tolerance=_setting(MEMORY_TOLERANCE, kw, None),
+        flops_tolerance=_setting(FLOPS_TOLERANCE, kw, None),
         group_by_input_shape=_check("group_by_input_shape", kw, False, _parse_bool),
         top_level_events_only=_check("top_level_events_only", kw, False, _parse_bool),
     )
@@ -124,7 +141,9 @@ def _defaults(options: OpprofOptions, *, marked: bool) -> TestSettings:
     )
 
 
-def _check(name: str, kwargs: Mapping[str, object], default: T, parse: Callable[[object], T]) -> T:
+def _check(
+    name: str, kwargs: Mapping[str, object], default: S, parse: Callable[[object], T]
+) -> T | S:
     if name not in kwargs:
         return default
     try:
@@ -133,33 +152,13 @@ def _check(name: str, kwargs: Mapping[str, object], default: T, parse: Callable[
         raise MarkerUsageError(f"@pytest.mark.{MARKER_NAME}({name}=...): {exc}") from None
 
 
-def _rounds(none_means: int | None) -> Callable[[object], int | None]:
-    """Parser of the ``rounds`` keyword: an int >= 1 or ``"auto"``; None keeps the session's."""
-
-    def parse(value: object) -> int | None:
-        if value is None:
-            return none_means
-        if value == "auto":
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise OptionValueError(f"expected an integer >= 1, 'auto' or None, got {value!r}")
-        return value
-
-    return parse
-
-
-def _int_at_least(minimum: int, none_means: int | None) -> Callable[[object], int]:
-    """Parser of an int >= minimum; None stands for ``none_means`` when that is given."""
-
-    def parse(value: object) -> int:
-        if value is None and none_means is not None:
-            return none_means
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            allowed = " or None" if none_means is not None else ""
-            raise OptionValueError(f"expected an integer >= {minimum}{allowed}, got {value!r}")
-        return value
-
-    return parse
+def _setting(setting: Setting[T], kwargs: Mapping[str, object], session: S) -> T | S:
+    """A keyword named like a setting, parsed as ``--opprof-<name>`` is; no keyword, or
+    None where the signature's default is None, keeps the ``session`` value."""
+    name = setting.name
+    if name not in kwargs or (kwargs[name] is None and _KEYWORD_DEFAULTS[name] is None):
+        return session
+    return _check(name, kwargs, session, setting.parse)
 
 
 def _parse_sort_by(value: object) -> str:
@@ -185,7 +184,3 @@ def _parse_bool(value: object) -> bool:
     if not isinstance(value, bool):
         raise OptionValueError(f"expected True or False, got {value!r}")
     return value
-
-
-def _parse_tolerance(value: object) -> float | None:
-    return None if value is None else parse_tolerance(value)

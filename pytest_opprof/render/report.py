@@ -17,7 +17,7 @@ from pytest_opprof.gate.pooling import POOLED_SESSIONS
 from pytest_opprof.gate.results import STATUSES, TestResult
 from pytest_opprof.gate.session import BaselineSession, Judgement
 from pytest_opprof.gate.store import write_atomic
-from pytest_opprof.gate.tolerance import format_tolerance
+from pytest_opprof.gate.tolerance import DEFAULT_ROW_LIMIT, format_tolerance
 from pytest_opprof.gate.verdict import UPDATE_HINT, MetricRow, OpReason, Verdict
 from pytest_opprof.render.units import format_memory, format_time
 
@@ -53,7 +53,7 @@ def format_change(change: float | None) -> str:
     return f"{change * 100:+.1f}%"
 
 
-def render_text(result: TestResult, *, row_limit: int = 20) -> str:
+def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> str:
     """The test's comparison as a unified-diff-like section (``-`` baseline, ``+`` now)."""
     verdict = result.verdict
     lines = [f"opprof {verdict.status.upper()}: {result.nodeid}"]
@@ -183,7 +183,7 @@ REQUIRE_HINT = (
 )
 
 
-def failure_text(judgement: Judgement, *, row_limit: int = 20) -> str:
+def failure_text(judgement: Judgement, *, row_limit: int = DEFAULT_ROW_LIMIT) -> str:
     """What a test that the gate fails shows as its failure: the diff, or why it failed."""
     if judgement.result is None:
         return judgement.error or "opprof: not judged"
@@ -193,7 +193,7 @@ def failure_text(judgement: Judgement, *, row_limit: int = 20) -> str:
     return render_text(result, row_limit=row_limit)
 
 
-def session_lines(session: BaselineSession, *, row_limit: int = 20) -> list[str]:
+def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMIT) -> list[str]:
     """The terminal summary of a session's comparison: counts, then each notable test."""
     results = session.results
     counts = {s: 0 for s in ("regressed", "improved", "new", "pass")}
