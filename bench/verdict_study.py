@@ -26,7 +26,7 @@ pytest-benchmark lists it under "Performance has regressed").
 opprof sessions run with ``--opprof-rounds R`` for the largest R studied and
 no warm-up; verdicts for fewer rounds take each test's first rounds, which is
 what a session with fewer rounds measures (the default, ``auto``, is scored
-the same way: ``options.AUTO_ROUNDS`` first rounds for a test whose first round
+the same way: ``AUTO_ROUNDS`` first rounds for a test whose first round
 took at least the time floor, its first round alone otherwise; and, when the
 verdict on those is ``time_undecided`` (a time beyond its tolerance),
 the first ``AUTO_ROUNDS + CONFIRM_ROUNDS``: the plugin's confirmation rounds,
@@ -65,10 +65,18 @@ from _common import loadavg, plugin_args, subprocess_env
 
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.machine import MachineInfo, machine_info
+from pytest_opprof.gate.pooling import can_pool, pool
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import TestSummary, TimeStats
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
 from pytest_opprof.plugin import options
+from pytest_opprof.plugin.rounds import (
+    AUTO_ROUNDS,
+    CONFIRM_ROUNDS,
+    more_rounds,
+    needs_confirmation,
+    rounds_text,
+)
 
 KERNEL = "kernel"
 PYTHON = sys.executable
@@ -80,13 +88,13 @@ import os
 
 
 def pytest_sessionfinish(session):
-    from pytest_opprof.plugin import manager_key
+    from pytest_opprof.plugin import controller_key
 
-    manager = session.config.stash.get(manager_key, None)
+    controller = session.config.stash.get(controller_key, None)
     out = os.environ.get("OPPROF_STUDY_OUT")
-    if manager is None or not out:
+    if controller is None or not out:
         return
-    data = {r.nodeid: r.summary.to_json() for r in manager.results}
+    data = {r.nodeid: r.summary.to_json() for r in controller.results}
     with open(out, "w") as f:
         json.dump(data, f)
 '''
@@ -285,7 +293,7 @@ class Setting:
     @property
     def label(self) -> str:
         return (
-            f"rounds={options.rounds_text(self.rounds)} tol={self.tolerance:.0%} "
+            f"rounds={rounds_text(self.rounds)} tol={self.tolerance:.0%} "
             f"floor={self.min_time_us}us "
             f"stat={self.statistic} alpha={self.alpha}"
             + (" force-time" if self.force_time else "")
@@ -321,10 +329,11 @@ def _view(
 
 
 def _rounds_of(summary: TestSummary, rounds: int | None, floor_ns: int) -> int:
-    """The rounds a session with ``--opprof-rounds rounds`` runs for this test."""
-    if rounds is not None:
-        return rounds
-    return options.AUTO_ROUNDS if summary.wall_time.samples_ns[0] >= floor_ns else 1
+    """The rounds a session with ``--opprof-rounds rounds`` runs for this test: the
+    plugin's own policy, for a test whose times can be judged (every test here has a
+    baseline, or is recording one)."""
+    first_wall_ns = summary.wall_time.samples_ns[0]
+    return 1 + more_rounds(rounds, first_wall_ns, floor_ns, lambda _rounds: True)
 
 
 def judge(
@@ -364,11 +373,11 @@ def _confirmed(
     """``summary`` (a test's view under ``setting``), or with ``auto``'s confirmation
     rounds when the verdict on it against ``base`` is undecided: the first
     ``AUTO_ROUNDS + CONFIRM_ROUNDS`` rounds of all that were ``measured``."""
-    if setting.rounds is not None or not setting.confirm or summary.rounds < options.AUTO_ROUNDS:
+    if not setting.confirm or not needs_confirmation(
+        setting.rounds, summary.rounds, lambda: _compare(summary, base, setting).time_undecided
+    ):
         return summary
-    if not _compare(summary, base, setting).time_undecided:
-        return summary
-    return first_rounds(measured, options.AUTO_ROUNDS + options.CONFIRM_ROUNDS)
+    return first_rounds(measured, AUTO_ROUNDS + CONFIRM_ROUNDS)
 
 
 def confirmed_share(
@@ -410,8 +419,6 @@ _REFINED: dict[tuple[tuple[int, ...], Setting], dict[str, TestSummary]] = {}
 def _refined(bases: list[dict[str, TestSummary]], setting: Setting) -> dict[str, TestSummary]:
     """The baseline after update runs of each later baseline session, in order: a run whose
     verdict passes joins its rounds to the entry, any other replaces it (the plugin's rule)."""
-    from pytest_opprof.gate.pooling import can_pool, pool
-
     key = (tuple(id(b) for b in bases), setting)
     if key in _REFINED:
         return _REFINED[key]
@@ -446,9 +453,9 @@ def default_setting() -> Setting:
 
 
 DEFAULT_LABEL = (
-    f"Rows: the plugin's defaults (`--opprof-rounds auto`: {options.AUTO_ROUNDS} rounds for "
+    f"Rows: the plugin's defaults (`--opprof-rounds auto`: {AUTO_ROUNDS} rounds for "
     "a test whose first round takes 1 ms, the time floor, or more; 1 round otherwise, when no "
-    f"time of it can be judged; {options.CONFIRM_ROUNDS} more, and a verdict on all of them, "
+    f"time of it can be judged; {CONFIRM_ROUNDS} more, and a verdict on all of them, "
     "when the first ones put a time beyond its tolerance), judged against the baseline the "
     "baseline sessions' update runs made (the first records it, a later passing run's "
     "rounds join it: how the README records a baseline, and what a project that updates its "
@@ -690,7 +697,7 @@ def print_table(result: dict[str, object], only: Iterable[str] | None = None) ->
     )
     print(
         f"auto confirmed {result['confirmed_share']:.1%} of the tests of the unchanged sessions "
-        f"with {options.CONFIRM_ROUNDS} more rounds"
+        f"with {CONFIRM_ROUNDS} more rounds"
     )
     print(f"{'setting':58} {'false':>12} {'detected':>12}")
     for row in rows:
@@ -724,9 +731,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--rounds",
         type=int,
-        default=options.AUTO_ROUNDS + options.CONFIRM_ROUNDS,
+        default=AUTO_ROUNDS + CONFIRM_ROUNDS,
         help="rounds measured per session (auto's confirmation rounds need "
-        f"{options.AUTO_ROUNDS + options.CONFIRM_ROUNDS})",
+        f"{AUTO_ROUNDS + CONFIRM_ROUNDS})",
     )
     p.add_argument("--slowdown", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=1)

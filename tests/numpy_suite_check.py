@@ -69,7 +69,7 @@ COUNTER = textwrap.dedent(
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_terminal_summary(terminalreporter, config):
-        manager = config.pluginmanager.get_plugin("opprof-manager")
+        manager = config.pluginmanager.get_plugin("opprof-controller")
         if manager is not None:
             STATS["profiled"] = len(manager.results)
             STATS["ops"] = sum(r.summary.op_count for r in manager.results)

@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pytest_opprof.plugin
-from pytest_opprof.plugin.manager import trace_file
 from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS
+from pytest_opprof.plugin.worker import trace_file
 
 REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[2]
 
@@ -84,7 +84,7 @@ def test_without_opprof_nothing_is_imported_or_installed(pytester: pytest.Pytest
         import sys
 
         def test_nothing_loaded():
-            heavy = ["numpy", "pytest_opprof._opprof_native", "pytest_opprof.plugin.manager",
+            heavy = ["numpy", "pytest_opprof._opprof_native", "pytest_opprof.plugin.worker",
                      "pytest_opprof.capture.profiler"]
             assert [m for m in heavy if m in sys.modules] == []
             assert "pytest_opprof.plugin" in sys.modules

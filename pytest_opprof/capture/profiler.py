@@ -1,6 +1,6 @@
 """``profile`` and ``record_function``: torch.profiler's API over the native core.
 
-A profile resolves its capture sources, installs their hooks, and starts the
+A profile picks its sources (``plan.py``), installs their hooks, and starts the
 native session with their option bits; stop drains the native buffers, merges
 what Python-side sources collected, and removes every hook (on every exit
 path).  One profile records at a time.  ``record_function`` checks a module
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_opprof import _native
 from pytest_opprof.capture import sources
+from pytest_opprof.capture.plan import plan
 from pytest_opprof.capture.records import FLAG_EXCEPTION, Records
 from pytest_opprof.errors import OpprofError
 
@@ -120,22 +121,13 @@ class profile:  # lower case: torch.profiler's spelling
         self.stop()
 
     def _wanted_sources(self) -> list[sources.Source]:
-        wanted = sources.resolve(self.capture)
-        helpers = []
-        if self.profile_memory:
-            helpers.append("memory")
-            if self.python_memory:
-                helpers.append("python_memory")
+        chosen = plan(self.capture, memory=self.profile_memory, python_memory=self.python_memory)
+        wanted = list(chosen.capture)
         self._cuda_source = self._wanted_cuda()
         if self._cuda_source is not None:
             wanted.append(self._cuda_source)
-        for name in helpers:
-            source = sources.get(name)
-            if source is not None and source.available():
-                wanted.append(source)
-                if name == "memory":
-                    self._memory_source = source
-        return wanted
+        self._memory_source = chosen.memory
+        return [*wanted, *chosen.helpers]
 
     def _wanted_cuda(self) -> CudaSource | None:
         from pytest_opprof.capture.sources import cuda_source

@@ -1,9 +1,13 @@
 """pytest glue: the ``opprof`` options, the ``profile`` marker and the ``opprof`` fixture.
 
 Loaded by every pytest run through the ``pytest11`` entry point, so this module
-imports neither numpy nor the native core.  Only ``--opprof`` creates the
-:class:`~pytest_opprof.plugin.manager.OpprofManager` that does the work; it lives under
-a ``StashKey`` on ``config.stash`` from ``pytest_configure`` to ``pytest_unconfigure``.
+imports neither numpy nor the native core.  Only ``--opprof`` creates the two sides
+that do the work, each under a ``StashKey`` on ``config.stash`` from
+``pytest_configure`` to ``pytest_unconfigure``: the
+:class:`~pytest_opprof.plugin.worker.Worker` that runs and judges tests, registered
+wherever tests may run, and the :class:`~pytest_opprof.plugin.controller.Controller`
+that collects, writes and reports, registered everywhere but on a pytest-xdist
+worker.  A single process has both, sharing one ``BaselineSession``.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ from pytest_opprof.plugin.marker import marker_help
 from pytest_opprof.plugin.options import add_options, is_enabled, read_options
 
 if TYPE_CHECKING:
-    from pytest_opprof.plugin.manager import OpprofManager
+    from pytest_opprof.plugin.controller import Controller
+    from pytest_opprof.plugin.worker import Worker
 
-manager_key: pytest.StashKey[OpprofManager] = pytest.StashKey()
+worker_key: pytest.StashKey[Worker] = pytest.StashKey()
+controller_key: pytest.StashKey[Controller] = pytest.StashKey()
 
-MANAGER_NAME = "opprof-manager"
+WORKER_NAME = "opprof-worker"
+CONTROLLER_NAME = "opprof-controller"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,23 +41,49 @@ def pytest_configure(config: pytest.Config) -> None:
     if not is_enabled(config):
         return
     options = read_options(config)
-    from pytest_opprof.plugin.manager import OpprofManager
+    from pytest_opprof.capture.plan import plan
+    from pytest_opprof.errors import OpprofError
+    from pytest_opprof.gate.session import BaselineSession
+    from pytest_opprof.plugin.controller import Controller
+    from pytest_opprof.plugin.worker import Worker
 
-    manager = OpprofManager(config, options)
-    config.stash[manager_key] = manager
-    config.pluginmanager.register(manager, MANAGER_NAME)
+    try:
+        # Resolved on every side, so a bad name stops the session before any test runs.
+        chosen = plan(options.capture, python_memory=options.python_memory)
+    except OpprofError as exc:
+        raise pytest.UsageError(f"--opprof-capture / opprof_capture: {exc}") from None
+    gate = BaselineSession(options.gate)
+    controller = None
+    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker
+        controller = Controller(options, gate, chosen)
+        config.stash[controller_key] = controller
+        config.pluginmanager.register(controller, CONTROLLER_NAME)
+    worker = Worker(
+        config,
+        options,
+        gate,
+        chosen,
+        deliver=controller.take if controller is not None else None,
+        not_measured=controller.not_measured if controller is not None else None,
+    )
+    config.stash[worker_key] = worker
+    config.pluginmanager.register(worker, WORKER_NAME)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     # pytest calls this on every way out of a session, KeyboardInterrupt included.
-    manager = config.stash.get(manager_key, None)
-    if manager is None:
-        return
+    worker = config.stash.get(worker_key, None)
+    controller = config.stash.get(controller_key, None)
     try:
-        manager.close()
+        if worker is not None:
+            worker.close()
     finally:
-        config.pluginmanager.unregister(manager)
-        del config.stash[manager_key]
+        if worker is not None:
+            config.pluginmanager.unregister(worker)
+            del config.stash[worker_key]
+        if controller is not None:
+            config.pluginmanager.unregister(controller)
+            del config.stash[controller_key]
 
 
 class _NoScope(ContextDecorator):
@@ -87,4 +120,4 @@ def opprof(request: pytest.FixtureRequest) -> TestProfiler:
 
     Without ``--opprof`` the scopes do nothing, so a test never needs to branch.
     """
-    return TestProfiler(enabled=manager_key in request.config.stash)
+    return TestProfiler(enabled=worker_key in request.config.stash)

@@ -1,0 +1,142 @@
+"""The side that collects: every profiled test's payload, the baselines, the summary.
+
+Registered only in the process that reports, the pytest-xdist controller or a
+single process, never on an xdist worker: workers never write shared files
+(baselines, reports), and what they measured reaches this side on their call
+reports.  In a single process the worker side hands each payload over in memory
+(:meth:`Controller.take`) with the verdict it reached; a worker's payload is parsed
+from the report and judged again here (a pure function of the figures, so the
+same verdict), which is what lets this side stage and write the baselines.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_opprof.capture.plan import Plan
+from pytest_opprof.capture.records import MEMORY_EVENT_NAME
+from pytest_opprof.errors import BaselineError
+from pytest_opprof.gate.session import BaselineSession
+from pytest_opprof.plugin import rounds as policy
+from pytest_opprof.plugin.options import OpprofOptions
+from pytest_opprof.plugin.payload import REPORT_ATTRIBUTE, STEPPED_ASIDE_ATTRIBUTE, ProfiledTest
+from pytest_opprof.render.report import session_lines, write_markdown
+from pytest_opprof.render.units import format_time
+
+
+class Controller:
+    """Collects the session's profiled tests and settles the comparison with baselines."""
+
+    def __init__(self, options: OpprofOptions, gate: BaselineSession, chosen: Plan) -> None:
+        self.options = options
+        self.gate = gate
+        self.plan = chosen
+        self.results: list[ProfiledTest] = []
+        self.not_measured: set[str] = set()
+        """"what: why" lines from the profiles run in this process (a pytest-xdist
+        controller runs none, so it has none)."""
+        self.own_profile: list[str] = []  # tests that ran their own profile (not profiled)
+        self._handed: dict[str, ProfiledTest] = {}  # from this process's worker side
+
+    def take(self, payload: ProfiledTest) -> None:
+        """The worker side of this process hands over a test's payload (before its call
+        report is logged)."""
+        self._handed[payload.nodeid] = payload
+
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        names = ", ".join(s.name for s in self.plan.capture) or "none"
+        extra = "; python memory" if self.options.python_memory else ""
+        rounds = policy.rounds_line(self.options.rounds, self.options.gate.min_time_ns)
+        return f"opprof: capture {names}; rounds {rounds}, warmup {self.options.warmup}{extra}"
+
+    def _payload(self, report: pytest.TestReport) -> ProfiledTest | None:
+        """The call report's payload: handed over in memory, or parsed from the report."""
+        handed = self._handed.pop(report.nodeid, None)
+        if handed is not None:
+            return handed
+        data = getattr(report, REPORT_ATTRIBUTE, None)
+        if data is None:
+            return None
+        # The parsed copy is the one kept; reports live for the whole session.
+        delattr(report, REPORT_ATTRIBUTE)
+        return ProfiledTest.from_json(report.nodeid, data)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            self.gate.teardown_done(report.nodeid, report.passed)
+        if getattr(report, STEPPED_ASIDE_ATTRIBUTE, False):
+            self.own_profile.append(report.nodeid)
+        if report.when != "call":
+            return
+        result = self._payload(report)
+        if result is None:
+            return
+        self.results.append(result)
+        if not result.judged:
+            return
+        if result.judgement is None:  # judged on a pytest-xdist worker
+            self.gate.judge(report.nodeid, result.summary, result.tolerances)
+        if report.passed:
+            self.gate.call_passed(report.nodeid, result.summary)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        ok = self.gate.finish()
+        markdown = self.options.gate.markdown_path
+        if markdown is not None:
+            try:
+                write_markdown(markdown, self.gate.results, machine=self.gate.machine)
+            except BaselineError as exc:
+                self.gate.report_failed(exc)
+                ok = False
+        if not ok and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        tr = terminalreporter
+        tr.write_sep("=", "opprof")
+        if self.not_measured:
+            tr.write_line("opprof: not measured: " + "; ".join(sorted(self.not_measured)))
+        if self.own_profile:
+            tr.write_line(
+                f"opprof: not profiled: {len(self.own_profile)} test(s) started their own "
+                f"opprof profile (e.g. {self.own_profile[0]}); the plugin stepped aside for them"
+            )
+        if not self.results:
+            tr.write_line("no test was profiled")
+            return
+        partial = [r for r in self.results if r.summary.dropped_events]
+        if partial:
+            worst = max(partial, key=lambda r: r.summary.dropped_events)
+            tr.write_line(
+                f"opprof: PARTIAL: {len(partial)} test(s) recorded more events in a round than "
+                f"--opprof-max-events ({self.options.max_events}) keeps, e.g. "
+                f"{worst.nodeid} ({worst.summary.dropped_events:,} dropped): their op figures "
+                "cover part of the test and are not judged (wall time and memory are)"
+            )
+        for line in summary_lines(self.results):
+            tr.write_line(line)
+        for result in self.results:
+            if result.table is not None:
+                tr.write_sep("-", f"opprof: {result.nodeid}")
+                tr.write_line(result.table.rstrip("\n"))
+                if result.trace_path is not None:
+                    tr.write_line(f"trace: {result.trace_path}")
+        tr.write_sep("-", "opprof: baselines")
+        for line in session_lines(self.gate, row_limit=self.options.row_limit):
+            tr.write_line(line)
+
+
+def summary_lines(results: list[ProfiledTest]) -> list[str]:
+    """A header and one line per test: self CPU time in captured ops, op count, top op."""
+    rows = []
+    for r in results:
+        ops = [op for key, op in r.summary.ops.items() if key != MEMORY_EVENT_NAME]
+        self_us = sum(op.self_cpu_time.median_ns for op in ops) / 1000
+        top = max(ops, key=lambda op: op.self_cpu_time.median_ns, default=None)
+        top_text = f"{top.key} {format_time(top.self_cpu_time.median_ns / 1000)}" if top else "-"
+        rows.append((format_time(self_us), str(r.summary.op_count), top_text, r.nodeid))
+    top_width = min(max(len(row[2]) for row in rows), 48)
+    header = f"{'self CPU':>11} {'ops':>6}  {'top op':<{top_width}}  test"
+    return [header] + [
+        f"{cpu:>11} {count:>6}  {top:<{top_width}}  {nodeid}" for cpu, count, top, nodeid in rows
+    ]

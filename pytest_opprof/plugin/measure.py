@@ -1,0 +1,100 @@
+"""One test's measured rounds: each a profile bracketed by the machine-speed references.
+
+The worker decides how many rounds run (``rounds.py``) and what becomes of their
+figures; this module says what one round measures, so that every round, the first
+(pytest's own call) and the repeats alike, is measured the same way.  The rounds
+are kept only until the test is summarised: never the events of a whole session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pytest_opprof.capture import speed_probe
+from pytest_opprof.capture.profiler import profile
+from pytest_opprof.gate.summary import RoundFigures
+from pytest_opprof.model import EventList
+from pytest_opprof.plugin.marker import TestSettings
+from pytest_opprof.plugin.options import OpprofOptions
+
+
+@dataclass
+class Rounds:
+    """The measured rounds of the test being run; dropped once it is summarised."""
+
+    profiles: list[profile] = field(default_factory=list)
+    cpu_times_ns: list[int] = field(default_factory=list)
+    speed_refs_ns: list[int] = field(default_factory=list)
+    native_refs_ns: list[int] = field(default_factory=list)
+    preempted: bool = False
+    """The test started its own profile inside a round: the plugin stepped aside."""
+    figures: list[RoundFigures] = field(default_factory=list)
+    averages: list[EventList] = field(default_factory=list)
+    """Per summarised round: its figures and its ``key_averages()`` (for the table)."""
+
+    @contextlib.contextmanager
+    def measure(self, options: OpprofOptions, not_measured: set[str]) -> Iterator[None]:
+        """Measure the body run inside as one round (adds to ``not_measured``'s lines)."""
+        prof = profile(
+            record_shapes=True,
+            profile_memory=True,
+            with_flops=True,
+            capture=list(options.capture) if options.capture is not None else None,
+            python_memory=options.python_memory,
+            cuda_sample_rate=options.cuda_sample_rate,
+        )
+        # The machine-speed references bracket the round, outside the profile.
+        py_before_ns, native_before_ns = speed_probe.references_ns()
+        prof.yields = True  # a profile the test starts itself stops this one
+        prof.start()
+        # CPU time of the body only, like the wall time: the first start installs
+        # hooks and calibrates, and every stop drains and collects garbage.
+        cpu_start_ns = time.process_time_ns()
+        try:
+            yield
+        finally:
+            cpu_ns = time.process_time_ns() - cpu_start_ns
+            prof.stop()
+            if prof.preempted:
+                self.preempted = True
+            else:
+                py_after_ns, native_after_ns = speed_probe.references_ns()
+                not_measured.update(prof.not_measured)
+                self.cpu_times_ns.append(cpu_ns)
+                self.speed_refs_ns.append((py_before_ns + py_after_ns) // 2)
+                self.native_refs_ns.append((native_before_ns + native_after_ns) // 2)
+                self.profiles.append(prof)
+
+    def summarised(self, settings: TestSettings) -> list[RoundFigures]:
+        """Each measured round's figures (its ``key_averages`` kept for the table), made
+        once per round."""
+        for i in range(len(self.figures), len(self.profiles)):
+            prof = self.profiles[i]
+            rows = prof.key_averages(group_by_input_shape=settings.group_by_input_shape)
+            self.averages.append(rows)
+            self.figures.append(
+                RoundFigures.from_events(
+                    rows,
+                    wall_time_ns=prof.wall_time_ns,
+                    cpu_time_ns=self.cpu_times_ns[i],
+                    memory=prof.memory,
+                    by_input_shape=settings.group_by_input_shape,
+                    device_memory_bytes=(
+                        prof.device_memory.peak_bytes if prof.device_memory is not None else None
+                    ),
+                    speed_ref_ns=self.speed_refs_ns[i],
+                    native_ref_ns=self.native_refs_ns[i],
+                    dropped_events=prof.dropped_events,
+                )
+            )
+        return self.figures
+
+    def shown(self) -> int:
+        """The round the printed table and the trace show: an actual round, the median
+        by wall time (after :meth:`summarised`)."""
+        walls = [f.wall_time_ns for f in self.figures]
+        return walls.index(statistics.median_low(walls))

@@ -1,0 +1,85 @@
+"""What travels from the side that runs a test to the side that collects it.
+
+One :class:`ProfiledTest` per profiled test.  Its figures are always put through
+the JSON form once (times rounded like a baseline's) before anyone judges them,
+so a pytest-xdist controller judging a worker's figures again reaches the
+verdict the worker reached.  Then:
+
+* a pytest-xdist worker puts that JSON on the call report (attribute
+  ``opprof``), which xdist carries to the controller;
+* a single process hands the parsed object, with the judgement already made,
+  to its controller side in memory: no second parse, no second verdict.
+
+The stepped-aside flag (a test that started its own profile) rides on the
+report in both cases: it is one boolean, and it must reach a controller even
+when no figures do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pytest_opprof.gate.jsonio import Fields
+from pytest_opprof.gate.session import Judgement
+from pytest_opprof.gate.summary import TestSummary
+
+REPORT_ATTRIBUTE = "opprof"
+STEPPED_ASIDE_ATTRIBUTE = "opprof_stepped_aside"
+"""Set on the call report of a test that started its own profile (the plugin stepped
+aside), so a pytest-xdist controller learns it from its workers too."""
+
+
+@dataclass
+class ProfiledTest:
+    """What the terminal summary (and later the verdict) needs of one profiled test."""
+
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    marked: bool
+    summary: TestSummary
+    table: str | None = None
+    trace_path: str | None = None
+    tolerances: dict[str, float] = field(default_factory=dict)
+    """The marker's tolerance overrides (``time``, ``memory``, ``flops``), fractions."""
+    judged: bool = False
+    """Whether the gate judges it (only tests whose call passed are judged)."""
+    judgement: Judgement | None = field(default=None, compare=False)
+    """The verdict reached where the test ran, when that process is also the collector
+    (never sent: a pytest-xdist controller judges a worker's figures itself)."""
+
+    def to_json(self) -> dict[str, object]:
+        """Plain JSON, small enough to ride on a ``TestReport`` through pytest-xdist."""
+        return {
+            "marked": self.marked,
+            "summary": self.summary.to_json(),
+            "table": self.table,
+            "trace_path": self.trace_path,
+            "tolerances": self.tolerances,
+            "judged": self.judged,
+        }
+
+    @classmethod
+    def from_json(cls, nodeid: str, data: object) -> ProfiledTest:
+        f = Fields(data)
+        raw = data if isinstance(data, dict) else {}
+        tolerances = raw.get("tolerances")
+        return cls(
+            nodeid=nodeid,
+            marked=bool(raw.get("marked")),
+            summary=TestSummary.from_json(f.obj("summary")),
+            table=f.opt_text("table"),
+            trace_path=f.opt_text("trace_path"),
+            tolerances=(
+                {str(k): float(v) for k, v in tolerances.items()}
+                if isinstance(tolerances, dict)
+                else {}
+            ),
+            judged=bool(raw.get("judged")),
+        )
+
+    def as_sent(self) -> tuple[dict[str, object], ProfiledTest]:
+        """(the JSON form, this test parsed back from it): the figures as they travel,
+        which are the ones judged on either side."""
+        data = self.to_json()
+        return data, ProfiledTest.from_json(self.nodeid, data)

@@ -1,0 +1,85 @@
+"""The rounds policy: how many times a test body runs, as pure functions.
+
+Kept apart from the pytest glue (no pytest import, no profile, no file read) so that
+``bench/verdict_study.py`` scores exactly the policy the plugin runs: each decision
+takes plain figures, and the one input that may read a baseline file is a callable
+the policy asks only when its answer matters.
+
+``auto`` runs one round, then ``AUTO_ROUNDS`` in all for a test whose first round
+reached the time floor and whose times can be judged, then ``CONFIRM_ROUNDS`` more
+when the verdict on those rounds is ``time_undecided`` (a time beyond its tolerance):
+judging all of them buys what ``AUTO_ROUNDS + CONFIRM_ROUNDS`` rounds for every test
+would, at the cost of the few tests that look slower.  The constants live with the
+options, whose help text states them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS, rounds_text
+
+__all__ = [
+    "AUTO_ROUNDS",
+    "CONFIRM_ROUNDS",
+    "more_rounds",
+    "needs_confirmation",
+    "rounds_line",
+    "rounds_text",
+]
+
+
+def more_rounds(
+    fixed: int | None,
+    first_wall_ns: int,
+    min_time_ns: int,
+    times_judged: Callable[[int], bool],
+    *,
+    preempted: bool = False,
+) -> int:
+    """How many rounds to run after the first.
+
+    ``fixed``: the test's ``rounds`` setting (None: ``auto``).  ``auto`` repeats a test
+    only when its times can be judged: its first round (``first_wall_ns``) reached the
+    time floor (``min_time_ns``) and ``times_judged(AUTO_ROUNDS)`` says a baseline is
+    being recorded or the stored one has enough rounds.  Without baselines,
+    ``--opprof`` costs one round.  A ``preempted`` test profiles itself: repeating it
+    measures nothing.
+    """
+    if preempted:
+        return 0
+    if fixed is not None:
+        return fixed - 1
+    if first_wall_ns < min_time_ns:
+        return 0
+    return AUTO_ROUNDS - 1 if times_judged(AUTO_ROUNDS) else 0
+
+
+def needs_confirmation(
+    fixed: int | None,
+    measured: int,
+    undecided: Callable[[], bool],
+    *,
+    preempted: bool = False,
+) -> bool:
+    """Whether ``auto`` runs ``CONFIRM_ROUNDS`` more rounds and judges all of them.
+
+    Only ``auto`` confirms, once it has ``AUTO_ROUNDS`` rounds (``measured``), and only
+    when ``undecided()`` says the verdict on them is ``time_undecided`` (asked last: it
+    summarises the rounds and reads the baseline).
+    """
+    if fixed is not None or preempted or measured < AUTO_ROUNDS:
+        return False
+    return undecided()
+
+
+def rounds_line(fixed: int | None, min_time_ns: int) -> str:
+    """The report header's account of the rounds setting (``fixed`` None: ``auto``)."""
+    if fixed is not None:
+        return rounds_text(fixed)
+    floor_ms = min_time_ns / 1e6
+    return (
+        f"auto ({AUTO_ROUNDS} for tests of {floor_ms:g} ms or more when recording baselines "
+        f"or when the baseline has 3+ rounds, {CONFIRM_ROUNDS} more to confirm a time beyond "
+        "its tolerance, else 1)"
+    )
