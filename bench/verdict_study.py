@@ -63,6 +63,7 @@ from typing import Any
 
 from _common import loadavg, plugin_args, subprocess_env
 
+from pytest_opprof.gate import tolerance as tolerances
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.pooling import can_pool, pool
@@ -442,12 +443,12 @@ def _refined(bases: list[dict[str, TestSummary]], setting: Setting) -> dict[str,
 
 
 def default_setting() -> Setting:
-    """The plugin's defaults (options.py, verdict.Tolerances)."""
+    """The plugin's defaults (plugin/options.py, gate/tolerance.py)."""
     return Setting(
         rounds=options.DEFAULT_ROUNDS,
-        tolerance=options.DEFAULT_TIME_TOLERANCE,
-        min_time_us=options.DEFAULT_MIN_TIME_NS // 1000,
-        statistic=options.DEFAULT_TIME_STATISTIC,
+        tolerance=tolerances.DEFAULT_TIME_TOLERANCE,
+        min_time_us=tolerances.DEFAULT_MIN_TIME_NS // 1000,
+        statistic=tolerances.DEFAULT_TIME_STATISTIC,
         alpha=Tolerances().alpha,
     )
 
