@@ -14,15 +14,19 @@ from cffi import FFI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# Listed explicitly: a file joins the build once it compiles.
+# In dependency order: each file calls only files listed above it (base.c
+# calls none); the hot path inlines hotpath.h into core, numpy hooks and fastscope.
 SOURCES = [
+    "base.c",
+    "strtab.c",
+    "cuda.c",
     "core.c",
     "drain.c",
     "drain_pool.c",
-    "memory.c",
+    "memory_count.c",
     "memory_pymem.c",
+    "memory.c",
     "numpy_hooks.c",
-    "cuda.c",
     "model_kernels.c",
     "buffers.c",
     "fastscope.c",

@@ -1,9 +1,14 @@
-/* pytest-opprof native core: clock, per-thread event buffers, scopes, names.
+/* pytest-opprof native core: clock, per-thread event buffers and arenas,
+ * scopes, sessions.
  *
  * Hot path (opprof_op_begin/opprof_op_end) touches only the calling thread's
  * state: no locks, no syscalls, no Python API.  Everything that needs a lock
  * or the GIL (start, drain, interning text) runs on the control path.
- * Drain and the string tables live in drain.c; both share core_internal.h.
+ *
+ * Depends on base.c (error text, recording words), strtab.c (the "[memory]"
+ * name; the shape and stack tables a new session clears) and cuda.c (device
+ * timing behind OPPROF_OPT_CUDA); nothing here calls the drain (drain.c),
+ * which reads the thread states through core_internal.h.
  */
 #include <Python.h>
 
@@ -18,15 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 #include "hotpath.h"
+#include "strtab.h"
 #ifdef OPPROF_HAVE_TSC
 #include <cpuid.h>
 #endif
 
 #define OPPROF_HUGE_PAGE (2u << 20)
-
-volatile int opprof_g_recording = 0;
-volatile uint32_t opprof_g_options = 0;
-volatile uint32_t opprof_g_active = 0;
 
 core_globals core_g = {
     .ctl = PTHREAD_MUTEX_INITIALIZER,
@@ -36,35 +38,13 @@ core_globals core_g = {
     .ns_per_tick = 1.0,
 };
 
-/* Initial-exec: the module already uses static TLS (memory.c), and this is
- * read on every thread_get.  The error text lives in the thread state so the
- * module's static TLS stays a few pointers. */
+/* Initial-exec: the module already uses static TLS (memory_count.c), and
+ * this is read on every thread_get. */
 __thread opprof_thread *opprof_tls_state __attribute__((tls_model("initial-exec")));
 static pthread_key_t thread_key;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_status = OPPROF_OK;
 static uint32_t memory_name_id;
-
-/* ---- errors ------------------------------------------------------------ */
-
-static opprof_thread *thread_create(void);
-
-int opprof_fail(int code, const char *fmt, ...)
-{
-    opprof_thread *t = opprof_tls_state ? opprof_tls_state : thread_create();
-    if (!t)
-        return code; /* no memory for a state to hold the text */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->error, sizeof t->error, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-const char *opprof_last_error(void)
-{
-    return opprof_tls_state ? opprof_tls_state->error : "";
-}
 
 /* ---- clock ------------------------------------------------------------- */
 
@@ -359,11 +339,6 @@ __attribute__((noinline)) int core_refill(opprof_thread *t)
 
 /* ---- hot path ---------------------------------------------------------- */
 
-static inline int is_recording(void)
-{
-    return __atomic_load_n(&opprof_g_recording, __ATOMIC_ACQUIRE);
-}
-
 int opprof_op_begin(opprof_thread *t, uint32_t name_id, uint16_t kind)
 {
     uint32_t active = opprof_hot_active();
@@ -384,6 +359,28 @@ static inline core_open *open_top(opprof_thread *t)
 }
 
 /* ---- arenas (shapes, stacks) ------------------------------------------- */
+
+/* Drops the code-object references in t's stack arena and empties it.  GIL
+ * held. */
+void core_release_stacks(opprof_thread *t)
+{
+    core_arena *a = &t->stacks;
+    for (int32_t c = 0; c < a->nchunks && c <= a->cur; c++) {
+        int64_t limit = c == a->cur ? a->off : OPPROF_ARENA_WORDS;
+        int64_t off = 0;
+        while (off < limit) {
+            int64_t *w = &a->chunks[c][off];
+            if (w[0] == 0)
+                break; /* end-of-chunk mark */
+            for (int64_t i = 0; i < w[0]; i++)
+                Py_DECREF((PyObject *)(intptr_t)w[1 + 2 * i]);
+            off += 1 + 2 * w[0];
+        }
+    }
+    a->cur = 0;
+    a->off = 0;
+}
+
 
 /* Position of `words` contiguous free words (an entry never spans chunks),
  * or -1 when the arena is full or memory ran out. */
@@ -605,7 +602,9 @@ int opprof_start(uint32_t options)
     }
     pthread_mutex_unlock(&core_g.registry);
     PyGILState_Release(g);
-    core_tables_clear();
+    opprof_strtab_lock();
+    opprof_strtab_clear();
+    opprof_strtab_unlock();
 #ifdef OPPROF_HAVE_TSC
     if (core_g.use_tsc)
         recalibrate_tsc();
@@ -638,8 +637,6 @@ int opprof_stop(void)
     pthread_mutex_unlock(&core_g.ctl);
     return OPPROF_OK;
 }
-
-int opprof_is_recording(void) { return is_recording(); }
 
 int opprof_set_capacity(int64_t max_events)
 {

@@ -1,6 +1,8 @@
-/* Private to core.c, drain.c and the inlined fast path (hotpath.h, which the
- * numpy trampolines and fastscope.c include): the thread state layout and the
- * globals the control path shares.  Other .c files use opprof_internal.h only. */
+/* The thread state layout and the globals the control path shares: owned by
+ * core.c, read by the parts above it (drain.c, buffers.c) and by the inlined
+ * fast path (hotpath.h, which the numpy trampolines and fastscope.c include).
+ * Nothing declared here is implemented outside core.c.  Other .c files use
+ * opprof_internal.h only. */
 #ifndef OPPROF_CORE_INTERNAL_H
 #define OPPROF_CORE_INTERNAL_H
 
@@ -68,7 +70,6 @@ struct opprof_thread {
     int32_t last_shape_words;
     core_arena stacks; /* written and released only under the GIL */
     struct opprof_thread *next;
-    char error[512]; /* opprof_last_error() of this thread */
     core_open open[OPPROF_MAX_DEPTH];
 };
 
@@ -120,10 +121,8 @@ static inline int64_t *core_arena_at(core_arena *a, int64_t pos)
     return &a->chunks[pos / OPPROF_ARENA_WORDS][pos % OPPROF_ARENA_WORDS];
 }
 
-/* drain.c: drops the code-object references in t's stack arena and empties
- * it.  GIL held. */
+/* Drops the code-object references in t's stack arena and empties it (the
+ * drain calls it once the stacks are text).  GIL held. */
 void core_release_stacks(opprof_thread *t);
-/* drain.c: forgets the shape and stack tables of the last drain.  ctl held. */
-void core_tables_clear(void);
 
 #endif

@@ -1,5 +1,8 @@
-/* Memory accounting shared by memory.c (numpy handler) and memory_pymem.c
- * (Python allocator hooks).  Not parsed by cffi.
+/* Memory accounting: the counters' interface (memory_count.c implements
+ * it), for the two allocator hooks, memory.c (numpy handler) and
+ * memory_pymem.c (Python allocators).  Not parsed by cffi.  The per-
+ * allocation functions are inline: an allocation pays no call into the
+ * counters unless a session records memory.
  *
  * Counting happens only while a session records with
  * OPPROF_OPT_PROFILE_MEMORY, inside a "window" opened by opprof_memory_reset:
@@ -52,6 +55,12 @@ extern _Thread_local opprof_mem_tls *opprof_mem_tl __attribute__((tls_model("ini
 
 opprof_mem_tls *opprof_mem_tls_slow(uint32_t window);  /* create or roll to `window` */
 void opprof_mem_sample(int64_t net);
+/* Fills the counter fields of *out (opprof_memory_stats in memory.h): net,
+ * peak, the window's totals summed over threads, samples. */
+struct opprof_memory_stats;
+void opprof_mem_count_stats(struct opprof_memory_stats *out);
+
+/* memory_pymem.c, for opprof_memory_stats_get in memory.c. */
 int opprof_mem_python_install_count(void);
 int opprof_mem_python_untracked(void);
 
