@@ -37,7 +37,10 @@ static void error_text_free(void *p)
     error_text = NULL;
 }
 
-static void error_key_make(void) { error_key_ok = pthread_key_create(&error_key, error_text_free) == 0; }
+static void error_key_make(void)
+{
+    error_key_ok = pthread_key_create(&error_key, error_text_free) == 0;
+}
 
 int opprof_fail(int code, const char *fmt, ...)
 {

@@ -381,7 +381,6 @@ void core_release_stacks(opprof_thread *t)
     a->off = 0;
 }
 
-
 /* Position of `words` contiguous free words (an entry never spans chunks),
  * or -1 when the arena is full or memory ran out. */
 int64_t core_arena_reserve(core_arena *a, int64_t words)
@@ -412,8 +411,8 @@ void opprof_op_shape_arg(opprof_thread *t, int ndim, const int64_t *dims, int ty
     core_arena *a = &t->shapes;
     if (o->ev.shape == 0) {
         /* header word (argument count) + per argument one (ndim, type) word and dims */
-        int64_t pos = core_arena_reserve(
-            a, 1 + OPPROF_MAX_SHAPE_ARGS * (1 + OPPROF_MAX_SHAPE_DIMS));
+        int64_t pos =
+            core_arena_reserve(a, 1 + OPPROF_MAX_SHAPE_ARGS * (1 + OPPROF_MAX_SHAPE_DIMS));
         if (pos < 0) {
             o->ev.flags |= OPPROF_FLAG_TRUNCATED;
             return;
@@ -568,8 +567,8 @@ int opprof_scope_pop(uint32_t flags)
 
 /* ---- sessions ---------------------------------------------------------- */
 
-#define OPPROF_ALL_OPTS                                                                   \
-    (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_PROFILE_MEMORY | OPPROF_OPT_WITH_STACK |      \
+#define OPPROF_ALL_OPTS                                                             \
+    (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_PROFILE_MEMORY | OPPROF_OPT_WITH_STACK | \
      OPPROF_OPT_CAPTURE_NUMPY | OPPROF_OPT_CUDA)
 
 int opprof_start(uint32_t options)
@@ -651,15 +650,16 @@ int opprof_set_capacity(int64_t max_events)
 
 /* ---- tree helper --------------------------------------------------------- */
 
-int opprof_nest_sorted(const uint64_t *thread, const int64_t *start, const int64_t *end,
-                       int64_t n, int64_t *parent)
+int opprof_nest_sorted(const uint64_t *thread, const int64_t *start, const int64_t *end, int64_t n,
+                       int64_t *parent)
 {
     if (n < 0)
         return opprof_fail(OPPROF_E_ARG, "opprof_nest_sorted: n must be >= 0");
     for (int64_t i = 1; i < n; i++) {
-        int sorted = thread[i - 1] < thread[i] ||
-                     (thread[i - 1] == thread[i] &&
-                      (start[i - 1] < start[i] || (start[i - 1] == start[i] && end[i - 1] >= end[i])));
+        int sorted =
+            thread[i - 1] < thread[i] ||
+            (thread[i - 1] == thread[i] &&
+             (start[i - 1] < start[i] || (start[i - 1] == start[i] && end[i - 1] >= end[i])));
         if (!sorted)
             return opprof_fail(OPPROF_E_ARG,
                                "opprof_nest_sorted: rows must be sorted by (thread, start asc, end "
@@ -671,8 +671,7 @@ int opprof_nest_sorted(const uint64_t *thread, const int64_t *start, const int64
      * event starting exactly at another's end is not inside it. */
     int64_t top = -1;
     for (int64_t i = 0; i < n; i++) {
-        while (top >= 0 &&
-               (thread[top] != thread[i] || start[i] >= end[top] || end[i] > end[top]))
+        while (top >= 0 && (thread[top] != thread[i] || start[i] >= end[top] || end[i] > end[top]))
             top = parent[top];
         parent[i] = top;
         top = i;

@@ -21,8 +21,8 @@
  * event session re-uses its buffers instead of faulting in a fresh huge page
  * each time).  Freed at thread exit like the rest. */
 #define OPPROF_KEEP_BYTES (16LL << 20)
-#define OPPROF_ARENA_WORDS 65536            /* int64 words per arena chunk */
-#define OPPROF_ARENA_MAX_CHUNKS 1024        /* arena positions stay below 2^26 */
+#define OPPROF_ARENA_WORDS 65536     /* int64 words per arena chunk */
+#define OPPROF_ARENA_MAX_CHUNKS 1024 /* arena positions stay below 2^26 */
 #define OPPROF_KEEP_ARENA_CHUNKS 2
 
 typedef struct core_chunk {
@@ -64,7 +64,7 @@ struct opprof_thread {
     int64_t reserved_left;
     _Atomic int64_t count;
     _Atomic int64_t dropped;
-    core_arena shapes; /* owner-only writes */
+    core_arena shapes;   /* owner-only writes */
     int64_t shape_owner; /* id of the event whose shape entry is at the arena tail */
     uint32_t last_shape; /* ref of the last whole entry opprof_op_shapes wrote, 0 none */
     int32_t last_shape_words;

@@ -45,14 +45,16 @@ static inline void convert(opprof_event *out, const opprof_event *in, drain_curs
     if (in->shape) {
         if (in->shape != cur->shape_ref) {
             cur->shape_ref = in->shape;
-            cur->shape_id = opprof_strtab_shape(core_arena_at(&cur->t->shapes, (int64_t)in->shape - 1));
+            cur->shape_id =
+                opprof_strtab_shape(core_arena_at(&cur->t->shapes, (int64_t)in->shape - 1));
         }
         out->shape = cur->shape_id;
     }
     if (in->stack) {
         if (in->stack != cur->stack_ref) {
             cur->stack_ref = in->stack;
-            cur->stack_id = opprof_strtab_stack(core_arena_at(&cur->t->stacks, (int64_t)in->stack - 1));
+            cur->stack_id =
+                opprof_strtab_stack(core_arena_at(&cur->t->stacks, (int64_t)in->stack - 1));
         }
         out->stack = cur->stack_id;
     }
@@ -117,4 +119,3 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
     *dropped = lost;
     return OPPROF_OK;
 }
-

@@ -45,7 +45,8 @@ static PyObject *fast_scope_pop(PyObject *self, PyObject *arg)
 /* Static: the function objects point at these for the life of the process. */
 static PyMethodDef fast_defs[] = {
     {"scope_push_fast", fast_scope_push, METH_O, "Open a scope (name id); returns a status."},
-    {"scope_pop_fast", fast_scope_pop, METH_O, "Close the innermost scope (flags); returns a status."},
+    {"scope_pop_fast", fast_scope_pop, METH_O,
+     "Close the innermost scope (flags); returns a status."},
 };
 
 int opprof_install_scope_functions(intptr_t module_id)
@@ -58,8 +59,9 @@ int opprof_install_scope_functions(intptr_t module_id)
         if (fn == NULL || PyObject_SetAttrString((PyObject *)module_id, fast_defs[i].ml_name, fn)) {
             Py_XDECREF(fn);
             PyErr_Clear();
-            status = opprof_fail(OPPROF_E_PYTHON, "opprof_install_scope_functions: could not set %s",
-                                 fast_defs[i].ml_name);
+            status =
+                opprof_fail(OPPROF_E_PYTHON, "opprof_install_scope_functions: could not set %s",
+                            fast_defs[i].ml_name);
             break;
         }
         Py_DECREF(fn);

@@ -59,8 +59,8 @@ int opprof_memory_stats_get(opprof_memory_stats *out)
 #define BLOCK_MAGIC 0x6f70706du /* "oppm": catches a foreign pointer in debug runs */
 
 typedef struct {
-    uint64_t size;   /* bytes the caller asked for */
-    uint32_t tag;    /* window the block was allocated in while recording, 0 = none */
+    uint64_t size; /* bytes the caller asked for */
+    uint32_t tag;  /* window the block was allocated in while recording, 0 = none */
     uint32_t magic;
 } block_header;
 
@@ -70,10 +70,10 @@ _Static_assert(sizeof(block_header) == 16, "the header must keep malloc's 16-byt
  * Static storage: arrays keep a reference to their handler capsule and may
  * outlive any install, so nothing here is ever freed. */
 typedef struct {
-    PyDataMem_Handler handler;   /* what numpy calls; allocator.ctx points at this wrapper */
-    PyDataMemAllocator inner;    /* copy of the wrapped handler's allocator */
-    PyObject *inner_capsule;     /* strong reference: keeps inner's ctx alive */
-    PyObject *capsule;           /* strong reference, never released */
+    PyDataMem_Handler handler; /* what numpy calls; allocator.ctx points at this wrapper */
+    PyDataMemAllocator inner;  /* copy of the wrapped handler's allocator */
+    PyObject *inner_capsule;   /* strong reference: keeps inner's ctx alive */
+    PyObject *capsule;         /* strong reference, never released */
 } wrapper;
 
 #define MAX_WRAPPERS 8
@@ -169,7 +169,8 @@ static PyObject *wrapper_for(PyObject *inner)
         }
     }
     if (g_nwrappers == MAX_WRAPPERS) {
-        opprof_fail(OPPROF_E_HOOK, "more than %d distinct numpy memory handlers seen", MAX_WRAPPERS);
+        opprof_fail(OPPROF_E_HOOK, "more than %d distinct numpy memory handlers seen",
+                    MAX_WRAPPERS);
         return NULL;
     }
     PyDataMem_Handler *in = PyCapsule_GetPointer(inner, "mem_handler");
@@ -205,13 +206,12 @@ static PyObject *wrapper_for(PyObject *inner)
 /* CPython's PyContextVar starts with these fields in 3.10 to 3.13; verified
  * at run time before use (see find_handler_var). */
 typedef struct {
-    PyObject_HEAD
-    PyObject *var_name;
+    PyObject_HEAD PyObject *var_name;
     PyObject *var_default;
 } ctxvar_head;
 
-static PyObject *g_var;          /* numpy's ContextVar, strong reference; NULL if unusable */
-static PyObject *g_var_default;  /* its original default while ours is swapped in */
+static PyObject *g_var;         /* numpy's ContextVar, strong reference; NULL if unusable */
+static PyObject *g_var_default; /* its original default while ours is swapped in */
 static int g_var_probed;
 
 /* Set our wrapper of the default handler in a fresh empty context and find
@@ -252,8 +252,8 @@ static void find_handler_var(void)
 }
 
 /* Handler set explicitly in the installing context, restored at uninstall. */
-static PyObject *g_ctx_prev;     /* strong reference; NULL when we did not set one */
-static PyObject *g_ctx_ours;     /* the wrapper we set there (borrowed: lives forever) */
+static PyObject *g_ctx_prev; /* strong reference; NULL when we did not set one */
+static PyObject *g_ctx_ours; /* the wrapper we set there (borrowed: lives forever) */
 
 static int ensure_numpy_api(void)
 {

@@ -24,7 +24,7 @@ _Thread_local opprof_mem_tls *opprof_mem_tl __attribute__((tls_model("initial-ex
  * reused by the next new thread after its counts move to g_retired. */
 static pthread_mutex_t g_tls_lock = PTHREAD_MUTEX_INITIALIZER;
 static opprof_mem_tls *g_tls_list;
-static opprof_mem_tls g_retired;      /* sums of reused entries, for g_retired.window */
+static opprof_mem_tls g_retired; /* sums of reused entries, for g_retired.window */
 static pthread_key_t g_tls_key;
 static pthread_once_t g_tls_once = PTHREAD_ONCE_INIT;
 
@@ -37,10 +37,7 @@ static void tls_exit(void *p)
     pthread_mutex_unlock(&g_tls_lock);
 }
 
-static void tls_key_make(void)
-{
-    pthread_key_create(&g_tls_key, tls_exit);
-}
+static void tls_key_make(void) { pthread_key_create(&g_tls_key, tls_exit); }
 
 static void fold(opprof_mem_tls *into, const opprof_mem_tls *from)
 {
@@ -115,9 +112,9 @@ static void tls_sum(opprof_mem_tls *sum)
 #define SAMPLE_DEFAULT_CAPACITY 65536
 
 static opprof_memory_sample *g_samples;
-static int64_t g_sample_cap;           /* size of g_samples */
+static int64_t g_sample_cap; /* size of g_samples */
 static int64_t g_sample_want = SAMPLE_DEFAULT_CAPACITY;
-static _Atomic int64_t g_sample_next;  /* next index handed out */
+static _Atomic int64_t g_sample_next; /* next index handed out */
 
 void opprof_mem_sample(int64_t net)
 {
@@ -131,10 +128,7 @@ void opprof_mem_sample(int64_t net)
     }
 }
 
-int64_t opprof_memory_sample_min_bytes(void)
-{
-    return OPPROF_MEM_SAMPLE_MIN;
-}
+int64_t opprof_memory_sample_min_bytes(void) { return OPPROF_MEM_SAMPLE_MIN; }
 
 int opprof_memory_set_sample_capacity(int64_t max_samples)
 {
@@ -143,7 +137,8 @@ int opprof_memory_set_sample_capacity(int64_t max_samples)
                            (long long)max_samples);
     }
     if (opprof_g_recording) {
-        return opprof_fail(OPPROF_E_STATE, "cannot change the memory sample capacity while recording");
+        return opprof_fail(OPPROF_E_STATE,
+                           "cannot change the memory sample capacity while recording");
     }
     g_sample_want = max_samples;
     return OPPROF_OK;

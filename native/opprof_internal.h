@@ -21,16 +21,16 @@
 #include <stddef.h>
 #include "opprof.h"
 
-#define OPPROF_MAX_DEPTH 256       /* open events per thread; deeper ones are counted as dropped */
-#define OPPROF_MAX_SHAPE_ARGS 4    /* array arguments recorded per op */
-#define OPPROF_MAX_SHAPE_DIMS 6    /* dimensions recorded per argument */
-#define OPPROF_MAX_STACK 8         /* Python frames recorded per op with_stack */
+#define OPPROF_MAX_DEPTH 256    /* open events per thread; deeper ones are counted as dropped */
+#define OPPROF_MAX_SHAPE_ARGS 4 /* array arguments recorded per op */
+#define OPPROF_MAX_SHAPE_DIMS 6 /* dimensions recorded per argument */
+#define OPPROF_MAX_STACK 8      /* Python frames recorded per op with_stack */
 
-typedef struct opprof_thread opprof_thread;   /* defined in core.c */
+typedef struct opprof_thread opprof_thread; /* defined in core.c */
 
 /* base.c.  Read on the hot path.  Written by opprof_start / opprof_stop only. */
 extern volatile int opprof_g_recording;
-extern volatile uint32_t opprof_g_options;    /* OPPROF_OPT_* of the running session */
+extern volatile uint32_t opprof_g_options; /* OPPROF_OPT_* of the running session */
 
 /* Set in opprof_g_active while a session records, next to its OPPROF_OPT_*
  * bits: a per-op or per-allocation caller tests one word for "recording with

@@ -211,7 +211,7 @@ uint32_t opprof_name_count(void)
 
 static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static hmap shape_raw;   /* arena words -> shape id */
+static hmap shape_raw;    /* arena words -> shape id */
 static strvec shape_text; /* owned strings */
 static strvec shape_dtypes;
 static hmap stack_raw;   /* (code, line) words -> stack id */
@@ -246,14 +246,13 @@ int opprof_strtab_ready(void)
 static const char *dtype_name(int type_num)
 {
     static const char *const names_by_num[] = {
-        "bool",       "int8",    "uint8",       "int16",      "uint16",    "int32",
-        "uint32",     NULL,      NULL,          "int64",      "uint64",    "float32",
-        "float64",    NULL,      "complex64",   "complex128", NULL,        "object",
-        "bytes",      "str",     "void",        "datetime64", "timedelta64", "float16",
+        "bool", "int8",   "uint8",  "int16",   "uint16",  "int32",      "uint32",      NULL,
+        NULL,   "int64",  "uint64", "float32", "float64", NULL,         "complex64",   "complex128",
+        NULL,   "object", "bytes",  "str",     "void",    "datetime64", "timedelta64", "float16",
     };
-    if (type_num == 7)  /* NPY_LONG */
+    if (type_num == 7) /* NPY_LONG */
         return sizeof(long) == 8 ? "int64" : "int32";
-    if (type_num == 8)  /* NPY_ULONG */
+    if (type_num == 8) /* NPY_ULONG */
         return sizeof(long) == 8 ? "uint64" : "uint32";
     if (type_num == 13) /* NPY_LONGDOUBLE */
         return sizeof(long double) == 16 ? "float128" : "float96";
