@@ -134,6 +134,7 @@ static void *wrap_realloc(void *ctx, void *ptr, size_t new_size)
 
 static void wrap_free(void *ctx, void *ptr, size_t size_hint)
 {
+    (void)size_hint; /* numpy's size can disagree with the block's: the header's is exact */
     wrapper *w = ctx;
     if (ptr == NULL) {
         return;
