@@ -7,7 +7,7 @@
  *
  * Install, uninstall and every trampoline run with the GIL held, so the
  * tables below need no locks.  Idle cost is one table lookup and one load of
- * the recording flag before calling the original.
+ * the recording word (opprof_g_active) before calling the original.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,8 +35,6 @@ static inline uint32_t np_active(void)
 
 /* Options that make a begun op look at its arguments (np_capture). */
 #define NP_CAPTURE_OPTS (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK)
-
-/* ---- shapes ------------------------------------------------------------ */
 
 /* ---- strings (einsum subscripts) -------------------------------------- */
 
@@ -76,6 +74,8 @@ static int64_t np_string_index(PyObject *s)
 }
 
 const char *opprof_numpy_string_get(uint32_t k) { return k < g_n_strs ? g_strs[k] : NULL; }
+
+/* ---- shapes ------------------------------------------------------------ */
 
 /* Appends one argument to a shape entry being built at w[*used] (the layout
  * of opprof_op_shapes); dims past OPPROF_MAX_SHAPE_DIMS set *flags. */
@@ -412,11 +412,41 @@ static int np_free_slot(int family)
 
 /* ---- hash of hooked builtins ---------------------------------------------- */
 
-/* CPython hashes a builtin function or bound builtin method by (m_self,
- * ml_meth), so swapping ml_meth would change hash(np.array) while hooked and
- * sets or dicts built before (numpy's ARRAY_FUNCTIONS) would miss it.  While
- * hooked, builtin_function_or_method's tp_hash hashes a hooked def with its
- * original ml_meth, restored for the call (the GIL keeps other callers out). */
+/* The PyCFunction_Type.tp_hash swap.
+ *
+ * Why: CPython 3.11 hashes a builtin function or bound builtin method
+ * (builtin_function_or_method, meth_hash) from (m_self, m_ml->ml_meth).
+ * The method hooks swap ml_meth, so without this hash(np.array) would change
+ * while hooked, and every set or dict keyed by such a function before the
+ * install (numpy's ARRAY_FUNCTIONS set, functools caches) would stop finding
+ * it; entries made while hooked would be lost again after uninstall.
+ *
+ * What it relies on: PyCFunction_Type is a static type whose tp_hash is a
+ * plain writable field read by PyObject_Hash at every hash (nothing caches
+ * it); a function's hash is recomputed each time, never stored; subtypes
+ * that copied tp_hash at PyType_Ready (PyCMethod_Type, METH_METHOD) are never
+ * hooked (np_conv_of refuses their flags), and method descriptors hash by
+ * identity, so only this one slot sees ml_meth.  Equality (meth_richcompare)
+ * reads ml_meth too, but on both sides at once: two functions of one def
+ * still compare equal while hooked.
+ *
+ * Why it is safe: np_cfunc_hash hands every function it does not hook to the
+ * saved original after one table probe, and for a hooked one runs the same
+ * original with the original ml_meth put back for the duration, so every
+ * hash is the value CPython would give with no hooks at all.  The GIL is held
+ * across the probe and the put-back (free-threaded builds are refused by
+ * opprof_numpy_supported), so no call can run through the def while its
+ * ml_meth is the original.
+ *
+ * How it is restored: the install swaps tp_hash only after every table is
+ * complete and no step after it can fail, so a failed install never leaves
+ * it swapped.  opprof_numpy_uninstall (np_restore_all(1)) puts the saved
+ * original back when tp_hash is still ours; when someone swapped it after
+ * us, theirs stays and still reaches ours, which then only forwards (no slot
+ * is NP_OURS any more).  The numpy source calls uninstall at its last
+ * release; the profiler releases its sources in a `finally` and the
+ * plugin's manager at pytest_unconfigure, each releasing every source even
+ * when one raises (exceptions, KeyboardInterrupt, failing tests). */
 #define OPPROF_NP_DEF_TABLE 2048 /* power of two, load <= 0.5 */
 
 static np_slot *g_def_slots[OPPROF_NP_DEF_TABLE];
