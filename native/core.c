@@ -39,7 +39,7 @@ core_globals core_g = {
 };
 
 /* Initial-exec: the module already uses static TLS (memory_count.c), and
- * this is read on every thread_get. */
+ * this is read by every per-op path (opprof_hot_thread). */
 __thread opprof_thread *opprof_tls_state __attribute__((tls_model("initial-exec")));
 static pthread_key_t thread_key;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;

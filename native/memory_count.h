@@ -31,7 +31,7 @@
 #define OPPROF_MEM_TAG_MASK 0xFFFFFFu /* window tags fit the Python table's 24 bits */
 #define OPPROF_MEM_SAMPLE_MIN 4096    /* smallest allocation or free that takes a sample */
 
-/* One thread's counters (memory.c keeps them in a registry for summing). */
+/* One thread's counters (memory_count.c keeps them in a registry for summing). */
 typedef struct opprof_mem_tls {
     uint32_t window; /* the window these counts belong to */
     int busy;        /* inside opprof_mem_record: do not recurse */

@@ -79,8 +79,8 @@ void opprof_op_shapes(opprof_thread *t, const int64_t *entry, int32_t words, uin
  * Frames are resolved to text at drain time. */
 void opprof_op_capture_stack(opprof_thread *t);
 
-/* Memory accounting for the calling thread (memory.c calls this from the
- * allocator, GIL not assumed).  Adds to the innermost open event's
+/* Memory accounting for the calling thread (both allocator hooks call this
+ * through memory_count.h, GIL not assumed).  Adds to the innermost open event's
  * self_alloc/self_free/self_alloc_count, or, with no open event and a
  * session recording with OPPROF_OPT_PROFILE_MEMORY, commits a
  * OPPROF_KIND_MEMORY event named "[memory]" at the current time. */
