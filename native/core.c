@@ -1,9 +1,14 @@
-/* pytest-opprof native core: clock, per-thread event buffers, scopes, names.
+/* pytest-opprof native core: clock, per-thread event buffers and arenas,
+ * scopes, sessions.
  *
  * Hot path (opprof_op_begin/opprof_op_end) touches only the calling thread's
  * state: no locks, no syscalls, no Python API.  Everything that needs a lock
  * or the GIL (start, drain, interning text) runs on the control path.
- * Drain and the string tables live in drain.c; both share core_internal.h.
+ *
+ * Depends on base.c (error text, recording words), strtab.c (the "[memory]"
+ * name; the shape and stack tables a new session clears) and cuda.c (device
+ * timing behind OPPROF_OPT_CUDA); nothing here calls the drain (drain.c),
+ * which reads the thread states through core_internal.h.
  */
 #include <Python.h>
 
@@ -18,15 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 #include "hotpath.h"
+#include "strtab.h"
 #ifdef OPPROF_HAVE_TSC
 #include <cpuid.h>
 #endif
 
 #define OPPROF_HUGE_PAGE (2u << 20)
-
-volatile int opprof_g_recording = 0;
-volatile uint32_t opprof_g_options = 0;
-volatile uint32_t opprof_g_active = 0;
 
 core_globals core_g = {
     .ctl = PTHREAD_MUTEX_INITIALIZER,
@@ -36,35 +38,13 @@ core_globals core_g = {
     .ns_per_tick = 1.0,
 };
 
-/* Initial-exec: the module already uses static TLS (memory.c), and this is
- * read on every thread_get.  The error text lives in the thread state so the
- * module's static TLS stays a few pointers. */
+/* Initial-exec: the module already uses static TLS (memory_count.c), and
+ * this is read by every per-op path (opprof_hot_thread). */
 __thread opprof_thread *opprof_tls_state __attribute__((tls_model("initial-exec")));
 static pthread_key_t thread_key;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_status = OPPROF_OK;
 static uint32_t memory_name_id;
-
-/* ---- errors ------------------------------------------------------------ */
-
-static opprof_thread *thread_create(void);
-
-int opprof_fail(int code, const char *fmt, ...)
-{
-    opprof_thread *t = opprof_tls_state ? opprof_tls_state : thread_create();
-    if (!t)
-        return code; /* no memory for a state to hold the text */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->error, sizeof t->error, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-const char *opprof_last_error(void)
-{
-    return opprof_tls_state ? opprof_tls_state->error : "";
-}
 
 /* ---- clock ------------------------------------------------------------- */
 
@@ -359,11 +339,6 @@ __attribute__((noinline)) int core_refill(opprof_thread *t)
 
 /* ---- hot path ---------------------------------------------------------- */
 
-static inline int is_recording(void)
-{
-    return __atomic_load_n(&opprof_g_recording, __ATOMIC_ACQUIRE);
-}
-
 int opprof_op_begin(opprof_thread *t, uint32_t name_id, uint16_t kind)
 {
     uint32_t active = opprof_hot_active();
@@ -384,6 +359,27 @@ static inline core_open *open_top(opprof_thread *t)
 }
 
 /* ---- arenas (shapes, stacks) ------------------------------------------- */
+
+/* Drops the code-object references in t's stack arena and empties it.  GIL
+ * held. */
+void core_release_stacks(opprof_thread *t)
+{
+    core_arena *a = &t->stacks;
+    for (int32_t c = 0; c < a->nchunks && c <= a->cur; c++) {
+        int64_t limit = c == a->cur ? a->off : OPPROF_ARENA_WORDS;
+        int64_t off = 0;
+        while (off < limit) {
+            int64_t *w = &a->chunks[c][off];
+            if (w[0] == 0)
+                break; /* end-of-chunk mark */
+            for (int64_t i = 0; i < w[0]; i++)
+                Py_DECREF((PyObject *)(intptr_t)w[1 + 2 * i]);
+            off += 1 + 2 * w[0];
+        }
+    }
+    a->cur = 0;
+    a->off = 0;
+}
 
 /* Position of `words` contiguous free words (an entry never spans chunks),
  * or -1 when the arena is full or memory ran out. */
@@ -415,8 +411,8 @@ void opprof_op_shape_arg(opprof_thread *t, int ndim, const int64_t *dims, int ty
     core_arena *a = &t->shapes;
     if (o->ev.shape == 0) {
         /* header word (argument count) + per argument one (ndim, type) word and dims */
-        int64_t pos = core_arena_reserve(
-            a, 1 + OPPROF_MAX_SHAPE_ARGS * (1 + OPPROF_MAX_SHAPE_DIMS));
+        int64_t pos =
+            core_arena_reserve(a, 1 + OPPROF_MAX_SHAPE_ARGS * (1 + OPPROF_MAX_SHAPE_DIMS));
         if (pos < 0) {
             o->ev.flags |= OPPROF_FLAG_TRUNCATED;
             return;
@@ -571,8 +567,8 @@ int opprof_scope_pop(uint32_t flags)
 
 /* ---- sessions ---------------------------------------------------------- */
 
-#define OPPROF_ALL_OPTS                                                                   \
-    (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_PROFILE_MEMORY | OPPROF_OPT_WITH_STACK |      \
+#define OPPROF_ALL_OPTS                                                             \
+    (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_PROFILE_MEMORY | OPPROF_OPT_WITH_STACK | \
      OPPROF_OPT_CAPTURE_NUMPY | OPPROF_OPT_CUDA)
 
 int opprof_start(uint32_t options)
@@ -605,7 +601,9 @@ int opprof_start(uint32_t options)
     }
     pthread_mutex_unlock(&core_g.registry);
     PyGILState_Release(g);
-    core_tables_clear();
+    opprof_strtab_lock();
+    opprof_strtab_clear();
+    opprof_strtab_unlock();
 #ifdef OPPROF_HAVE_TSC
     if (core_g.use_tsc)
         recalibrate_tsc();
@@ -639,8 +637,6 @@ int opprof_stop(void)
     return OPPROF_OK;
 }
 
-int opprof_is_recording(void) { return is_recording(); }
-
 int opprof_set_capacity(int64_t max_events)
 {
     if (max_events <= 0)
@@ -654,15 +650,16 @@ int opprof_set_capacity(int64_t max_events)
 
 /* ---- tree helper --------------------------------------------------------- */
 
-int opprof_nest_sorted(const uint64_t *thread, const int64_t *start, const int64_t *end,
-                       int64_t n, int64_t *parent)
+int opprof_nest_sorted(const uint64_t *thread, const int64_t *start, const int64_t *end, int64_t n,
+                       int64_t *parent)
 {
     if (n < 0)
         return opprof_fail(OPPROF_E_ARG, "opprof_nest_sorted: n must be >= 0");
     for (int64_t i = 1; i < n; i++) {
-        int sorted = thread[i - 1] < thread[i] ||
-                     (thread[i - 1] == thread[i] &&
-                      (start[i - 1] < start[i] || (start[i - 1] == start[i] && end[i - 1] >= end[i])));
+        int sorted =
+            thread[i - 1] < thread[i] ||
+            (thread[i - 1] == thread[i] &&
+             (start[i - 1] < start[i] || (start[i - 1] == start[i] && end[i - 1] >= end[i])));
         if (!sorted)
             return opprof_fail(OPPROF_E_ARG,
                                "opprof_nest_sorted: rows must be sorted by (thread, start asc, end "
@@ -674,8 +671,7 @@ int opprof_nest_sorted(const uint64_t *thread, const int64_t *start, const int64
      * event starting exactly at another's end is not inside it. */
     int64_t top = -1;
     for (int64_t i = 0; i < n; i++) {
-        while (top >= 0 &&
-               (thread[top] != thread[i] || start[i] >= end[top] || end[i] > end[top]))
+        while (top >= 0 && (thread[top] != thread[i] || start[i] >= end[top] || end[i] > end[top]))
             top = parent[top];
         parent[i] = top;
         top = i;

@@ -1,6 +1,8 @@
-/* Private to core.c, drain.c and the inlined fast path (hotpath.h, which the
- * numpy trampolines and fastscope.c include): the thread state layout and the
- * globals the control path shares.  Other .c files use opprof_internal.h only. */
+/* The thread state layout and the globals the control path shares: owned by
+ * core.c, read by the parts above it (drain.c, buffers.c) and by the inlined
+ * fast path (hotpath.h, which the numpy trampolines and fastscope.c include).
+ * Nothing declared here is implemented outside core.c.  Other .c files use
+ * opprof_internal.h only. */
 #ifndef OPPROF_CORE_INTERNAL_H
 #define OPPROF_CORE_INTERNAL_H
 
@@ -19,8 +21,8 @@
  * event session re-uses its buffers instead of faulting in a fresh huge page
  * each time).  Freed at thread exit like the rest. */
 #define OPPROF_KEEP_BYTES (16LL << 20)
-#define OPPROF_ARENA_WORDS 65536            /* int64 words per arena chunk */
-#define OPPROF_ARENA_MAX_CHUNKS 1024        /* arena positions stay below 2^26 */
+#define OPPROF_ARENA_WORDS 65536     /* int64 words per arena chunk */
+#define OPPROF_ARENA_MAX_CHUNKS 1024 /* arena positions stay below 2^26 */
 #define OPPROF_KEEP_ARENA_CHUNKS 2
 
 typedef struct core_chunk {
@@ -62,13 +64,12 @@ struct opprof_thread {
     int64_t reserved_left;
     _Atomic int64_t count;
     _Atomic int64_t dropped;
-    core_arena shapes; /* owner-only writes */
+    core_arena shapes;   /* owner-only writes */
     int64_t shape_owner; /* id of the event whose shape entry is at the arena tail */
     uint32_t last_shape; /* ref of the last whole entry opprof_op_shapes wrote, 0 none */
     int32_t last_shape_words;
     core_arena stacks; /* written and released only under the GIL */
     struct opprof_thread *next;
-    char error[512]; /* opprof_last_error() of this thread */
     core_open open[OPPROF_MAX_DEPTH];
 };
 
@@ -120,10 +121,8 @@ static inline int64_t *core_arena_at(core_arena *a, int64_t pos)
     return &a->chunks[pos / OPPROF_ARENA_WORDS][pos % OPPROF_ARENA_WORDS];
 }
 
-/* drain.c: drops the code-object references in t's stack arena and empties
- * it.  GIL held. */
+/* Drops the code-object references in t's stack arena and empties it (the
+ * drain calls it once the stacks are text).  GIL held. */
 void core_release_stacks(opprof_thread *t);
-/* drain.c: forgets the shape and stack tables of the last drain.  ctl held. */
-void core_tables_clear(void);
 
 #endif

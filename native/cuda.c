@@ -21,9 +21,9 @@
 #include "cuda.h"
 #include "opprof_internal.h"
 
-#define CUDA_NAME_SLOTS 65536          /* per-name call counters; larger ids are always timed */
-#define CUDA_POOL_BLOCK 4096           /* pairs per pool block */
-#define CUDA_POOL_BLOCKS 1024          /* so at most 4M pairs per session */
+#define CUDA_NAME_SLOTS 65536 /* per-name call counters; larger ids are always timed */
+#define CUDA_POOL_BLOCK 4096  /* pairs per pool block */
+#define CUDA_POOL_BLOCKS 1024 /* so at most 4M pairs per session */
 #define CUDA_EVENT_DEFAULT 0
 #define CUDA_ERROR_NOT_READY 600
 
@@ -59,8 +59,8 @@ typedef struct cuda_pair {
 
 static pthread_mutex_t cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 static cuda_pair *pool[CUDA_POOL_BLOCKS];
-static _Atomic int64_t pool_events;  /* events created, kept across sessions */
-static _Atomic int64_t pairs_used;   /* pairs claimed this session */
+static _Atomic int64_t pool_events; /* events created, kept across sessions */
+static _Atomic int64_t pairs_used;  /* pairs claimed this session */
 static int64_t max_pairs = (int64_t)CUDA_POOL_BLOCK * CUDA_POOL_BLOCKS;
 static int64_t sample_rate = 1;
 static _Atomic uint32_t *name_calls; /* CUDA_NAME_SLOTS counters */
@@ -343,8 +343,7 @@ int opprof_cuda_resolve(void)
     return OPPROF_OK;
 }
 
-int opprof_cuda_results(int64_t *event_ids, int64_t *elapsed_ns, int64_t capacity,
-                        int64_t *written)
+int opprof_cuda_results(int64_t *event_ids, int64_t *elapsed_ns, int64_t capacity, int64_t *written)
 {
     if (capacity < 0 || !written)
         return opprof_fail(OPPROF_E_ARG, "opprof_cuda_results: bad capacity or output");
@@ -392,8 +391,7 @@ int opprof_cuda_mem_info(int64_t *free_bytes, int64_t *total_bytes)
     size_t f = 0, t = 0;
     int err = rt.mem_get_info(&f, &t);
     if (err)
-        return opprof_fail(OPPROF_E_UNSUPPORTED, "cudaMemGetInfo failed: %s",
-                           rt.error_string(err));
+        return opprof_fail(OPPROF_E_UNSUPPORTED, "cudaMemGetInfo failed: %s", rt.error_string(err));
     *free_bytes = (int64_t)f;
     *total_bytes = (int64_t)t;
     return OPPROF_OK;

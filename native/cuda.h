@@ -12,21 +12,21 @@
  */
 
 typedef struct opprof_cuda_stats {
-    int64_t calls;           /* op begins seen with OPPROF_OPT_CUDA in this session */
-    int64_t timed;           /* pairs recorded (sampled calls) */
-    int64_t resolved;        /* pairs with an elapsed time after opprof_cuda_resolve */
-    int64_t dropped;         /* sampled calls not timed: pool full or a CUDA call failed */
-    int64_t pool_events;     /* CUDA events created so far (kept across sessions) */
-    int64_t sample_rate;     /* every Nth call of a name is timed */
-    int32_t last_error;      /* last cudaError_t seen on the hot path, 0 = none */
-    int32_t device_count;    /* cudaGetDeviceCount at load */
+    int64_t calls;        /* op begins seen with OPPROF_OPT_CUDA in this session */
+    int64_t timed;        /* pairs recorded (sampled calls) */
+    int64_t resolved;     /* pairs with an elapsed time after opprof_cuda_resolve */
+    int64_t dropped;      /* sampled calls not timed: pool full or a CUDA call failed */
+    int64_t pool_events;  /* CUDA events created so far (kept across sessions) */
+    int64_t sample_rate;  /* every Nth call of a name is timed */
+    int32_t last_error;   /* last cudaError_t seen on the hot path, 0 = none */
+    int32_t device_count; /* cudaGetDeviceCount at load */
 } opprof_cuda_stats;
 
 /* Open the runtime at `path` and check it reports a device.  Idempotent for
  * the same path; E_UNSUPPORTED with a message naming the path otherwise. */
 int opprof_cuda_load(const char *path);
-int opprof_cuda_loaded(void);                 /* 1 after a successful load */
-const char *opprof_cuda_path(void);           /* the loaded path, "" if none */
+int opprof_cuda_loaded(void);       /* 1 after a successful load */
+const char *opprof_cuda_path(void); /* the loaded path, "" if none */
 
 /* Before opprof_start: time every sample_rate-th call of each name (>= 1),
  * at most max_pairs pairs per session; resets counters and results. */

@@ -1,370 +1,16 @@
-/* pytest-opprof native core: draining buffers and the interned string tables.
+/* pytest-opprof native core: draining the per-thread buffers.
  *
- * Names are interned when a source registers them (any thread, under a
- * mutex) and live for the whole process, so ids cached in Python stay valid.
- * Shapes and stacks are raw words in per-thread arenas while recording; the
- * drain turns each distinct entry into text once and keeps the tables until
- * the next opprof_start.
+ * Reads the thread states through core_internal.h and turns each raw shape
+ * and stack ref into a table id through strtab.h; nothing below calls back
+ * into here.
  */
 #include <Python.h>
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core_internal.h"
-
-/* ---- byte-keyed hash map ------------------------------------------------- */
-
-typedef struct {
-    char *key; /* owned copy, NUL-terminated so text keys double as strings */
-    size_t len;
-    uint64_t hash;
-    uint32_t id;
-} hentry;
-
-typedef struct {
-    hentry *e;
-    size_t cap; /* power of two, 0 when empty */
-    size_t n;
-} hmap;
-
-static uint64_t fnv1a(const void *p, size_t len)
-{
-    const unsigned char *s = p;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ s[i]) * 1099511628211ULL;
-    return h;
-}
-
-/* Raw shape and stack keys are whole int64 words: hashed a word at a time. */
-static uint64_t words_hash(const int64_t *w, size_t n)
-{
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
-    for (size_t i = 0; i < n; i++) {
-        h = (h ^ (uint64_t)w[i]) * 0xBF58476D1CE4E5B9ULL;
-        h ^= h >> 31;
-    }
-    return h;
-}
-
-static hentry *hmap_slot(hentry *e, size_t cap, const void *key, size_t len, uint64_t hash)
-{
-    size_t i = hash & (cap - 1);
-    while (e[i].key && !(e[i].hash == hash && e[i].len == len && memcmp(e[i].key, key, len) == 0))
-        i = (i + 1) & (cap - 1);
-    return &e[i];
-}
-
-static int hmap_find(const hmap *m, const void *key, size_t len, uint64_t hash, uint32_t *id)
-{
-    if (m->cap == 0)
-        return 0;
-    hentry *s = hmap_slot(m->e, m->cap, key, len, hash);
-    if (!s->key)
-        return 0;
-    *id = s->id;
-    return 1;
-}
-
-/* Adds a key known to be absent; returns the stored copy, NULL on no memory. */
-static const char *hmap_add(hmap *m, const void *key, size_t len, uint64_t hash, uint32_t id)
-{
-    if (2 * (m->n + 1) > m->cap) {
-        size_t cap = m->cap ? 2 * m->cap : 64;
-        hentry *e = calloc(cap, sizeof *e);
-        if (!e)
-            return NULL;
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->e[i].key)
-                *hmap_slot(e, cap, m->e[i].key, m->e[i].len, m->e[i].hash) = m->e[i];
-        free(m->e);
-        m->e = e;
-        m->cap = cap;
-    }
-    char *copy = malloc(len + 1);
-    if (!copy)
-        return NULL;
-    memcpy(copy, key, len);
-    copy[len] = '\0';
-    hentry *s = hmap_slot(m->e, m->cap, key, len, hash);
-    s->key = copy;
-    s->len = len;
-    s->hash = hash;
-    s->id = id;
-    m->n++;
-    return copy;
-}
-
-static void hmap_free(hmap *m)
-{
-    for (size_t i = 0; i < m->cap; i++)
-        free(m->e[i].key);
-    free(m->e);
-    m->e = NULL;
-    m->cap = m->n = 0;
-}
-
-/* Growable array of borrowed string pointers. */
-typedef struct {
-    const char **p;
-    uint32_t n, cap;
-} strvec;
-
-static int strvec_push(strvec *v, const char *s)
-{
-    if (v->n == v->cap) {
-        uint32_t cap = v->cap ? 2 * v->cap : 64;
-        const char **p = realloc(v->p, cap * sizeof *p);
-        if (!p)
-            return 0;
-        v->p = p;
-        v->cap = cap;
-    }
-    v->p[v->n++] = s;
-    return 1;
-}
-
-/* ---- text builder ------------------------------------------------------ */
-
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t avail = b->cap - b->n;
-        int k = vsnprintf(b->p ? b->p + b->n : NULL, avail, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)k < avail) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = (b->cap + (size_t)k + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-/* ---- names ------------------------------------------------------------- */
-
-static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
-static hmap names_map;
-static strvec names;
-
-int opprof_name_intern(const char *name, uint32_t *id)
-{
-    if (!name || !id)
-        return opprof_fail(OPPROF_E_ARG, "opprof_name_intern: name and id must not be NULL");
-    size_t len = strlen(name);
-    uint64_t h = fnv1a(name, len);
-    int rc = OPPROF_OK;
-    pthread_mutex_lock(&names_lock);
-    if (!hmap_find(&names_map, name, len, h, id)) {
-        const char *s = hmap_add(&names_map, name, len, h, names.n);
-        if (!s || !strvec_push(&names, s))
-            rc = opprof_fail(OPPROF_E_NOMEM, "opprof_name_intern: out of memory interning '%s'",
-                             name);
-        else
-            *id = names.n - 1;
-    }
-    pthread_mutex_unlock(&names_lock);
-    return rc;
-}
-
-const char *opprof_name_get(uint32_t id)
-{
-    pthread_mutex_lock(&names_lock);
-    const char *s = id < names.n ? names.p[id] : NULL;
-    pthread_mutex_unlock(&names_lock);
-    return s;
-}
-
-uint32_t opprof_name_count(void)
-{
-    pthread_mutex_lock(&names_lock);
-    uint32_t n = names.n;
-    pthread_mutex_unlock(&names_lock);
-    return n;
-}
-
-/* ---- shape and stack tables (ctl lock held) ---------------------------- */
-
-static hmap shape_raw;   /* arena words -> shape id */
-static strvec shape_text; /* owned strings */
-static strvec shape_dtypes;
-static hmap stack_raw;   /* (code, line) words -> stack id */
-static hmap stack_texts; /* text -> stack id; owns the strings stack_text points to */
-static strvec stack_text;
-
-void core_tables_clear(void)
-{
-    hmap_free(&shape_raw);
-    for (uint32_t i = 1; i < shape_text.n; i++) {
-        free((char *)shape_text.p[i]);
-        free((char *)shape_dtypes.p[i]);
-    }
-    shape_text.n = shape_dtypes.n = 0;
-    hmap_free(&stack_raw);
-    hmap_free(&stack_texts);
-    stack_text.n = 0;
-}
-
-/* Index 0 of each table means "none recorded". */
-static int tables_ready(void)
-{
-    if (shape_text.n == 0 && !(strvec_push(&shape_text, "") && strvec_push(&shape_dtypes, "")))
-        return 0;
-    return stack_text.n > 0 || strvec_push(&stack_text, "");
-}
-
-/* numpy's NPY_TYPES numbering, stable across numpy 1.x and 2.x. */
-static const char *dtype_name(int type_num)
-{
-    static const char *const names_by_num[] = {
-        "bool",       "int8",    "uint8",       "int16",      "uint16",    "int32",
-        "uint32",     NULL,      NULL,          "int64",      "uint64",    "float32",
-        "float64",    NULL,      "complex64",   "complex128", NULL,        "object",
-        "bytes",      "str",     "void",        "datetime64", "timedelta64", "float16",
-    };
-    if (type_num == 7)  /* NPY_LONG */
-        return sizeof(long) == 8 ? "int64" : "int32";
-    if (type_num == 8)  /* NPY_ULONG */
-        return sizeof(long) == 8 ? "uint64" : "uint32";
-    if (type_num == 13) /* NPY_LONGDOUBLE */
-        return sizeof(long double) == 16 ? "float128" : "float96";
-    if (type_num == 16) /* NPY_CLONGDOUBLE */
-        return sizeof(long double) == 16 ? "complex256" : "complex192";
-    if (type_num == 2056)
-        return "StringDType";
-    if (type_num >= 0 && type_num < (int)(sizeof names_by_num / sizeof *names_by_num))
-        return names_by_num[type_num];
-    return NULL;
-}
-
-static uint32_t shape_id(opprof_thread *t, uint32_t ref)
-{
-    int64_t *hdr = core_arena_at(&t->shapes, (int64_t)ref - 1);
-    int64_t nargs = hdr[0];
-    int64_t *w = hdr + 1;
-    for (int64_t a = 0; a < nargs; a++) {
-        int32_t nd = (int32_t)(uint32_t)(w[0] & 0xffffffff);
-        w += 1 + (nd > 0 ? nd : 0);
-    }
-    size_t len = (size_t)((char *)w - (char *)hdr);
-    uint64_t h = words_hash(hdr, (size_t)(w - hdr));
-    uint32_t id;
-    if (hmap_find(&shape_raw, hdr, len, h, &id))
-        return id;
-    sbuf s = {0}, d = {0};
-    sb_printf(&s, "[");
-    w = hdr + 1;
-    for (int64_t a = 0; a < nargs; a++) {
-        int32_t nd = (int32_t)(uint32_t)(w[0] & 0xffffffff);
-        int type_num = (int)(w[0] >> 32);
-        sb_printf(&s, a ? ", [" : "[");
-        for (int32_t i = 0; i < nd; i++)
-            sb_printf(&s, i ? ", %lld" : "%lld", (long long)w[1 + i]);
-        sb_printf(&s, "]");
-        const char *dn = nd < 0 ? "" : dtype_name(type_num);
-        if (dn)
-            sb_printf(&d, a ? ",%s" : "%s", dn);
-        else
-            sb_printf(&d, a ? ",type%d" : "type%d", type_num);
-        w += 1 + (nd > 0 ? nd : 0);
-    }
-    sb_printf(&s, "]");
-    if (!d.p)
-        sb_printf(&d, "%s", "");
-    id = shape_text.n;
-    if (s.oom || d.oom || !strvec_push(&shape_text, s.p) || !strvec_push(&shape_dtypes, d.p) ||
-        !hmap_add(&shape_raw, hdr, len, h, id)) {
-        if (shape_text.n > id)
-            shape_text.n = id;
-        shape_dtypes.n = shape_text.n;
-        free(s.p);
-        free(d.p);
-        return 0;
-    }
-    return id;
-}
-
-static const char *utf8_or(PyObject *o, const char *fallback)
-{
-    const char *s = o ? PyUnicode_AsUTF8(o) : NULL;
-    if (!s) {
-        PyErr_Clear();
-        return fallback;
-    }
-    return s;
-}
-
-static uint32_t stack_id(opprof_thread *t, uint32_t ref)
-{
-    int64_t *hdr = core_arena_at(&t->stacks, (int64_t)ref - 1);
-    size_t len = (size_t)(1 + 2 * hdr[0]) * sizeof(int64_t);
-    uint64_t h = words_hash(hdr, (size_t)(1 + 2 * hdr[0]));
-    uint32_t id;
-    if (hmap_find(&stack_raw, hdr, len, h, &id))
-        return id;
-    sbuf s = {0};
-    for (int64_t i = 0; i < hdr[0]; i++) {
-        PyCodeObject *co = (PyCodeObject *)(intptr_t)hdr[1 + 2 * i];
-        sb_printf(&s, "%s%s(%lld): %s", i ? "\n" : "", utf8_or(co->co_filename, "?"),
-                  (long long)hdr[2 + 2 * i], utf8_or(co->co_name, "?"));
-    }
-    if (s.oom)
-        goto fail;
-    uint64_t th = fnv1a(s.p, s.n);
-    if (!hmap_find(&stack_texts, s.p, s.n, th, &id)) {
-        id = stack_text.n;
-        const char *text = hmap_add(&stack_texts, s.p, s.n, th, id);
-        if (!text || !strvec_push(&stack_text, text))
-            goto fail;
-    }
-    free(s.p);
-    if (!hmap_add(&stack_raw, hdr, len, h, id))
-        return 0;
-    return id;
-fail:
-    free(s.p);
-    return 0;
-}
-
-void core_release_stacks(opprof_thread *t)
-{
-    core_arena *a = &t->stacks;
-    for (int32_t c = 0; c < a->nchunks && c <= a->cur; c++) {
-        int64_t limit = c == a->cur ? a->off : OPPROF_ARENA_WORDS;
-        int64_t off = 0;
-        while (off < limit) {
-            int64_t *w = &a->chunks[c][off];
-            if (w[0] == 0)
-                break; /* end-of-chunk mark */
-            for (int64_t i = 0; i < w[0]; i++)
-                Py_DECREF((PyObject *)(intptr_t)w[1 + 2 * i]);
-            off += 1 + 2 * w[0];
-        }
-    }
-    a->cur = 0;
-    a->off = 0;
-}
+#include "strtab.h"
 
 /* ---- drain ------------------------------------------------------------- */
 
@@ -399,14 +45,16 @@ static inline void convert(opprof_event *out, const opprof_event *in, drain_curs
     if (in->shape) {
         if (in->shape != cur->shape_ref) {
             cur->shape_ref = in->shape;
-            cur->shape_id = shape_id(cur->t, in->shape);
+            cur->shape_id =
+                opprof_strtab_shape(core_arena_at(&cur->t->shapes, (int64_t)in->shape - 1));
         }
         out->shape = cur->shape_id;
     }
     if (in->stack) {
         if (in->stack != cur->stack_ref) {
             cur->stack_ref = in->stack;
-            cur->stack_id = stack_id(cur->t, in->stack);
+            cur->stack_id =
+                opprof_strtab_stack(core_arena_at(&cur->t->stacks, (int64_t)in->stack - 1));
         }
         out->stack = cur->stack_id;
     }
@@ -423,7 +71,11 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
         return opprof_fail(OPPROF_E_STATE, "opprof_drain: the session is still recording; "
                                            "call opprof_stop first");
     }
-    if (!tables_ready()) {
+    /* Held for the whole pass, as the ctl lock: a reader of the tables waits
+     * until every id it could be given has its text. */
+    opprof_strtab_lock();
+    if (!opprof_strtab_ready()) {
+        opprof_strtab_unlock();
         pthread_mutex_unlock(&core_g.ctl);
         return opprof_fail(OPPROF_E_NOMEM, "opprof_drain: out of memory for string tables");
     }
@@ -461,30 +113,9 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
     atomic_fetch_add_explicit(&core_g.generation, 1, memory_order_release);
     pthread_mutex_unlock(&core_g.registry);
     PyGILState_Release(g);
+    opprof_strtab_unlock();
     pthread_mutex_unlock(&core_g.ctl);
     *written = n;
     *dropped = lost;
     return OPPROF_OK;
 }
-
-static const char *table_get(const strvec *v, uint32_t id)
-{
-    pthread_mutex_lock(&core_g.ctl);
-    const char *s = id < v->n ? v->p[id] : NULL;
-    pthread_mutex_unlock(&core_g.ctl);
-    return s;
-}
-
-static uint32_t table_count(const strvec *v)
-{
-    pthread_mutex_lock(&core_g.ctl);
-    uint32_t n = v->n;
-    pthread_mutex_unlock(&core_g.ctl);
-    return n;
-}
-
-const char *opprof_shape_get(uint32_t id) { return table_get(&shape_text, id); }
-const char *opprof_shape_dtypes_get(uint32_t id) { return table_get(&shape_dtypes, id); }
-uint32_t opprof_shape_count(void) { return table_count(&shape_text); }
-const char *opprof_stack_get(uint32_t id) { return table_get(&stack_text, id); }
-uint32_t opprof_stack_count(void) { return table_count(&stack_text); }

@@ -94,8 +94,7 @@ OPPROF_HOT void opprof_hot_event_init(opprof_thread *t, opprof_event *ev, uint32
 
 static inline void opprof_hot_count_drop(opprof_thread *t)
 {
-    atomic_store_explicit(&t->dropped,
-                          atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
+    atomic_store_explicit(&t->dropped, atomic_load_explicit(&t->dropped, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
 
@@ -137,8 +136,7 @@ OPPROF_HOT int opprof_hot_begin_recording(opprof_thread *t, uint32_t active, uin
 }
 
 /* opprof_op_begin with the recording word already read. */
-OPPROF_HOT int opprof_hot_begin(opprof_thread *t, uint32_t active, uint32_t name_id,
-                                uint16_t kind)
+OPPROF_HOT int opprof_hot_begin(opprof_thread *t, uint32_t active, uint32_t name_id, uint16_t kind)
 {
     if (__builtin_expect(!(active & OPPROF_ACTIVE_RECORDING), 0)) {
         /* Depth is tracked either way: the matching end must balance. */

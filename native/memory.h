@@ -15,25 +15,25 @@
  */
 
 typedef struct opprof_memory_stats {
-    int64_t net_bytes;         /* allocated minus freed in the window (live bytes above start) */
-    int64_t peak_bytes;        /* highest net_bytes in the window; >= 0 */
-    int64_t allocated_bytes;   /* bytes allocated in the window (a realloc counts its new size) */
-    int64_t allocations;       /* allocations in the window (malloc, calloc, realloc) */
-    int64_t freed_bytes;       /* bytes freed in the window (a realloc counts its old size) */
-    int64_t held_bytes;        /* bytes of blocks allocated in the window, still held */
-    int64_t samples;           /* net-bytes samples taken in the window */
-    int64_t samples_dropped;   /* samples beyond the capacity, not kept */
-    int32_t installed;         /* install count of the numpy handler (0 = not installed) */
-    int32_t threads_covered;   /* 1: new threads and contexts use the handler too */
-    int32_t python_installed;  /* install count of the Python allocator hooks */
-    int32_t python_untracked;  /* 1: the pointer table could not grow; some blocks not counted */
+    int64_t net_bytes;        /* allocated minus freed in the window (live bytes above start) */
+    int64_t peak_bytes;       /* highest net_bytes in the window; >= 0 */
+    int64_t allocated_bytes;  /* bytes allocated in the window (a realloc counts its new size) */
+    int64_t allocations;      /* allocations in the window (malloc, calloc, realloc) */
+    int64_t freed_bytes;      /* bytes freed in the window (a realloc counts its old size) */
+    int64_t held_bytes;       /* bytes of blocks allocated in the window, still held */
+    int64_t samples;          /* net-bytes samples taken in the window */
+    int64_t samples_dropped;  /* samples beyond the capacity, not kept */
+    int32_t installed;        /* install count of the numpy handler (0 = not installed) */
+    int32_t threads_covered;  /* 1: new threads and contexts use the handler too */
+    int32_t python_installed; /* install count of the Python allocator hooks */
+    int32_t python_untracked; /* 1: the pointer table could not grow; some blocks not counted */
 } opprof_memory_stats;
 
 /* One point of the live-bytes counter track: taken at every allocation or
  * free of at least opprof_memory_sample_min_bytes() bytes in the window. */
 typedef struct opprof_memory_sample {
-    int64_t time_ns;           /* core clock (opprof_now_ns), same base as event times */
-    int64_t net_bytes;         /* net_bytes right after that allocation or free */
+    int64_t time_ns;   /* core clock (opprof_now_ns), same base as event times */
+    int64_t net_bytes; /* net_bytes right after that allocation or free */
 } opprof_memory_sample;
 
 /* numpy data-memory handler.  Refcounted: the first install wraps the

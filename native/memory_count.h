@@ -1,5 +1,8 @@
-/* Memory accounting shared by memory.c (numpy handler) and memory_pymem.c
- * (Python allocator hooks).  Not parsed by cffi.
+/* Memory accounting: the counters' interface (memory_count.c implements
+ * it), for the two allocator hooks, memory.c (numpy handler) and
+ * memory_pymem.c (Python allocators).  Not parsed by cffi.  The per-
+ * allocation functions are inline: an allocation pays no call into the
+ * counters unless a session records memory.
  *
  * Counting happens only while a session records with
  * OPPROF_OPT_PROFILE_MEMORY, inside a "window" opened by opprof_memory_reset:
@@ -25,33 +28,39 @@
 
 #include "opprof_internal.h"
 
-#define OPPROF_MEM_TAG_MASK 0xFFFFFFu   /* window tags fit the Python table's 24 bits */
-#define OPPROF_MEM_SAMPLE_MIN 4096      /* smallest allocation or free that takes a sample */
+#define OPPROF_MEM_TAG_MASK 0xFFFFFFu /* window tags fit the Python table's 24 bits */
+#define OPPROF_MEM_SAMPLE_MIN 4096    /* smallest allocation or free that takes a sample */
 
-/* One thread's counters (memory.c keeps them in a registry for summing). */
+/* One thread's counters (memory_count.c keeps them in a registry for summing). */
 typedef struct opprof_mem_tls {
-    uint32_t window;              /* the window these counts belong to */
-    int busy;                     /* inside opprof_mem_record: do not recurse */
+    uint32_t window; /* the window these counts belong to */
+    int busy;        /* inside opprof_mem_record: do not recurse */
     int64_t alloc_bytes;
     int64_t alloc_count;
     int64_t freed_bytes;
-    int64_t freed_tagged;         /* bytes of freed blocks tagged with `window` */
-    opprof_thread *core;          /* the core's state for this thread (see opprof_mem_attribute) */
+    int64_t freed_tagged; /* bytes of freed blocks tagged with `window` */
+    opprof_thread *core;  /* the core's state for this thread (see opprof_mem_attribute) */
     struct opprof_mem_tls *next;
-    int dead;                     /* owner thread exited; counts kept until reused */
+    int dead; /* owner thread exited; counts kept until reused */
 } opprof_mem_tls;
 
 extern _Atomic int64_t opprof_mem_net;
 extern _Atomic int64_t opprof_mem_peak;
-extern _Atomic uint32_t opprof_mem_window_id;   /* current window tag, never 0 */
+extern _Atomic uint32_t opprof_mem_window_id; /* current window tag, never 0 */
 /* initial-exec: one TLS load per allocation instead of a __tls_get_addr
  * call (-2.5 ns per malloc+free).  The core's state pointer uses it too; the
  * module's static TLS block must stay a few pointers (a dlopen'ed module
  * only gets the small static TLS surplus): keep per-thread arrays on the heap. */
 extern _Thread_local opprof_mem_tls *opprof_mem_tl __attribute__((tls_model("initial-exec")));
 
-opprof_mem_tls *opprof_mem_tls_slow(uint32_t window);  /* create or roll to `window` */
+opprof_mem_tls *opprof_mem_tls_slow(uint32_t window); /* create or roll to `window` */
 void opprof_mem_sample(int64_t net);
+/* Fills the counter fields of *out (opprof_memory_stats in memory.h): net,
+ * peak, the window's totals summed over threads, samples. */
+struct opprof_memory_stats;
+void opprof_mem_count_stats(struct opprof_memory_stats *out);
+
+/* memory_pymem.c, for opprof_memory_stats_get in memory.c. */
 int opprof_mem_python_install_count(void);
 int opprof_mem_python_untracked(void);
 

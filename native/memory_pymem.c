@@ -24,13 +24,13 @@
 #define INITIAL_BITS 16
 
 typedef struct {
-    uintptr_t key;   /* 0 = empty slot */
-    uint64_t val;    /* size in the low 40 bits, window tag above */
+    uintptr_t key; /* 0 = empty slot */
+    uint64_t val;  /* size in the low 40 bits, window tag above */
 } entry;
 
 static entry *g_tab;
-static size_t g_mask;        /* capacity - 1; capacity is a power of two */
-static unsigned g_shift;     /* 64 - log2(capacity) */
+static size_t g_mask;    /* capacity - 1; capacity is a power of two */
+static unsigned g_shift; /* 64 - log2(capacity) */
 static size_t g_len;
 static int g_untracked;
 static int g_py_installed;
@@ -184,15 +184,9 @@ static void pm_free(void *ctx, void *ptr)
     in->free(in->ctx, ptr);
 }
 
-int opprof_mem_python_install_count(void)
-{
-    return g_py_installed;
-}
+int opprof_mem_python_install_count(void) { return g_py_installed; }
 
-int opprof_mem_python_untracked(void)
-{
-    return g_untracked;
-}
+int opprof_mem_python_untracked(void) { return g_untracked; }
 
 int opprof_memory_python_install(void)
 {

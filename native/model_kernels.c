@@ -13,7 +13,8 @@
 #define SEQ_BITS 40
 #define SEQ_MASK ((INT64_C(1) << SEQ_BITS) - 1)
 
-int opprof_model_parent_rows(const opprof_event *restrict ev, int64_t n, int64_t *restrict parent_row)
+int opprof_model_parent_rows(const opprof_event *restrict ev, int64_t n,
+                             int64_t *restrict parent_row)
 {
     if (n < 0 || (n > 0 && (!ev || !parent_row)))
         return opprof_fail(OPPROF_E_ARG, "opprof_model_parent_rows: bad arguments (n %lld)",
@@ -98,8 +99,8 @@ static int check_order(const int64_t *parent_row, int64_t n, const char *who)
     for (int64_t i = 0; i < n; i++)
         if (parent_row[i] >= 0 && (parent_row[i] <= i || parent_row[i] >= n))
             return opprof_fail(OPPROF_E_UNSUPPORTED,
-                               "%s: row %lld has parent row %lld, not after it", who,
-                               (long long)i, (long long)parent_row[i]);
+                               "%s: row %lld has parent row %lld, not after it", who, (long long)i,
+                               (long long)parent_row[i]);
     return OPPROF_OK;
 }
 
@@ -108,13 +109,13 @@ static inline int64_t cpu_total(const opprof_event *e)
     return e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
 }
 
-int opprof_model_tree(const opprof_event *restrict ev, const int64_t *restrict parent_row, int64_t n,
-                      int64_t *restrict cpu_self_ns, int64_t *restrict mem_total_bytes, int64_t *restrict device_total_ns)
+int opprof_model_tree(const opprof_event *restrict ev, const int64_t *restrict parent_row,
+                      int64_t n, int64_t *restrict cpu_self_ns, int64_t *restrict mem_total_bytes,
+                      int64_t *restrict device_total_ns)
 {
-    if (n < 0 || (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes ||
-                            !device_total_ns)))
-        return opprof_fail(OPPROF_E_ARG, "opprof_model_tree: bad arguments (n %lld)",
-                           (long long)n);
+    if (n < 0 ||
+        (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes || !device_total_ns)))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_tree: bad arguments (n %lld)", (long long)n);
     int status = check_order(parent_row, n, "opprof_model_tree");
     if (status != OPPROF_OK)
         return status;
@@ -154,11 +155,12 @@ static inline int canonical_before(const opprof_event *ev, int64_t a, int64_t b)
 
 int opprof_model_group(const opprof_event *restrict ev, const int64_t *restrict parent_row,
                        const int64_t *restrict cpu_self_ns, const int64_t *restrict mem_total_bytes,
-                       const int64_t *restrict device_total_ns, const int64_t *restrict group, int64_t memory_group,
-                       int64_t n, int64_t m, int64_t *restrict sums, int64_t *restrict first_row)
+                       const int64_t *restrict device_total_ns, const int64_t *restrict group,
+                       int64_t memory_group, int64_t n, int64_t m, int64_t *restrict sums,
+                       int64_t *restrict first_row)
 {
-    if (n < 0 || m < 0 || (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes ||
-                                     !device_total_ns)) ||
+    if (n < 0 || m < 0 ||
+        (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes || !device_total_ns)) ||
         (m > 0 && (!sums || !first_row)))
         return opprof_fail(OPPROF_E_ARG, "opprof_model_group: bad arguments (n %lld, m %lld)",
                            (long long)n, (long long)m);
@@ -174,8 +176,10 @@ int opprof_model_group(const opprof_event *restrict ev, const int64_t *restrict 
         const opprof_event *e = &ev[i];
         int64_t g = group ? group[i] : e->kind == OPPROF_KIND_MEMORY ? memory_group : e->name;
         if (g < 0 || g >= m)
-            return opprof_fail(OPPROF_E_ARG, "opprof_model_group: row %lld has group %lld, "
-                               "not in [0, %lld)", (long long)i, (long long)g, (long long)m);
+            return opprof_fail(OPPROF_E_ARG,
+                               "opprof_model_group: row %lld has group %lld, "
+                               "not in [0, %lld)",
+                               (long long)i, (long long)g, (long long)m);
         int64_t *s = &sums[g * OPPROF_GROUP_COLUMNS];
         int64_t dev_self = e->device_ns > 0 ? e->device_ns : 0;
         s[OPPROF_GROUP_COUNT] += 1;
@@ -307,15 +311,17 @@ int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int6
     for (int64_t i = 0; i < n; i++) {
         const opprof_event *e = &ev[i];
         if (e->parent < -1) {
-            status = opprof_fail(OPPROF_E_UNSUPPORTED,
-                                 "opprof_model_key_sums: row %lld has no native parent",
-                                 (long long)i);
+            status =
+                opprof_fail(OPPROF_E_UNSUPPORTED,
+                            "opprof_model_key_sums: row %lld has no native parent", (long long)i);
             break;
         }
         int64_t g = group ? group[i] : e->kind == OPPROF_KIND_MEMORY ? memory_group : e->name;
         if (g < 0 || g >= m) {
-            status = opprof_fail(OPPROF_E_ARG, "opprof_model_key_sums: row %lld has group %lld, "
-                                 "not in [0, %lld)", (long long)i, (long long)g, (long long)m);
+            status = opprof_fail(OPPROF_E_ARG,
+                                 "opprof_model_key_sums: row %lld has group %lld, "
+                                 "not in [0, %lld)",
+                                 (long long)i, (long long)g, (long long)m);
             break;
         }
         int64_t total = cpu_total(e), child_cpu = 0;
@@ -435,9 +441,10 @@ int opprof_model_corrections(const opprof_event *restrict ev, const int64_t *res
         int64_t g = group_of(ev, group, memory_group, i), p = parent_row[i];
         int64_t pg = p >= 0 && p < n ? group_of(ev, group, memory_group, p) : -1;
         if (g < 0 || g >= m || pg >= m)
-            return opprof_fail(OPPROF_E_ARG, "opprof_model_corrections: row %lld or its "
-                               "parent has a group outside [0, %lld)", (long long)i,
-                               (long long)m);
+            return opprof_fail(OPPROF_E_ARG,
+                               "opprof_model_corrections: row %lld or its "
+                               "parent has a group outside [0, %lld)",
+                               (long long)i, (long long)m);
         out[g] += inside_ns[kind];
         if (pg >= 0)
             out[pg] += outside_ns[kind];

@@ -65,10 +65,9 @@ int opprof_model_pairs(const opprof_event *ev, int64_t n, int64_t *pair, int64_t
  * would from inside_ns/outside_ns (n_kinds entries each), in the same pass:
  * each pass streams the whole event array from memory. */
 int opprof_model_key_sums(const opprof_event *ev, int64_t n, const int64_t *group,
-                          int64_t memory_group, int64_t m, int64_t *parent_row,
-                          int64_t *sums, int64_t *first_row, int64_t *device_events,
-                          const double *inside_ns, const double *outside_ns, int64_t n_kinds,
-                          double *corrections);
+                          int64_t memory_group, int64_t m, int64_t *parent_row, int64_t *sums,
+                          int64_t *first_row, int64_t *device_events, const double *inside_ns,
+                          const double *outside_ns, int64_t n_kinds, double *corrections);
 
 /* FLOPs and self FLOPs ("innermost wins": only when no descendant carries
  * FLOPs) summed per group: an event's FLOPs are pair_flops[pair[i]] (0 for

@@ -7,7 +7,7 @@
  *
  * Install, uninstall and every trampoline run with the GIL held, so the
  * tables below need no locks.  Idle cost is one table lookup and one load of
- * the recording flag before calling the original.
+ * the recording word (opprof_g_active) before calling the original.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,9 +21,9 @@
 
 _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "array dims are passed as int64_t");
 
-#define OPPROF_NP_MAX_CALLS 1024  /* hooked ufuncs + dispatchers */
-#define OPPROF_NP_TABLE 2048      /* open-addressing table, power of two, load <= 0.5 */
-#define OPPROF_NP_SLOTS 256       /* method trampolines per calling convention */
+#define OPPROF_NP_MAX_CALLS 1024 /* hooked ufuncs + dispatchers */
+#define OPPROF_NP_TABLE 2048     /* open-addressing table, power of two, load <= 0.5 */
+#define OPPROF_NP_SLOTS 256      /* method trampolines per calling convention */
 
 /* The session's recording word when it captures numpy, else 0: the one load
  * and test a hooked call pays when no profile records. */
@@ -35,8 +35,6 @@ static inline uint32_t np_active(void)
 
 /* Options that make a begun op look at its arguments (np_capture). */
 #define NP_CAPTURE_OPTS (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK)
-
-/* ---- shapes ------------------------------------------------------------ */
 
 /* ---- strings (einsum subscripts) -------------------------------------- */
 
@@ -75,10 +73,9 @@ static int64_t np_string_index(PyObject *s)
     return g_n_strs - 1;
 }
 
-const char *opprof_numpy_string_get(uint32_t k)
-{
-    return k < g_n_strs ? g_strs[k] : NULL;
-}
+const char *opprof_numpy_string_get(uint32_t k) { return k < g_n_strs ? g_strs[k] : NULL; }
+
+/* ---- shapes ------------------------------------------------------------ */
 
 /* Appends one argument to a shape entry being built at w[*used] (the layout
  * of opprof_op_shapes); dims past OPPROF_MAX_SHAPE_DIMS set *flags. */
@@ -111,8 +108,8 @@ static inline void np_shape_put(int64_t *w, int32_t *used, uint16_t *flags, PyOb
 /* record_shapes: self (when an array method) then positional arguments, at
  * most OPPROF_MAX_SHAPE_ARGS (more flag the event as truncated), built on
  * the stack and handed to the core whole. */
-static void np_capture_shapes(opprof_thread *t, PyObject *self, PyObject *const *args,
-                              Py_ssize_t n, int strings)
+static void np_capture_shapes(opprof_thread *t, PyObject *self, PyObject *const *args, Py_ssize_t n,
+                              int strings)
 {
     int64_t w[OPPROF_SHAPE_ENTRY_WORDS];
     int32_t used = 1;
@@ -136,9 +133,8 @@ static void np_capture_shapes(opprof_thread *t, PyObject *self, PyObject *const 
 }
 
 /* Called only when `active` has a NP_CAPTURE_OPTS bit. */
-static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t active,
-                                                 PyObject *self, PyObject *const *args,
-                                                 Py_ssize_t n, int strings)
+static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t active, PyObject *self,
+                                                 PyObject *const *args, Py_ssize_t n, int strings)
 {
     if (active & OPPROF_OPT_RECORD_SHAPES)
         np_capture_shapes(t, self, args, n, strings);
@@ -151,17 +147,17 @@ static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t acti
 enum { NP_FREE = 0, NP_OURS = 1, NP_FOREIGN = 2 };
 
 typedef struct np_call {
-    PyObject *obj;           /* NULL: empty table cell */
+    PyObject *obj; /* NULL: empty table cell */
     vectorcallfunc orig;
     uint32_t name;
     uint32_t ufunc_methods[OPPROF_NP_UFUNC_METHODS];
     uint8_t state;
-    uint8_t strings;         /* record str arguments (opprof_numpy_record_strings) */
+    uint8_t strings; /* record str arguments (opprof_numpy_record_strings) */
 } np_call;
 
 static np_call g_calls[OPPROF_NP_TABLE];
-static int64_t g_n_calls;      /* NP_OURS entries */
-static int64_t g_n_methods;    /* NP_OURS method slots */
+static int64_t g_n_calls;   /* NP_OURS entries */
+static int64_t g_n_methods; /* NP_OURS method slots */
 static int64_t g_misses;
 static int g_installed;
 
@@ -231,9 +227,9 @@ enum { CONV_FASTKW, CONV_FAST, CONV_KW, CONV_VARARGS, CONV_NOARGS, CONV_O };
 
 typedef struct np_slot {
     PyMethodDef *def;
-    void *orig;              /* the original ml_meth */
+    void *orig; /* the original ml_meth */
     uint32_t name;
-    uint8_t state;           /* NP_FREE / NP_OURS / NP_FOREIGN */
+    uint8_t state; /* NP_FREE / NP_OURS / NP_FOREIGN */
     uint8_t conv;
     uint8_t self_kind;
     uint8_t method_index;
@@ -281,8 +277,8 @@ np_run_fastkw(const np_slot *s, PyObject *self, PyObject *const *a, Py_ssize_t n
     return r;
 }
 
-static __attribute__((noinline)) PyObject *
-np_run_fast(const np_slot *s, PyObject *self, PyObject *const *a, Py_ssize_t n)
+static __attribute__((noinline)) PyObject *np_run_fast(const np_slot *s, PyObject *self,
+                                                       PyObject *const *a, Py_ssize_t n)
 {
     fast_fn orig = (fast_fn)s->orig;
     uint32_t active = np_active();
@@ -294,14 +290,14 @@ np_run_fast(const np_slot *s, PyObject *self, PyObject *const *a, Py_ssize_t n)
     return r;
 }
 
-static __attribute__((noinline)) PyObject *
-np_run_kw(const np_slot *s, PyObject *self, PyObject *a, PyObject *k)
+static __attribute__((noinline)) PyObject *np_run_kw(const np_slot *s, PyObject *self, PyObject *a,
+                                                     PyObject *k)
 {
     kw_fn orig = (kw_fn)s->orig;
     uint32_t active = np_active();
     opprof_thread *t;
     if (!active || (t = np_method_begin(active, s, self, &PyTuple_GET_ITEM(a, 0),
-                                             PyTuple_GET_SIZE(a))) == NULL)
+                                        PyTuple_GET_SIZE(a))) == NULL)
         return orig(self, a, k);
     PyObject *r = orig(self, a, k);
     opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
@@ -309,8 +305,8 @@ np_run_kw(const np_slot *s, PyObject *self, PyObject *a, PyObject *k)
 }
 
 /* METH_VARARGS (a is a tuple), METH_O (a is the argument), METH_NOARGS (a is NULL). */
-static __attribute__((noinline)) PyObject *
-np_run_plain(const np_slot *s, PyObject *self, PyObject *a)
+static __attribute__((noinline)) PyObject *np_run_plain(const np_slot *s, PyObject *self,
+                                                        PyObject *a)
 {
     plain_fn orig = (plain_fn)s->orig;
     uint32_t active = np_active();
@@ -331,27 +327,39 @@ np_run_plain(const np_slot *s, PyObject *self, PyObject *a)
 }
 
 /* 256 trampolines per family, each a tail call into its family's runner with
- * its own slot: ml_meth carries no user data, so the slot is the function. */
+ * its own slot: ml_meth carries no user data, so the slot is the function.
+ * The generator table is laid out by hand (16 per row): clang-format would
+ * break it at arbitrary points. */
+/* clang-format off */
 #define NP_LO16(X, h) X(h, 0) X(h, 1) X(h, 2) X(h, 3) X(h, 4) X(h, 5) X(h, 6) X(h, 7) \
     X(h, 8) X(h, 9) X(h, 10) X(h, 11) X(h, 12) X(h, 13) X(h, 14) X(h, 15)
 #define NP_ALL256(X) NP_LO16(X, 0) NP_LO16(X, 1) NP_LO16(X, 2) NP_LO16(X, 3) NP_LO16(X, 4) \
     NP_LO16(X, 5) NP_LO16(X, 6) NP_LO16(X, 7) NP_LO16(X, 8) NP_LO16(X, 9) NP_LO16(X, 10)   \
     NP_LO16(X, 11) NP_LO16(X, 12) NP_LO16(X, 13) NP_LO16(X, 14) NP_LO16(X, 15)
 #define NP_IDX(h, l) ((h) * 16 + (l))
+/* clang-format on */
 
-#define NP_DEF_FASTKW(h, l)                                                                    \
-    static PyObject *np_tr_fastkw_##h##_##l(PyObject *s, PyObject *const *a, Py_ssize_t n,    \
-                                            PyObject *k)                                      \
-    { return np_run_fastkw(&g_slots[FAM_FASTKW][NP_IDX(h, l)], s, a, n, k); }
-#define NP_DEF_FAST(h, l)                                                                      \
-    static PyObject *np_tr_fast_##h##_##l(PyObject *s, PyObject *const *a, Py_ssize_t n)      \
-    { return np_run_fast(&g_slots[FAM_FAST][NP_IDX(h, l)], s, a, n); }
-#define NP_DEF_KW(h, l)                                                                        \
-    static PyObject *np_tr_kw_##h##_##l(PyObject *s, PyObject *a, PyObject *k)                \
-    { return np_run_kw(&g_slots[FAM_KW][NP_IDX(h, l)], s, a, k); }
-#define NP_DEF_PLAIN(h, l)                                                                     \
-    static PyObject *np_tr_plain_##h##_##l(PyObject *s, PyObject *a)                          \
-    { return np_run_plain(&g_slots[FAM_PLAIN][NP_IDX(h, l)], s, a); }
+#define NP_DEF_FASTKW(h, l)                                                                \
+    static PyObject *np_tr_fastkw_##h##_##l(PyObject *s, PyObject *const *a, Py_ssize_t n, \
+                                            PyObject *k)                                   \
+    {                                                                                      \
+        return np_run_fastkw(&g_slots[FAM_FASTKW][NP_IDX(h, l)], s, a, n, k);              \
+    }
+#define NP_DEF_FAST(h, l)                                                                \
+    static PyObject *np_tr_fast_##h##_##l(PyObject *s, PyObject *const *a, Py_ssize_t n) \
+    {                                                                                    \
+        return np_run_fast(&g_slots[FAM_FAST][NP_IDX(h, l)], s, a, n);                   \
+    }
+#define NP_DEF_KW(h, l)                                                        \
+    static PyObject *np_tr_kw_##h##_##l(PyObject *s, PyObject *a, PyObject *k) \
+    {                                                                          \
+        return np_run_kw(&g_slots[FAM_KW][NP_IDX(h, l)], s, a, k);             \
+    }
+#define NP_DEF_PLAIN(h, l)                                            \
+    static PyObject *np_tr_plain_##h##_##l(PyObject *s, PyObject *a)  \
+    {                                                                 \
+        return np_run_plain(&g_slots[FAM_PLAIN][NP_IDX(h, l)], s, a); \
+    }
 
 NP_ALL256(NP_DEF_FASTKW)
 NP_ALL256(NP_DEF_FAST)
@@ -404,11 +412,41 @@ static int np_free_slot(int family)
 
 /* ---- hash of hooked builtins ---------------------------------------------- */
 
-/* CPython hashes a builtin function or bound builtin method by (m_self,
- * ml_meth), so swapping ml_meth would change hash(np.array) while hooked and
- * sets or dicts built before (numpy's ARRAY_FUNCTIONS) would miss it.  While
- * hooked, builtin_function_or_method's tp_hash hashes a hooked def with its
- * original ml_meth, restored for the call (the GIL keeps other callers out). */
+/* The PyCFunction_Type.tp_hash swap.
+ *
+ * Why: CPython 3.11 hashes a builtin function or bound builtin method
+ * (builtin_function_or_method, meth_hash) from (m_self, m_ml->ml_meth).
+ * The method hooks swap ml_meth, so without this hash(np.array) would change
+ * while hooked, and every set or dict keyed by such a function before the
+ * install (numpy's ARRAY_FUNCTIONS set, functools caches) would stop finding
+ * it; entries made while hooked would be lost again after uninstall.
+ *
+ * What it relies on: PyCFunction_Type is a static type whose tp_hash is a
+ * plain writable field read by PyObject_Hash at every hash (nothing caches
+ * it); a function's hash is recomputed each time, never stored; subtypes
+ * that copied tp_hash at PyType_Ready (PyCMethod_Type, METH_METHOD) are never
+ * hooked (np_conv_of refuses their flags), and method descriptors hash by
+ * identity, so only this one slot sees ml_meth.  Equality (meth_richcompare)
+ * reads ml_meth too, but on both sides at once: two functions of one def
+ * still compare equal while hooked.
+ *
+ * Why it is safe: np_cfunc_hash hands every function it does not hook to the
+ * saved original after one table probe, and for a hooked one runs the same
+ * original with the original ml_meth put back for the duration, so every
+ * hash is the value CPython would give with no hooks at all.  The GIL is held
+ * across the probe and the put-back (free-threaded builds are refused by
+ * opprof_numpy_supported), so no call can run through the def while its
+ * ml_meth is the original.
+ *
+ * How it is restored: the install swaps tp_hash only after every table is
+ * complete and no step after it can fail, so a failed install never leaves
+ * it swapped.  opprof_numpy_uninstall (np_restore_all(1)) puts the saved
+ * original back when tp_hash is still ours; when someone swapped it after
+ * us, theirs stays and still reaches ours, which then only forwards (no slot
+ * is NP_OURS any more).  The numpy source calls uninstall at its last
+ * release; the profiler releases its sources in a `finally` and the
+ * plugin's manager at pytest_unconfigure, each releasing every source even
+ * when one raises (exceptions, KeyboardInterrupt, failing tests). */
 #define OPPROF_NP_DEF_TABLE 2048 /* power of two, load <= 0.5 */
 
 static np_slot *g_def_slots[OPPROF_NP_DEF_TABLE];
@@ -424,10 +462,7 @@ static np_slot **np_def_entry(const PyMethodDef *def)
 
 /* Hooked now or left foreign by an earlier uninstall: every non-free slot
  * is in g_def_slots (a scan of all slots per method was most of install). */
-static int np_def_hooked(const PyMethodDef *def)
-{
-    return *np_def_entry(def) != NULL;
-}
+static int np_def_hooked(const PyMethodDef *def) { return *np_def_entry(def) != NULL; }
 
 static Py_hash_t np_cfunc_hash(PyObject *obj)
 {
@@ -524,7 +559,8 @@ static int64_t np_restore_all(int swapped)
 int opprof_numpy_supported(void)
 {
 #ifdef Py_GIL_DISABLED
-    opprof_fail(OPPROF_E_UNSUPPORTED, "numpy capture needs the GIL; this is a free-threaded Python");
+    opprof_fail(OPPROF_E_UNSUPPORTED,
+                "numpy capture needs the GIL; this is a free-threaded Python");
     return 0;
 #else
     return 1;
@@ -574,8 +610,10 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         int i = np_free_slot(family);
         if (i < 0) {
             np_restore_all(0);
-            return opprof_fail(OPPROF_E_HOOK, "numpy hooks: more than %d methods of one calling "
-                               "convention", OPPROF_NP_SLOTS);
+            return opprof_fail(OPPROF_E_HOOK,
+                               "numpy hooks: more than %d methods of one calling "
+                               "convention",
+                               OPPROF_NP_SLOTS);
         }
         np_slot *s = &g_slots[family][i];
         s->def = def;
@@ -608,8 +646,8 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
 int opprof_numpy_install(const intptr_t *calls, const uint32_t *call_names,
                          const uint32_t *ufunc_method_names, int64_t n_calls,
                          const intptr_t *methods, const uint32_t *method_names,
-                         const uint8_t *method_self, const uint8_t *method_index,
-                         int64_t n_methods, int64_t *skipped)
+                         const uint8_t *method_self, const uint8_t *method_index, int64_t n_methods,
+                         int64_t *skipped)
 {
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = np_install_locked(calls, call_names, ufunc_method_names, n_calls, methods,

@@ -14,9 +14,9 @@
  */
 
 enum {
-    OPPROF_NP_SELF_NONE = 0,   /* module function: self is the module, not recorded */
-    OPPROF_NP_SELF_ARRAY = 1,  /* ndarray method: self is recorded as the first shape */
-    OPPROF_NP_SELF_UFUNC = 2   /* ufunc method: the name comes from the ufunc (self) */
+    OPPROF_NP_SELF_NONE = 0,  /* module function: self is the module, not recorded */
+    OPPROF_NP_SELF_ARRAY = 1, /* ndarray method: self is recorded as the first shape */
+    OPPROF_NP_SELF_UFUNC = 2  /* ufunc method: the name comes from the ufunc (self) */
 };
 enum {
     /* A str argument of a call marked with opprof_numpy_record_strings is
@@ -43,8 +43,8 @@ int opprof_numpy_supported(void);
 int opprof_numpy_install(const intptr_t *calls, const uint32_t *call_names,
                          const uint32_t *ufunc_method_names, int64_t n_calls,
                          const intptr_t *methods, const uint32_t *method_names,
-                         const uint8_t *method_self, const uint8_t *method_index,
-                         int64_t n_methods, int64_t *skipped);
+                         const uint8_t *method_self, const uint8_t *method_index, int64_t n_methods,
+                         int64_t *skipped);
 
 /* Restore every pointer that is still ours.  A pointer someone replaced after
  * us is left alone, its trampoline kept working, and counted in *foreign. */
@@ -54,9 +54,9 @@ int opprof_numpy_uninstall(int64_t *foreign);
  * OPPROF_NP_STR_TYPE).  Strings are kept for the life of the process, at most
  * 4096 distinct ones; beyond, str arguments record as non-arrays. */
 int opprof_numpy_record_strings(intptr_t call);
-const char *opprof_numpy_string_get(uint32_t k);   /* NULL for an unknown k */
+const char *opprof_numpy_string_get(uint32_t k); /* NULL for an unknown k */
 
 int opprof_numpy_installed(void);
-int64_t opprof_numpy_hooked_calls(void);    /* call hooks in place */
-int64_t opprof_numpy_hooked_methods(void);  /* method hooks in place */
-int64_t opprof_numpy_misses(void);          /* trampoline calls with no original found */
+int64_t opprof_numpy_hooked_calls(void);   /* call hooks in place */
+int64_t opprof_numpy_hooked_methods(void); /* method hooks in place */
+int64_t opprof_numpy_misses(void);         /* trampoline calls with no original found */

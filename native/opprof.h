@@ -23,14 +23,14 @@ enum {
 
 /* ---- event kinds and flags ------------------------------------------- */
 enum {
-    OPPROF_KIND_SCOPE = 0,    /* record_function scope */
-    OPPROF_KIND_NUMPY = 1,    /* numpy call captured natively */
-    OPPROF_KIND_TORCH = 2,    /* torch op (filled in from Python by the torch source) */
-    OPPROF_KIND_MEMORY = 3    /* allocation/free outside any open op: the "[memory]" event */
+    OPPROF_KIND_SCOPE = 0, /* record_function scope */
+    OPPROF_KIND_NUMPY = 1, /* numpy call captured natively */
+    OPPROF_KIND_TORCH = 2, /* torch op (filled in from Python by the torch source) */
+    OPPROF_KIND_MEMORY = 3 /* allocation/free outside any open op: the "[memory]" event */
 };
 enum {
-    OPPROF_FLAG_EXCEPTION = 1,  /* the op raised */
-    OPPROF_FLAG_TRUNCATED = 2   /* shapes or stack were cut at their bound */
+    OPPROF_FLAG_EXCEPTION = 1, /* the op raised */
+    OPPROF_FLAG_TRUNCATED = 2  /* shapes or stack were cut at their bound */
 };
 
 /* ---- start options (bit set passed to opprof_start) ------------------ */
@@ -38,8 +38,8 @@ enum {
     OPPROF_OPT_RECORD_SHAPES = 1,
     OPPROF_OPT_PROFILE_MEMORY = 2,
     OPPROF_OPT_WITH_STACK = 4,
-    OPPROF_OPT_CAPTURE_NUMPY = 8,  /* numpy hooks record only with this bit set */
-    OPPROF_OPT_CUDA = 16           /* CUDA event pair per sampled op/scope (native/cuda.h) */
+    OPPROF_OPT_CAPTURE_NUMPY = 8, /* numpy hooks record only with this bit set */
+    OPPROF_OPT_CUDA = 16          /* CUDA event pair per sampled op/scope (native/cuda.h) */
 };
 
 /* One finished event.  Fixed size; per-thread buffers hold these, and
@@ -50,47 +50,49 @@ enum {
 typedef struct opprof_event {
     int64_t start_ns;
     int64_t end_ns;
-    int64_t id;                 /* unique in a session: (thread slot << 40) | per-thread sequence */
-    int64_t parent;             /* id of the innermost event open on this thread at begin, -1 if none */
-    int64_t self_alloc_bytes;   /* bytes allocated while this was the innermost open event */
-    int64_t self_free_bytes;    /* bytes freed while this was the innermost open event */
-    int64_t device_ns;          /* device time, -1 when not measured */
-    uint64_t thread;            /* OS thread id (gettid on Linux) */
-    uint32_t name;              /* interned name id (opprof_name_get) */
-    uint16_t kind;              /* OPPROF_KIND_* */
-    uint16_t flags;             /* OPPROF_FLAG_* */
-    uint32_t shape;             /* interned input-shapes id, 0 = none (opprof_shape_get) */
-    uint32_t stack;             /* interned stack id, 0 = none (opprof_stack_get) */
-    uint32_t depth;             /* number of enclosing open events on this thread */
-    uint32_t self_alloc_count;  /* allocations while this was the innermost open event */
+    int64_t id;     /* unique in a session: (thread slot << 40) | per-thread sequence */
+    int64_t parent; /* id of the innermost event open on this thread at begin, -1 if none */
+    int64_t self_alloc_bytes;  /* bytes allocated while this was the innermost open event */
+    int64_t self_free_bytes;   /* bytes freed while this was the innermost open event */
+    int64_t device_ns;         /* device time, -1 when not measured */
+    uint64_t thread;           /* OS thread id (gettid on Linux) */
+    uint32_t name;             /* interned name id (opprof_name_get) */
+    uint16_t kind;             /* OPPROF_KIND_* */
+    uint16_t flags;            /* OPPROF_FLAG_* */
+    uint32_t shape;            /* interned input-shapes id, 0 = none (opprof_shape_get) */
+    uint32_t stack;            /* interned stack id, 0 = none (opprof_stack_get) */
+    uint32_t depth;            /* number of enclosing open events on this thread */
+    uint32_t self_alloc_count; /* allocations while this was the innermost open event */
 } opprof_event;
 
 /* ---- lifecycle -------------------------------------------------------- */
-int opprof_init(void);                       /* idempotent: calibrates the clock */
-const char *opprof_last_error(void);         /* message of the last failure on this thread */
-const char *opprof_clock_source(void);       /* "tsc" or "clock_gettime" */
+int opprof_init(void);                 /* idempotent: calibrates the clock */
+const char *opprof_last_error(void);   /* message of the last failure on this thread */
+const char *opprof_clock_source(void); /* "tsc" or "clock_gettime" */
 double opprof_ns_per_tick(void);
-int64_t opprof_now_ns(void);                 /* the core clock, in ns */
+int64_t opprof_now_ns(void); /* the core clock, in ns */
 
-int opprof_start(uint32_t options);          /* clears buffers, starts recording in all threads */
-int opprof_stop(void);                       /* stops recording; buffers kept for draining */
+int opprof_start(uint32_t options); /* clears buffers, starts recording in all threads */
+int opprof_stop(void);              /* stops recording; buffers kept for draining */
 int opprof_is_recording(void);
 
 /* Drain everything recorded since the last start.  Call after stop.
  * opprof_pending() gives the count to size the output array. */
 int64_t opprof_pending(void);
 int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t *dropped);
-int opprof_set_capacity(int64_t max_events); /* per session; beyond it events are dropped and counted */
+int opprof_set_capacity(
+    int64_t max_events); /* per session; beyond it events are dropped and counted */
 
 /* ---- interned strings -------------------------------------------------- */
 int opprof_name_intern(const char *name, uint32_t *id);
-const char *opprof_name_get(uint32_t id);    /* NULL for an unknown id */
+const char *opprof_name_get(uint32_t id); /* NULL for an unknown id */
 uint32_t opprof_name_count(void);
 
 /* Input shapes (record_shapes): interned at drain time, ids stable until the
  * next opprof_start.  id 0 means "none recorded". */
-const char *opprof_shape_get(uint32_t id);        /* "[[64, 32], [32, 16], []]": [] = not an array */
-const char *opprof_shape_dtypes_get(uint32_t id); /* "float64,float64,": one per argument, empty = not an array */
+const char *opprof_shape_get(uint32_t id); /* "[[64, 32], [32, 16], []]": [] = not an array */
+const char *opprof_shape_dtypes_get(
+    uint32_t id); /* "float64,float64,": one per argument, empty = not an array */
 uint32_t opprof_shape_count(void);
 
 /* Python call sites (with_stack): one text per id, frames joined by "\n",
@@ -106,5 +108,5 @@ int opprof_scope_pop(uint32_t flags);
 /* Given n events sorted by (thread, start asc, end desc), write into parent[i]
  * the row index of the innermost event on the same thread whose interval
  * contains event i, or -1.  O(n) stack sweep. */
-int opprof_nest_sorted(const uint64_t *thread, const int64_t *start, const int64_t *end,
-                       int64_t n, int64_t *parent);
+int opprof_nest_sorted(const uint64_t *thread, const int64_t *start, const int64_t *end, int64_t n,
+                       int64_t *parent);

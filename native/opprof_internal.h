@@ -1,8 +1,11 @@
 /* pytest-opprof native core: the internal C API shared by the .c files of the
  * extension (core, numpy hooks, memory hooks, cuda).  Not parsed by cffi.
  *
- * Ownership: core.c implements everything declared here unless a comment
- * names another file.  Hot-path functions are static inline where it pays.
+ * Ownership, in the order the files depend on each other: base.c (the
+ * recording words, opprof_fail) calls nothing; cuda.c (the CUDA hooks) calls
+ * base.c only; core.c implements the rest and calls those two and the string
+ * tables (strtab.h).  Hot-path functions are static inline where it pays
+ * (hotpath.h).
  *
  * Threading model: each OS thread that records owns one opprof_thread, found
  * through a thread-local pointer; only its owner writes to it.  The global
@@ -18,16 +21,16 @@
 #include <stddef.h>
 #include "opprof.h"
 
-#define OPPROF_MAX_DEPTH 256       /* open events per thread; deeper ones are counted as dropped */
-#define OPPROF_MAX_SHAPE_ARGS 4    /* array arguments recorded per op */
-#define OPPROF_MAX_SHAPE_DIMS 6    /* dimensions recorded per argument */
-#define OPPROF_MAX_STACK 8         /* Python frames recorded per op with_stack */
+#define OPPROF_MAX_DEPTH 256    /* open events per thread; deeper ones are counted as dropped */
+#define OPPROF_MAX_SHAPE_ARGS 4 /* array arguments recorded per op */
+#define OPPROF_MAX_SHAPE_DIMS 6 /* dimensions recorded per argument */
+#define OPPROF_MAX_STACK 8      /* Python frames recorded per op with_stack */
 
-typedef struct opprof_thread opprof_thread;   /* defined in core.c */
+typedef struct opprof_thread opprof_thread; /* defined in core.c */
 
-/* Read on the hot path.  Written by opprof_start / opprof_stop only. */
+/* base.c.  Read on the hot path.  Written by opprof_start / opprof_stop only. */
 extern volatile int opprof_g_recording;
-extern volatile uint32_t opprof_g_options;    /* OPPROF_OPT_* of the running session */
+extern volatile uint32_t opprof_g_options; /* OPPROF_OPT_* of the running session */
 
 /* Set in opprof_g_active while a session records, next to its OPPROF_OPT_*
  * bits: a per-op or per-allocation caller tests one word for "recording with
@@ -76,8 +79,8 @@ void opprof_op_shapes(opprof_thread *t, const int64_t *entry, int32_t words, uin
  * Frames are resolved to text at drain time. */
 void opprof_op_capture_stack(opprof_thread *t);
 
-/* Memory accounting for the calling thread (memory.c calls this from the
- * allocator, GIL not assumed).  Adds to the innermost open event's
+/* Memory accounting for the calling thread (both allocator hooks call this
+ * through memory_count.h, GIL not assumed).  Adds to the innermost open event's
  * self_alloc/self_free/self_alloc_count, or, with no open event and a
  * session recording with OPPROF_OPT_PROFILE_MEMORY, commits a
  * OPPROF_KIND_MEMORY event named "[memory]" at the current time. */
@@ -88,7 +91,7 @@ void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_byte
 void opprof_cuda_op_begin(uint32_t name_id, uint32_t depth);
 void opprof_cuda_op_end(uint32_t depth, int64_t event_id);
 
-/* Sets the calling thread's opprof_last_error() text and returns code. */
+/* base.c: sets the calling thread's opprof_last_error() text and returns code. */
 int opprof_fail(int code, const char *fmt, ...);
 
 #endif

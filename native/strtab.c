@@ -1,0 +1,375 @@
+/* pytest-opprof string tables: op names, and the text of the input shapes
+ * and call sites a drain resolved (interface: strtab.h).
+ *
+ * Names are interned when a source registers them (any thread, under a
+ * mutex) and live for the whole process, so ids cached in Python stay valid.
+ * Shapes and stacks arrive as raw entry words (layouts in opprof_internal.h);
+ * each distinct entry becomes text once, and the tables are kept until the
+ * next opprof_start.  Depends on base.c only: no thread state, no arena.
+ */
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opprof_internal.h"
+#include "strtab.h"
+
+/* ---- byte-keyed hash map ------------------------------------------------- */
+
+typedef struct {
+    char *key; /* owned copy, NUL-terminated so text keys double as strings */
+    size_t len;
+    uint64_t hash;
+    uint32_t id;
+} hentry;
+
+typedef struct {
+    hentry *e;
+    size_t cap; /* power of two, 0 when empty */
+    size_t n;
+} hmap;
+
+static uint64_t fnv1a(const void *p, size_t len)
+{
+    const unsigned char *s = p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ s[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Raw shape and stack keys are whole int64 words: hashed a word at a time. */
+static uint64_t words_hash(const int64_t *w, size_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ (uint64_t)w[i]) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
+static hentry *hmap_slot(hentry *e, size_t cap, const void *key, size_t len, uint64_t hash)
+{
+    size_t i = hash & (cap - 1);
+    while (e[i].key && !(e[i].hash == hash && e[i].len == len && memcmp(e[i].key, key, len) == 0))
+        i = (i + 1) & (cap - 1);
+    return &e[i];
+}
+
+static int hmap_find(const hmap *m, const void *key, size_t len, uint64_t hash, uint32_t *id)
+{
+    if (m->cap == 0)
+        return 0;
+    hentry *s = hmap_slot(m->e, m->cap, key, len, hash);
+    if (!s->key)
+        return 0;
+    *id = s->id;
+    return 1;
+}
+
+/* Adds a key known to be absent; returns the stored copy, NULL on no memory. */
+static const char *hmap_add(hmap *m, const void *key, size_t len, uint64_t hash, uint32_t id)
+{
+    if (2 * (m->n + 1) > m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        hentry *e = calloc(cap, sizeof *e);
+        if (!e)
+            return NULL;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->e[i].key)
+                *hmap_slot(e, cap, m->e[i].key, m->e[i].len, m->e[i].hash) = m->e[i];
+        free(m->e);
+        m->e = e;
+        m->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return NULL;
+    memcpy(copy, key, len);
+    copy[len] = '\0';
+    hentry *s = hmap_slot(m->e, m->cap, key, len, hash);
+    s->key = copy;
+    s->len = len;
+    s->hash = hash;
+    s->id = id;
+    m->n++;
+    return copy;
+}
+
+static void hmap_free(hmap *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->e[i].key);
+    free(m->e);
+    m->e = NULL;
+    m->cap = m->n = 0;
+}
+
+/* Growable array of borrowed string pointers. */
+typedef struct {
+    const char **p;
+    uint32_t n, cap;
+} strvec;
+
+static int strvec_push(strvec *v, const char *s)
+{
+    if (v->n == v->cap) {
+        uint32_t cap = v->cap ? 2 * v->cap : 64;
+        const char **p = realloc(v->p, cap * sizeof *p);
+        if (!p)
+            return 0;
+        v->p = p;
+        v->cap = cap;
+    }
+    v->p[v->n++] = s;
+    return 1;
+}
+
+/* ---- text builder ------------------------------------------------------ */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t avail = b->cap - b->n;
+        int k = vsnprintf(b->p ? b->p + b->n : NULL, avail, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)k < avail) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = (b->cap + (size_t)k + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static hmap names_map;
+static strvec names;
+
+int opprof_name_intern(const char *name, uint32_t *id)
+{
+    if (!name || !id)
+        return opprof_fail(OPPROF_E_ARG, "opprof_name_intern: name and id must not be NULL");
+    size_t len = strlen(name);
+    uint64_t h = fnv1a(name, len);
+    int rc = OPPROF_OK;
+    pthread_mutex_lock(&names_lock);
+    if (!hmap_find(&names_map, name, len, h, id)) {
+        const char *s = hmap_add(&names_map, name, len, h, names.n);
+        if (!s || !strvec_push(&names, s))
+            rc = opprof_fail(OPPROF_E_NOMEM, "opprof_name_intern: out of memory interning '%s'",
+                             name);
+        else
+            *id = names.n - 1;
+    }
+    pthread_mutex_unlock(&names_lock);
+    return rc;
+}
+
+const char *opprof_name_get(uint32_t id)
+{
+    pthread_mutex_lock(&names_lock);
+    const char *s = id < names.n ? names.p[id] : NULL;
+    pthread_mutex_unlock(&names_lock);
+    return s;
+}
+
+uint32_t opprof_name_count(void)
+{
+    pthread_mutex_lock(&names_lock);
+    uint32_t n = names.n;
+    pthread_mutex_unlock(&names_lock);
+    return n;
+}
+
+/* ---- shape and stack tables (opprof_strtab_lock held) ------------------ */
+
+static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static hmap shape_raw;    /* arena words -> shape id */
+static strvec shape_text; /* owned strings */
+static strvec shape_dtypes;
+static hmap stack_raw;   /* (code, line) words -> stack id */
+static hmap stack_texts; /* text -> stack id; owns the strings stack_text points to */
+static strvec stack_text;
+
+void opprof_strtab_lock(void) { pthread_mutex_lock(&tables_lock); }
+void opprof_strtab_unlock(void) { pthread_mutex_unlock(&tables_lock); }
+
+void opprof_strtab_clear(void)
+{
+    hmap_free(&shape_raw);
+    for (uint32_t i = 1; i < shape_text.n; i++) {
+        free((char *)shape_text.p[i]);
+        free((char *)shape_dtypes.p[i]);
+    }
+    shape_text.n = shape_dtypes.n = 0;
+    hmap_free(&stack_raw);
+    hmap_free(&stack_texts);
+    stack_text.n = 0;
+}
+
+/* Index 0 of each table means "none recorded". */
+int opprof_strtab_ready(void)
+{
+    if (shape_text.n == 0 && !(strvec_push(&shape_text, "") && strvec_push(&shape_dtypes, "")))
+        return 0;
+    return stack_text.n > 0 || strvec_push(&stack_text, "");
+}
+
+/* numpy's NPY_TYPES numbering, stable across numpy 1.x and 2.x. */
+static const char *dtype_name(int type_num)
+{
+    static const char *const names_by_num[] = {
+        "bool", "int8",   "uint8",  "int16",   "uint16",  "int32",      "uint32",      NULL,
+        NULL,   "int64",  "uint64", "float32", "float64", NULL,         "complex64",   "complex128",
+        NULL,   "object", "bytes",  "str",     "void",    "datetime64", "timedelta64", "float16",
+    };
+    if (type_num == 7) /* NPY_LONG */
+        return sizeof(long) == 8 ? "int64" : "int32";
+    if (type_num == 8) /* NPY_ULONG */
+        return sizeof(long) == 8 ? "uint64" : "uint32";
+    if (type_num == 13) /* NPY_LONGDOUBLE */
+        return sizeof(long double) == 16 ? "float128" : "float96";
+    if (type_num == 16) /* NPY_CLONGDOUBLE */
+        return sizeof(long double) == 16 ? "complex256" : "complex192";
+    if (type_num == 2056)
+        return "StringDType";
+    if (type_num >= 0 && type_num < (int)(sizeof names_by_num / sizeof *names_by_num))
+        return names_by_num[type_num];
+    return NULL;
+}
+
+uint32_t opprof_strtab_shape(const int64_t *hdr)
+{
+    int64_t nargs = hdr[0];
+    const int64_t *w = hdr + 1;
+    for (int64_t a = 0; a < nargs; a++) {
+        int32_t nd = (int32_t)(uint32_t)(w[0] & 0xffffffff);
+        w += 1 + (nd > 0 ? nd : 0);
+    }
+    size_t len = (size_t)((const char *)w - (const char *)hdr);
+    uint64_t h = words_hash(hdr, (size_t)(w - hdr));
+    uint32_t id;
+    if (hmap_find(&shape_raw, hdr, len, h, &id))
+        return id;
+    sbuf s = {0}, d = {0};
+    sb_printf(&s, "[");
+    w = hdr + 1;
+    for (int64_t a = 0; a < nargs; a++) {
+        int32_t nd = (int32_t)(uint32_t)(w[0] & 0xffffffff);
+        int type_num = (int)(w[0] >> 32);
+        sb_printf(&s, a ? ", [" : "[");
+        for (int32_t i = 0; i < nd; i++)
+            sb_printf(&s, i ? ", %lld" : "%lld", (long long)w[1 + i]);
+        sb_printf(&s, "]");
+        const char *dn = nd < 0 ? "" : dtype_name(type_num);
+        if (dn)
+            sb_printf(&d, a ? ",%s" : "%s", dn);
+        else
+            sb_printf(&d, a ? ",type%d" : "type%d", type_num);
+        w += 1 + (nd > 0 ? nd : 0);
+    }
+    sb_printf(&s, "]");
+    if (!d.p)
+        sb_printf(&d, "%s", "");
+    id = shape_text.n;
+    if (s.oom || d.oom || !strvec_push(&shape_text, s.p) || !strvec_push(&shape_dtypes, d.p) ||
+        !hmap_add(&shape_raw, hdr, len, h, id)) {
+        if (shape_text.n > id)
+            shape_text.n = id;
+        shape_dtypes.n = shape_text.n;
+        free(s.p);
+        free(d.p);
+        return 0;
+    }
+    return id;
+}
+
+static const char *utf8_or(PyObject *o, const char *fallback)
+{
+    const char *s = o ? PyUnicode_AsUTF8(o) : NULL;
+    if (!s) {
+        PyErr_Clear();
+        return fallback;
+    }
+    return s;
+}
+
+uint32_t opprof_strtab_stack(const int64_t *hdr)
+{
+    size_t len = (size_t)(1 + 2 * hdr[0]) * sizeof(int64_t);
+    uint64_t h = words_hash(hdr, (size_t)(1 + 2 * hdr[0]));
+    uint32_t id;
+    if (hmap_find(&stack_raw, hdr, len, h, &id))
+        return id;
+    sbuf s = {0};
+    for (int64_t i = 0; i < hdr[0]; i++) {
+        PyCodeObject *co = (PyCodeObject *)(intptr_t)hdr[1 + 2 * i];
+        sb_printf(&s, "%s%s(%lld): %s", i ? "\n" : "", utf8_or(co->co_filename, "?"),
+                  (long long)hdr[2 + 2 * i], utf8_or(co->co_name, "?"));
+    }
+    if (s.oom)
+        goto fail;
+    uint64_t th = fnv1a(s.p, s.n);
+    if (!hmap_find(&stack_texts, s.p, s.n, th, &id)) {
+        id = stack_text.n;
+        const char *text = hmap_add(&stack_texts, s.p, s.n, th, id);
+        if (!text || !strvec_push(&stack_text, text))
+            goto fail;
+    }
+    free(s.p);
+    if (!hmap_add(&stack_raw, hdr, len, h, id))
+        return 0;
+    return id;
+fail:
+    free(s.p);
+    return 0;
+}
+
+static const char *table_get(const strvec *v, uint32_t id)
+{
+    pthread_mutex_lock(&tables_lock);
+    const char *s = id < v->n ? v->p[id] : NULL;
+    pthread_mutex_unlock(&tables_lock);
+    return s;
+}
+
+static uint32_t table_count(const strvec *v)
+{
+    pthread_mutex_lock(&tables_lock);
+    uint32_t n = v->n;
+    pthread_mutex_unlock(&tables_lock);
+    return n;
+}
+
+const char *opprof_shape_get(uint32_t id) { return table_get(&shape_text, id); }
+const char *opprof_shape_dtypes_get(uint32_t id) { return table_get(&shape_dtypes, id); }
+uint32_t opprof_shape_count(void) { return table_count(&shape_text); }
+const char *opprof_stack_get(uint32_t id) { return table_get(&stack_text, id); }
+uint32_t opprof_stack_count(void) { return table_count(&stack_text); }
