@@ -53,6 +53,7 @@ def _series(new: TestSummary, old: TestSummary) -> list[tuple[TimeStats | None, 
         (new.device_time, old.device_time),
         (new.speed_ref, old.speed_ref),
         (new.native_ref, old.native_ref),
+        (new.wait_time, old.wait_time),
     ]
     for key, op in new.ops.items():
         was = old.ops[key]
@@ -95,5 +96,6 @@ def pool(new: TestSummary, old: TestSummary) -> TestSummary:
         device_time=maybe(new.device_time, old.device_time),
         speed_ref=maybe(new.speed_ref, old.speed_ref),
         native_ref=maybe(new.native_ref, old.native_ref),
+        wait_time=maybe(new.wait_time, old.wait_time),
         ops={key: op(key, now) for key, now in new.ops.items()},
     )

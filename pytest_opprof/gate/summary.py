@@ -197,6 +197,9 @@ class RoundFigures:
     dropped_events: int = 0
     """Events the round recorded beyond the profile's limit and dropped: its op figures
     then cover only the events before the limit (wall, CPU time and memory do not)."""
+    wait_ns: int | None = None
+    """ns the test's thread waited for a CPU during the round (``capture/contention.py``),
+    None when not measured."""
 
     @classmethod
     def from_events(
@@ -211,6 +214,7 @@ class RoundFigures:
         speed_ref_ns: int | None = None,
         native_ref_ns: int | None = None,
         dropped_events: int = 0,
+        wait_ns: int | None = None,
     ) -> RoundFigures:
         """Figures of one round from its ``key_averages()`` rows (µs) and a ``MemoryStats``.
 
@@ -244,6 +248,7 @@ class RoundFigures:
             speed_ref_ns=speed_ref_ns,
             native_ref_ns=native_ref_ns,
             dropped_events=dropped_events,
+            wait_ns=wait_ns,
         )
 
 
@@ -321,6 +326,16 @@ class TestSummary:
     dropped_events: int = 0
     """The most events a round dropped at the profile's limit: when not 0, the op figures
     (and the FLOPs and op count, their sums) cover only part of the test."""
+    wait_time: TimeStats | None = None
+    """Per round, how long the test's thread waited for a CPU (ns): time in the wall
+    time that did no work.  None when not measured."""
+
+    def wait_share(self) -> float | None:
+        """The share of the rounds' wall time the test's thread waited for a CPU."""
+        if self.wait_time is None:
+            return None
+        wall = sum(self.wall_time.samples_ns)
+        return sum(self.wait_time.samples_ns) / wall if wall > 0 else 0.0
 
     def to_json(self) -> dict[str, object]:
         """``{"rounds", "summary", "ops"}``: the part of a baseline entry this summary fills."""
@@ -342,6 +357,8 @@ class TestSummary:
             figures["native_ref"] = self.native_ref.to_json()
         if self.dropped_events:
             figures["dropped_events"] = self.dropped_events
+        if self.wait_time is not None:
+            figures["wait_time"] = self.wait_time.to_json()
         out: dict[str, object] = {"rounds": self.rounds}
         if len(self.sessions) > 1:
             out["sessions"] = list(self.sessions)
@@ -357,6 +374,7 @@ class TestSummary:
         device_time = figures.opt_obj("device_time")
         speed_ref = figures.opt_obj("speed_ref")
         native_ref = figures.opt_obj("native_ref")
+        wait_time = figures.opt_obj("wait_time")
         rounds = f.integer("rounds", minimum=1)
         sessions = tuple(f.integers("sessions")) if f.has("sessions") else ()
         if sessions and (min(sessions) < 1 or sum(sessions) != rounds):
@@ -380,6 +398,7 @@ class TestSummary:
             speed_ref=TimeStats.from_json(speed_ref) if speed_ref else None,
             native_ref=TimeStats.from_json(native_ref) if native_ref else None,
             dropped_events=figures.opt_integer("dropped_events") or 0,
+            wait_time=TimeStats.from_json(wait_time) if wait_time else None,
         )
 
 
@@ -393,6 +412,7 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
     device_memory = [r.device_memory_bytes for r in rounds if r.device_memory_bytes is not None]
     speed_refs = [r.speed_ref_ns for r in rounds if r.speed_ref_ns is not None]
     native_refs = [r.native_ref_ns for r in rounds if r.native_ref_ns is not None]
+    waits = [r.wait_ns for r in rounds if r.wait_ns is not None]
     return TestSummary(
         rounds=len(rounds),
         wall_time=TimeStats.from_samples([r.wall_time_ns for r in rounds]),
@@ -421,6 +441,7 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
         speed_ref=TimeStats.from_samples(speed_refs) if len(speed_refs) == len(rounds) else None,
         native_ref=TimeStats.from_samples(native_refs) if len(native_refs) == len(rounds) else None,
         dropped_events=max(r.dropped_events for r in rounds),
+        wait_time=TimeStats.from_samples(waits) if len(waits) == len(rounds) else None,
     )
 
 

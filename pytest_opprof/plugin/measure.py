@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pytest_opprof.capture import speed_probe
+from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.profiler import profile
 from pytest_opprof.gate.summary import RoundFigures
 from pytest_opprof.model import EventList
@@ -30,6 +31,8 @@ class Rounds:
     cpu_times_ns: list[int] = field(default_factory=list)
     speed_refs_ns: list[int] = field(default_factory=list)
     native_refs_ns: list[int] = field(default_factory=list)
+    waits_ns: list[int | None] = field(default_factory=list)
+    """Per round, ns the test's thread waited for a CPU (None: not measured)."""
     preempted: bool = False
     """The test started its own profile inside a round: the plugin stepped aside."""
     figures: list[RoundFigures] = field(default_factory=list)
@@ -37,8 +40,11 @@ class Rounds:
     """Per summarised round: its figures and its ``key_averages()`` (for the table)."""
 
     @contextlib.contextmanager
-    def measure(self, options: OpprofOptions, not_measured: set[str]) -> Iterator[None]:
-        """Measure the body run inside as one round (adds to ``not_measured``'s lines)."""
+    def measure(
+        self, options: OpprofOptions, not_measured: set[str], probe: ContentionProbe
+    ) -> Iterator[None]:
+        """Measure the body run inside as one round (adds to ``not_measured``'s lines);
+        ``probe`` reads the waiting for a CPU over exactly the profiled body."""
         prof = profile(
             record_shapes=True,
             profile_memory=True,
@@ -49,6 +55,7 @@ class Rounds:
         )
         # The machine-speed references bracket the round, outside the profile.
         py_before_ns, native_before_ns = speed_probe.references_ns()
+        probe.start()
         prof.yields = True  # a profile the test starts itself stops this one
         prof.start()
         # CPU time of the body only, like the wall time: the first start installs
@@ -57,8 +64,10 @@ class Rounds:
         try:
             yield
         finally:
+            own_end = probe.own()
             cpu_ns = time.process_time_ns() - cpu_start_ns
             prof.stop()
+            contention = probe.stop(own_end)
             if prof.preempted:
                 self.preempted = True
             else:
@@ -67,6 +76,7 @@ class Rounds:
                 self.cpu_times_ns.append(cpu_ns)
                 self.speed_refs_ns.append((py_before_ns + py_after_ns) // 2)
                 self.native_refs_ns.append((native_before_ns + native_after_ns) // 2)
+                self.waits_ns.append(contention.wait_ns if contention is not None else None)
                 self.profiles.append(prof)
 
     def summarised(self, settings: TestSettings) -> list[RoundFigures]:
@@ -89,6 +99,7 @@ class Rounds:
                     speed_ref_ns=self.speed_refs_ns[i],
                     native_ref_ns=self.native_refs_ns[i],
                     dropped_events=prof.dropped_events,
+                    wait_ns=self.waits_ns[i],
                 )
             )
         return self.figures

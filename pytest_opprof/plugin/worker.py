@@ -26,6 +26,7 @@ import pytest
 
 from pytest_opprof import _native
 from pytest_opprof.capture import speed_probe
+from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.sources import Source
 from pytest_opprof.errors import MarkerUsageError
@@ -80,6 +81,7 @@ class Worker:
         self._acquired: list[Source] = []
         self._capacity: int | None = None  # the event limit before this session set its own
         self._frozen = False
+        self._probe = ContentionProbe()
 
     # -- session lifecycle -------------------------------------------------
 
@@ -115,6 +117,7 @@ class Worker:
                 source.release()
             except BaseException as exc:  # release the others before reporting it
                 first_error = first_error or exc
+        self._probe.close()
         if self._frozen:
             gc.unfreeze()
             self._frozen = False
@@ -152,7 +155,7 @@ class Worker:
                 item.runtest()
             # The first round is pytest's own call (its outcome is the test's); the
             # others run the body again, and any failure among them fails the test.
-            with rounds.measure(self.options, self.not_measured):
+            with rounds.measure(self.options, self.not_measured, self._probe):
                 result = yield
             more = policy.more_rounds(
                 settings.rounds,
@@ -162,7 +165,7 @@ class Worker:
                 preempted=rounds.preempted,
             )
             for _ in range(more):
-                with rounds.measure(self.options, self.not_measured):
+                with rounds.measure(self.options, self.not_measured, self._probe):
                     item.runtest()
             if policy.needs_confirmation(
                 settings.rounds,
@@ -175,7 +178,7 @@ class Worker:
                 preempted=rounds.preempted,
             ):
                 for _ in range(policy.CONFIRM_ROUNDS):
-                    with rounds.measure(self.options, self.not_measured):
+                    with rounds.measure(self.options, self.not_measured, self._probe):
                         item.runtest()
             return result
         finally:
@@ -246,7 +249,8 @@ class Worker:
 
 
 def junit_properties(summary: TestSummary, verdict: str) -> list[tuple[str, object]]:
-    """The main figures as ``record_property`` pairs (JUnit XML ``<property>``): us, bytes."""
+    """The main figures as ``record_property`` pairs (JUnit XML ``<property>``): us, bytes,
+    and the share of the rounds' wall time the test's thread waited for a CPU."""
     props: list[tuple[str, object]] = [
         ("opprof_wall_time_us", round(summary.wall_time.median_ns / 1000, 3)),
         ("opprof_cpu_time_us", round(summary.cpu_time.median_ns / 1000, 3)),
@@ -255,6 +259,9 @@ def junit_properties(summary: TestSummary, verdict: str) -> list[tuple[str, obje
     ]
     if summary.memory is not None:
         props.append(("opprof_peak_bytes", summary.memory.peak_bytes))
+    share = summary.wait_share()
+    if share is not None:
+        props.append(("opprof_wait_share", round(share, 4)))
     props.append(("opprof_verdict", verdict))
     return props
 
