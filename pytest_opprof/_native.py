@@ -671,14 +671,10 @@ def _scope_doors() -> tuple[Callable[[int], int], Callable[[int], int]]:
 
     Each takes one int (name id / flags) and returns a status code like
     ``opprof_scope_push``/``opprof_scope_pop``, without a cffi call that releases
-    and retakes the GIL.  An extension built before native/fastscope.c falls
-    back to the cffi functions.
+    and retakes the GIL.
     """
-    install = getattr(lib, "opprof_install_scope_functions", None)
-    if install is None:
-        return lib.opprof_scope_push, lib.opprof_scope_pop
     module = sys.modules[__name__]
-    check(install(id(module)))
+    check(lib.opprof_install_scope_functions(id(module)))
     return module.scope_push_fast, module.scope_pop_fast
 
 
