@@ -1,7 +1,7 @@
 """Native hot path: ns per op_begin+op_end pair, measured in C.
 
 Compiles ``bench_core_hotpath.c`` with the core's sources (``native/build_ffi.py:
-SOURCES``, minus the numpy hooks' sources, which need numpy's C API at import)
+SOURCES`` up to ``drain.c``; the hooks after it need numpy's C API at import)
 against this Python, runs it, and prints a table of median ns per iteration
 (median of 7 runs; 60,000 recorded events per session, or 1,000,000 for the
 "fresh buffer pages" case, which includes the kernel's first-touch page faults).
@@ -11,6 +11,7 @@ against this Python, runs it, and prints a table of median ns per iteration
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -19,11 +20,28 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NATIVE = os.path.join(HERE, "..", "native")
-# The core and what its hot path calls (cuda.c: CUDA event hooks, behind a
-# session option); the numpy and memory hooks need numpy's C API and are left out.
-CORE_SOURCES = [
-    s for s in ("core.c", "drain.c", "cuda.c") if os.path.exists(os.path.join(NATIVE, s))
-]
+LAST_CORE_SOURCE = "drain.c"
+
+
+def core_sources() -> list[str]:
+    """build_ffi.SOURCES up to drain.c: the core and what its hot path calls.
+
+    SOURCES is in dependency order (each file calls only files above it), so the
+    prefix links alone (base, strtab, cuda for the CUDA event hooks behind a
+    session option, core, drain); the numpy and memory hooks below it need
+    numpy's C API.  Read from the script's text: running it would build cffi's FFI.
+    """
+    with open(os.path.join(NATIVE, "build_ffi.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "SOURCES" for t in node.targets
+        ):
+            sources: list[str] = ast.literal_eval(node.value)
+            return sources[: sources.index(LAST_CORE_SOURCE) + 1]
+    raise SystemExit("native/build_ffi.py has no SOURCES list")
+
+
 LABELS = {
     "ticks": "clock read (opprof_ticks)",
     "begin_end_idle": "op_begin+op_end, not recording",
@@ -45,7 +63,7 @@ def main() -> None:
             f"-I{NATIVE}",
             f"-I{sysconfig.get_paths()['include']}",
             os.path.join(HERE, "bench_core_hotpath.c"),
-            *(os.path.join(NATIVE, s) for s in CORE_SOURCES),
+            *(os.path.join(NATIVE, s) for s in core_sources()),
             f"-L{sysconfig.get_config_var('LIBDIR')}",
             f"-Wl,-rpath,{sysconfig.get_config_var('LIBDIR')}",
             f"-lpython{sysconfig.get_config_var('LDVERSION')}",

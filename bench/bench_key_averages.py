@@ -1,9 +1,10 @@
 """key_averages over synthetic sessions: pytest-opprof's vectorised path vs torch's EventList.
 
 The default rows run the one-pass C kernel (records in drain order); the
-"numpy path" row is the fallback used without the extension or for merged
-records.  Events come in blocks of 13 (a scope holding 4 ops, each holding 2 ops: depth 3)
-named from a pool of 50, on 2 threads, with ~100 distinct input shapes.  Ours is
+"numpy path" row is the path taken for records the pass refuses (torch's
+unknown parents, merged records).  Events come in blocks of 13 (a scope
+holding 4 ops, each holding 2 ops: depth 3) named from a pool of 50, on 2
+threads, with ~100 distinct input shapes.  Ours is
 timed from the raw records (tree building included); torch's from FunctionEvents
 already linked (its tree is built at profile exit, outside key_averages).
 

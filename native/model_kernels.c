@@ -109,33 +109,6 @@ static inline int64_t cpu_total(const opprof_event *e)
     return e->end_ns > e->start_ns ? e->end_ns - e->start_ns : 0;
 }
 
-int opprof_model_tree(const opprof_event *restrict ev, const int64_t *restrict parent_row,
-                      int64_t n, int64_t *restrict cpu_self_ns, int64_t *restrict mem_total_bytes,
-                      int64_t *restrict device_total_ns)
-{
-    if (n < 0 ||
-        (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes || !device_total_ns)))
-        return opprof_fail(OPPROF_E_ARG, "opprof_model_tree: bad arguments (n %lld)", (long long)n);
-    int status = check_order(parent_row, n, "opprof_model_tree");
-    if (status != OPPROF_OK)
-        return status;
-    for (int64_t i = 0; i < n; i++) {
-        cpu_self_ns[i] = cpu_total(&ev[i]);
-        mem_total_bytes[i] = ev[i].self_alloc_bytes - ev[i].self_free_bytes;
-        device_total_ns[i] = ev[i].device_ns > 0 ? ev[i].device_ns : 0;
-    }
-    /* Children come first: a row's subtree sums are complete when it is reached. */
-    for (int64_t i = 0; i < n; i++) {
-        int64_t p = parent_row[i];
-        if (p < 0)
-            continue;
-        cpu_self_ns[p] -= cpu_total(&ev[i]);
-        mem_total_bytes[p] += mem_total_bytes[i];
-        device_total_ns[p] += device_total_ns[i];
-    }
-    return OPPROF_OK;
-}
-
 /* Whether row a comes before row b in canonical order (start asc, end desc, depth, id, row). */
 static inline int canonical_before(const opprof_event *ev, int64_t a, int64_t b)
 {
@@ -151,48 +124,6 @@ static inline int canonical_before(const opprof_event *ev, int64_t a, int64_t b)
     if (x->id != y->id)
         return x->id < y->id;
     return a < b;
-}
-
-int opprof_model_group(const opprof_event *restrict ev, const int64_t *restrict parent_row,
-                       const int64_t *restrict cpu_self_ns, const int64_t *restrict mem_total_bytes,
-                       const int64_t *restrict device_total_ns, const int64_t *restrict group,
-                       int64_t memory_group, int64_t n, int64_t m, int64_t *restrict sums,
-                       int64_t *restrict first_row)
-{
-    if (n < 0 || m < 0 ||
-        (n > 0 && (!ev || !parent_row || !cpu_self_ns || !mem_total_bytes || !device_total_ns)) ||
-        (m > 0 && (!sums || !first_row)))
-        return opprof_fail(OPPROF_E_ARG, "opprof_model_group: bad arguments (n %lld, m %lld)",
-                           (long long)n, (long long)m);
-    int status = check_order(parent_row, n, "opprof_model_group");
-    if (status != OPPROF_OK)
-        return status;
-    for (int64_t g = 0; g < m; g++) {
-        first_row[g] = -1;
-        for (int c = 0; c < OPPROF_GROUP_COLUMNS; c++)
-            sums[g * OPPROF_GROUP_COLUMNS + c] = 0;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        const opprof_event *e = &ev[i];
-        int64_t g = group ? group[i] : e->kind == OPPROF_KIND_MEMORY ? memory_group : e->name;
-        if (g < 0 || g >= m)
-            return opprof_fail(OPPROF_E_ARG,
-                               "opprof_model_group: row %lld has group %lld, "
-                               "not in [0, %lld)",
-                               (long long)i, (long long)g, (long long)m);
-        int64_t *s = &sums[g * OPPROF_GROUP_COLUMNS];
-        int64_t dev_self = e->device_ns > 0 ? e->device_ns : 0;
-        s[OPPROF_GROUP_COUNT] += 1;
-        s[OPPROF_GROUP_CPU_TOTAL] += cpu_total(e);
-        s[OPPROF_GROUP_CPU_SELF] += cpu_self_ns[i];
-        s[OPPROF_GROUP_DEVICE_TOTAL] += device_total_ns[i];
-        s[OPPROF_GROUP_DEVICE_SELF] += dev_self;
-        s[OPPROF_GROUP_MEM_TOTAL] += mem_total_bytes[i];
-        s[OPPROF_GROUP_MEM_SELF] += e->self_alloc_bytes - e->self_free_bytes;
-        if (first_row[g] < 0 || canonical_before(ev, i, first_row[g]))
-            first_row[g] = i;
-    }
-    return OPPROF_OK;
 }
 
 /* Open addressing over pair ids; a slot holds a pair id (-1 empty), its key
@@ -277,8 +208,8 @@ typedef struct {
     double outside_ns; /* the profiler's cost this child leaves in its parent's self time */
 } pending;
 
-/* opprof_model_corrections' per-kind costs of one event: 0 for memory
- * instants (not timed calls) and kinds past the tables. */
+/* The profiler's per-kind cost of one event (inside_ns/outside_ns): 0 for
+ * memory instants (not timed calls) and kinds past the tables. */
 static inline double kind_cost(const double *table, int64_t n_kinds, int64_t kind)
 {
     return kind == OPPROF_KIND_MEMORY || kind >= n_kinds ? 0.0 : table[kind];
@@ -421,33 +352,5 @@ int opprof_model_flops(const opprof_event *restrict ev, const int64_t *restrict 
             sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_SELF_FLOPS] += flops;
     }
     free(under);
-    return OPPROF_OK;
-}
-
-int opprof_model_corrections(const opprof_event *restrict ev, const int64_t *restrict parent_row,
-                             const int64_t *restrict group, int64_t memory_group, int64_t n,
-                             const double *restrict inside_ns, const double *restrict outside_ns,
-                             int64_t n_kinds, int64_t m, double *restrict out)
-{
-    if (n < 0 || m < 0 || n_kinds < 0 || (n > 0 && (!ev || !parent_row)) ||
-        (n_kinds > 0 && (!inside_ns || !outside_ns)) || (m > 0 && !out))
-        return opprof_fail(OPPROF_E_ARG, "opprof_model_corrections: bad arguments");
-    for (int64_t g = 0; g < m; g++)
-        out[g] = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t kind = ev[i].kind;
-        if (kind == OPPROF_KIND_MEMORY || kind >= n_kinds)
-            continue; /* memory instants are not timed calls */
-        int64_t g = group_of(ev, group, memory_group, i), p = parent_row[i];
-        int64_t pg = p >= 0 && p < n ? group_of(ev, group, memory_group, p) : -1;
-        if (g < 0 || g >= m || pg >= m)
-            return opprof_fail(OPPROF_E_ARG,
-                               "opprof_model_corrections: row %lld or its "
-                               "parent has a group outside [0, %lld)",
-                               (long long)i, (long long)m);
-        out[g] += inside_ns[kind];
-        if (pg >= 0)
-            out[pg] += outside_ns[kind];
-    }
     return OPPROF_OK;
 }

@@ -29,23 +29,6 @@ enum {
  * per-slot table (more than 2n + 4096 entries). */
 int opprof_model_parent_rows(const opprof_event *ev, int64_t n, int64_t *parent_row);
 
-/* Self CPU time (total minus direct children's totals, ns), and memory
- * (self_alloc - self_free) and device time (device_ns, -1 counts 0) summed
- * over each subtree.  A CPU total is end - start, 0 when end < start.
- * OPPROF_E_UNSUPPORTED unless every parent_row[i] is negative or > i. */
-int opprof_model_tree(const opprof_event *ev, const int64_t *parent_row, int64_t n,
-                      int64_t *cpu_self_ns, int64_t *mem_total_bytes, int64_t *device_total_ns);
-
-/* Per-group sums (sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_*], the FLOP
- * columns zero; opprof_model_flops fills them) and each group's first event
- * in canonical order (start asc, end desc, depth, id, row; -1 for an empty
- * group).  group == NULL groups by ev[i].name, with OPPROF_KIND_MEMORY events
- * in memory_group.  Same ordering requirement as opprof_model_tree. */
-int opprof_model_group(const opprof_event *ev, const int64_t *parent_row,
-                       const int64_t *cpu_self_ns, const int64_t *mem_total_bytes,
-                       const int64_t *device_total_ns, const int64_t *group, int64_t memory_group,
-                       int64_t n, int64_t m, int64_t *sums, int64_t *first_row);
-
 /* pair[i]: a dense id per distinct (name, shape) among the events, numbered
  * in first-seen order (-1 for OPPROF_KIND_MEMORY events); pair_row[k] the
  * first row of pair k (room for n entries); *n_pairs the number of pairs.
@@ -56,14 +39,24 @@ int opprof_model_pairs(const opprof_event *ev, int64_t n, int64_t *pair, int64_t
 
 /* key_averages in one pass over a native drain (each thread's events in END
  * order, so a node's children are the pending entries on top of a stack
- * when it arrives).  Fills parent_row, sums and first_row as
- * opprof_model_parent_rows + opprof_model_tree + opprof_model_group would,
- * and *device_events (events with device_ns >= 0).  OPPROF_E_UNSUPPORTED
- * when a parent is -2 or when some parent id is not found after its child
- * (other order, dropped parents): use the kernels above.  With corrections
- * not NULL, also fills corrections[g] (m entries) as opprof_model_corrections
- * would from inside_ns/outside_ns (n_kinds entries each), in the same pass:
- * each pass streams the whole event array from memory. */
+ * when it arrives).  Fills parent_row[i] (row of ev[i]'s parent, -1 for
+ * none), and per group g (group == NULL: by ev[i].name, OPPROF_KIND_MEMORY
+ * events in memory_group) the sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_*]
+ * and first_row[g], the group's first event in canonical order (start asc,
+ * end desc, depth, id, row; -1 for an empty group).  The FLOP columns are
+ * zero (opprof_model_flops fills them).  Per event: CPU total end - start (0
+ * when end < start), CPU self the total minus its direct children's totals;
+ * memory self self_alloc - self_free, device self device_ns (-1 counts 0);
+ * their totals sum self over the subtree.  *device_events counts events with
+ * device_ns >= 0.  OPPROF_E_UNSUPPORTED when a parent is -2 or when some
+ * parent id is not found after its child (other order, dropped parents): the
+ * model then takes its numpy path.  With corrections not NULL, also fills
+ * corrections[g] (m entries, ns), the profiler's own cost inside the group's
+ * self time: inside_ns[kind] summed over the group's events plus
+ * outside_ns[kind] over the direct children of its events
+ * (OPPROF_KIND_MEMORY events and kinds >= n_kinds cost nothing; n_kinds
+ * entries each), in the same pass: each pass streams the whole event array
+ * from memory. */
 int opprof_model_key_sums(const opprof_event *ev, int64_t n, const int64_t *group,
                           int64_t memory_group, int64_t m, int64_t *parent_row, int64_t *sums,
                           int64_t *first_row, int64_t *device_events, const double *inside_ns,
@@ -71,19 +64,10 @@ int opprof_model_key_sums(const opprof_event *ev, int64_t n, const int64_t *grou
 
 /* FLOPs and self FLOPs ("innermost wins": only when no descendant carries
  * FLOPs) summed per group: an event's FLOPs are pair_flops[pair[i]] (0 for
- * pair -1), pair from opprof_model_pairs.  Groups as in opprof_model_group
+ * pair -1), pair from opprof_model_pairs.  Groups as in opprof_model_key_sums
  * (group == NULL: by name, memory events in memory_group).  Rows must
  * precede their parents.  Writes
  * sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_FLOPS] and ..._SELF_FLOPS. */
 int opprof_model_flops(const opprof_event *ev, const int64_t *pair, const int64_t *parent_row,
                        const int64_t *group, int64_t memory_group, int64_t n,
                        const int64_t *pair_flops, int64_t n_pairs, int64_t m, int64_t *sums);
-
-/* The profiler's own cost inside each group's self time, ns: out[g] sums
- * inside_ns[kind] over the group's events and outside_ns[kind] over the
- * direct children of its events (parent_row[i] >= 0).  OPPROF_KIND_MEMORY
- * events and kinds >= n_kinds cost nothing.  Groups as in opprof_model_group. */
-int opprof_model_corrections(const opprof_event *ev, const int64_t *parent_row,
-                             const int64_t *group, int64_t memory_group, int64_t n,
-                             const double *inside_ns, const double *outside_ns, int64_t n_kinds,
-                             int64_t m, double *out);

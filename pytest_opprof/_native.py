@@ -527,54 +527,6 @@ def model_parent_rows(events: np.ndarray) -> np.ndarray | None:
     return rows if ok else None
 
 
-def model_tree(
-    events: np.ndarray, parent_row: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(cpu_self_ns, mem_total_bytes, device_total_ns) per row; None unless parents follow rows."""
-    n = len(events)
-    out = np.empty((3, n), dtype=np.int64)
-    ok = _unless_unsupported(
-        lib.opprof_model_tree(
-            _event_ptr(events), _i64(parent_row), n, _i64(out[0]), _i64(out[1]), _i64(out[2])
-        )
-    )
-    return (out[0], out[1], out[2]) if ok else None
-
-
-def model_group(
-    events: np.ndarray,
-    parent_row: np.ndarray,
-    tree: tuple[np.ndarray, np.ndarray, np.ndarray],
-    *,
-    group: np.ndarray | None,
-    memory_group: int,
-    m: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-group sums, shape (m, len(GROUP_COLUMNS)), FLOP columns 0, and canonical first rows.
-
-    ``group`` None groups by name (memory events in ``memory_group``).
-    """
-    n = len(events)
-    sums = np.empty((m, len(GROUP_COLUMNS)), dtype=np.int64)
-    first = np.empty(m, dtype=np.int64)
-    check(
-        lib.opprof_model_group(
-            _event_ptr(events),
-            _i64(parent_row),
-            _i64(tree[0]),
-            _i64(tree[1]),
-            _i64(tree[2]),
-            _i64(group),
-            memory_group,
-            n,
-            m,
-            _i64(sums),
-            _i64(first),
-        )
-    )
-    return sums, first
-
-
 def model_pairs(events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(pair id per row, -1 for memory events; first row of each distinct (name, shape))."""
     n = len(events)
@@ -593,7 +545,7 @@ class KeySums(NamedTuple):
     parent_row: np.ndarray
     device_events: int
     corrections: np.ndarray | None
-    """As :func:`model_corrections` (ns per group) when cost tables were given."""
+    """Profiler cost inside each group's self time, ns per group, when cost tables were given."""
 
 
 def model_key_sums(
@@ -605,11 +557,12 @@ def model_key_sums(
     inside_ns: np.ndarray | None = None,
     outside_ns: np.ndarray | None = None,
 ) -> KeySums | None:
-    """One pass over a native drain; None where it does not hold (then use the kernels above).
+    """One pass over a native drain; None where it does not hold (then take the numpy path).
 
-    The FLOP columns are 0 (:func:`model_flops` fills them).  With
-    ``inside_ns``/``outside_ns`` (cost per event kind) the same pass gives
-    :func:`model_corrections`' figures.
+    ``group`` None groups by name (memory events in ``memory_group``).  The FLOP
+    columns are 0 (:func:`model_flops` fills them).  With ``inside_ns``/``outside_ns``
+    (cost per event kind, index = ``records.KIND_*``) the same pass sums the
+    profiler's cost inside each group's self time, ns.
     """
     n = len(events)
     sums = np.empty((m, len(GROUP_COLUMNS)), dtype=np.int64)
@@ -650,7 +603,7 @@ def _kind_costs(inside_ns: np.ndarray, outside_ns: np.ndarray) -> tuple[np.ndarr
     inside = np.ascontiguousarray(inside_ns, dtype=np.float64)
     outside = np.ascontiguousarray(outside_ns, dtype=np.float64)
     if len(inside) != len(outside):
-        raise OpprofError("model_corrections: inside_ns and outside_ns differ in length")
+        raise OpprofError("model_key_sums: inside_ns and outside_ns differ in length")
     return inside, outside
 
 
@@ -667,7 +620,7 @@ def model_flops(
     """Fill the FLOP columns of ``sums`` (m, len(GROUP_COLUMNS)) in place.
 
     ``pair``/``pair_flops`` from :func:`model_pairs` and FLOPs per pair; groups as
-    in :func:`model_group`; rows must precede their parents.
+    in :func:`model_key_sums`; rows must precede their parents.
     """
     _check_sums(sums, np.int64)
     check(
@@ -684,39 +637,6 @@ def model_flops(
             _i64(sums),
         )
     )
-
-
-def model_corrections(
-    events: np.ndarray,
-    parent_row: np.ndarray,
-    *,
-    group: np.ndarray | None,
-    memory_group: int,
-    m: int,
-    inside_ns: np.ndarray,
-    outside_ns: np.ndarray,
-) -> np.ndarray:
-    """Profiler cost inside each group's self time, ns (length ``m``).
-
-    ``inside_ns``/``outside_ns``: cost per event kind (index = ``records.KIND_*``).
-    """
-    out = np.empty(m, dtype=np.float64)
-    inside, outside = _kind_costs(inside_ns, outside_ns)
-    check(
-        lib.opprof_model_corrections(
-            _event_ptr(events),
-            _i64(parent_row),
-            _i64(group),
-            memory_group,
-            len(events),
-            ffi.from_buffer("double[]", inside),
-            ffi.from_buffer("double[]", outside),
-            len(inside),
-            m,
-            ffi.from_buffer("double[]", out),
-        )
-    )
-    return out
 
 
 def _check_sums(sums: np.ndarray, dtype: type) -> None:
@@ -751,14 +671,10 @@ def _scope_doors() -> tuple[Callable[[int], int], Callable[[int], int]]:
 
     Each takes one int (name id / flags) and returns a status code like
     ``opprof_scope_push``/``opprof_scope_pop``, without a cffi call that releases
-    and retakes the GIL.  An extension built before native/fastscope.c falls
-    back to the cffi functions.
+    and retakes the GIL.
     """
-    install = getattr(lib, "opprof_install_scope_functions", None)
-    if install is None:
-        return lib.opprof_scope_push, lib.opprof_scope_pop
     module = sys.modules[__name__]
-    check(install(id(module)))
+    check(lib.opprof_install_scope_functions(id(module)))
     return module.scope_push_fast, module.scope_pop_fast
 
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from synthetic_records import Ev, records_from
 
+from pytest_opprof import _native
 from pytest_opprof.capture.records import (
     EVENT_DTYPE,
     FLAG_EXCEPTION,
@@ -16,7 +17,7 @@ from pytest_opprof.capture.records import (
     Records,
 )
 from pytest_opprof.model import build_events, build_tree
-from pytest_opprof.model.tree import _nest_sorted_py
+from pytest_opprof.model.tree import PARENT_NONE
 
 
 def _sample() -> list[Ev]:
@@ -177,6 +178,27 @@ def _brute_force_parent(start: list[int], end: list[int], thread: list[int]) -> 
     return out
 
 
+def _nest_sorted_py(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Reference for ``_native.nest_sorted``: torch's ``_populate_cpu_children`` stack sweep."""
+    out = [PARENT_NONE] * len(start)
+    stack: list[int] = []
+    ends = end.tolist()
+    prev_thread = None
+    for i, (t, s, e) in enumerate(zip(thread.tolist(), start.tolist(), ends, strict=True)):
+        if t != prev_thread:
+            stack.clear()
+            prev_thread = t
+        while stack:
+            top_end = ends[stack[-1]]
+            if s >= top_end or e > top_end:
+                stack.pop()
+            else:
+                out[i] = stack[-1]
+                break
+        stack.append(i)
+    return np.asarray(out, dtype=np.int64)
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(
@@ -190,7 +212,7 @@ def test_nest_sweep_on_odd_intervals(items: list[tuple[int, int, int]]) -> None:
     thread = [t for t, _, _ in items]
     start = [s for _, s, _ in items]
     end = [s + d for _, s, d in items]
-    got = _nest_sorted_py(
+    got = _native.nest_sorted(
         np.array(thread, dtype=np.uint64),
         np.array(start, dtype=np.int64),
         np.array(end, dtype=np.int64),
@@ -229,12 +251,11 @@ def test_partial_overlaps_never_crash(items: list[tuple[int, int, int]]) -> None
     )
 )
 def test_native_sweep_agrees_with_python(items: list[tuple[int, int, int]]) -> None:
-    native = pytest.importorskip("pytest_opprof._native")
     items.sort(key=lambda x: (x[0], x[1], -(x[1] + x[2])))
     thread = np.array([t for t, _, _ in items], dtype=np.uint64)
     start = np.array([s for _, s, _ in items], dtype=np.int64)
     end = start + np.array([d for _, _, d in items], dtype=np.int64)
     assert (
-        native.nest_sorted(thread, start, end).tolist()
+        _native.nest_sorted(thread, start, end).tolist()
         == _nest_sorted_py(thread, start, end).tolist()
     )

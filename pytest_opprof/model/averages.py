@@ -24,7 +24,6 @@ from pytest_opprof.model.tree import (
     EventTree,
     build_tree,
     names_with_memory,
-    native_module,
     subtree_sums,
 )
 
@@ -168,17 +167,19 @@ def average_records(
     Over a native drain (children before parents on each thread), cut at the
     event limit or not, the tree and the per-key sums are one linear pass in C
     with no per-event ordering; otherwise (torch's unknown parents, another
-    order, no extension) or with ``native=False``, numpy over the canonical
-    tree.  Both give the same groups, order and sums.  With ``overhead``, each row's
+    order) or with ``native=False``, numpy over the canonical tree.  Both give
+    the same groups, order and sums.  With ``overhead``, each row's
     ``self_cpu_time_total`` has the profiler's cost subtracted (never below 0;
     ``self_cpu_time_total_raw`` keeps the measured figure).
     """
     if len(records) == 0:
         return [], use_device
-    module = native_module() if native else None
-    if module is not None:
+    if native:
+        # Imported on first use: importing the model loads no extension.
+        from pytest_opprof import _native
+
         out = _average_native(
-            module, records, group_by_input_shape, group_by_stack_n, with_flops, overhead
+            _native, records, group_by_input_shape, group_by_stack_n, with_flops, overhead
         )
         if out is not None:
             rows, device_events = out

@@ -22,9 +22,7 @@ stack, as torch's ``_populate_cpu_children`` does.  A child must lie within
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -64,8 +62,8 @@ class EventTree:
 def build_tree(records: Records, *, native: bool = True) -> EventTree:
     """Order the events, link parents and compute self/total metrics.
 
-    ``native=False`` links parents with numpy only (the path taken when the
-    extension is not built).
+    ``native=False`` links native parent ids with numpy only (the path the
+    property tests and benchmarks hold the C lookup to).
     """
     raw = records.events
     start = raw["start_ns"].astype(_I64)
@@ -114,15 +112,18 @@ def _canonical_order(raw: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
 def parent_rows(raw: np.ndarray, *, native: bool = True) -> np.ndarray:
     """Row (in ``raw``, record order) of each event's parent, or -1.
 
-    With ``native`` and the extension built, native ids are looked up in one
-    linear pass (``opprof_model_parent_rows``); otherwise by sorting ids.
+    With ``native``, native ids are looked up in one linear pass
+    (``opprof_model_parent_rows``); otherwise, or where ids are not native, by
+    sorting ids.
     """
     n = len(raw)
     if n == 0:
         return np.full(0, PARENT_NONE, dtype=_I64)
+    # Imported on first use, here and below: importing the model loads no extension.
+    from pytest_opprof import _native
+
     parent_ids = raw["parent"]
-    module = native_module() if native else None
-    rows = module.model_parent_rows(raw) if module is not None else None
+    rows = _native.model_parent_rows(raw) if native else None
     if rows is None:
         rows = _parent_rows_sorted(raw)
     unknown = parent_ids == PARENT_UNKNOWN
@@ -158,57 +159,17 @@ def _nest_by_interval(
     raw: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray
 ) -> np.ndarray:
     """Parent rows by interval containment on each thread (O(N log N))."""
+    from pytest_opprof import _native
+
     order = np.lexsort((raw["id"], raw["depth"], -end, start, raw["thread"]))
     thread = np.ascontiguousarray(raw["thread"][order], dtype=np.uint64)
     s = np.ascontiguousarray(start[order])
     e = np.ascontiguousarray(end[order])
-    parent_sorted = _nest_sorted(thread, s, e)
+    parent_sorted = _native.nest_sorted(thread, s, e)
     out = np.full(len(rows), PARENT_NONE, dtype=_I64)
     has = parent_sorted >= 0
     out[order[has]] = rows[order[parent_sorted[has]]]
     return out
-
-
-def _nest_sorted(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Innermost containing event (index into the sorted arrays) or -1.
-
-    Uses the native ``opprof_nest_sorted`` when the extension is built; the
-    model must also work without it (records from files, torch only).
-    """
-    native = native_module()
-    if native is not None:
-        parent: np.ndarray = native.nest_sorted(thread, start, end)
-        return parent
-    return _nest_sorted_py(thread, start, end)
-
-
-def native_module() -> Any:
-    # Imported by name: the model runs without the compiled extension.
-    try:
-        return importlib.import_module("pytest_opprof._native")
-    except ImportError:
-        return None
-
-
-def _nest_sorted_py(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Stack sweep of torch's ``_populate_cpu_children`` over sorted arrays."""
-    out = [PARENT_NONE] * len(start)
-    stack: list[int] = []
-    ends = end.tolist()
-    prev_thread = None
-    for i, (t, s, e) in enumerate(zip(thread.tolist(), start.tolist(), ends, strict=True)):
-        if t != prev_thread:
-            stack.clear()
-            prev_thread = t
-        while stack:
-            top_end = ends[stack[-1]]
-            if s >= top_end or e > top_end:
-                stack.pop()
-            else:
-                out[i] = stack[-1]
-                break
-        stack.append(i)
-    return np.asarray(out, dtype=_I64)
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
