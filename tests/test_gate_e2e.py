@@ -304,6 +304,7 @@ def test_bad_baseline_under_warn_only_is_reported_not_failed(
     result.stdout.fnmatch_lines(["unusable baselines:", "*test_math.json*not valid JSON*"])
 
 
+@pytest.mark.slow
 def test_sigkill_during_update_leaves_the_old_file_whole(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,

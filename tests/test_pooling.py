@@ -147,6 +147,7 @@ def stored(pytester: pytest.Pytester, name: str) -> dict[str, object]:
     return entry
 
 
+@pytest.mark.slow
 def test_update_runs_pool_until_something_changes(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,

@@ -73,6 +73,7 @@ def _rss_growth(pytester: pytest.Pytester, run_pytest: PytestRunner, *args: str)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.slow
 def test_rss_growth_over_1000_profiled_tests_is_bounded(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
@@ -117,6 +118,7 @@ BUFFERS_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_thread_buffers_are_freed_after_threads_exit() -> None:
     done = subprocess.run(
         [sys.executable, "-c", BUFFERS_SCRIPT, str(REPO_ROOT)],
