@@ -92,7 +92,7 @@ def failed_section(result: pytest.RunResult, test: str) -> str:
 # -- the gate --------------------------------------------------------------------
 
 
-def test_update_then_unchanged_passes_then_bigger_matmul_fails_that_test(
+def test_update_then_unchanged_passes_then_bigger_matmul_or_64mb_more_fails_that_test(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
     run_pytest: PytestRunner,
@@ -129,14 +129,8 @@ def test_update_then_unchanged_passes_then_bigger_matmul_fails_that_test(
         ]
     )
 
-
-def test_extra_64mb_fails_only_the_test_that_made_it(
-    pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    run_pytest: PytestRunner,
-) -> None:
-    pytester.makepyfile(test_math=MATH_TESTS)
-    update(run_pytest)
+    # Compare runs wrote nothing: the same baseline judges 64 MB more in another test.
+    monkeypatch.delenv("MATMUL_N")
     monkeypatch.setenv("EXTRA_MB", "64")
     result = run(run_pytest)
     result.assert_outcomes(passed=2, failed=1)
@@ -252,54 +246,55 @@ def _corrupt(text: str, how: str) -> str:
     return json.dumps(data)
 
 
-@pytest.mark.parametrize(
-    ("how", "message"),
-    [
-        ("truncated", "not valid JSON"),
-        ("garbage", "not valid JSON"),
-        ("wrong type", "flops"),
-        ("newer schema", "newer than this pytest-opprof reads"),
-    ],
-)
+BAD_BASELINES = [
+    ("truncated", "not valid JSON"),
+    ("garbage", "not valid JSON"),
+    ("wrong type", "flops"),
+    ("newer schema", "newer than this pytest-opprof reads"),
+]
+
+
 def test_bad_baseline_fails_its_module_names_the_file_and_is_left_untouched(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
-    how: str,
-    message: str,
     run_pytest: PytestRunner,
 ) -> None:
+    # One update run records the baselines every kind of damage starts from.
     pytester.makepyfile(test_math=MATH_TESTS, test_other=OTHER_TESTS)
     update(run_pytest)
     path = pytester.path / "baselines" / "test_math.json"
-    path.write_text(_corrupt(path.read_text(encoding="utf-8"), how), encoding="utf-8")
-    bad = path.read_bytes()
+    other = pytester.path / "baselines" / "test_other.json"
+    recorded = path.read_text(encoding="utf-8"), other.read_bytes()
     other_before = stored(pytester, "test_other.json")["test_other"]
     monkeypatch.setenv("MATMUL_N", "40")  # test_other regresses: still judged
 
-    # Both kinds of run with one kind of damage; the others, a compare run (faster suite).
-    runs = [[], ["--opprof-update-baselines"]] if how == "truncated" else [[]]
-    for extra in runs:
-        result = run(run_pytest, *extra)
-        # test_other regressed: it fails a compare run, an update run records it.
-        result.assert_outcomes(passed=1 if extra else 0, failed=4 if not extra else 3)
-        for test in ("test_matmul", "test_alloc", "test_add"):
-            section = failed_section(result, test)
-            assert "unusable baseline" in section and "test_math.json" in section, section
-            assert message in section, section
-        result.stdout.fnmatch_lines(["opprof REGRESSED: test_other.py::test_other"])
-        assert path.read_bytes() == bad  # untouched, by the compare and the update run
-    if len(runs) == 2:  # the update run still refreshed the other module's file
-        assert stored(pytester, "test_other.json")["test_other"] != other_before
+    for how, message in BAD_BASELINES:
+        other.write_bytes(recorded[1])  # an update run below refreshes it
+        path.write_text(_corrupt(recorded[0], how), encoding="utf-8")
+        bad = path.read_bytes()
+        # Both kinds of run with one kind of damage; the others, a compare run (faster suite).
+        runs = [[], ["--opprof-update-baselines"]] if how == "truncated" else [[]]
+        for extra in runs:
+            result = run(run_pytest, *extra)
+            # test_other regressed: it fails a compare run, an update run records it.
+            result.assert_outcomes(passed=1 if extra else 0, failed=4 if not extra else 3)
+            for test in ("test_matmul", "test_alloc", "test_add"):
+                section = failed_section(result, test)
+                assert "unusable baseline" in section and "test_math.json" in section, (
+                    how,
+                    section,
+                )
+                assert message in section, (how, section)
+            result.stdout.fnmatch_lines(["opprof REGRESSED: test_other.py::test_other"])
+            assert path.read_bytes() == bad, how  # untouched, by the compare and the update run
+        if len(runs) == 2:  # the update run still refreshed the other module's file
+            assert stored(pytester, "test_other.json")["test_other"] != other_before
 
-
-def test_bad_baseline_under_warn_only_is_reported_not_failed(
-    pytester: pytest.Pytester, run_pytest: PytestRunner
-) -> None:
-    pytester.makepyfile(test_math=MATH_TESTS)
-    update(run_pytest)
-    path = pytester.path / "baselines" / "test_math.json"
+    # Under --opprof-warn-only an unusable baseline is reported, not failed (the same
+    # recorded baselines; test_math.py alone and unchanged, as when it had its own run).
+    monkeypatch.delenv("MATMUL_N")
     path.write_text("{", encoding="utf-8")
-    result = run(run_pytest, "--opprof-warn-only")
+    result = run(run_pytest, "--opprof-warn-only", "test_math.py")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["unusable baselines:", "*test_math.json*not valid JSON*"])
 
