@@ -591,7 +591,7 @@ def test_auto_on_the_command_line_overrides_the_ini(
     result = run_pytest(*args)
     result.stdout.fnmatch_lines([f"*RUNS {{'long': {AUTO_ROUNDS}, 'short': 1,*"])
     pytester.makeini("[pytest]\nopprof_rounds = often\n")
-    result = run_pytest("--opprof")
+    result = run_pytest.inprocess("--opprof")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*opprof_rounds = 'often': expected auto or a positive integer such as 5*"]
