@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 from conftest import PLUGIN
 
+import pytest_opprof
 from pytest_opprof.plugin.manager import trace_file
 
 if TYPE_CHECKING:
@@ -280,7 +281,7 @@ def test_planted_trace_symlink_is_not_written_through(
 
 
 def test_package_never_unpickles_or_evaluates(pytester: pytest.Pytester) -> None:
-    package = Path(trace_file.__code__.co_filename).parent
+    package = Path(pytest_opprof.__file__).parent
     offenders = []
     for path in sorted(package.rglob("*.py")):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
