@@ -438,7 +438,7 @@ def test_baseline_dir_option_and_ini(pytester: pytest.Pytester, run_pytest: Pyte
     assert not (pytester.path / "baselines").exists()
 
 
-# -- bad option values -------------------------------------------------------------
+# -- bad option values (usage errors: nothing is profiled, so in this process) -----
 
 
 @pytest.mark.parametrize(

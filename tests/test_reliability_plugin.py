@@ -1,6 +1,7 @@
 """The plugin beside other plugins and interpreters, under interruption, and with hostile paths.
 
-Every run is a real ``python -m pytest`` subprocess (native hooks are process state).
+Every run that profiles is a real ``python -m pytest`` subprocess (native hooks are
+process state); the one refused at the command line runs in this process.
 """
 
 from __future__ import annotations
