@@ -66,6 +66,10 @@ class PytestRunner:
 
     def __init__(self, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
         self.pytester = pytester
+        # Under `pytest -n`, inherited worker variables make a child pytest look like an
+        # xdist worker to other plugins (pytest-benchmark disables itself and warns).
+        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+            monkeypatch.delenv(name, raising=False)
         # The subprocess runs in a temporary directory: make the package importable there.
         parts = [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))

@@ -374,7 +374,7 @@ def test_json_report_markdown_and_junit_properties(
     update(run_pytest, "-k", "not test_add")
     monkeypatch.setenv("MATMUL_N", "48")
     result = run(
-        pytester,
+        run_pytest,
         "--opprof-report",
         "out/report.json",
         "--opprof-markdown",

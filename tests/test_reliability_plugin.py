@@ -97,14 +97,7 @@ def test_beside_xdist(pytester: pytest.Pytester, run_pytest: PytestRunner) -> No
     _assert_clean(result)
 
 
-def test_beside_pytest_benchmark(
-    pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    run_pytest: PytestRunner,
-) -> None:
-    # Under `pytest -n`, the inherited xdist worker variables make pytest-benchmark run once.
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(name, raising=False)
+def test_beside_pytest_benchmark(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     pytester.makepyfile(
         """
         import numpy as np
