@@ -3,7 +3,7 @@
 pytest-randomly is installed (the plugin is tested beside it), and it would
 shuffle every inner run and import numpy in it.  ``pytester`` clears
 ``PYTEST_ADDOPTS`` when it starts, so it is set after; tests that mean to run
-beside pytest-randomly remove it (tests/test_reliability_plugin.py).
+beside pytest-randomly remove it (tests/test_plugin_hostile_setups.py).
 """
 
 from __future__ import annotations
