@@ -13,11 +13,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 from baseline_helpers import entry, machine, simple_summary
-from test_plugin import _importable, run  # noqa: F401 (the fixture makes the package importable)
 
 from pytest_opprof import _native
 from pytest_opprof.capture.profiler import profile
@@ -25,6 +25,9 @@ from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.verdict import compare
 from pytest_opprof.plugin import options
+
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -109,9 +112,10 @@ def test_a_partial_side_judges_no_op_figure_only_wall_time_and_memory() -> None:
 
 def test_the_plugin_flags_a_test_past_the_limit_and_stays_quiet_below_it(
     pytester: pytest.Pytester,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(test_many=MANY_ADDS)
-    result = run(pytester, "--opprof", "--opprof-max-events", "1000", "--opprof-rounds", "1")
+    result = run_pytest("--opprof", "--opprof-max-events", "1000", "--opprof-rounds", "1")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         [
@@ -119,18 +123,19 @@ def test_the_plugin_flags_a_test_past_the_limit_and_stays_quiet_below_it(
             "--opprof-max-events (1000) keeps, e.g. test_many.py::test_many (*dropped)*"
         ]
     )
-    result = run(pytester, "--opprof", "--opprof-rounds", "1")
+    result = run_pytest("--opprof", "--opprof-rounds", "1")
     assert result.ret == pytest.ExitCode.OK
     assert "PARTIAL" not in result.stdout.str()
 
 
 def test_a_truncated_baseline_is_not_judged_on_op_figures_and_is_replaced(
     pytester: pytest.Pytester,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(test_many=MANY_ADDS)
     # Times judged (3 rounds) but never beyond a 1000% tolerance: the op figures decide.
     pytester.makeini("[pytest]\nopprof_rounds = 3\nopprof_time_tolerance = 1000%\n")
-    first = run(pytester, "--opprof-update-baselines", "--opprof-max-events", "1000")
+    first = run_pytest("--opprof-update-baselines", "--opprof-max-events", "1000")
     assert first.ret == pytest.ExitCode.OK
     stored = json.loads((pytester.path / "baselines" / "test_many.json").read_text())
     (entry_json,) = stored["tests"].values()
@@ -138,7 +143,7 @@ def test_a_truncated_baseline_is_not_judged_on_op_figures_and_is_replaced(
     truncated_count = entry_json["summary"]["op_count"]
 
     # All 3,000 adds now: 3x the FLOPs and ops of the truncated baseline, and it passes.
-    judged = run(pytester, "--opprof", "--opprof-report", "report.json")
+    judged = run_pytest("--opprof", "--opprof-report", "report.json")
     assert judged.ret == pytest.ExitCode.OK
     report = json.loads((pytester.path / "report.json").read_text())
     (test,) = report["tests"].values() if isinstance(report["tests"], dict) else report["tests"]
@@ -146,7 +151,7 @@ def test_a_truncated_baseline_is_not_judged_on_op_figures_and_is_replaced(
     assert any("event limit" in note for note in test["verdict"]["notes"])
 
     # An update run with every event replaces the truncated entry (never pools with it).
-    run(pytester, "--opprof-update-baselines")
+    run_pytest("--opprof-update-baselines")
     stored = json.loads((pytester.path / "baselines" / "test_many.json").read_text())
     (entry_json,) = stored["tests"].values()
     assert "dropped_events" not in entry_json["summary"]
@@ -156,13 +161,15 @@ def test_a_truncated_baseline_is_not_judged_on_op_figures_and_is_replaced(
 
 @pytest.mark.parametrize("value", ["0", "lots"])
 def test_a_bad_limit_is_a_usage_error_naming_the_option(
-    pytester: pytest.Pytester, value: str
+    pytester: pytest.Pytester,
+    value: str,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile("def test_a(): pass")
-    result = run(pytester, "--opprof", "--opprof-max-events", value)
+    result = run_pytest.inprocess("--opprof", "--opprof-max-events", value)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*argument --opprof-max-events: expected *integer*"])
     pytester.makeini(f"[pytest]\nopprof_max_events = {value}\n")
-    result = run(pytester, "--opprof")
+    result = run_pytest.inprocess("--opprof")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*opprof_max_events = '{value}': expected *integer*"])

@@ -5,19 +5,15 @@ for them, and the summary says so once.  Real pytest sessions (``pytester`` subp
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-import pytest_opprof.plugin
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
-REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[2]
-INSTALLED = any(
-    ep.value == "pytest_opprof.plugin" for ep in importlib.metadata.entry_points(group="pytest11")
-)
-PLUGIN = [] if INSTALLED else ["-p", "pytest_opprof.plugin"]
 # Times are kept out of the verdict (shared machine); FLOPs decide.
 NO_TIMES = ["--opprof-min-time", "1000s", "--opprof-warmup", "1"]
 
@@ -33,7 +29,9 @@ def test_{name}():
 
 
 @pytest.fixture
-def layout(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+def layout(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
+) -> Path:
     """``root/`` (the rootdir, with a test) and ``ext/pkg/`` beside it (an importable package)."""
     root = pytester.path / "root"
     pkg = pytester.path / "ext" / "pkg"
@@ -43,20 +41,16 @@ def layout(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "test_in.py").write_text(MATMUL.format(name="in", env="IN_N"))
     (pkg / "__init__.py").write_text("")
     (pkg / "test_ext.py").write_text(MATMUL.format(name="ext", env="EXT_N"))
-    parts = [str(pytester.path / "ext"), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
+    # run_pytest has put the package on PYTHONPATH; the external package goes before it.
+    parts = [str(pytester.path / "ext"), os.environ.get("PYTHONPATH", "")]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
     for name in ("IN_N", "EXT_N"):
         monkeypatch.delenv(name, raising=False)
     return root
 
 
-def run(pytester: pytest.Pytester, root: Path, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        *PLUGIN,
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
+def run(run_pytest: PytestRunner, root: Path, *args: str) -> pytest.RunResult:
+    return run_pytest(
         f"--rootdir={root}",
         "--opprof",
         *NO_TIMES,
@@ -70,10 +64,14 @@ def run(pytester: pytest.Pytester, root: Path, *args: str) -> pytest.RunResult:
     ids=["pyargs", "sibling-path"],
 )
 def test_outside_rootdir_is_not_judged_and_never_fails_for_its_path(
-    pytester: pytest.Pytester, layout: Path, monkeypatch: pytest.MonkeyPatch, target: list[str]
+    pytester: pytest.Pytester,
+    layout: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    target: list[str],
+    run_pytest: PytestRunner,
 ) -> None:
     tests = [*target, str(layout / "test_in.py")]
-    first = run(pytester, layout, "--opprof-update-baselines", *tests)
+    first = run(run_pytest, layout, "--opprof-update-baselines", *tests)
     assert first.ret == 0, first.stdout.str()
     first.assert_outcomes(passed=2)
     text = first.stdout.str()
@@ -86,7 +84,7 @@ def test_outside_rootdir_is_not_judged_and_never_fails_for_its_path(
     # with the same change is judged and fails, so the gate did run.
     monkeypatch.setenv("EXT_N", "48")
     monkeypatch.setenv("IN_N", "48")
-    second = run(pytester, layout, *tests)
+    second = run(run_pytest, layout, *tests)
     second.assert_outcomes(passed=1, failed=1)
     second.stdout.fnmatch_lines(
         [

@@ -51,6 +51,7 @@ print(rss() - before)
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
+@pytest.mark.slow
 def test_rss_stays_flat_over_many_sessions() -> None:
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600

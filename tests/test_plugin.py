@@ -1,55 +1,27 @@
 """The pytest plugin end to end, through ``pytester``.
 
-Runs that profile happen in a subprocess (``runpytest_subprocess``): the native
-hooks are process-global state, and an inner session must never share them with
-the outer one.
+Runs that profile happen in a subprocess: the native hooks are process-global
+state, and an inner session must never share them with the outer one.  Runs that
+stop before any test is profiled (usage errors, marker errors, ``--markers``) run
+in this process (``run_pytest.inprocess``), which checks that they left nothing.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import pytest_opprof.plugin
 from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS
 from pytest_opprof.plugin.worker import trace_file
 
-REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[2]
-
-
-def _plugin_args() -> list[str]:
-    """``-p`` for the plugin unless its entry point is installed (then -p would clash)."""
-    installed = any(
-        ep.value == "pytest_opprof.plugin"
-        for ep in importlib.metadata.entry_points(group="pytest11")
-    )
-    return [] if installed else ["-p", "pytest_opprof.plugin"]
-
-
-PLUGIN = _plugin_args()
-
-
-@pytest.fixture(autouse=True)
-def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The subprocess runs in a temporary directory: make the package importable there.
-    parts = [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    # pytest-randomly, installed beside us, reorders tests and imports numpy to reseed it;
-    # tests/test_reliability_plugin.py runs the plugin beside it.
-    return pytester.runpytest_subprocess(
-        *PLUGIN, "-p", "no:cacheprovider", "-p", "no:randomly", *args
-    )
-
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 AUTO_LINE = (
     f"auto ({AUTO_ROUNDS} for tests of 1 ms or more when recording baselines or when the "
@@ -78,9 +50,12 @@ def test_add():
 # -- without --opprof ------------------------------------------------------------
 
 
-def test_without_opprof_nothing_is_imported_or_installed(pytester: pytest.Pytester) -> None:
+def test_without_opprof_nothing_is_loaded_and_the_fixture_is_a_no_op_scope(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    # One fresh process for both: what is in sys.modules is the point.
     pytester.makepyfile(
-        """
+        test_nothing_loaded="""
         import sys
 
         def test_nothing_loaded():
@@ -88,16 +63,8 @@ def test_without_opprof_nothing_is_imported_or_installed(pytester: pytest.Pytest
                      "pytest_opprof.capture.profiler"]
             assert [m for m in heavy if m in sys.modules] == []
             assert "pytest_opprof.plugin" in sys.modules
-        """
-    )
-    result = run(pytester)
-    result.assert_outcomes(passed=1)
-    result.stdout.no_fnmatch_line("*self CPU*")
-
-
-def test_fixture_without_opprof_is_a_no_op_scope(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        """
+        """,
+        test_scopes="""
         import sys
 
         def test_scopes(opprof):
@@ -111,14 +78,18 @@ def test_fixture_without_opprof_is_a_no_op_scope(pytester: pytest.Pytester) -> N
 
             assert f() == 3
             assert "pytest_opprof._opprof_native" not in sys.modules
-        """
+        """,
     )
-    run(pytester).assert_outcomes(passed=1)
+    result = run_pytest()
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*self CPU*")
 
 
 @pytest.mark.parametrize("opprof_flag", [[], ["--opprof", "--opprof-capture", "none"]])
 def test_marker_is_registered_for_strict_markers(
-    pytester: pytest.Pytester, opprof_flag: list[str]
+    pytester: pytest.Pytester,
+    opprof_flag: list[str],
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(
         """
@@ -129,11 +100,15 @@ def test_marker_is_registered_for_strict_markers(
             pass
         """
     )
-    run(pytester, "--strict-markers", *opprof_flag).assert_outcomes(passed=1)
+    # With --opprof the marked test is profiled: hooks, so a subprocess.
+    runner = run_pytest if opprof_flag else run_pytest.inprocess
+    runner("--strict-markers", *opprof_flag).assert_outcomes(passed=1)
 
 
-def test_marker_help_shows_signature_and_doc(pytester: pytest.Pytester) -> None:
-    result = run(pytester, "--markers")
+def test_marker_help_shows_signature_and_doc(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    result = run_pytest.inprocess("--markers")
     result.stdout.fnmatch_lines(
         ["@pytest.mark.profile(row_limit=20, sort_by='self_cpu_time_total', *): Print this*"]
     )
@@ -156,25 +131,32 @@ def test_marker_help_shows_signature_and_doc(pytester: pytest.Pytester) -> None:
     ],
 )
 def test_bad_option_is_a_usage_error(
-    pytester: pytest.Pytester, args: list[str], expected: str
+    pytester: pytest.Pytester,
+    args: list[str],
+    expected: str,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile("def test_a(): pass")
-    result = run(pytester, "--opprof", *args)
+    result = run_pytest.inprocess("--opprof", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expected])
 
 
-def test_bad_ini_value_is_a_usage_error_naming_the_key(pytester: pytest.Pytester) -> None:
+def test_bad_ini_value_is_a_usage_error_naming_the_key(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makeini("[pytest]\nopprof_row_limit = lots\n")
     pytester.makepyfile("def test_a(): pass")
-    result = run(pytester, "--opprof", "--opprof-capture", "none")
+    result = run_pytest.inprocess("--opprof", "--opprof-capture", "none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*opprof_row_limit = 'lots': expected an integer*"])
 
 
-def test_unknown_capture_source_is_a_usage_error(pytester: pytest.Pytester) -> None:
+def test_unknown_capture_source_is_a_usage_error(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile("def test_a(): pass")
-    result = run(pytester, "--opprof", "--opprof-capture", "numpy,tensorflow")
+    result = run_pytest.inprocess("--opprof", "--opprof-capture", "numpy,tensorflow")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--opprof-capture*tensorflow*numpy*"])
 
@@ -182,9 +164,9 @@ def test_unknown_capture_source_is_a_usage_error(pytester: pytest.Pytester) -> N
 # -- with --opprof -----------------------------------------------------------------
 
 
-def test_opprof_profiles_every_test(pytester: pytest.Pytester) -> None:
+def test_opprof_profiles_every_test(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     pytester.makepyfile(NUMPY_TESTS)
-    result = run(pytester, "--opprof", "--opprof-capture", "numpy")
+    result = run_pytest("--opprof", "--opprof-capture", "numpy")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
@@ -209,7 +191,9 @@ def _table_rows(lines: list[str], nodeid: str) -> list[str]:
     return lines[header + 2 : end]
 
 
-def test_marked_test_prints_its_table_within_row_limit(pytester: pytest.Pytester) -> None:
+def test_marked_test_prints_its_table_within_row_limit(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(
         """
         import numpy as np
@@ -225,7 +209,7 @@ def test_marked_test_prints_its_table_within_row_limit(pytester: pytest.Pytester
             assert np.ones(3).sum() == 3
         """
     )
-    result = run(pytester, "--opprof", "--opprof-capture", "numpy")
+    result = run_pytest("--opprof", "--opprof-capture", "numpy")
     result.assert_outcomes(passed=2)
     nodeid = "test_marked_test_prints_its_table_within_row_limit.py::test_many_ops"
     rows = _table_rows(result.outlines, nodeid)
@@ -235,7 +219,9 @@ def test_marked_test_prints_its_table_within_row_limit(pytester: pytest.Pytester
     assert not any("opprof: " in line and "::test_unmarked" in line for line in result.outlines)
 
 
-def test_ini_row_limit_applies_to_a_marker_without_one(pytester: pytest.Pytester) -> None:
+def test_ini_row_limit_applies_to_a_marker_without_one(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makeini("[pytest]\nopprof_row_limit = 2\nopprof_capture = numpy\n")
     pytester.makepyfile(
         """
@@ -248,13 +234,15 @@ def test_ini_row_limit_applies_to_a_marker_without_one(pytester: pytest.Pytester
             assert np.sqrt(np.exp(x) + np.sin(x)).max() > 1
         """
     )
-    result = run(pytester, "--opprof")
+    result = run_pytest("--opprof")
     result.assert_outcomes(passed=1)
     assert len(_table_rows(result.outlines, "test_ini_row_limit_applies")) == 2
     result.stdout.fnmatch_lines(["opprof: capture numpy; *"])
 
 
-def test_record_function_scope_appears_in_the_table(pytester: pytest.Pytester) -> None:
+def test_record_function_scope_appears_in_the_table(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(
         """
         import numpy as np
@@ -268,7 +256,7 @@ def test_record_function_scope_appears_in_the_table(pytester: pytest.Pytester) -
                 np.linalg.solve(a, np.ones(20))
         """
     )
-    result = run(pytester, "--opprof", "--opprof-capture", "numpy")
+    result = run_pytest("--opprof", "--opprof-capture", "numpy")
     result.assert_outcomes(passed=1)
     rows = _table_rows(result.outlines, "test_record_function_scope_appears_in_the_table.py::")
     names = [row.split("  ")[0].strip() for row in rows]
@@ -276,7 +264,9 @@ def test_record_function_scope_appears_in_the_table(pytester: pytest.Pytester) -
     assert "numpy.linalg.solve" in names
 
 
-def test_unknown_marker_keyword_errors_that_test_by_name(pytester: pytest.Pytester) -> None:
+def test_unknown_marker_keyword_errors_that_test_by_name(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(
         """
         import pytest
@@ -289,7 +279,7 @@ def test_unknown_marker_keyword_errors_that_test_by_name(pytester: pytest.Pytest
             pass
         """
     )
-    result = run(pytester, "--opprof", "--opprof-capture", "none")
+    result = run_pytest("--opprof", "--opprof-capture", "none")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(
         [
@@ -314,7 +304,10 @@ def test_unknown_marker_keyword_errors_that_test_by_name(pytester: pytest.Pytest
     ],
 )
 def test_bad_marker_value_errors_that_test(
-    pytester: pytest.Pytester, marker: str, expected: str
+    pytester: pytest.Pytester,
+    marker: str,
+    expected: str,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(
         f"""
@@ -325,12 +318,14 @@ def test_bad_marker_value_errors_that_test(
             pass
         """
     )
-    result = run(pytester, "--opprof", "--opprof-capture", "none")
+    result = run_pytest.inprocess("--opprof", "--opprof-capture", "none")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([expected])
 
 
-def test_trace_dir_gets_one_parseable_trace_per_test_inside_it(pytester: pytest.Pytester) -> None:
+def test_trace_dir_gets_one_parseable_trace_per_test_inside_it(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(
         """
         import numpy as np
@@ -341,7 +336,7 @@ def test_trace_dir_gets_one_parseable_trace_per_test_inside_it(pytester: pytest.
             assert np.add(np.ones(4), 1.0).sum() == 8.0
         """
     )
-    result = run(pytester, "--opprof", "--opprof-capture", "numpy", "--opprof-trace-dir", "traces")
+    result = run_pytest("--opprof", "--opprof-capture", "numpy", "--opprof-trace-dir", "traces")
     result.assert_outcomes(passed=3)
     trace_dir = pytester.path / "traces"
     files = sorted(trace_dir.iterdir())
@@ -367,7 +362,9 @@ def pytest_unconfigure(config):
 """
 
 
-def test_failing_test_fails_normally_and_hooks_are_restored(pytester: pytest.Pytester) -> None:
+def test_failing_test_fails_normally_and_hooks_are_restored(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makeconftest(HOOKS_AFTER_CONFTEST)
     pytester.makepyfile(
         """
@@ -382,13 +379,15 @@ def test_failing_test_fails_normally_and_hooks_are_restored(pytester: pytest.Pyt
             raise RuntimeError("boom")
         """
     )
-    result = run(pytester, "--opprof", "--opprof-capture", "numpy")
+    result = run_pytest("--opprof", "--opprof-capture", "numpy")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*AssertionError: sum is off*", "*RuntimeError: boom*"])
     assert (pytester.path / "hooks_after.txt").read_text() == "0"
 
 
-def test_keyboard_interrupt_restores_hooks(pytester: pytest.Pytester) -> None:
+def test_keyboard_interrupt_restores_hooks(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makeconftest(HOOKS_AFTER_CONFTEST)
     pytester.makepyfile(
         """
@@ -404,13 +403,15 @@ def test_keyboard_interrupt_restores_hooks(pytester: pytest.Pytester) -> None:
             pass
         """
     )
-    result = run(pytester, "--opprof", "--opprof-capture", "numpy")
+    result = run_pytest("--opprof", "--opprof-capture", "numpy")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
     assert (pytester.path / "hooks_after.txt").read_text() == "0"
 
 
-def test_rounds_and_warmup_rerun_the_body(pytester: pytest.Pytester) -> None:
+def test_rounds_and_warmup_rerun_the_body(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(
         """
         import numpy as np
@@ -431,8 +432,7 @@ def test_rounds_and_warmup_rerun_the_body(pytester: pytest.Pytester) -> None:
             assert RUNS.count(2) == 2
         """
     )
-    result = run(
-        pytester,
+    result = run_pytest(
         "--opprof",
         "--opprof-capture",
         "numpy",
@@ -494,12 +494,13 @@ def test_after():
 
 def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     pytester: pytest.Pytester,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(AUTO_ROUNDS_TESTS)
     # A tolerance no noise reaches: no time to confirm (see below).
     pytester.makeini("[pytest]\nopprof_time_tolerance = 1000%\n")
     # No baselines: nothing to judge times against, every test runs once.
-    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
+    result = run_pytest("--opprof", "--opprof-capture", "none", "-s")
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(
         [
@@ -508,14 +509,14 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
         ]
     )
     # Recording baselines: the tests of 1 ms or more run AUTO_ROUNDS times.
-    result = run(pytester, "--opprof-update-baselines", "--opprof-capture", "none", "-s")
+    result = run_pytest("--opprof-update-baselines", "--opprof-capture", "none", "-s")
     expected = f"*RUNS {{'long': {AUTO_ROUNDS}, 'short': 1, 'marked': {AUTO_ROUNDS}, 'two': 2}}*"
     result.stdout.fnmatch_lines([expected])
     # Against those baselines the same tests repeat; the short one's has one round.
-    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
+    result = run_pytest("--opprof", "--opprof-capture", "none", "-s")
     result.stdout.fnmatch_lines([expected])
     # The time floor is the threshold: at 10 ms the 3 ms test is too short to judge.
-    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-min-time=10ms")
+    result = run_pytest("--opprof", "--opprof-capture", "none", "-s", "--opprof-min-time=10ms")
     result.stdout.fnmatch_lines(["*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*"])
     # A baseline from another machine: its times are not judged, so one round.
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
@@ -523,9 +524,9 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     for test in data["tests"].values():
         test["machine"]["fingerprint"] = "0" * len(test["machine"]["fingerprint"])
     path.write_text(json.dumps(data))
-    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
+    result = run_pytest("--opprof", "--opprof-capture", "none", "-s")
     result.stdout.fnmatch_lines(["*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*"])
-    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-force-time")
+    result = run_pytest("--opprof", "--opprof-capture", "none", "-s", "--opprof-force-time")
     result.stdout.fnmatch_lines([expected])
 
 
@@ -552,23 +553,25 @@ def test_after():
 
 
 def test_auto_confirms_a_time_beyond_its_tolerance_with_more_rounds(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(CONFIRM_TESTS)
-    result = run(pytester, "--opprof-update-baselines", "--opprof-capture", "none", "-s")
+    result = run_pytest("--opprof-update-baselines", "--opprof-capture", "none", "-s")
     # Nothing stored to judge against yet: no confirmation.
     result.stdout.fnmatch_lines([f"*RUNS {{'changed': {AUTO_ROUNDS}, 'steady': {AUTO_ROUNDS}}}*"])
     monkeypatch.setenv("BUSY_SECONDS", "0.006")  # 3x: far beyond the 15% tolerance
-    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
+    result = run_pytest("--opprof", "--opprof-capture", "none", "-s")
     confirmed = AUTO_ROUNDS + CONFIRM_ROUNDS
     result.stdout.fnmatch_lines([f"*RUNS {{'changed': {confirmed}, 'steady': {AUTO_ROUNDS}}}*"])
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["REGRESSED *::test_changed *"])
     # An explicit number of rounds is that number.
-    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s", "--opprof-rounds=5")
+    result = run_pytest("--opprof", "--opprof-capture", "none", "-s", "--opprof-rounds=5")
     result.stdout.fnmatch_lines(["*RUNS {'changed': 5, 'steady': 5}*"])
     # An update run confirms too; the regressed entry is replaced by all its rounds.
-    result = run(pytester, "--opprof-update-baselines", "--opprof-capture", "none", "-s")
+    result = run_pytest("--opprof-update-baselines", "--opprof-capture", "none", "-s")
     result.stdout.fnmatch_lines([f"*RUNS {{'changed': {confirmed}, 'steady': {AUTO_ROUNDS}}}*"])
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
     tests = json.loads(path.read_text())["tests"]
@@ -577,23 +580,27 @@ def test_auto_confirms_a_time_beyond_its_tolerance_with_more_rounds(
     assert tests["test_steady"]["rounds"] == 2 * AUTO_ROUNDS
 
 
-def test_auto_on_the_command_line_overrides_the_ini(pytester: pytest.Pytester) -> None:
+def test_auto_on_the_command_line_overrides_the_ini(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(AUTO_ROUNDS_TESTS)
     pytester.makeini("[pytest]\nopprof_rounds = 3\n")
-    result = run(pytester, "--opprof", "--opprof-capture", "none", "-s")
+    result = run_pytest("--opprof", "--opprof-capture", "none", "-s")
     result.stdout.fnmatch_lines(["*RUNS {'long': 3, 'short': 3, 'marked': *, 'two': 2}*"])
     args = ["--opprof-update-baselines", "--opprof-capture", "none", "-s", "--opprof-rounds=auto"]
-    result = run(pytester, *args)
+    result = run_pytest(*args)
     result.stdout.fnmatch_lines([f"*RUNS {{'long': {AUTO_ROUNDS}, 'short': 1,*"])
     pytester.makeini("[pytest]\nopprof_rounds = often\n")
-    result = run(pytester, "--opprof")
+    result = run_pytest.inprocess("--opprof")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*opprof_rounds = 'often': expected auto or a positive integer such as 5*"]
     )
 
 
-def test_a_bad_rounds_marker_names_the_accepted_forms(pytester: pytest.Pytester) -> None:
+def test_a_bad_rounds_marker_names_the_accepted_forms(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(
         """
         import pytest
@@ -603,12 +610,14 @@ def test_a_bad_rounds_marker_names_the_accepted_forms(pytester: pytest.Pytester)
             pass
         """
     )
-    result = run(pytester, "--opprof", "--opprof-capture", "none")
+    result = run_pytest.inprocess("--opprof", "--opprof-capture", "none")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*rounds=...): expected auto or a positive integer*'often'*"])
 
 
-def test_a_test_running_its_own_profile_is_left_to_it(pytester: pytest.Pytester) -> None:
+def test_a_test_running_its_own_profile_is_left_to_it(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(
         """
         import numpy as np
@@ -624,7 +633,7 @@ def test_a_test_running_its_own_profile_is_left_to_it(pytester: pytest.Pytester)
         """
     )
     args = ["--opprof-update-baselines", "--opprof-capture", "numpy", "--opprof-rounds", "3"]
-    result = run(pytester, *args)
+    result = run_pytest(*args)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [
@@ -635,12 +644,14 @@ def test_a_test_running_its_own_profile_is_left_to_it(pytester: pytest.Pytester)
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
     assert list(json.loads(path.read_text())["tests"]) == ["test_plain"]
     # Under pytest-xdist the worker that ran it tells the controller, which prints the line.
-    result = run(pytester, *args, "-n", "2")
+    result = run_pytest(*args, "-n", "2")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["opprof: not profiled: 1 test(s) started their own*"])
 
 
-def test_a_failing_round_fails_the_test(pytester: pytest.Pytester) -> None:
+def test_a_failing_round_fails_the_test(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(
         """
         RUNS = []
@@ -650,14 +661,16 @@ def test_a_failing_round_fails_the_test(pytester: pytest.Pytester) -> None:
             assert len(RUNS) < 2, f"round {len(RUNS)} failed"
         """
     )
-    result = run(pytester, "--opprof", "--opprof-capture", "none", "--opprof-rounds", "3")
+    result = run_pytest("--opprof", "--opprof-capture", "none", "--opprof-rounds", "3")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AssertionError: round 2 failed*"])
 
 
-def test_xdist_controller_collects_worker_figures(pytester: pytest.Pytester) -> None:
+def test_xdist_controller_collects_worker_figures(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(NUMPY_TESTS)
-    result = run(pytester, "--opprof", "--opprof-capture", "numpy", "-n", "2")
+    result = run_pytest("--opprof", "--opprof-capture", "numpy", "-n", "2")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*= opprof =*"])
     result.stdout.fnmatch_lines(["* numpy.* *  test_*.py::test_matmul"])
@@ -687,9 +700,10 @@ def test_trace_file_names_are_readable_and_distinct() -> None:
 
 def test_very_verbose_prints_every_table_and_python_memory_is_on(
     pytester: pytest.Pytester,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(NUMPY_TESTS)
-    result = run(pytester, "--opprof", "--opprof-capture", "numpy", "--opprof-python-memory", "-vv")
+    result = run_pytest("--opprof", "--opprof-capture", "numpy", "--opprof-python-memory", "-vv")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         [f"opprof: capture numpy; rounds {AUTO_LINE}, warmup 0; python memory"]
@@ -701,7 +715,9 @@ def test_very_verbose_prints_every_table_and_python_memory_is_on(
         )
 
 
-def test_gc_is_frozen_during_tests_and_thawed_after(pytester: pytest.Pytester) -> None:
+def test_gc_is_frozen_during_tests_and_thawed_after(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     # Each test's memory figures need a gc.collect(); the objects that exist before
     # the first test are frozen so that collect only scans what tests create.
     pytester.makeconftest(
@@ -723,5 +739,5 @@ def test_gc_is_frozen_during_tests_and_thawed_after(pytester: pytest.Pytester) -
             assert gc.get_freeze_count() > 1000
         """
     )
-    run(pytester, "--opprof", "--opprof-capture", "numpy").assert_outcomes(passed=1)
+    run_pytest("--opprof", "--opprof-capture", "numpy").assert_outcomes(passed=1)
     assert (pytester.path / "frozen_after.txt").read_text() == "0"

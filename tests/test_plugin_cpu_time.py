@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 
 def test_first_test_cpu_time_excludes_hook_install_and_calibration(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
-    parts = [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
     pytester.makeini("[pytest]\n")
     pytester.makepyfile(
         """
@@ -27,9 +25,7 @@ def test_first_test_cpu_time_excludes_hook_install_and_calibration(
         """
     )
     report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:randomly", "--opprof", f"--opprof-report={report}"
-    )
+    result = run_pytest("--opprof", f"--opprof-report={report}")
     assert result.ret == 0, result.stdout.str()
     tests = json.loads(report.read_text(encoding="utf-8"))["tests"]
     cpu_ns = {

@@ -6,13 +6,16 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from baseline_helpers import Row, entry, machine, summary_of
-from test_plugin import run
 
 from pytest_opprof.errors import FieldError
 from pytest_opprof.gate import pooling
+
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.pooling import POOLED_SESSIONS, can_pool, pool
 from pytest_opprof.gate.summary import TestSummary, TimeStats
@@ -144,8 +147,11 @@ def stored(pytester: pytest.Pytester, name: str) -> dict[str, object]:
     return entry
 
 
+@pytest.mark.slow
 def test_update_runs_pool_until_something_changes(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(Path(pooling.__file__).parents[2]))
     pytester.makepyfile(TESTS)
@@ -153,20 +159,20 @@ def test_update_runs_pool_until_something_changes(
     # A generous tolerance: the steady test must pass on a busy machine too (and not be
     # confirmed with auto's 4 more rounds, which would change its rounds).
     args += ["--opprof-time-tolerance", "300%"]
-    result = run(pytester, *args)
+    result = run_pytest(*args)
     result.assert_outcomes(passed=2)
     assert stored(pytester, "test_steady")["rounds"] == 5
     assert "sessions" not in stored(pytester, "test_steady")
-    run(pytester, *args).stdout.fnmatch_lines(["2 test(s) passed against their baseline*"])
+    run_pytest(*args).stdout.fnmatch_lines(["2 test(s) passed against their baseline*"])
     assert stored(pytester, "test_steady")["sessions"] == [5, 5]
     for _ in range(POOLED_SESSIONS):
-        run(pytester, *args)
+        run_pytest(*args)
     steady = stored(pytester, "test_steady")
     assert steady["sessions"] == [5] * POOLED_SESSIONS and steady["rounds"] == 5 * POOLED_SESSIONS
     # Ten times slower: the update replaces the pooled rounds with its own, all 9 of them
     # (a time beyond its tolerance is confirmed with more rounds before it is judged).
     monkeypatch.setenv("OPPROF_TEST_FACTOR", "10")
-    result = run(pytester, *args)
+    result = run_pytest(*args)
     result.stdout.fnmatch_lines(["*REGRESSED*test_changes*", "1 test(s) passed against*"])
     changed = stored(pytester, "test_changes")
     assert changed["rounds"] == AUTO_ROUNDS + CONFIRM_ROUNDS and "sessions" not in changed

@@ -215,6 +215,7 @@ def _run_writer(path: Path, mode: str, ops: int) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_killed_writer_leaves_the_old_file_whole(tmp_path: Path) -> None:
     path = tmp_path / "test_a.json"
     update(path, {"test_keep": entry(simple_summary())})
@@ -231,6 +232,7 @@ def test_killed_writer_leaves_the_old_file_whole(tmp_path: Path) -> None:
     assert len(leftovers[0].read_text(encoding="utf-8")) > len(old)  # the new text was written
 
 
+@pytest.mark.slow
 def test_writer_killed_at_any_moment_leaves_a_parseable_file(tmp_path: Path) -> None:
     path = tmp_path / "test_a.json"
     update(path, {"test_keep": entry(simple_summary())})

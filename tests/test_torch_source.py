@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
 import threading
 import warnings
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -19,6 +17,9 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count  # noqa: E
 import pytest_opprof as opprof  # noqa: E402
 from pytest_opprof import _native  # noqa: E402
 from pytest_opprof.capture.sources.torch_source import MARKER, SOURCE  # noqa: E402
+
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 
 def _rows(prof: opprof.profile) -> dict[str, object]:
@@ -153,21 +154,7 @@ def test_other_torch_profiler_running_warns_and_records_nothing() -> None:
     assert _rows(again)["aten::mm"].count == 1
 
 
-def run_plugin(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str):  # type: ignore[no-untyped-def]
-    """A pytest subprocess with the plugin (via -p unless its entry point is installed)."""
-    root = str(Path(opprof.__file__).resolve().parents[1])
-    monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    )
-    installed = any(
-        ep.value == "pytest_opprof.plugin"
-        for ep in importlib.metadata.entry_points(group="pytest11")
-    )
-    plugin = [] if installed else ["-p", "pytest_opprof.plugin"]
-    return pytester.runpytest_subprocess(*plugin, "-p", "no:cacheprovider", *args)
-
-
-def test_plugin_capture_torch(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plugin_capture_torch(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     pytester.makepyfile(
         """
         import pytest
@@ -180,7 +167,7 @@ def test_plugin_capture_torch(pytester: pytest.Pytester, monkeypatch: pytest.Mon
                 torch.mm(a, a.t())
         """
     )
-    result = run_plugin(pytester, monkeypatch, "--opprof", "--opprof-capture", "torch")
+    result = run_pytest("--opprof", "--opprof-capture", "torch")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*aten::mm*3*"])
     assert "numpy." not in result.stdout.str()

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from reliability_helpers import importable, run
 
 import pytest_opprof as opprof
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.render.trace import MEMORY_COUNTER_NAME
+
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 N = 10**6
 BYTES = 8 * N  # float64
@@ -127,9 +129,10 @@ def test_a_profile_keeps_its_samples_past_the_next_profile(tmp_path: Path) -> No
 
 
 def test_plugin_trace_dir_traces_have_the_counter_track(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
-    importable(monkeypatch)
     pytester.makepyfile(
         f"""
         import numpy as np
@@ -141,7 +144,7 @@ def test_plugin_trace_dir_traces_have_the_counter_track(
         """
     )
     # Three rounds: the trace shows one of them, exported after all three ran.
-    result = run(pytester, "--opprof", "--opprof-rounds", "3", "--opprof-trace-dir", "traces", "-q")
+    result = run_pytest("--opprof", "--opprof-rounds", "3", "--opprof-trace-dir", "traces", "-q")
     result.assert_outcomes(passed=1)
     (path,) = (pytester.path / "traces").iterdir()
     events = json.loads(path.read_text(encoding="utf-8"))["traceEvents"]

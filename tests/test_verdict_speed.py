@@ -10,10 +10,10 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from baseline_helpers import Row, entry, machine, summary_of
-from test_plugin import PLUGIN, run
 
 from pytest_opprof.capture import speed_probe
 from pytest_opprof.gate import speed
@@ -22,6 +22,9 @@ from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import TestSummary, TimeStats
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
 from pytest_opprof.plugin.options import read_gate_options
+
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 HERE = machine().fingerprint
 
@@ -228,11 +231,12 @@ def test_references_run_the_same_work_each_time() -> None:
 
 
 def test_plugin_stores_one_reference_per_round(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(Path(speed.__file__).parents[2]))
     pytester.makepyfile(test_work="def test_sum():\n    assert sum(range(10000)) > 0\n")
-    result = run(pytester, "--opprof-update-baselines", "--opprof-rounds=3")
+    result = run_pytest("--opprof-update-baselines", "--opprof-rounds=3")
     result.assert_outcomes(passed=1)
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
     stored = json.loads(path.read_text())
@@ -243,11 +247,13 @@ def test_plugin_stores_one_reference_per_round(
         assert all(s > 0 for s in samples)
 
 
-def test_raw_times_option_and_ini_reach_the_gate(pytester: pytest.Pytester) -> None:
-    default = read_gate_options(pytester.parseconfig(*PLUGIN))
+def test_raw_times_option_and_ini_reach_the_gate(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    default = read_gate_options(run_pytest.parseconfig())
     assert BaselineSession(default).tolerances.speed_scaled
-    from_cli = read_gate_options(pytester.parseconfig(*PLUGIN, "--opprof-raw-times"))
+    from_cli = read_gate_options(run_pytest.parseconfig("--opprof-raw-times"))
     assert not BaselineSession(from_cli).tolerances.speed_scaled
     pytester.makeini("[pytest]\nopprof_raw_times = true\n")
-    from_ini = read_gate_options(pytester.parseconfig(*PLUGIN))
+    from_ini = read_gate_options(run_pytest.parseconfig())
     assert not BaselineSession(from_ini).tolerances.speed_scaled

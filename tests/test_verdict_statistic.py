@@ -4,26 +4,21 @@ and the option that sets it (command line, ini, bad values)."""
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from baseline_helpers import Row, entry, machine, summary_of
 
-import pytest_opprof.plugin
 from pytest_opprof.errors import OptionValueError
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
 from pytest_opprof.plugin.options import parse_time_statistic, read_gate_options
 
+if TYPE_CHECKING:
+    from conftest import PytestRunner
+
 HERE = machine().fingerprint
-REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[2]
-INSTALLED = any(
-    ep.value == "pytest_opprof.plugin" for ep in importlib.metadata.entry_points(group="pytest11")
-)
-PLUGIN = [] if INSTALLED else ["-p", "pytest_opprof.plugin"]
 
 
 def rounds_of(*self_ms: float) -> TestSummary:
@@ -117,12 +112,12 @@ def test_parse_time_statistic_names_the_accepted_forms(bad: object) -> None:
         parse_time_statistic(bad)
 
 
-def test_option_and_ini_reach_the_gate(pytester: pytest.Pytester) -> None:
+def test_option_and_ini_reach_the_gate(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     pytester.makeini("[pytest]\nopprof_time_statistic = median\n")
-    from_ini = read_gate_options(pytester.parseconfig(*PLUGIN))
+    from_ini = read_gate_options(run_pytest.parseconfig())
     assert from_ini.time_statistic == "median"
     assert BaselineSession(from_ini).tolerances.statistic == "median"
-    from_cli = read_gate_options(pytester.parseconfig(*PLUGIN, "--opprof-time-statistic=min"))
+    from_cli = read_gate_options(run_pytest.parseconfig("--opprof-time-statistic=min"))
     assert BaselineSession(from_cli).tolerances.statistic == "min"
 
 
@@ -135,15 +130,13 @@ def test_option_and_ini_reach_the_gate(pytester: pytest.Pytester) -> None:
 )
 def test_bad_time_statistic_is_a_usage_error(
     pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
     args: list[str],
     ini: str,
     expected: str,
 ) -> None:
-    parts = [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
     pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makepyfile("def test_a(): pass")
-    result = pytester.runpytest_subprocess(*PLUGIN, "-p", "no:randomly", "--opprof", *args)
+    result = run_pytest.inprocess("--opprof", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expected])

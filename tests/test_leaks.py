@@ -7,14 +7,13 @@ import json
 import subprocess
 import sys
 import textwrap
+from typing import TYPE_CHECKING
 
 import pytest
-from reliability_helpers import REPO_ROOT, importable, run
+from conftest import REPO_ROOT
 
-
-@pytest.fixture(autouse=True)
-def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
-    importable(monkeypatch)
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 
 RSS_CONFTEST = """
@@ -59,9 +58,9 @@ def test_ops(n, opprof):
 """
 
 
-def _rss_growth(pytester: pytest.Pytester, *args: str) -> float:
+def _rss_growth(pytester: pytest.Pytester, run_pytest: PytestRunner, *args: str) -> float:
     """Bytes of RSS growth per test over tests 100..1000 of a run."""
-    run(pytester, "-q", *args).assert_outcomes(passed=1000)
+    run_pytest("-q", *args).assert_outcomes(passed=1000)
     data = json.loads((pytester.path / "rss.json").read_text())
     assert data["tests"] == 1000
     growth = data["end"] - data["start"]
@@ -74,11 +73,14 @@ def _rss_growth(pytester: pytest.Pytester, *args: str) -> float:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
-def test_rss_growth_over_1000_profiled_tests_is_bounded(pytester: pytest.Pytester) -> None:
+@pytest.mark.slow
+def test_rss_growth_over_1000_profiled_tests_is_bounded(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makeconftest(RSS_CONFTEST)
     pytester.makepyfile(test_rss=RSS_TESTS)
-    plain = _rss_growth(pytester)
-    profiled = _rss_growth(pytester, "--opprof", "--opprof-capture", "numpy")
+    plain = _rss_growth(pytester, run_pytest)
+    profiled = _rss_growth(pytester, run_pytest, "--opprof", "--opprof-capture", "numpy")
     # pytest keeps every report (~14 KiB a test here); opprof keeps each test's
     # summary (per-op figures), never its events: measured ~16 KiB more.
     assert profiled - plain < 32 * 1024
@@ -116,6 +118,7 @@ BUFFERS_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_thread_buffers_are_freed_after_threads_exit() -> None:
     done = subprocess.run(
         [sys.executable, "-c", BUFFERS_SCRIPT, str(REPO_ROOT)],

@@ -1,6 +1,7 @@
 """The plugin beside other plugins and interpreters, under interruption, and with hostile paths.
 
-Every run is a real ``python -m pytest`` subprocess (native hooks are process state).
+Every run that profiles is a real ``python -m pytest`` subprocess (native hooks are
+process state); the one refused at the command line runs in this process.
 """
 
 from __future__ import annotations
@@ -9,17 +10,16 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from reliability_helpers import importable, plugin_args, run
+from conftest import PLUGIN
 
 import pytest_opprof
 from pytest_opprof.plugin.worker import trace_file
 
-
-@pytest.fixture(autouse=True)
-def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
-    importable(monkeypatch)
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 
 NUMPY_TESTS = """
@@ -75,32 +75,29 @@ def _assert_clean(result: pytest.RunResult) -> None:
     assert "Traceback" not in text
 
 
-def test_same_outcomes_with_and_without_opprof(pytester: pytest.Pytester) -> None:
+def test_same_outcomes_with_and_without_opprof(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(test_np=NUMPY_TESTS)
     pytester.makeconftest(RESTORED_CONFTEST)
-    run(pytester).assert_outcomes(**OUTCOMES)
+    run_pytest().assert_outcomes(**OUTCOMES)
     assert _restored(pytester) == {"manager_imported": False}
-    result = run(pytester, "--opprof")
+    result = run_pytest("--opprof")
     result.assert_outcomes(**OUTCOMES)
     result.stdout.fnmatch_lines(["*test_np.py::test_ops[[]5[]]*"])
     state = _restored(pytester)
     assert state["numpy_installed"] is False and state["recording"] is False
 
 
-def test_beside_xdist(pytester: pytest.Pytester) -> None:
+def test_beside_xdist(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     pytester.makepyfile(test_np=NUMPY_TESTS)
-    result = run(pytester, "-n", "2", "--opprof")
+    result = run_pytest("-n", "2", "--opprof")
     result.assert_outcomes(**OUTCOMES)
     result.stdout.fnmatch_lines(["*created: 2/2 workers*", "*test_np.py::test_ops[[]0[]]*"])
     _assert_clean(result)
 
 
-def test_beside_pytest_benchmark(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Under `pytest -n`, the inherited xdist worker variables make pytest-benchmark run once.
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(name, raising=False)
+def test_beside_pytest_benchmark(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     pytester.makepyfile(
         """
         import numpy as np
@@ -114,7 +111,7 @@ def test_beside_pytest_benchmark(
             assert np.add(1, 2) == 3
         """
     )
-    result = run(pytester, "--opprof")  # pytest-benchmark loads by its entry point
+    result = run_pytest("--opprof")  # pytest-benchmark loads by its entry point
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*benchmark: 1 tests*"])
     # 20 rounds x 5 iterations, all inside the profiled call (plus calibration)
@@ -123,39 +120,39 @@ def test_beside_pytest_benchmark(
     _assert_clean(result)
 
 
-def test_beside_pytest_randomly(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_beside_pytest_randomly(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
+) -> None:
     monkeypatch.delenv(
         "PYTEST_ADDOPTS", raising=False
     )  # tests/conftest.py turns it off for other runs
     pytester.makepyfile(test_np=NUMPY_TESTS)
     pytester.makeconftest(RESTORED_CONFTEST)
     for seed in ("1", "2"):
-        result = run(pytester, "-p", "randomly", f"--randomly-seed={seed}", "--opprof")
+        result = run_pytest("-p", "randomly", f"--randomly-seed={seed}", "--opprof")
         result.assert_outcomes(**OUTCOMES)
         result.stdout.fnmatch_lines([f"*randomly-seed={seed}*"])
         assert _restored(pytester)["numpy_installed"] is False
 
 
-def test_disabled_with_p_no_opprof(pytester: pytest.Pytester) -> None:
-    if plugin_args():
+def test_disabled_with_p_no_opprof(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
+    if PLUGIN:
         pytest.skip("the pytest11 entry point is not visible here: -p no:opprof has no effect")
     pytester.makepyfile(test_np=NUMPY_TESTS)
     pytester.makeconftest(RESTORED_CONFTEST)
-    result = run(pytester, "-p", "no:opprof")
+    result = run_pytest("-p", "no:opprof")
     result.assert_outcomes(**OUTCOMES)
     assert _restored(pytester) == {"manager_imported": False}
-    refused = run(pytester, "-p", "no:opprof", "--opprof")
+    refused = run_pytest.inprocess("-p", "no:opprof", "--opprof")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*unrecognized arguments: --opprof*"])
 
 
-def test_under_python_dev_mode(pytester: pytest.Pytester) -> None:
+def test_under_python_dev_mode(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     """-X dev: debug allocators under the memory hooks, ResourceWarnings shown, asserts on."""
     pytester.makepyfile(test_np=NUMPY_TESTS)
     pytester.makeconftest(RESTORED_CONFTEST)
-    result = run(
-        pytester, "--opprof", "--opprof-python-memory", "-W", "error", python=("-X", "dev")
-    )
+    result = run_pytest("--opprof", "--opprof-python-memory", "-W", "error", python=("-X", "dev"))
     result.assert_outcomes(**OUTCOMES)
     _assert_clean(result)
     assert "Warning" not in result.stderr.str()
@@ -181,10 +178,11 @@ def test_never_runs():
 
 def test_keyboard_interrupt_restores_hooks_and_writes_no_baseline_for_it(
     pytester: pytest.Pytester,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(test_int=INTERRUPTED)
     pytester.makeconftest(RESTORED_CONFTEST)
-    result = run(pytester, "--opprof-update-baselines", "--opprof-python-memory")
+    result = run_pytest("--opprof-update-baselines", "--opprof-python-memory")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     state = _restored(pytester)
     assert state["numpy_installed"] is False and state["recording"] is False
@@ -193,16 +191,20 @@ def test_keyboard_interrupt_restores_hooks_and_writes_no_baseline_for_it(
     assert "test_interrupted" not in names and "test_never_runs" not in names
 
 
-def test_baseline_dir_under_a_file_is_a_clear_error(pytester: pytest.Pytester) -> None:
+def test_baseline_dir_under_a_file_is_a_clear_error(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(test_np=NUMPY_TESTS)
     (pytester.path / "blocker").write_text("a file where a directory should be\n")
-    result = run(pytester, "--opprof-update-baselines", "--opprof-baseline-dir", "blocker/base")
+    result = run_pytest("--opprof-update-baselines", "--opprof-baseline-dir", "blocker/base")
     _assert_clean(result)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*unusable baseline*blocker/base/test_np.json*Not a directory*"])
 
 
-def test_read_only_baseline_dir_is_a_clear_error(pytester: pytest.Pytester) -> None:
+def test_read_only_baseline_dir_is_a_clear_error(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(test_np=NUMPY_TESTS)
     base = pytester.path / "base"
     base.mkdir()
@@ -215,7 +217,7 @@ def test_read_only_baseline_dir_is_a_clear_error(pytester: pytest.Pytester) -> N
     else:
         base.chmod(0o555)
     try:
-        result = run(pytester, "--opprof-update-baselines", "--opprof-baseline-dir", "base")
+        result = run_pytest("--opprof-update-baselines", "--opprof-baseline-dir", "base")
     finally:
         if mounted:
             subprocess.run(["umount", str(base)], check=True)
@@ -226,14 +228,16 @@ def test_read_only_baseline_dir_is_a_clear_error(pytester: pytest.Pytester) -> N
     result.stdout.fnmatch_lines(["*baselines not written*base/test_np.json: cannot be written*"])
 
 
-def test_report_at_a_symlink_replaces_the_link_not_its_target(pytester: pytest.Pytester) -> None:
+def test_report_at_a_symlink_replaces_the_link_not_its_target(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(test_np=NUMPY_TESTS)
     victim = pytester.path / "victim.txt"
     victim.write_text("precious\n")
     (pytester.path / "report.json").symlink_to(victim)
     (pytester.path / "summary.md").symlink_to(victim)
-    result = run(
-        pytester, "--opprof", "--opprof-report", "report.json", "--opprof-markdown", "summary.md"
+    result = run_pytest(
+        "--opprof", "--opprof-report", "report.json", "--opprof-markdown", "summary.md"
     )
     result.assert_outcomes(**OUTCOMES)
     assert victim.read_text() == "precious\n"
@@ -242,23 +246,27 @@ def test_report_at_a_symlink_replaces_the_link_not_its_target(pytester: pytest.P
     assert not (pytester.path / "summary.md").is_symlink()
 
 
-def test_unwritable_report_path_is_a_clear_error(pytester: pytest.Pytester) -> None:
+def test_unwritable_report_path_is_a_clear_error(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(test_np=NUMPY_TESTS)
     (pytester.path / "blocker").write_text("a file\n")
-    result = run(pytester, "--opprof", "--opprof-report", "blocker/report.json")
+    result = run_pytest("--opprof", "--opprof-report", "blocker/report.json")
     _assert_clean(result)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*report not written*blocker/report.json: cannot be written*"])
 
 
-def test_planted_trace_symlink_is_not_written_through(pytester: pytest.Pytester) -> None:
+def test_planted_trace_symlink_is_not_written_through(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(test_np="def test_a():\n    import numpy as np\n    np.ones(2).sum()\n")
     victim = pytester.path / "victim.txt"
     victim.write_text("precious\n")
     traces = pytester.path / "traces"
     traces.mkdir()
     trace_file(traces, "test_np.py::test_a").symlink_to(victim)
-    result = run(pytester, "--opprof", "--opprof-trace-dir", "traces")
+    result = run_pytest("--opprof", "--opprof-trace-dir", "traces")
     result.assert_outcomes(passed=1)
     assert victim.read_text() == "precious\n"
     written = trace_file(traces, "test_np.py::test_a")

@@ -47,6 +47,7 @@ _RACER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_processes_updating_one_file_lose_no_entry(tmp_path: Path) -> None:
     path = tmp_path / "tests" / "test_a.json"
     rounds = 60

@@ -10,21 +10,15 @@ variables, so one file serves the baseline run and the changed run.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import os
 import xml.etree.ElementTree as ET
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-import pytest_opprof.plugin
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
-REPO_ROOT = Path(pytest_opprof.plugin.__file__).resolve().parents[2]
-INSTALLED = any(
-    ep.value == "pytest_opprof.plugin" for ep in importlib.metadata.entry_points(group="pytest11")
-)
-PLUGIN = [] if INSTALLED else ["-p", "pytest_opprof.plugin"]
 NO_TIMES = ["--opprof-min-time", "1000s", "--opprof-warmup", "1"]
 
 MATH_TESTS = """
@@ -63,21 +57,17 @@ def test_other():
 
 @pytest.fixture(autouse=True)
 def _env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    parts = [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
     monkeypatch.delenv("MATMUL_N", raising=False)
     monkeypatch.delenv("EXTRA_MB", raising=False)
     pytester.makeini("[pytest]\n")  # pins the rootdir: baselines/ lands here
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        *PLUGIN, "-p", "no:cacheprovider", "-p", "no:randomly", "--opprof", *NO_TIMES, *args
-    )
+def run(run_pytest: PytestRunner, *args: str) -> pytest.RunResult:
+    return run_pytest("--opprof", *NO_TIMES, *args)
 
 
-def update(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    result = run(pytester, "--opprof-update-baselines", *args)
+def update(run_pytest: PytestRunner, *args: str) -> pytest.RunResult:
+    result = run(run_pytest, "--opprof-update-baselines", *args)
     assert result.ret == 0, result.stdout.str()
     return result
 
@@ -102,21 +92,23 @@ def failed_section(result: pytest.RunResult, test: str) -> str:
 # -- the gate --------------------------------------------------------------------
 
 
-def test_update_then_unchanged_passes_then_bigger_matmul_fails_that_test(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+def test_update_then_unchanged_passes_then_bigger_matmul_or_64mb_more_fails_that_test(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(test_math=MATH_TESTS)
-    first = update(pytester)
+    first = update(run_pytest)
     first.assert_outcomes(passed=3)
     first.stdout.fnmatch_lines(["*3 new*", "wrote 1 baseline file(s)", "*test_math.json"])
     assert sorted(stored(pytester, "test_math.json")) == ["test_add", "test_alloc", "test_matmul"]
 
-    same = run(pytester)
+    same = run(run_pytest)
     same.assert_outcomes(passed=3)
     same.stdout.fnmatch_lines(["opprof baselines (baselines): 3 pass"])
 
     monkeypatch.setenv("MATMUL_N", "48")
-    worse = run(pytester)
+    worse = run(run_pytest)
     worse.assert_outcomes(passed=2, failed=1)
     worse.stdout.fnmatch_lines(["FAILED test_math.py::test_matmul - opprof REGRESSED*"])
     section = failed_section(worse, "test_matmul")
@@ -126,7 +118,7 @@ def test_update_then_unchanged_passes_then_bigger_matmul_fails_that_test(
     assert len(flops_lines) == 2 and "(tolerance 0%)" in flops_lines[1], section
     assert "numpy.matmul  more flops" in section
 
-    warn = run(pytester, "--opprof-warn-only")
+    warn = run(run_pytest, "--opprof-warn-only")
     warn.assert_outcomes(passed=3)
     warn.stdout.fnmatch_lines(
         [
@@ -137,14 +129,10 @@ def test_update_then_unchanged_passes_then_bigger_matmul_fails_that_test(
         ]
     )
 
-
-def test_extra_64mb_fails_only_the_test_that_made_it(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pytester.makepyfile(test_math=MATH_TESTS)
-    update(pytester)
+    # Compare runs wrote nothing: the same baseline judges 64 MB more in another test.
+    monkeypatch.delenv("MATMUL_N")
     monkeypatch.setenv("EXTRA_MB", "64")
-    result = run(pytester)
+    result = run(run_pytest)
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["FAILED test_math.py::test_alloc - opprof REGRESSED*"])
     section = failed_section(result, "test_alloc")
@@ -154,7 +142,9 @@ def test_extra_64mb_fails_only_the_test_that_made_it(
 
 
 def test_marker_tolerances_override_the_command_line(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(
         """
@@ -179,34 +169,36 @@ def test_marker_tolerances_override_the_command_line(
             assert (a @ a).shape == (N, N)
         """
     )
-    update(pytester)
+    update(run_pytest)
     monkeypatch.setenv("MATMUL_N", "48")  # about 3.4x the FLOPs: +240%
     memory = ["--opprof-memory-tolerance", "100"]  # the matrices grow too: not under test
-    result = run(pytester, *memory, "--opprof-flops-tolerance", "10")
+    result = run(run_pytest, *memory, "--opprof-flops-tolerance", "10")
     # The command line allows +1000%: only the test whose marker allows none fails.
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["FAILED *::test_strict*"])
-    result = run(pytester, *memory, "--opprof-flops-tolerance", "0")
+    result = run(run_pytest, *memory, "--opprof-flops-tolerance", "0")
     # The command line allows none: only the test whose marker allows +300% passes.
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.no_fnmatch_line("FAILED *::test_lenient*")
 
 
 def test_xdist_update_then_compare(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(test_math=MATH_TESTS, test_other=OTHER_TESTS)
-    first = update(pytester, "-n", "2")
+    first = update(run_pytest, "-n", "2")
     first.assert_outcomes(passed=4)
     assert sorted(stored(pytester, "test_math.json")) == ["test_add", "test_alloc", "test_matmul"]
     assert sorted(stored(pytester, "test_other.json")) == ["test_other"]
 
-    same = run(pytester, "-n", "2")
+    same = run(run_pytest, "-n", "2")
     same.assert_outcomes(passed=4)
     same.stdout.fnmatch_lines(["opprof baselines (baselines): 4 pass"])
 
     monkeypatch.setenv("EXTRA_MB", "64")
-    worse = run(pytester, "-n", "2", "--opprof-report", "report.json")
+    worse = run(run_pytest, "-n", "2", "--opprof-report", "report.json")
     worse.assert_outcomes(passed=3, failed=1)
     worse.stdout.fnmatch_lines(["FAILED test_math.py::test_alloc - opprof REGRESSED*"])
     report = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))
@@ -214,7 +206,9 @@ def test_xdist_update_then_compare(
 
 
 def test_xdist_update_keeps_the_old_entry_of_a_failed_test(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(
         test_math=MATH_TESTS
@@ -223,11 +217,11 @@ def test_flaky():
     assert os.environ.get("BREAK") is None
 """
     )
-    update(pytester, "-n", "2")
+    update(run_pytest, "-n", "2")
     before = stored(pytester, "test_math.json")
     monkeypatch.setenv("BREAK", "1")
     monkeypatch.setenv("MATMUL_N", "40")
-    result = run(pytester, "-n", "2", "--opprof-update-baselines")
+    result = run(run_pytest, "-n", "2", "--opprof-update-baselines")
     result.assert_outcomes(passed=3, failed=1)
     after = stored(pytester, "test_math.json")
     assert after["test_flaky"] == before["test_flaky"]  # failed: kept as it was
@@ -252,57 +246,67 @@ def _corrupt(text: str, how: str) -> str:
     return json.dumps(data)
 
 
-@pytest.mark.parametrize(
-    ("how", "message"),
-    [
-        ("truncated", "not valid JSON"),
-        ("garbage", "not valid JSON"),
-        ("wrong type", "flops"),
-        ("newer schema", "newer than this pytest-opprof reads"),
-    ],
-)
+BAD_BASELINES = [
+    ("truncated", "not valid JSON"),
+    ("garbage", "not valid JSON"),
+    ("wrong type", "flops"),
+    ("newer schema", "newer than this pytest-opprof reads"),
+]
+
+
 def test_bad_baseline_fails_its_module_names_the_file_and_is_left_untouched(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str, message: str
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
+    # One update run records the baselines every kind of damage starts from.
     pytester.makepyfile(test_math=MATH_TESTS, test_other=OTHER_TESTS)
-    update(pytester)
+    update(run_pytest)
     path = pytester.path / "baselines" / "test_math.json"
-    path.write_text(_corrupt(path.read_text(encoding="utf-8"), how), encoding="utf-8")
-    bad = path.read_bytes()
+    other = pytester.path / "baselines" / "test_other.json"
+    recorded = path.read_text(encoding="utf-8"), other.read_bytes()
     other_before = stored(pytester, "test_other.json")["test_other"]
     monkeypatch.setenv("MATMUL_N", "40")  # test_other regresses: still judged
 
-    # Both kinds of run with one kind of damage; the others, a compare run (faster suite).
-    runs = [[], ["--opprof-update-baselines"]] if how == "truncated" else [[]]
-    for extra in runs:
-        result = run(pytester, *extra)
-        # test_other regressed: it fails a compare run, an update run records it.
-        result.assert_outcomes(passed=1 if extra else 0, failed=4 if not extra else 3)
-        for test in ("test_matmul", "test_alloc", "test_add"):
-            section = failed_section(result, test)
-            assert "unusable baseline" in section and "test_math.json" in section, section
-            assert message in section, section
-        result.stdout.fnmatch_lines(["opprof REGRESSED: test_other.py::test_other"])
-        assert path.read_bytes() == bad  # untouched, by the compare and the update run
-    if len(runs) == 2:  # the update run still refreshed the other module's file
-        assert stored(pytester, "test_other.json")["test_other"] != other_before
+    for how, message in BAD_BASELINES:
+        other.write_bytes(recorded[1])  # an update run below refreshes it
+        path.write_text(_corrupt(recorded[0], how), encoding="utf-8")
+        bad = path.read_bytes()
+        # Both kinds of run with one kind of damage; the others, a compare run (faster suite).
+        runs = [[], ["--opprof-update-baselines"]] if how == "truncated" else [[]]
+        for extra in runs:
+            result = run(run_pytest, *extra)
+            # test_other regressed: it fails a compare run, an update run records it.
+            result.assert_outcomes(passed=1 if extra else 0, failed=4 if not extra else 3)
+            for test in ("test_matmul", "test_alloc", "test_add"):
+                section = failed_section(result, test)
+                assert "unusable baseline" in section and "test_math.json" in section, (
+                    how,
+                    section,
+                )
+                assert message in section, (how, section)
+            result.stdout.fnmatch_lines(["opprof REGRESSED: test_other.py::test_other"])
+            assert path.read_bytes() == bad, how  # untouched, by the compare and the update run
+        if len(runs) == 2:  # the update run still refreshed the other module's file
+            assert stored(pytester, "test_other.json")["test_other"] != other_before
 
-
-def test_bad_baseline_under_warn_only_is_reported_not_failed(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_math=MATH_TESTS)
-    update(pytester)
-    path = pytester.path / "baselines" / "test_math.json"
+    # Under --opprof-warn-only an unusable baseline is reported, not failed (the same
+    # recorded baselines; test_math.py alone and unchanged, as when it had its own run).
+    monkeypatch.delenv("MATMUL_N")
     path.write_text("{", encoding="utf-8")
-    result = run(pytester, "--opprof-warn-only")
+    result = run(run_pytest, "--opprof-warn-only", "test_math.py")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["unusable baselines:", "*test_math.json*not valid JSON*"])
 
 
+@pytest.mark.slow
 def test_sigkill_during_update_leaves_the_old_file_whole(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(test_math=MATH_TESTS)
-    update(pytester)
+    update(run_pytest)
     path = pytester.path / "baselines" / "test_math.json"
     old = path.read_bytes()
     # The kill is real; the conftest only picks the worst moment for it: the new text
@@ -325,18 +329,19 @@ def test_sigkill_during_update_leaves_the_old_file_whole(
     )
     monkeypatch.setenv("KILL_IN_WRITE", "1")
     monkeypatch.setenv("MATMUL_N", "40")
-    killed = run(pytester, "--opprof-update-baselines")
+    killed = run(run_pytest, "--opprof-update-baselines")
     assert killed.ret == -9, killed.stdout.str()
     assert path.read_bytes() == old
     json.loads(old)  # whole and valid
     monkeypatch.delenv("KILL_IN_WRITE")
     # A stray temporary file from the killed run does not disturb the next one.
     monkeypatch.setenv("MATMUL_N", "32")
-    run(pytester).assert_outcomes(passed=3)
+    run(run_pytest).assert_outcomes(passed=3)
 
 
 def test_parametrized_ids_with_slashes_and_dots_stay_inside_the_baseline_dir(
     pytester: pytest.Pytester,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(
         test_ids="""
@@ -348,26 +353,28 @@ def test_parametrized_ids_with_slashes_and_dots_stay_inside_the_baseline_dir(
             assert np.add(np.ones(3), 1).sum() == 6
         """
     )
-    result = update(pytester)
+    result = update(run_pytest)
     result.assert_outcomes(passed=5)
     files = sorted(p.relative_to(pytester.path).as_posix() for p in pytester.path.rglob("*.json"))
     assert files == ["baselines/test_ids.json"]
     keys = sorted(stored(pytester, "test_ids.json"))
     assert keys == sorted(f"test_ids[{p}]" for p in ["../../escape", "a/b", "/abs", "..", "x::y"])
-    run(pytester).assert_outcomes(passed=5)
+    run(run_pytest).assert_outcomes(passed=5)
 
 
 # -- reports ---------------------------------------------------------------------
 
 
 def test_json_report_markdown_and_junit_properties(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(test_math=MATH_TESTS)
-    update(pytester, "-k", "not test_add")
+    update(run_pytest, "-k", "not test_add")
     monkeypatch.setenv("MATMUL_N", "48")
     result = run(
-        pytester,
+        run_pytest,
         "--opprof-report",
         "out/report.json",
         "--opprof-markdown",
@@ -408,28 +415,30 @@ def test_json_report_markdown_and_junit_properties(
     assert int(props["test_add"]["opprof_op_count"]) >= 3
 
 
-def test_require_baselines_fails_new_tests_only(pytester: pytest.Pytester) -> None:
+def test_require_baselines_fails_new_tests_only(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
     pytester.makepyfile(test_math=MATH_TESTS)
-    update(pytester, "-k", "test_add")
-    result = run(pytester, "--opprof-require-baselines")
+    update(run_pytest, "-k", "test_add")
+    result = run(run_pytest, "--opprof-require-baselines")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["FAILED test_math.py::test_alloc - opprof NEW*"])
     assert "--opprof-require-baselines" in failed_section(result, "test_matmul")
     # Recording them is what the option asks for: an update run passes and writes them.
-    update(pytester, "--opprof-require-baselines")
-    run(pytester, "--opprof-require-baselines").assert_outcomes(passed=3)
+    update(run_pytest, "--opprof-require-baselines")
+    run(run_pytest, "--opprof-require-baselines").assert_outcomes(passed=3)
 
 
-def test_baseline_dir_option_and_ini(pytester: pytest.Pytester) -> None:
+def test_baseline_dir_option_and_ini(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     pytester.makepyfile(test_math=MATH_TESTS)
-    update(pytester, "--opprof-baseline-dir", "perf/base")
+    update(run_pytest, "--opprof-baseline-dir", "perf/base")
     assert (pytester.path / "perf/base/test_math.json").is_file()
     pytester.makeini("[pytest]\nopprof_baseline_dir = perf/base\n")
-    run(pytester).assert_outcomes(passed=3)
+    run(run_pytest).assert_outcomes(passed=3)
     assert not (pytester.path / "baselines").exists()
 
 
-# -- bad option values -------------------------------------------------------------
+# -- bad option values (usage errors: nothing is profiled, so in this process) -----
 
 
 @pytest.mark.parametrize(
@@ -456,10 +465,14 @@ def test_baseline_dir_option_and_ini(pytester: pytest.Pytester) -> None:
     ],
 )
 def test_bad_gate_option_is_a_usage_error(
-    pytester: pytest.Pytester, args: list[str], ini: str, expected: str
+    pytester: pytest.Pytester,
+    args: list[str],
+    ini: str,
+    expected: str,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makepyfile("def test_a(): pass")
-    result = run(pytester, *args)
+    result = run_pytest.inprocess("--opprof", *NO_TIMES, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expected])

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 from numpy.testing.overrides import get_overridable_numpy_array_functions
-from reliability_helpers import importable, run
 
 from pytest_opprof.capture.sources.numpy_source import SOURCE, build_hook_table
 
-
-@pytest.fixture(autouse=True)
-def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
-    importable(monkeypatch)
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 
 def _hooked_objects() -> list[object]:
@@ -135,10 +133,11 @@ def test_fails():
 
 def test_refcount_of_every_hooked_object_is_unchanged_by_a_session(
     pytester: pytest.Pytester,
+    run_pytest: PytestRunner,
 ) -> None:
     pytester.makeconftest(REFCOUNT_CONFTEST)
     pytester.makepyfile(test_ops=OPS_TESTS)
-    result = run(pytester, "--opprof", "--opprof-capture", "numpy", "--opprof-rounds", "2")
+    result = run_pytest("--opprof", "--opprof-capture", "numpy", "--opprof-rounds", "2")
     result.assert_outcomes(passed=20, failed=1)
     data = json.loads((pytester.path / "refcounts.json").read_text())
     assert data["objects"] > 300  # every ufunc, dispatcher and method, not a sample
