@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+from xml.etree import ElementTree
 
 import pytest
 
 from pytest_opprof.capture.contention import ContentionProbe
+
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's")
 
@@ -42,10 +49,11 @@ def burners() -> Iterator[None]:
 
 def _round(probe: ContentionProbe, body: float) -> tuple[int, int, int]:
     probe.start()
+    begin = probe.own()
     t0 = time.perf_counter_ns()
     _spin(body)
     wall = time.perf_counter_ns() - t0
-    got = probe.stop(probe.own())
+    got = probe.stop(begin, probe.own())
     assert got is not None
     return wall, got.run_ns, got.wait_ns
 
@@ -66,6 +74,7 @@ def test_threads_started_in_the_round_are_counted() -> None:
     probe = ContentionProbe()
     try:
         probe.start()
+        begin = probe.own()
         worker = threading.Thread(target=_spin, args=(0.05,))
         worker.start()
         worker.join(timeout=10)
@@ -81,7 +90,7 @@ def test_threads_started_in_the_round_are_counted() -> None:
         keeper = threading.Thread(target=spin_then_wait)
         keeper.start()
         assert alive.wait(10)
-        got = probe.stop(probe.own())
+        got = probe.stop(begin, probe.own())
         done.set()
         keeper.join(timeout=10)
     finally:
@@ -105,3 +114,40 @@ def test_a_probe_follows_the_thread_that_runs_the_round() -> None:
         assert run >= 0.5 * wall or wait > 0
     finally:
         probe.close()
+
+
+BUSY_TEST = """
+import time
+
+def test_spin():
+    end = time.perf_counter() + 0.03
+    while time.perf_counter() < end:
+        pass
+"""
+
+
+def test_the_plugin_keeps_each_rounds_wait_in_the_baseline_and_junit(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, burners: None
+) -> None:
+    pytester.makepyfile(test_busy=BUSY_TEST)
+    result = run_pytest(
+        "--opprof-update-baselines",
+        "--opprof-rounds=3",
+        "--opprof-capture=none",
+        "--junitxml=junit.xml",
+    )
+    result.assert_outcomes(passed=1)
+    (path,) = Path(pytester.path, "baselines").rglob("*.json")
+    (test,) = json.loads(path.read_text())["tests"].values()
+    waits = test["summary"]["wait_time"]["samples_ns"]
+    walls = test["summary"]["wall_time"]["samples_ns"]
+    assert len(waits) == len(walls) == 3
+    # Stored to 3 significant digits, like every time.
+    assert all(0 <= w <= wall * 1.01 for w, wall in zip(waits, walls, strict=True))
+    # Beside two CPU-bound processes per core, the test's thread waited for a CPU.
+    assert sum(waits) > 0.1 * sum(walls)
+    props = {
+        p.get("name"): p.get("value")
+        for p in ElementTree.parse(pytester.path / "junit.xml").iter("property")
+    }
+    assert float(props["opprof_wait_share"]) == pytest.approx(sum(waits) / sum(walls), abs=0.01)

@@ -67,8 +67,9 @@ class Contention:
 
 class ContentionProbe:
     """Brackets a round: :meth:`start` before the body's profile starts, :meth:`own` as the
-    body ends, :meth:`stop` once the profile stopped, so the probe's own work (listing the
-    process's threads) stays out of the measured wall time.
+    body starts and as it ends, :meth:`stop` once the profile stopped, so the probe's own
+    work (listing the process's threads) stays out of the measured wall time and the
+    thread's figures cover the body alone.
 
     The file descriptor of the running thread's schedstat stays open between
     rounds (until :meth:`close`) and is reopened when rounds move to another thread.
@@ -77,11 +78,10 @@ class ContentionProbe:
     def __init__(self) -> None:
         self._fd: int | None = None
         self._tid = 0
-        self._own: tuple[int, int] = (0, 0)
         self._others: dict[int, tuple[int, int]] = {}
 
     def start(self) -> None:
-        """Read the calling thread's figures (it runs the round) and the other threads'."""
+        """Open the calling thread's figures (it runs the round); read the other threads'."""
         tid = threading.get_native_id()
         if tid != self._tid:  # the file names one thread: the one that opened it
             self.close()
@@ -93,7 +93,6 @@ class ContentionProbe:
         if self._fd is None:
             return
         self._others = _other_threads()
-        self._own = _read_schedstat(self._fd)
 
     def own(self) -> tuple[int, int] | None:
         """The running thread's (run ns, wait ns) now: one ``pread``, about 1.5 us, so it
@@ -102,10 +101,12 @@ class ContentionProbe:
             return None
         return _read_schedstat(self._fd)
 
-    def stop(self, own_end: tuple[int, int] | None) -> Contention | None:
-        """The round's figures, from :meth:`own`'s reading at the body's end; the other
-        threads are listed here, after the measured interval, since that takes longer."""
-        if self._fd is None or own_end is None:
+    def stop(
+        self, own_begin: tuple[int, int] | None, own_end: tuple[int, int] | None
+    ) -> Contention | None:
+        """The round's figures, from :meth:`own`'s readings at the body's start and end;
+        the other threads are listed here, after the measured interval (it takes longer)."""
+        if own_begin is None or own_end is None:
             return None
         run_ns, wait_ns = own_end
         others = _other_threads()
@@ -115,8 +116,8 @@ class ContentionProbe:
             threads_run += run - before_run
             threads_wait += wait - before_wait
         return Contention(
-            wait_ns=wait_ns - self._own[1],
-            run_ns=run_ns - self._own[0],
+            wait_ns=wait_ns - own_begin[1],
+            run_ns=run_ns - own_begin[0],
             threads_wait_ns=threads_wait,
             threads_run_ns=threads_run,
         )

@@ -61,13 +61,14 @@ class Rounds:
         # CPU time of the body only, like the wall time: the first start installs
         # hooks and calibrates, and every stop drains and collects garbage.
         cpu_start_ns = time.process_time_ns()
+        own_begin = probe.own()
         try:
             yield
         finally:
             own_end = probe.own()
             cpu_ns = time.process_time_ns() - cpu_start_ns
             prof.stop()
-            contention = probe.stop(own_end)
+            contention = probe.stop(own_begin, own_end)
             if prof.preempted:
                 self.preempted = True
             else:
