@@ -8,10 +8,14 @@ beside pytest-randomly remove it (tests/test_plugin_hostile_setups.py).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.metadata
 import os
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -96,3 +100,26 @@ class PytestRunner:
 def run_pytest(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> PytestRunner:
     """A pytest run with the plugin, in a subprocess (call) or in this process (``.inprocess``)."""
     return PytestRunner(pytester, monkeypatch)
+
+
+_BURN = (
+    "import sys, time\nt = time.monotonic()\n"
+    "while time.monotonic() - t < float(sys.argv[1]): pass\n"
+)
+
+
+@contextlib.contextmanager
+def busy_machine(seconds: float = 30.0) -> Iterator[None]:
+    """Two CPU-bound processes per core while the block runs: bounded in time (they end
+    by themselves after ``seconds``) and ended by pid when the block ends."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _BURN, str(seconds)])
+        for _ in range(2 * (os.cpu_count() or 1))
+    ]
+    try:
+        time.sleep(0.2)
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from xml.etree import ElementTree
 
 import pytest
+from conftest import busy_machine
 
 from pytest_opprof.capture.contention import ContentionProbe
 
@@ -21,30 +20,11 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's")
 
-BURN = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 20: pass\n"
-
 
 def _spin(seconds: float) -> None:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
-
-
-@pytest.fixture
-def burners() -> Iterator[None]:
-    """Two CPU-bound processes per core, bounded in time and ended by pid."""
-    import os
-
-    procs = [
-        subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(2 * (os.cpu_count() or 1))
-    ]
-    try:
-        time.sleep(0.2)
-        yield
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
 
 
 def _round(probe: ContentionProbe, body: float) -> tuple[int, int, int]:
@@ -58,10 +38,11 @@ def _round(probe: ContentionProbe, body: float) -> tuple[int, int, int]:
     return wall, got.run_ns, got.wait_ns
 
 
-def test_run_and_wait_add_up_to_the_wall_time_of_a_busy_round(burners: None) -> None:
+def test_run_and_wait_add_up_to_the_wall_time_of_a_busy_round() -> None:
     probe = ContentionProbe()
     try:
-        rounds = [_round(probe, 0.15) for _ in range(3)]
+        with busy_machine():
+            rounds = [_round(probe, 0.15) for _ in range(3)]
     finally:
         probe.close()
     for wall, run, wait in rounds:
@@ -127,15 +108,16 @@ def test_spin():
 
 
 def test_the_plugin_keeps_each_rounds_wait_in_the_baseline_and_junit(
-    pytester: pytest.Pytester, run_pytest: PytestRunner, burners: None
+    pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
     pytester.makepyfile(test_busy=BUSY_TEST)
-    result = run_pytest(
-        "--opprof-update-baselines",
-        "--opprof-rounds=3",
-        "--opprof-capture=none",
-        "--junitxml=junit.xml",
-    )
+    with busy_machine():
+        result = run_pytest(
+            "--opprof-update-baselines",
+            "--opprof-rounds=3",
+            "--opprof-capture=none",
+            "--junitxml=junit.xml",
+        )
     result.assert_outcomes(passed=1)
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
     (test,) = json.loads(path.read_text())["tests"].values()

@@ -53,6 +53,7 @@ class GateOptions:
     time_statistic: str = Tolerances.statistic
     force_time: bool = False
     raw_times: bool = False
+    max_wait_share: float = Tolerances.max_wait_share or 1.0
     warn_only: bool = False
     require_baselines: bool = False
     report_path: Path | None = None
@@ -67,6 +68,7 @@ class GateOptions:
             min_time_ns=self.min_time_ns,
             statistic="median" if self.time_statistic == "median" else "min",
             speed_scaled=not self.raw_times,
+            max_wait_share=self.max_wait_share,
         )
 
 

@@ -28,6 +28,9 @@ DEFAULT_FLOPS_TOLERANCE: Final = 0.0
 DEFAULT_MIN_TIME_NS: Final = 1_000_000
 DEFAULT_TIME_STATISTIC: Final = "median"
 TIME_STATISTICS = ("min", "median")
+DEFAULT_MAX_WAIT: Final = 0.05
+"""Times are judged on rounds whose thread waited for a CPU at most this share of their
+wall time (``gate/waiting.py``)."""
 DEFAULT_ROW_LIMIT: Final = 20
 """Rows of a printed op table and of a printed diff (plugin, marker and CLI)."""
 

@@ -58,6 +58,7 @@ from pytest_opprof.gate.tolerance import (
     DEFAULT_TIME_STATISTIC,
     DEFAULT_TIME_TOLERANCE,
 )
+from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, judged_rounds
 
 Status = Literal["pass", "regressed", "improved", "new"]
 Statistic = Literal["min", "median"]
@@ -91,6 +92,9 @@ class Tolerances:
     """Rounds both sides need before times are judged (``force_time`` judges them anyway)."""
     speed_scaled: bool = True
     """Scale times to the baseline's machine speed when both sides ran the reference."""
+    max_wait_share: float | None = WAIT_SHARE_LIMIT
+    """Judge times on rounds whose thread waited for a CPU at most this share of their wall
+    time (``waiting.py``); None judges every round."""
 
     def figure(self, stats: TimeStats) -> int:
         """The judged figure of ``stats`` in ns: its min or its median."""
@@ -168,6 +172,9 @@ class Verdict:
     speed_change: float | None = None
     """How much slower the machine-speed reference ran than in the baseline (0.1 = 10%);
     None when times were not scaled."""
+    time_not_judged: str | None = None
+    """Why the times were not judged although they could have been (the machine was too
+    busy: ``waiting.py``), in one line; None otherwise."""
     time_undecided: bool = False
     """A judged time is slower than ``CONFIRM_BAND`` of its tolerance allows (by its
     statistic, whatever the Mann-Whitney test says): more rounds could change the verdict."""
@@ -180,6 +187,7 @@ class Verdict:
         return {
             "status": self.status,
             "time_judged": self.time_judged,
+            "time_not_judged": self.time_not_judged,
             "baseline_recorded_at": self.baseline_recorded_at,
             "speed_change": _json_change(self.speed_change),
             "metrics": [row.to_json() for row in self.metrics],
@@ -219,6 +227,12 @@ def compare(
             f"{base.rounds}, now {summary.rounds}; set --opprof-rounds, or --opprof-force-time "
             "to judge anyway): only FLOPs, memory and op counts are judged"
         )
+    busy = None
+    if time_judged and tol.max_wait_share is not None:
+        summary, base, busy = judged_rounds(summary, base, tol.time_min_rounds, tol.max_wait_share)
+        if busy is not None:
+            time_judged = False
+            notes.append(busy)
     speed_change = None
     if time_judged and tol.speed_scaled and speed.usable(summary) and speed.usable(base):
         speed_change = speed.speed_change(summary, base)
@@ -257,6 +271,7 @@ def compare(
         time_judged=time_judged,
         baseline_recorded_at=baseline.recorded_at,
         speed_change=speed_change,
+        time_not_judged=busy,
         time_undecided=time_judged and _times_to_confirm(summary, base, tol, whole),
     )
 

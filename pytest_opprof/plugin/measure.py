@@ -18,6 +18,7 @@ from pytest_opprof.capture import speed_probe
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.profiler import profile
 from pytest_opprof.gate.summary import RoundFigures
+from pytest_opprof.gate.waiting import is_clean
 from pytest_opprof.model import EventList
 from pytest_opprof.plugin.marker import TestSettings
 from pytest_opprof.plugin.options import OpprofOptions
@@ -104,6 +105,17 @@ class Rounds:
                 )
             )
         return self.figures
+
+    def clean(self, limit: float) -> int | None:
+        """How many rounds waited for a CPU at most ``limit`` of their wall time; None when
+        the waiting was not measured."""
+        if any(w is None for w in self.waits_ns):
+            return None
+        return sum(
+            is_clean(wait, prof.wall_time_ns, limit)
+            for wait, prof in zip(self.waits_ns, self.profiles, strict=True)
+            if wait is not None
+        )
 
     def shown(self) -> int:
         """The round the printed table and the trace show: an actual round, the median

@@ -24,6 +24,7 @@ import pytest
 from pytest_opprof.errors import OptionValueError
 from pytest_opprof.gate.tolerance import (
     DEFAULT_FLOPS_TOLERANCE,
+    DEFAULT_MAX_WAIT,
     DEFAULT_MEMORY_TOLERANCE,
     DEFAULT_MIN_TIME_NS,
     DEFAULT_ROW_LIMIT,
@@ -283,6 +284,17 @@ MIN_TIME = Setting(
     f"(default {DEFAULT_MIN_TIME_NS // 1000}us)",
     metavar="DURATION",
 )
+MAX_WAIT = Setting(
+    "max_wait",
+    parse_tolerance,
+    DEFAULT_MAX_WAIT,
+    "judge times on rounds whose thread waited for a CPU at most this share of their "
+    "wall time (a busy machine); rounds that waited more are replaced under auto rounds, "
+    "and a test without enough clean rounds has its time not judged: "
+    + TOLERANCE_FORMS.replace("%", "%%")
+    + f" (default {DEFAULT_MAX_WAIT * 100:g}%%; 100%% judges every round)",
+    metavar="X",
+)
 TIME_STATISTIC = Setting(
     "time_statistic",
     parse_time_statistic,
@@ -356,6 +368,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MEMORY_TOLERANCE,
     FLOPS_TOLERANCE,
     MIN_TIME,
+    MAX_WAIT,
     TIME_STATISTIC,
     FORCE_TIME,
     RAW_TIMES,
@@ -452,6 +465,7 @@ def read_gate_options(config: pytest.Config) -> GateOptions:
         time_statistic=TIME_STATISTIC.read(config),
         force_time=FORCE_TIME.read(config),
         raw_times=RAW_TIMES.read(config),
+        max_wait_share=MAX_WAIT.read(config),
         warn_only=WARN_ONLY.read(config),
         require_baselines=REQUIRE_BASELINES.read(config),
         report_path=REPORT.read(config),

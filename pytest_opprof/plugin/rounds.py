@@ -11,6 +11,11 @@ when the verdict on those rounds is ``time_undecided`` (a time beyond its tolera
 judging all of them buys what ``AUTO_ROUNDS + CONFIRM_ROUNDS`` rounds for every test
 would, at the cost of the few tests that look slower.  The constants live with the
 options, whose help text states them.
+
+On a busy machine, rounds whose thread waited for a CPU are not judged
+(``gate/waiting.py``): ``auto`` replaces them, one round at a time and at most
+``BUSY_ROUNDS`` more, until ``AUTO_ROUNDS`` clean rounds exist.  When the machine
+stays busy, the verdict then says the time was not judged, and why.
 """
 
 from __future__ import annotations
@@ -19,9 +24,14 @@ from collections.abc import Callable
 
 from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS, rounds_text
 
+BUSY_ROUNDS = 5
+"""At most this many rounds more for ``auto`` to replace rounds that waited for a CPU."""
+
 __all__ = [
     "AUTO_ROUNDS",
+    "BUSY_ROUNDS",
     "CONFIRM_ROUNDS",
+    "another_clean_round",
     "more_rounds",
     "needs_confirmation",
     "rounds_line",
@@ -53,6 +63,20 @@ def more_rounds(
     if first_wall_ns < min_time_ns:
         return 0
     return AUTO_ROUNDS - 1 if times_judged(AUTO_ROUNDS) else 0
+
+
+def another_clean_round(
+    fixed: int | None, measured: int, clean: int | None, replaced: int, *, preempted: bool = False
+) -> bool:
+    """Whether ``auto`` runs one more round because rounds waited for a CPU.
+
+    ``measured``: rounds so far; ``clean``: how many of them waited at most the limit
+    (None: waiting not measured); ``replaced``: rounds already run for this reason.
+    Only a test ``auto`` repeats (``measured`` reached ``AUTO_ROUNDS``) asks for them.
+    """
+    if fixed is not None or preempted or clean is None or measured < AUTO_ROUNDS:
+        return False
+    return clean < AUTO_ROUNDS and replaced < BUSY_ROUNDS
 
 
 def needs_confirmation(

@@ -167,6 +167,17 @@ class Worker:
             for _ in range(more):
                 with rounds.measure(self.options, self.not_measured, self._probe):
                     item.runtest()
+            replaced = 0
+            while policy.another_clean_round(
+                settings.rounds,
+                len(rounds.profiles),
+                rounds.clean(self.options.gate.max_wait_share),
+                replaced,
+                preempted=rounds.preempted,
+            ):
+                with rounds.measure(self.options, self.not_measured, self._probe):
+                    item.runtest()
+                replaced += 1
             if policy.needs_confirmation(
                 settings.rounds,
                 len(rounds.profiles),
@@ -231,11 +242,14 @@ class Worker:
             return report
         del item.stash[finished_key]
         verdict = "not judged"
+        busy: str | None = None
         result.judged = report.passed and not hasattr(report, "wasxfail")
         data, sent = result.as_sent()
         if result.judged:
             judgement = self.gate.judge(item.nodeid, sent.summary, sent.tolerances)
             verdict = judgement.label
+            if judgement.result is not None:
+                busy = judgement.result.verdict.time_not_judged
             if judgement.fails:
                 report.outcome = "failed"
                 report.longrepr = failure_text(judgement, row_limit=self.options.row_limit)
@@ -244,13 +258,16 @@ class Worker:
             self.deliver(sent)
         else:
             setattr(report, REPORT_ATTRIBUTE, data)
-        item.user_properties.extend(junit_properties(result.summary, verdict))
+        item.user_properties.extend(junit_properties(result.summary, verdict, busy))
         return report
 
 
-def junit_properties(summary: TestSummary, verdict: str) -> list[tuple[str, object]]:
+def junit_properties(
+    summary: TestSummary, verdict: str, time_not_judged: str | None = None
+) -> list[tuple[str, object]]:
     """The main figures as ``record_property`` pairs (JUnit XML ``<property>``): us, bytes,
-    and the share of the rounds' wall time the test's thread waited for a CPU."""
+    the share of the rounds' wall time the test's thread waited for a CPU, and why the
+    time was not judged when the machine was too busy."""
     props: list[tuple[str, object]] = [
         ("opprof_wall_time_us", round(summary.wall_time.median_ns / 1000, 3)),
         ("opprof_cpu_time_us", round(summary.cpu_time.median_ns / 1000, 3)),
@@ -263,6 +280,8 @@ def junit_properties(summary: TestSummary, verdict: str) -> list[tuple[str, obje
     if share is not None:
         props.append(("opprof_wait_share", round(share, 4)))
     props.append(("opprof_verdict", verdict))
+    if time_not_judged is not None:
+        props.append(("opprof_time_not_judged", time_not_judged))
     return props
 
 

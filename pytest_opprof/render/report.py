@@ -131,6 +131,13 @@ def render_markdown(
         f"Machine: {_md(machine.describe())}",
         "",
     ]
+    busy = [r for r in results if r.verdict.time_not_judged]
+    if busy:
+        out += [
+            f"Times not judged (the machine was busy): {len(busy)} test(s), e.g. "
+            f"`{_md(busy[0].nodeid)}`: {_md(busy[0].verdict.time_not_judged or '')}",
+            "",
+        ]
     if not results:
         return "\n".join(out)
     out += [
@@ -217,6 +224,14 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
             lines += ["", render_text(r, row_limit=row_limit)]
         else:
             lines.append(f"REGRESSED {r.nodeid} (failed; the diff is in its failure)")
+    busy = [r for r in results if r.verdict.time_not_judged]
+    if busy:
+        lines += [
+            "",
+            f"times not judged: {len(busy)} test(s) ran while the machine was busy, e.g. "
+            f"{busy[0].nodeid}:",
+            f"  {busy[0].verdict.time_not_judged}",
+        ]
     improved = [r.nodeid for r in results if r.verdict.status == "improved"]
     if improved:
         lines += ["", "improved beyond tolerance:"]
