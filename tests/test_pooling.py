@@ -78,6 +78,23 @@ def test_only_the_last_sessions_are_kept() -> None:
     assert kept[-5:] == sessions[-1].ops["kernel"].self_cpu_time.samples_ns
 
 
+def test_a_run_whose_rounds_waited_for_a_cpu_still_pools() -> None:
+    # Every round of the new run waited half its time: its time is not judged, nothing
+    # changed, and its rounds (with their wait) join the baseline's.
+    old = measured([2.0, 2.1, 2.0, 2.2, 2.1])
+    waits = TimeStats.from_samples([0] * 5)
+    old = dataclasses.replace(old, wait_time=waits)
+    new = measured([4.0, 4.2, 4.1, 4.0, 4.3])
+    busy = TimeStats.from_samples([s // 2 for s in new.wall_time.samples_ns])
+    new = dataclasses.replace(new, wait_time=busy)
+    verdict = compare(new, entry(old, HERE), fingerprint=HERE.fingerprint)
+    assert verdict.status == "pass" and verdict.time_not_judged is not None
+    assert can_pool(new, entry(old, HERE), verdict, HERE.fingerprint)
+    pooled = pool(new, old)
+    assert pooled.wait_time is not None
+    assert pooled.wait_time.samples_ns == (*waits.samples_ns, *busy.samples_ns)
+
+
 @pytest.mark.parametrize(
     "change",
     ["slower", "more flops", "new op", "other machine", "one round", "no reference"],

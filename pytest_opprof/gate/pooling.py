@@ -4,7 +4,8 @@ One recording session measures a test in one process, in one phase of the
 machine.  In the verdict study (bench/NOTES.md) that session's own error was the
 largest part of a time's noise: a per-test offset of 4-6% shared by every later
 comparison with it.  So an update run whose verdict passed (nothing beyond
-tolerance, times judged on the same machine, the same ops, no event dropped) adds
+tolerance, times judged on the same machine or not judged only because the machine
+was busy, the same ops, no event dropped) adds
 its rounds to the stored ones instead of replacing them, keeping the rounds of the last
 ``POOLED_SESSIONS`` sessions; the deterministic figures are the new run's.  A run
 that changed anything replaces them: its figures are the new normal.  Each round
@@ -28,7 +29,9 @@ def can_pool(new: TestSummary, stored: BaselineEntry, verdict: Verdict, fingerpr
     old = stored.summary
     return (
         verdict.status == "pass"
-        and verdict.time_judged
+        # Times judged, or not judged only because rounds waited for a CPU: those rounds
+        # carry their wait, and every later verdict leaves them out.
+        and (verdict.time_judged or verdict.time_not_judged is not None)
         and stored.machine.fingerprint == fingerprint
         and set(new.ops) == set(old.ops)
         and not (new.dropped_events or old.dropped_events)  # partial op figures: start anew
