@@ -461,6 +461,11 @@ def busy(seconds):
 """
 """What the tests that count their runs share: a busy-wait and the list of runs."""
 
+# The round-count tests below count the rounds auto runs on any machine: rounds that waited
+# for a CPU (another xdist worker) are judged like the others, not replaced
+# (tests/test_verdict_busy.py tests that).
+EVERY_ROUND = "--opprof-max-wait=100%"
+
 AUTO_ROUNDS_TESTS = (
     RUNS_HEADER
     + """
@@ -500,7 +505,7 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     # A tolerance no noise reaches: no time to confirm (see below).
     pytester.makeini("[pytest]\nopprof_time_tolerance = 1000%\n")
     # No baselines: nothing to judge times against, every test runs once.
-    result = run_pytest("--opprof", "--opprof-capture", "none", "-s")
+    result = run_pytest(EVERY_ROUND, "--opprof", "--opprof-capture", "none", "-s")
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(
         [
@@ -509,14 +514,16 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
         ]
     )
     # Recording baselines: the tests of 1 ms or more run AUTO_ROUNDS times.
-    result = run_pytest("--opprof-update-baselines", "--opprof-capture", "none", "-s")
+    result = run_pytest(EVERY_ROUND, "--opprof-update-baselines", "--opprof-capture", "none", "-s")
     expected = f"*RUNS {{'long': {AUTO_ROUNDS}, 'short': 1, 'marked': {AUTO_ROUNDS}, 'two': 2}}*"
     result.stdout.fnmatch_lines([expected])
     # Against those baselines the same tests repeat; the short one's has one round.
-    result = run_pytest("--opprof", "--opprof-capture", "none", "-s")
+    result = run_pytest(EVERY_ROUND, "--opprof", "--opprof-capture", "none", "-s")
     result.stdout.fnmatch_lines([expected])
     # The time floor is the threshold: at 10 ms the 3 ms test is too short to judge.
-    result = run_pytest("--opprof", "--opprof-capture", "none", "-s", "--opprof-min-time=10ms")
+    result = run_pytest(
+        EVERY_ROUND, "--opprof", "--opprof-capture", "none", "-s", "--opprof-min-time=10ms"
+    )
     result.stdout.fnmatch_lines(["*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*"])
     # A baseline from another machine: its times are not judged, so one round.
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
@@ -524,9 +531,11 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     for test in data["tests"].values():
         test["machine"]["fingerprint"] = "0" * len(test["machine"]["fingerprint"])
     path.write_text(json.dumps(data))
-    result = run_pytest("--opprof", "--opprof-capture", "none", "-s")
+    result = run_pytest(EVERY_ROUND, "--opprof", "--opprof-capture", "none", "-s")
     result.stdout.fnmatch_lines(["*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*"])
-    result = run_pytest("--opprof", "--opprof-capture", "none", "-s", "--opprof-force-time")
+    result = run_pytest(
+        EVERY_ROUND, "--opprof", "--opprof-capture", "none", "-s", "--opprof-force-time"
+    )
     result.stdout.fnmatch_lines([expected])
 
 
@@ -558,20 +567,22 @@ def test_auto_confirms_a_time_beyond_its_tolerance_with_more_rounds(
     run_pytest: PytestRunner,
 ) -> None:
     pytester.makepyfile(CONFIRM_TESTS)
-    result = run_pytest("--opprof-update-baselines", "--opprof-capture", "none", "-s")
+    result = run_pytest(EVERY_ROUND, "--opprof-update-baselines", "--opprof-capture", "none", "-s")
     # Nothing stored to judge against yet: no confirmation.
     result.stdout.fnmatch_lines([f"*RUNS {{'changed': {AUTO_ROUNDS}, 'steady': {AUTO_ROUNDS}}}*"])
     monkeypatch.setenv("BUSY_SECONDS", "0.006")  # 3x: far beyond the 15% tolerance
-    result = run_pytest("--opprof", "--opprof-capture", "none", "-s")
+    result = run_pytest(EVERY_ROUND, "--opprof", "--opprof-capture", "none", "-s")
     confirmed = AUTO_ROUNDS + CONFIRM_ROUNDS
     result.stdout.fnmatch_lines([f"*RUNS {{'changed': {confirmed}, 'steady': {AUTO_ROUNDS}}}*"])
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["REGRESSED *::test_changed *"])
     # An explicit number of rounds is that number.
-    result = run_pytest("--opprof", "--opprof-capture", "none", "-s", "--opprof-rounds=5")
+    result = run_pytest(
+        EVERY_ROUND, "--opprof", "--opprof-capture", "none", "-s", "--opprof-rounds=5"
+    )
     result.stdout.fnmatch_lines(["*RUNS {'changed': 5, 'steady': 5}*"])
     # An update run confirms too; the regressed entry is replaced by all its rounds.
-    result = run_pytest("--opprof-update-baselines", "--opprof-capture", "none", "-s")
+    result = run_pytest(EVERY_ROUND, "--opprof-update-baselines", "--opprof-capture", "none", "-s")
     result.stdout.fnmatch_lines([f"*RUNS {{'changed': {confirmed}, 'steady': {AUTO_ROUNDS}}}*"])
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
     tests = json.loads(path.read_text())["tests"]
@@ -585,9 +596,16 @@ def test_auto_on_the_command_line_overrides_the_ini(
 ) -> None:
     pytester.makepyfile(AUTO_ROUNDS_TESTS)
     pytester.makeini("[pytest]\nopprof_rounds = 3\n")
-    result = run_pytest("--opprof", "--opprof-capture", "none", "-s")
+    result = run_pytest(EVERY_ROUND, "--opprof", "--opprof-capture", "none", "-s")
     result.stdout.fnmatch_lines(["*RUNS {'long': 3, 'short': 3, 'marked': *, 'two': 2}*"])
-    args = ["--opprof-update-baselines", "--opprof-capture", "none", "-s", "--opprof-rounds=auto"]
+    args = [
+        EVERY_ROUND,
+        "--opprof-update-baselines",
+        "--opprof-capture",
+        "none",
+        "-s",
+        "--opprof-rounds=auto",
+    ]
     result = run_pytest(*args)
     result.stdout.fnmatch_lines([f"*RUNS {{'long': {AUTO_ROUNDS}, 'short': 1,*"])
     pytester.makeini("[pytest]\nopprof_rounds = often\n")
