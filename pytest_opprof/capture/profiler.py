@@ -181,8 +181,11 @@ class profile:  # lower case: torch.profiler's spelling
                 self.memory = None
                 self._memory_samples = None
                 self.device_memory = None
-                self._start_ns = time.perf_counter_ns()
                 _native.start(options)
+                # After the native start, not before: the start is a cffi call that gives
+                # up the GIL, and on a busy machine the thread often loses its CPU there
+                # for a scheduler tick (4 ms here): the profile's wall time is the body's.
+                self._start_ns = time.perf_counter_ns()
             except BaseException:
                 _release(acquired)
                 raise

@@ -45,7 +45,7 @@ class Rounds:
         self, options: OpprofOptions, not_measured: set[str], probe: ContentionProbe
     ) -> Iterator[None]:
         """Measure the body run inside as one round (adds to ``not_measured``'s lines);
-        ``probe`` reads the waiting for a CPU over exactly the profiled body."""
+        ``probe`` reads how long the thread waited for a CPU (see :func:`_waited_ns`)."""
         prof = profile(
             record_shapes=True,
             profile_memory=True,
@@ -56,20 +56,24 @@ class Rounds:
         )
         # The machine-speed references bracket the round, outside the profile.
         py_before_ns, native_before_ns = speed_probe.references_ns()
+        # The run-queue figures are read outside the profile's wall time, around it: a
+        # wait the scheduler makes the thread take at a system call (reading them is one)
+        # lands in the reading after it, so a reading inside would miss it.
         probe.start()
+        own_begin = probe.own()
         prof.yields = True  # a profile the test starts itself stops this one
         prof.start()
         # CPU time of the body only, like the wall time: the first start installs
         # hooks and calibrates, and every stop drains and collects garbage.
         cpu_start_ns = time.process_time_ns()
-        own_begin = probe.own()
+        thread_start_ns = time.thread_time_ns()
         try:
             yield
         finally:
-            own_end = probe.own()
+            thread_ns = time.thread_time_ns() - thread_start_ns
             cpu_ns = time.process_time_ns() - cpu_start_ns
             prof.stop()
-            contention = probe.stop(own_begin, own_end)
+            contention = probe.stop(own_begin, probe.own())
             if prof.preempted:
                 self.preempted = True
             else:
@@ -78,7 +82,11 @@ class Rounds:
                 self.cpu_times_ns.append(cpu_ns)
                 self.speed_refs_ns.append((py_before_ns + py_after_ns) // 2)
                 self.native_refs_ns.append((native_before_ns + native_after_ns) // 2)
-                self.waits_ns.append(contention.wait_ns if contention is not None else None)
+                self.waits_ns.append(
+                    _waited_ns(contention.wait_ns, prof.wall_time_ns, thread_ns)
+                    if contention is not None
+                    else None
+                )
                 self.profiles.append(prof)
 
     def summarised(self, settings: TestSettings) -> list[RoundFigures]:
@@ -122,3 +130,15 @@ class Rounds:
         by wall time (after :meth:`summarised`)."""
         walls = [f.wall_time_ns for f in self.figures]
         return walls.index(statistics.median_low(walls))
+
+
+def _waited_ns(queue_wait_ns: int, wall_ns: int, thread_cpu_ns: int) -> int:
+    """How long the round's thread waited for a CPU within the profile's wall time.
+
+    Two upper bounds, each exact where the other is loose: the run-queue wait read
+    around the profile (it may include a wait just outside the wall time), and the wall
+    time less the thread's CPU time (it includes sleeping: I/O, locks, ``time.sleep``).
+    A CPU-bound round that waited has both equal to its wait; a round that slept with
+    a core free has no run-queue wait.
+    """
+    return max(0, min(queue_wait_ns, wall_ns - thread_cpu_ns))
