@@ -5,7 +5,8 @@ thread is often runnable but not running: another process holds the core.  That
 wait adds to the round's wall time and to whichever op was running, while no more
 work is done; the speed references cannot see it, since they run in the moments
 the process has a core.  Measured here (2 cores, two CPU-bound processes per
-core): rounds of 80 ms of work took 208-233 ms, of which 125-151 ms was waiting.
+core): the example suite's rounds of 1-3 ms of work took up to 11 ms, the rest waiting,
+and judging every round failed half of its unchanged tests on wall time.
 
 So a round whose thread waited more than ``WAIT_SHARE_LIMIT`` of its wall time is
 *contended*, and times are judged on the other, clean rounds of both sides.  When
