@@ -69,9 +69,10 @@ def _time_ns(fn: object) -> int:
 
 def test_overhead_subtraction_brings_nested_scopes_near_the_truth() -> None:
     attempts = [_nested_errors(children=2000, depth=6) for _ in range(ATTEMPTS)]
-    # Being descheduled only ever adds time, to both figures of an attempt: judge
-    # the least disturbed attempt (smallest raw error) as a whole.
-    raw, corrected = min(attempts)
+    # Being descheduled adds time, to both figures of an attempt (or, during the idle
+    # timings the truth is built from, to the truth): judge the least disturbed attempt,
+    # the one with the smallest raw error in size, as a whole.
+    raw, corrected = min(attempts, key=lambda attempt: abs(attempt[0]))
     # 2000 recorded children cost the root measurable time, which subtraction removes ...
     assert corrected < raw, attempts
     # ... leaving the root's self time within 3% of the spin plus its own loop.
