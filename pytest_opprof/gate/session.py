@@ -37,6 +37,7 @@ from pytest_opprof.gate.pooling import can_pool, pool
 from pytest_opprof.gate.results import TestResult, write_json_report
 from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_nodeid, update
 from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.tolerance import DEFAULT_MAX_WAIT
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare, judges_time
 
 
@@ -53,7 +54,7 @@ class GateOptions:
     time_statistic: str = Tolerances.statistic
     force_time: bool = False
     raw_times: bool = False
-    max_wait_share: float = Tolerances.max_wait_share or 1.0
+    max_wait_share: float = DEFAULT_MAX_WAIT
     warn_only: bool = False
     require_baselines: bool = False
     report_path: Path | None = None

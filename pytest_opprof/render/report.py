@@ -203,7 +203,7 @@ def failure_text(judgement: Judgement, *, row_limit: int = DEFAULT_ROW_LIMIT) ->
 def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMIT) -> list[str]:
     """The terminal summary of a session's comparison: counts, then each notable test."""
     results = session.results
-    counts = {s: 0 for s in ("regressed", "improved", "new", "pass")}
+    counts = dict.fromkeys(STATUSES, 0)
     for r in results:
         counts[r.verdict.status] += 1
     shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
