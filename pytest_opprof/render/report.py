@@ -80,21 +80,24 @@ def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> st
 VARYING_MEANING = "judged beyond that range, so a change smaller than the spread cannot be seen"
 
 
+def _span(low: int, high: int, unit: str) -> str:
+    return f"{format_value(low, unit)}-{format_value(high, unit)}"
+
+
 def varying_figures(verdict: Verdict) -> str:
-    """``flops 1.20-1.31 GFLOP, op count 10-12``: the figures that vary and their ranges."""
-    return ", ".join(
-        f"{f.metric} {format_value(f.low, f.unit)}-{format_value(f.high, f.unit)}"
-        for f in verdict.varying
-    )
+    """``flops 1.20 GFLOP-1.31 GFLOP, op count 10-12``: the figures that vary, their ranges."""
+    return ", ".join(f"{f.metric} {_span(f.low, f.high, f.unit)}" for f in verdict.varying)
 
 
 def varying_note(verdict: Verdict) -> str:
-    """Why a test whose deterministic figures vary has a weaker gate on them."""
-    what = "vary" if len(verdict.varying) > 1 else "varies"
-    return (
-        f"{', '.join(f.metric for f in verdict.varying)} {what} between runs "
-        f"({varying_figures(verdict)} in the baseline's runs): {VARYING_MEANING}"
-    )
+    """Why a test whose deterministic figures vary has a weaker gate on them: ``flops vary
+    between runs (1.20 GFLOP-1.31 GFLOP in the baseline's runs): judged beyond ...``."""
+    figures = verdict.varying
+    names = [f.metric for f in figures]
+    named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    verb = "varies" if len(names) == 1 and names[0] != "flops" else "vary"
+    spans = "; ".join(_span(f.low, f.high, f.unit) for f in figures)
+    return f"{named} {verb} between runs ({spans} in the baseline's runs): {VARYING_MEANING}"
 
 
 def _tail(change: float | None, tolerance: float | None, status: str) -> str:
