@@ -246,3 +246,78 @@ def test_update_runs_pool_until_something_changes(
     changed = stored(pytester, "test_changes")
     assert changed["rounds"] == AUTO_ROUNDS + CONFIRM_ROUNDS and "sessions" not in changed
     assert stored(pytester, "test_steady")["sessions"] == [5] * POOLED_SESSIONS
+
+
+WOBBLING = """
+import os
+import time
+
+import numpy as np
+
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_steady():
+    busy(0.003 * float(os.environ.get("OPPROF_WOBBLE", "1")))
+
+
+def test_varying_flops():
+    # Unseeded: every round does a different amount of work (like threads interleaving).
+    n = int(np.random.randint(200, 260))
+    np.ones((n, 32)) @ np.ones((32, 32))
+    busy(0.002)
+
+
+def test_fixed_flops():
+    n = int(os.environ.get("OPPROF_N", "200"))
+    np.ones((n, 32)) @ np.ones((32, 32))
+    busy(0.002)
+"""
+
+
+@pytest.mark.slow
+def test_update_runs_of_an_unchanged_suite_pool_and_a_flops_change_replaces(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
+) -> None:
+    pytester.makepyfile(WOBBLING)
+    # 9 rounds, fixed: no confirmation rounds change a session's size, and two runs of the
+    # varying test lie wholly apart with p = 2/C(18, 9).  Rounds that waited for a CPU
+    # (other processes on this machine) are left out of the time verdict, or leave the
+    # times not judged: neither is a change.
+    args = ["--opprof-update-baselines", "--opprof-capture", "numpy", "--opprof-rounds", "9"]
+    args += ["--opprof-time-tolerance", "50%"]
+    for wobble in ("1.0", "1.15", "0.9"):  # times differ from run to run, within tolerance
+        monkeypatch.setenv("OPPROF_WOBBLE", wobble)
+        result = run_pytest(*args)
+        result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["3 test(s) showed no real change*"])
+    assert "changed for real" not in result.stdout.str()
+    for name in ("test_steady", "test_varying_flops", "test_fixed_flops"):
+        entry = stored(pytester, name)
+        assert entry["sessions"] == [9, 9, 9] and entry["rounds"] == 27, name
+    varying = stored(pytester, "test_varying_flops")["summary"]
+    assert isinstance(varying, dict)
+    low, high = varying["ranges"]["flops"]
+    assert 200 * 2 * 32 * 32 <= low < high < 260 * 2 * 32 * 32
+    for name in ("test_steady", "test_fixed_flops"):
+        assert "ranges" not in json.dumps(stored(pytester, name)), name
+
+    # Twice the rows: a real FLOPs change replaces the pooled entry with this run alone.
+    monkeypatch.setenv("OPPROF_N", "400")
+    result = run_pytest(*args)
+    result.stdout.fnmatch_lines(
+        [
+            "2 test(s) showed no real change*",
+            "1 test(s) changed for real and replaced their baseline, e.g. "
+            f"*::test_fixed_flops: flops changed: {200 * 2 * 32 * 32:,} in the baseline, "
+            f"{400 * 2 * 32 * 32:,} now",
+        ]
+    )
+    fixed = stored(pytester, "test_fixed_flops")
+    assert fixed["rounds"] == 9 and "sessions" not in fixed
+    assert isinstance(fixed["summary"], dict) and fixed["summary"]["flops"] == 400 * 2 * 32 * 32
+    assert stored(pytester, "test_steady")["sessions"] == [9, 9, 9]
