@@ -117,6 +117,20 @@ def test_the_verdict_judges_beyond_the_range_and_says_the_figure_varies() -> Non
     assert compare(rounds_with_flops([1_250_000_000] * 3), steady, fingerprint="x").varying == ()
 
 
+def test_a_spread_of_bytes_within_the_memory_floor_is_not_reported() -> None:
+    def peaks(spread: int) -> TestSummary:
+        summary = summary_of(
+            [(2000.0, [Row("numpy.add", 1, 100)])] * 3,
+            memory=Mem(peak_bytes=100_000, allocated_bytes=100_000, allocations=1),
+        )
+        return dataclasses.replace(summary, ranges={"peak_bytes": (100_000, 100_000 + spread)})
+
+    now = peaks(0)
+    wide = compare(now, entry(peaks(10_000), HERE), fingerprint="x")
+    assert [(f.metric, f.low, f.high) for f in wide.varying] == [("peak memory", 100_000, 110_000)]
+    assert compare(now, entry(peaks(16), HERE), fingerprint="x").varying == ()
+
+
 def test_pooling_joins_ranges_and_overlapping_ranges_pool() -> None:
     first = rounds_with_flops([1000, 1040, 1020, 1010, 1030])
     second = rounds_with_flops([1030, 1060, 1050, 1045, 1055])

@@ -292,7 +292,7 @@ def compare(
         speed_change=speed_change,
         time_not_judged=busy,
         time_undecided=time_judged and _times_to_confirm(summary, base, tol, whole),
-        varying=_varying(base),
+        varying=_varying(base, tol),
     )
 
 
@@ -370,12 +370,15 @@ _RANGED_METRICS = {
 """``TestSummary.ranges`` names -> (metric row name, unit)."""
 
 
-def _varying(base: TestSummary) -> tuple[VaryingFigure, ...]:
-    return tuple(
-        VaryingFigure(*_RANGED_METRICS[name], *base.ranges[name])
-        for name in _RANGED_METRICS
+def _varying(base: TestSummary, tol: Tolerances) -> tuple[VaryingFigure, ...]:
+    """The figures whose range weakens their gate: a spread of bytes within the memory
+    floor (allocator granularity) weakens nothing, and a report listing it would be noise."""
+    figures = (  # in the rows' order, however the file listed them
+        VaryingFigure(*metric, *base.ranges[name])
+        for name, metric in _RANGED_METRICS.items()
         if name in base.ranges
     )
+    return tuple(f for f in figures if f.unit != "bytes" or f.high - f.low > tol.memory_floor_bytes)
 
 
 def _judge_time(base: TimeStats, now: TimeStats, tol: Tolerances, judged: bool) -> RowStatus:
