@@ -82,11 +82,19 @@ def test_keep_leaves_the_pools_alone(pytester: pytest.Pytester, runner: PytestRu
     assert {n for _, _, n in _counts(pytester)} == {2}
 
 
-def test_ini_twin_pins(pytester: pytest.Pytester, runner: PytestRunner) -> None:
+def test_the_default_pins_to_one_and_the_ini_twin_overrides_it(
+    pytester: pytest.Pytester, runner: PytestRunner
+) -> None:
     pytester.makepyfile(test_inner=INNER)
-    pytester.makeini("[pytest]\nopprof_blas_threads = 1\n")
-    result = runner("--opprof", "-q", "-k", "solves")
-    result.assert_outcomes(passed=1)
+    runner("--opprof", "-q", "-k", "solves").assert_outcomes(passed=1)
+    assert [n for _, where, n in _counts(pytester) if where == "body"] == [1]
+    (pytester.path / "counts.jsonl").unlink()
+    pytester.makeini("[pytest]\nopprof_blas_threads = keep\n")
+    runner("--opprof", "-q", "-k", "solves").assert_outcomes(passed=1)
+    assert [n for _, where, n in _counts(pytester) if where == "body"] == [2]
+    (pytester.path / "counts.jsonl").unlink()
+    # The command line over the ini file.
+    runner("--opprof", "-q", "-k", "solves", "--opprof-blas-threads=1").assert_outcomes(passed=1)
     assert [n for _, where, n in _counts(pytester) if where == "body"] == [1]
 
 

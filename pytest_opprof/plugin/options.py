@@ -97,10 +97,13 @@ def parse_capture(text: object) -> tuple[str, ...]:
 
 BlasThreads = int | Literal["auto", "keep"]
 BLAS_THREADS_FORMS = "a positive integer such as 1, auto or keep"
-DEFAULT_BLAS_THREADS: BlasThreads = "auto"
-"""Measured on 2 cores (bench/NOTES.md, "BLAS thread pools"): a 2-thread pool made
-LAPACK calls slower and scattered their times whenever anything else ran, another
-pytest-xdist worker included; one thread cost only large matmuls on an idle machine."""
+DEFAULT_BLAS_THREADS: BlasThreads = 1
+"""Measured on 2 cores (bench/NOTES.md, "BLAS thread pools"): beside any other work,
+another pytest-xdist worker included, a 2-thread pool made LAPACK calls 2-166x slower
+and scattered their times tenfold, while one thread was steady everywhere and cost only
+large matmuls (about 25%).  A fixed size rather than ``auto``: ``auto`` follows the
+load at session start, so a baseline and a later run could measure with different pool
+sizes, and their times would not be comparable."""
 
 
 def parse_blas_threads(value: object) -> BlasThreads:
@@ -311,11 +314,12 @@ BLAS_THREADS: Setting[BlasThreads] = Setting(
     "blas_threads",
     parse_blas_threads,
     DEFAULT_BLAS_THREADS,
-    "size of the BLAS/OpenMP thread pools (OpenBLAS, MKL, OpenMP) during the measured "
-    "rounds, restored after each test: N, keep (leave them), or auto: 1 under pytest-xdist "
-    "with several workers or on a busy machine (load average >= half the cores), else keep. "
-    "Measured on 2 cores: a 2-thread pool sharing its cores made LAPACK calls 2-10x "
-    "slower with far wider spread (bench/NOTES.md) "
+    "size of the BLAS/OpenMP thread pools (OpenBLAS, MKL, OpenMP) in each test's "
+    "rounds, restored after: N, keep (leave them), or auto (1 under pytest-xdist with "
+    "several workers or when the load average is at least half the cores, else keep). "
+    "1 by default: measured on 2 cores, a 2-thread pool beside other work (another "
+    "xdist worker, a busy machine) made LAPACK calls 2-166x slower and scattered their "
+    "times; one thread cost only large matmuls, about 25%% (bench/NOTES.md) "
     f"(default {DEFAULT_BLAS_THREADS})",
     metavar="N",
 )
