@@ -9,7 +9,11 @@ their default (the core count, unless the environment says otherwise):
 * busy: the same with two CPU burners per core (like ``tests/conftest.py``'s
   ``busy_machine``), ended by pid;
 * xdist: two child processes at once, each with its own pools (what ``pytest -n 2``
-  runs), both at the same setting; the settings alternate pair by pair.
+  runs), both at the same setting; the settings alternate pair by pair;
+* pytest -n 2: the real thing, ``pytest -n 2 --opprof`` over a generated module of
+  tests (one op each, every op four times so both workers stay busy), with
+  ``--opprof-blas-threads=1`` and ``keep``; each test's round wall times (5 rounds)
+  from ``--opprof-report``.
 
 Prints, per op, the median ms and interquartile range of each setting and the ratio
 of medians (default / 1 thread: above 1, the pinned pool is faster).
@@ -24,12 +28,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
-from _common import REPO, fmt_spread, loadavg, machine_line, now_utc, spread
+from _common import REPO, fmt_spread, loadavg, machine_line, now_utc, plugin_args, spread
 
 from pytest_opprof.capture.threadpools import THREAD_ENV, pinned, thread_counts, thread_env
 
@@ -106,6 +112,52 @@ def two_workers(repeats: int, pairs: int) -> dict[str, dict[str, list[float]]]:
     return out
 
 
+_PYTEST_MODULE = """
+import sys
+import pytest
+sys.path.insert(0, {bench!r})
+from bench_blas_threads import _ops
+
+OPS = _ops()
+
+@pytest.mark.parametrize("copy", range(4))
+@pytest.mark.parametrize("name", list(OPS))
+def test_op(name, copy):
+    OPS[name]()
+"""
+
+
+def under_pytest_xdist(rounds: int) -> dict[str, dict[str, list[float]]]:
+    """op -> {"1": ms, "default": ms}: round wall times of ``pytest -n 2 --opprof``."""
+    out: dict[str, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        module = Path(tmp) / "test_blas_ops.py"
+        module.write_text(_PYTEST_MODULE.format(bench=str(Path(__file__).parent)))
+        for setting, value in (("default", "keep"), ("1", "1")):
+            report = Path(tmp) / f"report-{setting}.json"
+            cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider"]
+            cmd += [
+                "-p",
+                "no:randomly",
+                "-p",
+                "no:benchmark",
+                "-q",
+                "-n",
+                "2",
+                "--opprof",
+                str(module),
+            ]
+            cmd += [f"--opprof-rounds={rounds}", f"--opprof-blas-threads={value}"]
+            cmd += [f"--opprof-report={report}", "--opprof-baseline-dir", str(Path(tmp) / "b")]
+            subprocess.run(cmd, check=True, cwd=tmp, env=_child_env(), stdout=subprocess.DEVNULL)
+            for nodeid, test in json.loads(report.read_text())["tests"].items():
+                name = nodeid.split("[", 1)[1].rsplit("-", 1)[0]
+                samples = test["summary"]["wall_time"]["samples_ns"]
+                times = out.setdefault(name, {"1": [], "default": []})[setting]
+                times.extend(ns / 1e6 for ns in samples)
+    return {name: out[name] for name in _ops() if name in out}  # the other tables' order
+
+
 _BURN = (
     "import sys, time\nt = time.monotonic()\n"
     "while time.monotonic() - t < float(sys.argv[1]): pass\n"
@@ -146,18 +198,23 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--pairs", type=int, default=3, help="child pairs per setting (xdist)")
     parser.add_argument("--child", choices=("1", "default"), help=argparse.SUPPRESS)
+    parser.add_argument("--only-pytest", action="store_true", help="the pytest -n 2 part alone")
     args = parser.parse_args()
     if args.child is not None:
         threads = 1 if args.child == "1" else None
         print(json.dumps(one_setting(threads, args.repeats)))
         return
     print(f"# {machine_line()}, {now_utc()}, load {loadavg():.2f}")
+    if args.only_pytest:
+        _print("pytest -n 2 --opprof (round wall times)", under_pytest_xdist(5))
+        return
     # Run it without *_NUM_THREADS set: "default" is then the pools' own default.
     print(f"pools: {thread_counts()}, environment: {thread_env() or 'no *_NUM_THREADS'}")
     _print("quiet", interleaved(args.repeats))
     with burners(600):
         _print("busy (2 burners per core)", interleaved(args.repeats))
     _print("xdist (2 processes at once)", two_workers(args.repeats, args.pairs))
+    _print("pytest -n 2 --opprof (round wall times)", under_pytest_xdist(5))
 
 
 if __name__ == "__main__":
