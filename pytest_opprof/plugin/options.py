@@ -99,9 +99,9 @@ BlasThreads = int | Literal["auto", "keep"]
 BLAS_THREADS_FORMS = "a positive integer such as 1, auto or keep"
 DEFAULT_BLAS_THREADS: BlasThreads = 1
 """Measured on 2 cores (bench/NOTES.md, "BLAS thread pools"): beside any other work,
-another pytest-xdist worker included, a 2-thread pool made LAPACK calls 2-166x slower
+another pytest-xdist worker included, a 2-thread pool made LAPACK calls 3-363x slower
 and scattered their times tenfold, while one thread was steady everywhere and cost only
-large matmuls (about 25%).  A fixed size rather than ``auto``: ``auto`` follows the
+large matmuls (20-45%).  A fixed size rather than ``auto``: ``auto`` follows the
 load at session start, so a baseline and a later run could measure with different pool
 sizes, and their times would not be comparable."""
 
@@ -318,8 +318,8 @@ BLAS_THREADS: Setting[BlasThreads] = Setting(
     "rounds, restored after: N, keep (leave them), or auto (1 under pytest-xdist with "
     "several workers or when the load average is at least half the cores, else keep). "
     "1 by default: measured on 2 cores, a 2-thread pool beside other work (another "
-    "xdist worker, a busy machine) made LAPACK calls 2-166x slower and scattered their "
-    "times; one thread cost only large matmuls, about 25%% (bench/NOTES.md) "
+    "xdist worker, a busy machine) made LAPACK calls 3-363x slower and scattered their "
+    "times; one thread cost only large matmuls, 20-45%% (bench/NOTES.md) "
     f"(default {DEFAULT_BLAS_THREADS})",
     metavar="N",
 )
