@@ -75,6 +75,17 @@ def test_pinned_to_one_in_every_round_and_restored_on_every_exit(
     assert around == [2] * 4, counts
 
 
+def test_each_xdist_worker_pins_its_own_pools(
+    pytester: pytest.Pytester, runner: PytestRunner
+) -> None:
+    pytester.makepyfile(test_inner=INNER)
+    result = runner("--opprof", "-n", "2", "--opprof-rounds=2", "-q", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, failed=1)
+    counts = _counts(pytester)
+    assert sorted(n for _, where, n in counts if where == "body") == [1, 1, 1], counts
+    assert {n for _, where, n in counts if where != "body"} == {2}, counts
+
+
 def test_keep_leaves_the_pools_alone(pytester: pytest.Pytester, runner: PytestRunner) -> None:
     pytester.makepyfile(test_inner=INNER)
     result = runner("--opprof", "--opprof-blas-threads=keep", "-q", "-k", "solves")
