@@ -13,7 +13,7 @@ loaded copy, never a new one), and each pool is driven through its runtime's own
 getter and setter, whichever of the known symbol spellings it exports (wheels
 prefix and suffix OpenBLAS's: ``scipy_openblas_get_num_threads64_``).
 
-This runs at session start and at round boundaries, never per op.  On a platform
+This runs when the machine is described and around each test's rounds, never per op.  On a platform
 without ``/proc/self/maps`` (macOS, Windows) no pool is found and nothing is set:
 the record then says nothing, which is better than guessing.
 """
