@@ -13,9 +13,9 @@ loaded copy, never a new one), and each pool is driven through its runtime's own
 getter and setter, whichever of the known symbol spellings it exports (wheels
 prefix and suffix OpenBLAS's: ``scipy_openblas_get_num_threads64_``).
 
-This runs when the machine is described and around each test's rounds, never per op.  On a platform
-without ``/proc/self/maps`` (macOS, Windows) no pool is found and nothing is set:
-the record then says nothing, which is better than guessing.
+This runs when the machine is described and around each test's rounds, never per
+op.  On a platform without ``/proc/self/maps`` (macOS, Windows) no pool is found and
+nothing is set: the record then says nothing, which is better than guessing.
 """
 
 from __future__ import annotations
