@@ -59,6 +59,8 @@ class GateOptions:
     require_baselines: bool = False
     report_path: Path | None = None
     markdown_path: Path | None = None
+    blas_threads: int | None = None
+    """The pools' size in the measured rounds where pinned (``--opprof-blas-threads``)."""
 
     def tolerances(self) -> Tolerances:
         """The session's thresholds as the verdict takes them."""
@@ -119,7 +121,7 @@ class BaselineSession:
     def machine(self) -> MachineInfo:
         """This machine, read at first use (a session that judges nothing never reads it)."""
         if self._machine is None:
-            self._machine = machine_info()
+            self._machine = machine_info(self.options.blas_threads)
         return self._machine
 
     # -- reading -----------------------------------------------------------------
@@ -164,6 +166,7 @@ class BaselineSession:
             fingerprint=self.machine.fingerprint,
             tolerances=self.with_overrides(overrides or {}),
             force_time=self.options.force_time,
+            machine=self.machine,
         )
 
     # -- what the rounds policy asks -----------------------------------------------

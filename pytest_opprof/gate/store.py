@@ -16,7 +16,9 @@ File schema (version :data:`SCHEMA_VERSION`)::
           "schema": 1,
           "recorded_at": "2025-01-31T12:00:00Z",      # UTC, seconds
           "machine": {cpu_model, cpu_count, arch, system, platform, python,
-                      numpy, blas, torch, fingerprint},
+                      numpy, blas, torch, fingerprint,
+                      threads: {"openblas": int, ...} | null,   # optional: thread
+                      thread_env: {"OMP_NUM_THREADS": str, ...}},  # pools, issue 16
           "rounds": 5,
           "summary": {
             "wall_time": TIME, "cpu_time": TIME,

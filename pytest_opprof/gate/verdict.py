@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from pytest_opprof.gate import speed
+from pytest_opprof.gate.machine import MachineInfo
 from pytest_opprof.gate.stats import mann_whitney_greater
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import OpSummary, Span, TestSummary, TimeStats
@@ -222,8 +223,10 @@ def compare(
     fingerprint: str,
     tolerances: Tolerances | None = None,
     force_time: bool = False,
+    machine: MachineInfo | None = None,
 ) -> Verdict:
-    """Judge ``summary`` (measured on the machine ``fingerprint``) against ``baseline``."""
+    """Judge ``summary`` (measured on the machine ``fingerprint``) against ``baseline``;
+    ``machine``, the record of now, lets a note say that the thread pools differ."""
     tol = tolerances or Tolerances()
     if baseline is None:
         return Verdict(
@@ -282,6 +285,9 @@ def compare(
     )
     if "improved" in statuses:
         notes.append(f"some figures improved beyond tolerance; {UPDATE_HINT}")
+    pools = machine.threads_differ(baseline.machine) if machine is not None else None
+    if pools is not None:
+        notes.append(pools)
     return Verdict(
         status=status,
         metrics=tuple(metrics),
