@@ -29,7 +29,9 @@ processes per core during recording and judging); ``n2`` (``-n 2``, recording an
 judging); ``loaded-base`` (baseline recorded loaded, judged quiet) and
 ``quiet-base`` (recorded quiet, judged loaded), which reuse the baselines of
 ``loaded`` and ``quiet`` when those ran; ``numpy`` (numpy's own ``test_linalg``,
-heaviest cases deselected, quiet; detection not measured: see ``NUMPY_NO_DETECTION``).
+heaviest cases deselected, quiet; the slowed run makes ``numpy.linalg.svd`` 30%
+slower from inside, ``NUMPY_INJECT``, and the targets are the tests whose svd took
+>= 1 ms of self time in the first unchanged run).
 
     python bench/busy_study.py [--scenario quiet,loaded] [--tests 120] [--sessions 3]
                                [--json out.json] [--plot out.png]
@@ -64,11 +66,42 @@ NUMPY_MODULES = ("numpy.linalg.tests.test_linalg",)
 # time under --opprof (10-100 ms a round, up to 10 rounds each): without them a gate run
 # stays near a minute on 2 cores, with them it takes 5.
 NUMPY_DESELECT = "not generalized and not sdot_bug_8577"
-NUMPY_NO_DETECTION = (
-    "not measured: a slowdown injected from outside a numpy function (a wrapper that "
-    "busy-waits) lands in the caller's self time, not in the op the hook times, and "
-    "changing numpy itself is out of reach; a +30% op is measured on the generated suite"
-)
+NUMPY_OP = "numpy.linalg.svd"
+# The slowdown goes *inside* numpy.linalg.svd: the plugin times the op from its
+# dispatcher's C entry, and svd's Python body calls the gufuncs of _umath_linalg
+# through its module global, so a wrapper there busy-waits within the op (a wrapper
+# around the public name would land in the caller, and the test modules imported
+# the name before any conftest runs).  The wait is the given share of the gufunc's
+# own elapsed time: +30% of svd's work, not a fixed amount.
+NUMPY_INJECT = """
+import os
+import time
+
+_SHARE = float(os.environ.get("OPPROF_STUDY_SLOW_SVD", "0"))
+if _SHARE:
+    import numpy.linalg._linalg as _linalg
+
+    class _SlowerSvd:
+        def __init__(self, module):
+            self._module = module
+
+        def __getattr__(self, name):
+            attr = getattr(self._module, name)
+            if not name.startswith("svd"):
+                return attr
+
+            def slower(*args, **kwargs):
+                t0 = time.perf_counter()
+                out = attr(*args, **kwargs)
+                end = time.perf_counter() + (time.perf_counter() - t0) * _SHARE
+                while time.perf_counter() < end:
+                    pass
+                return out
+
+            return slower
+
+    _linalg._umath_linalg = _SlowerSvd(_linalg._umath_linalg)
+"""
 
 
 @dataclass(frozen=True)
@@ -131,8 +164,8 @@ class Study:
     args: argparse.Namespace
     log: list[dict[str, Any]]
 
-    def env(self, slow: dict[str, float]) -> dict[str, str]:
-        env = subprocess_env(OPPROF_STUDY_SLOW=json.dumps(slow), PYTHONPATH=str(self.root))
+    def env(self, extra: dict[str, str]) -> dict[str, str]:
+        env = subprocess_env(**extra, PYTHONPATH=str(self.root))
         if not self.args.pin_blas:
             # As users run it: BLAS threads as the environment has them.
             for name in SINGLE_THREADED:
@@ -143,14 +176,15 @@ class Study:
         return env
 
     def run(
-        self, what: str, cmd: list[str], cond: Condition, slow: dict[str, float]
+        self, what: str, cmd: list[str], cond: Condition, extra: dict[str, str]
     ) -> dict[str, Any]:
-        """Run one session in ``cond``; log and return wall seconds, load, exit status."""
+        """Run one session in ``cond`` (``extra``: environment variables, the injected
+        slowdown); log and return wall seconds, load, exit status."""
         with condition(cond):
             load = loadavg()
             t0 = time.perf_counter()
             proc = subprocess.run(
-                cmd, cwd=self.root, env=self.env(slow), capture_output=True, text=True
+                cmd, cwd=self.root, env=self.env(extra), capture_output=True, text=True
             )
             seconds = time.perf_counter() - t0
             load_end = loadavg()
@@ -185,7 +219,9 @@ def target_args(suite: str) -> list[str]:
     if suite == "synth":
         return ["opprof"]
     # rootdir above numpy: node ids name their module, and baselines have a path under it.
-    return [f"--rootdir={_site()}", "-k", NUMPY_DESELECT, "--pyargs", *NUMPY_MODULES]
+    # busy_inject: NUMPY_INJECT, a no-op unless the slowed session asks for it.
+    args = [f"--rootdir={_site()}", "-p", "busy_inject", "-k", NUMPY_DESELECT]
+    return [*args, "--pyargs", *NUMPY_MODULES]
 
 
 def pytest_cmd(suite: str, cond: Condition) -> list[str]:
@@ -200,7 +236,7 @@ def opprof_session(
     cond: Condition,
     *,
     update: bool = False,
-    slow: dict[str, float] | None = None,
+    extra: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """One ``pytest --opprof`` session with the defaults; its JSON report's tests."""
     report = study.root / "reports" / f"{scenario.name}-{what}.json"
@@ -210,7 +246,7 @@ def opprof_session(
     cmd += [f"--opprof-report={report}"]
     if update:
         cmd += ["--opprof-update-baselines"]
-    info = study.run(f"{scenario.name} opprof {what}", cmd, cond, slow or {})
+    info = study.run(f"{scenario.name} opprof {what}", cmd, cond, extra or {})
     if not report.exists():
         raise RuntimeError(f"opprof session wrote no report:\n{info['output'][-3000:]}")
     tests: dict[str, Any] = json.loads(report.read_text())["tests"]
@@ -226,10 +262,11 @@ def plain_session(study: Study, scenario: Scenario, cond: Condition) -> float:
 def benchmark_session(
     study: Study, what: str, storage: str, cond: Condition, compare: bool, slow: dict[str, float]
 ) -> dict[str, Any]:
+    """One pytest-benchmark session (``slow``: {test name: kernel work factor})."""
     cmd = benchmark_cmd(
         study.root, "0001" if compare else None, study.args.benchmark_max_time, storage
     )
-    info = study.run(f"pytest-benchmark {what}", cmd, cond, slow)
+    info = study.run(f"pytest-benchmark {what}", cmd, cond, _slow_env(slow))
     text = info["output"]
     if compare and "Performance has regressed" not in text and info["rc"]:
         raise RuntimeError(f"pytest-benchmark session failed:\n{text[-3000:]}")
@@ -246,9 +283,13 @@ def _regressed_on(test: dict[str, Any], op: str) -> bool:
 
 
 def score_opprof(
-    unchanged: list[dict[str, Any]], slowed_run: dict[str, Any] | None, slowed: list[str]
+    unchanged: list[dict[str, Any]],
+    slowed_run: dict[str, Any],
+    targets: set[str],
+    op: str,
 ) -> dict[str, Any]:
-    """False failures, share judged and detection from the gate runs' JSON reports."""
+    """False failures, share judged and detection from the gate runs' JSON reports;
+    ``targets``: node ids of the slowed tests, ``op``: the op slowed in them."""
     runs = [r["tests"] for r in unchanged]
     n = sum(len(tests) for tests in runs)
     false = sum(t["status"] == "regressed" for tests in runs for t in tests.values())
@@ -256,32 +297,41 @@ def score_opprof(
     busy = sum(
         t["verdict"]["time_not_judged"] is not None for tests in runs for t in tests.values()
     )
-    out: dict[str, Any] = {
+    tests = slowed_run["tests"]
+    present = [t for nid, t in tests.items() if nid in targets]
+    judged_slowed = [t for t in present if t["verdict"]["time_judged"]]
+    detected_judged = sum(_regressed_on(t, op) for t in judged_slowed)
+    detected_all = sum(_regressed_on(t, op) for t in present)
+    return {
         "false": false,
         "runs_x_tests": n,
         "false_rate": false / max(1, n),
         "judged_share": judged / max(1, n),
         "not_judged_busy_share": busy / max(1, n),
         "gate_seconds": statistics.median(r["seconds"] for r in unchanged),
-    }
-    if slowed_run is None:
-        return out
-    tests = slowed_run["tests"]
-    by_name = {name_of(nid): t for nid, t in tests.items()}
-    present = [by_name[name] for name in slowed if name in by_name]
-    judged_slowed = [t for t in present if t["verdict"]["time_judged"]]
-    out.update(
-        slowed=len(slowed),
-        slowed_judged=len(judged_slowed),
-        detected_judged=sum(_regressed_on(t, KERNEL) for t in judged_slowed),
-        detected_all=sum(_regressed_on(t, KERNEL) for t in present),
-        false_in_slowed_run=sum(
-            t["status"] == "regressed" for name, t in by_name.items() if name not in slowed
+        "slowed": len(targets),
+        "slowed_judged": len(judged_slowed),
+        "detected_judged": detected_judged,
+        "detected_all": detected_all,
+        "detection_rate": detected_judged / max(1, len(judged_slowed)),
+        "detection_rate_all": detected_all / max(1, len(targets)),
+        "false_in_slowed_run": sum(
+            t["status"] == "regressed" for nid, t in tests.items() if nid not in targets
         ),
-    )
-    out["detection_rate"] = out["detected_judged"] / max(1, len(judged_slowed))
-    out["detection_rate_all"] = out["detected_all"] / max(1, len(slowed))
-    return out
+    }
+
+
+def numpy_targets(run: dict[str, Any]) -> set[str]:
+    """Tests of ``run`` in which ``NUMPY_OP`` took >= 1 ms of self time (median)."""
+    return {
+        nid
+        for nid, t in run["tests"].items()
+        if t["ops"].get(NUMPY_OP, {}).get("self_cpu_time", {}).get("median_ns", 0) >= 1_000_000
+    }
+
+
+def _slow_env(slow: dict[str, float]) -> dict[str, str]:
+    return {"OPPROF_STUDY_SLOW": json.dumps(slow)}
 
 
 def score_benchmark(
@@ -328,21 +378,33 @@ def run_scenario(
         for i in range(args.sessions)
     ]
     synth = scenario.suite == "synth"
-    slowed_run = (
-        opprof_session(study, "slowed", scenario, scenario.judge, slow=slow) if synth else None
-    )
-    opprof = score_opprof(unchanged, slowed_run, sorted(slow) if synth else [])
+    if synth:
+        slowed_run = opprof_session(
+            study, "slowed", scenario, scenario.judge, extra=_slow_env(slow)
+        )
+        targets = {nid for nid in slowed_run["tests"] if name_of(nid) in slow}
+        op = KERNEL
+    else:
+        slowed_run = opprof_session(
+            study,
+            "slowed",
+            scenario,
+            scenario.judge,
+            extra={"OPPROF_STUDY_SLOW_SVD": str(args.slowdown)},
+        )
+        targets, op = numpy_targets(unchanged[0]), NUMPY_OP
+    opprof = score_opprof(unchanged, slowed_run, targets, op)
     opprof["cost"] = opprof["gate_seconds"] / plain
     result: dict[str, Any] = {
         "scenario": scenario.name,
         "recorded": scenario.record.label,
         "judged": scenario.judge.label,
         "plain_seconds": plain,
+        "tests": len(unchanged[0]["tests"]),
+        "slowed_op": op,
         "opprof": opprof,
     }
     if not synth:
-        result["tests"] = len(unchanged[0]["tests"])
-        result["detection_note"] = NUMPY_NO_DETECTION
         result["pytest_benchmark"] = "n/a: numpy's tests do not use the benchmark fixture"
     elif scenario.judge.workers or scenario.record.workers:
         result["pytest_benchmark"] = "n/a: pytest-benchmark disables itself under pytest-xdist"
@@ -389,6 +451,7 @@ def run_study(args: argparse.Namespace) -> dict[str, Any]:
         kernels = generate(root, args.tests, ipm, args.seed)
         slowed = sorted(rng.sample(sorted(kernels), len(kernels) // 2))
         slow = {name: 1.0 + args.slowdown for name in slowed}
+        (root / "busy_inject.py").write_text(NUMPY_INJECT)
         study = Study(root, args, [])
         recorded: set[str] = set()
         saved: set[str] = set()
@@ -418,11 +481,11 @@ def _pct(n: int, d: int) -> str:
     return f"{n}/{d} ({n / max(1, d):.1%})"
 
 
-def _cells(tool: Any, slowed_known: bool) -> list[str]:
+def _cells(tool: Any) -> list[str]:
     if not isinstance(tool, dict):
         return [str(tool)] + [""] * 4
     detection = "n/a"
-    if slowed_known and "slowed" in tool:
+    if "slowed" in tool:
         if "slowed_judged" in tool:
             detection = (
                 f"{_pct(tool['detected_judged'], tool['slowed_judged'])} of judged; "
@@ -454,11 +517,9 @@ def markdown(result: dict[str, Any]) -> str:
     for s in result["scenarios"]:
         load = f"load {s['load']['min']:.1f}-{s['load']['max']:.1f}"
         what = f"{s['scenario']} (recorded {s['recorded']}, judged {s['judged']}; {load})"
-        synth = "detection_note" not in s
-        rows.append([what, "opprof defaults", *_cells(s["opprof"], synth)])
-        if not synth:
-            rows[-1][4] = s["detection_note"]
-        rows.append(["", "pytest-benchmark mean:10%", *_cells(s["pytest_benchmark"], True)])
+        what += f"; {s['tests']} tests, `{s['slowed_op']}` slowed"
+        rows.append([what, "opprof defaults", *_cells(s["opprof"])])
+        rows.append(["", "pytest-benchmark mean:10%", *_cells(s["pytest_benchmark"])])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines)
