@@ -313,7 +313,8 @@ def score_opprof(
         "slowed_judged": len(judged_slowed),
         "detected_judged": detected_judged,
         "detected_all": detected_all,
-        "detection_rate": detected_judged / max(1, len(judged_slowed)),
+        # None: no slowed test had its time judged, so the goal's measure is undefined.
+        "detection_rate": detected_judged / len(judged_slowed) if judged_slowed else None,
         "detection_rate_all": detected_all / max(1, len(targets)),
         "false_in_slowed_run": sum(
             t["status"] == "regressed" for nid, t in tests.items() if nid not in targets
@@ -487,9 +488,13 @@ def _cells(tool: Any) -> list[str]:
     detection = "n/a"
     if "slowed" in tool:
         if "slowed_judged" in tool:
+            of_judged = (
+                _pct(tool["detected_judged"], tool["slowed_judged"])
+                if tool["slowed_judged"]
+                else "n/a (none judged)"
+            )
             detection = (
-                f"{_pct(tool['detected_judged'], tool['slowed_judged'])} of judged; "
-                f"{_pct(tool['detected_all'], tool['slowed'])} of all"
+                f"{of_judged} of judged; {_pct(tool['detected_all'], tool['slowed'])} of all"
             )
         else:
             detection = _pct(tool["detected_all"], tool["slowed"])
@@ -516,8 +521,10 @@ def markdown(result: dict[str, Any]) -> str:
     rows = []
     for s in result["scenarios"]:
         load = f"load {s['load']['min']:.1f}-{s['load']['max']:.1f}"
-        what = f"{s['scenario']} (recorded {s['recorded']}, judged {s['judged']}; {load})"
-        what += f"; {s['tests']} tests, `{s['slowed_op']}` slowed"
+        what = (
+            f"{s['scenario']} (recorded {s['recorded']}, judged {s['judged']}; "
+            f"{s['tests']} tests, `{s['slowed_op']}` slowed; {load})"
+        )
         rows.append([what, "opprof defaults", *_cells(s["opprof"])])
         rows.append(["", "pytest-benchmark mean:10%", *_cells(s["pytest_benchmark"])])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -551,6 +558,9 @@ def plot_busy(result: dict[str, Any], path: Path) -> None:
             value = figures.get(key) if isinstance(figures, dict) else None
             ys.append(float("nan") if value is None else value * 100)
         ax.bar(xs, ys, width, label=label, color=color)
+        for x, y in zip(xs, ys, strict=True):
+            text = "n/a" if y != y else f"{y:.0f}"  # y != y: NaN, nothing measured
+            ax.text(x, 0 if y != y else y, text, ha="center", va="bottom", fontsize=6)
     judged = [s["opprof"]["judged_share"] * 100 for s in scenarios]
     ax.scatter(
         range(len(names)),
