@@ -152,6 +152,8 @@ def condition(cond: Condition) -> Iterator[None]:
     if not cond.loaded:
         yield
         return
+    # 900 s: longer than any one session here (the longest, loaded, is a few minutes),
+    # short enough that burners orphaned by a killed study end soon by themselves.
     with cpu_burners(per_core=2, seconds=900):
         yield
 
@@ -426,9 +428,13 @@ def run_scenario(
         bench = score_benchmark(bench_unchanged, bench_slowed, sorted(slow), args.tests)
         bench_plain = study.run(
             f"{scenario.name} pytest-benchmark plain",
-            # The same command less its --benchmark-save: each test body runs once.
+            # The saving command less its --benchmark-save: each test body runs once.
             [
-                *benchmark_cmd(study.root, None, args.benchmark_max_time, storage)[:-1],
+                *(
+                    arg
+                    for arg in benchmark_cmd(study.root, None, args.benchmark_max_time, storage)
+                    if not arg.startswith("--benchmark-save")
+                ),
                 "--benchmark-disable",
             ],
             scenario.judge,

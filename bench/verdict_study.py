@@ -40,7 +40,8 @@ Self-contained: every run generates its suite and records its own sessions (with
 defaults, about 9 minutes on 2 cores: the "Verdict quality" section of BENCHMARKS.md).
 ``--data DIR`` keeps those sessions' raw figures; ``--analyze DIR`` re-scores a directory
 that an earlier ``--data DIR`` run wrote (after a change to the verdict, say) without
-running any session.
+running any session.  Its sibling ``busy_study.py`` runs the plugin end to end on busy
+machines, under ``-n 2`` and on numpy's own tests, sharing this suite and these sessions.
 """
 
 from __future__ import annotations
