@@ -33,8 +33,13 @@ heaviest cases deselected, quiet; the slowed run makes ``numpy.linalg.svd`` 30%
 slower from inside, ``NUMPY_INJECT``, and the targets are the tests whose svd took
 >= 1 ms of self time in the first unchanged run).
 
-    python bench/busy_study.py [--scenario quiet,loaded] [--tests 120] [--sessions 3]
+    python bench/busy_study.py [--scenario quiet,loaded] [--tests 100] [--sessions 3]
                                [--json out.json] [--plot out.png]
+
+Time on 2 cores (measured with other work running, load about 3): ``quiet`` with 120
+tests and one unchanged session took 5 min (an opprof session 39 s, a pytest-benchmark
+one 30 s); all scenarios with the defaults take about 35-45 min, the loaded ones most
+(every session under load runs 2-3x longer).  ``--tests`` and ``--sessions`` scale it.
 """
 
 from __future__ import annotations
@@ -595,7 +600,7 @@ def parser() -> argparse.ArgumentParser:
         default=",".join(SCENARIOS),
         help=f"comma-separated, of {', '.join(SCENARIOS)} (default: all)",
     )
-    p.add_argument("--tests", type=int, default=120, help="tests of the generated suite")
+    p.add_argument("--tests", type=int, default=100, help="tests of the generated suite")
     p.add_argument("--sessions", type=int, default=3, help="unchanged gate runs per scenario")
     p.add_argument("--slowdown", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=1)
