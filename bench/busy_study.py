@@ -416,7 +416,9 @@ def run_scenario(
         result["pytest_benchmark"] = "n/a: numpy's tests do not use the benchmark fixture"
     elif scenario.judge.workers or scenario.record.workers:
         result["pytest_benchmark"] = "n/a: pytest-benchmark disables itself under pytest-xdist"
-    elif args.benchmark:
+    elif not args.benchmark:
+        result["pytest_benchmark"] = "not run (--no-benchmark)"
+    else:
         storage = f".bm-{scenario.baseline}"
         if storage not in saved:
             benchmark_session(study, f"{scenario.name} save", storage, scenario.record, False, {})
