@@ -36,10 +36,11 @@ slower from inside, ``NUMPY_INJECT``, and the targets are the tests whose svd to
     python bench/busy_study.py [--scenario quiet,loaded] [--tests 100] [--sessions 3]
                                [--json out.json] [--plot out.png]
 
-Time on 2 cores (measured with other work running, load about 3): ``quiet`` with 120
-tests and one unchanged session took 5 min (an opprof session 39 s, a pytest-benchmark
-one 30 s); all scenarios with the defaults take about 35-45 min, the loaded ones most
-(every session under load runs 2-3x longer).  ``--tests`` and ``--sessions`` scale it.
+Time on 2 cores (measured with other work running, load 2-5): ``quiet`` with 120 tests
+and one unchanged session took 5 min (an opprof session 39 s, a pytest-benchmark one
+30 s); loaded with 100 tests, an update run 40-48 s and a gate run 88 s (its busy rounds
+re-run).  All scenarios with the defaults: about 40 min (quiet 6, loaded 13, n2 4,
+loaded-base 4, quiet-base 10, numpy 5).  ``--tests`` and ``--sessions`` scale it.
 """
 
 from __future__ import annotations
