@@ -7,13 +7,15 @@ Importing this module makes ``pytest_opprof`` importable from the checkout
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import importlib.metadata
 import os
 import platform
 import statistics
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -88,3 +90,26 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 def fmt_spread(s: dict[str, float], digits: int = 0) -> str:
     """``median [q1-q3]``."""
     return f"{s['median']:.{digits}f} [{s['q1']:.{digits}f}-{s['q3']:.{digits}f}]"
+
+
+_BURN = (
+    "import sys, time\nt = time.monotonic()\n"
+    "while time.monotonic() - t < float(sys.argv[1]): pass\n"
+)
+
+
+@contextlib.contextmanager
+def cpu_burners(per_core: int = 2, seconds: float = 600.0) -> Iterator[None]:
+    """``per_core`` CPU-bound processes per core while the block runs: each ends by itself
+    after ``seconds`` (a killed parent leaves none spinning for long) and is ended by pid
+    when the block ends."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _BURN, str(seconds)])
+        for _ in range(per_core * (os.cpu_count() or 1))
+    ]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

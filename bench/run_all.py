@@ -66,6 +66,13 @@ SECTIONS = [
     Section(
         "verdict", "Verdict quality", "verdict_study.py", args=["--rounds", "9"], timeout_s=1800
     ),
+    Section(
+        "busy",
+        "Verdict quality on busy machines",
+        "busy_study.py",
+        quick_args=["--tests", "20", "--sessions", "1", "--scenario", "quiet,loaded"],
+        timeout_s=3600,
+    ),
 ]
 
 
@@ -263,6 +270,23 @@ def md_verdict(d: dict[str, Any]) -> str:
     )
 
 
+def md_busy(d: dict[str, Any]) -> str:
+    from busy_study import markdown
+
+    return (
+        f"The plugin end to end with its defaults, scored from its JSON report: baselines by "
+        f"{d['update_runs']} update runs, {d['sessions']} unchanged gate runs, one run with "
+        f"+{d['slowdown']:.0%} in the 1-4 ms `kernel` scope of half of the "
+        f"{d['tests_with_kernel']} tests (of {d['tests']}) that have one; detection among the "
+        "slowed tests whose time was judged, and among all slowed; cost = a gate run's wall "
+        "time / a plain run's, same condition. Loaded: 2 CPU-bound processes per core. "
+        f"BLAS threads {'pinned to 1' if d['pin_blas'] else 'as the environment has them'}. "
+        f"Whole study {d['seconds'] / 60:.0f} min.\n\n"
+        + markdown(d)
+        + "\n\n![busy machines](bench/plots/busy.png)"
+    )
+
+
 RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "per_op": md_per_op,
     "record_function": md_record_function,
@@ -270,6 +294,7 @@ RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "accuracy": md_accuracy,
     "suite": md_suite,
     "verdict": md_verdict,
+    "busy": md_busy,
 }
 
 
@@ -455,7 +480,9 @@ def main() -> None:
         }
         args.json.write_text(json.dumps({"meta": meta, "sections": results}, indent=1))
     PLOTS.mkdir(exist_ok=True)
-    for key, plot in (("per_op", plot_per_op), ("verdict", plot_verdict)):
+    from busy_study import plot_busy
+
+    for key, plot in (("per_op", plot_per_op), ("verdict", plot_verdict), ("busy", plot_busy)):
         data = results.get(key, {}).get("data")
         if data:
             plot(data, PLOTS / f"{key}.png")

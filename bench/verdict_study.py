@@ -40,7 +40,8 @@ Self-contained: every run generates its suite and records its own sessions (with
 defaults, about 9 minutes on 2 cores: the "Verdict quality" section of BENCHMARKS.md).
 ``--data DIR`` keeps those sessions' raw figures; ``--analyze DIR`` re-scores a directory
 that an earlier ``--data DIR`` run wrote (after a change to the verdict, say) without
-running any session.
+running any session.  Its sibling ``busy_study.py`` runs the plugin end to end on busy
+machines, under ``-n 2`` and on numpy's own tests, sharing this suite and these sessions.
 """
 
 from __future__ import annotations
@@ -222,17 +223,27 @@ def run_opprof(root: Path, rounds: int, out: Path, slow: dict[str, float]) -> di
 BENCH_FLAGGED = re.compile(r"^\s*(test_w\d+)\S* .*- Field 'mean' has failed", re.M)
 
 
-def run_benchmark(
-    root: Path, slow: dict[str, float], compare_to: str | None, max_time: float
-) -> tuple[set[str], dict[str, object]]:
-    env = subprocess_env(OPPROF_STUDY_SLOW=json.dumps(slow), PYTHONPATH=str(root))
+def benchmark_cmd(
+    root: Path, compare_to: str | None, max_time: float, storage: str = ".bm"
+) -> list[str]:
+    """The pytest-benchmark session over the ``bench`` flavour of the suite under ``root``:
+    saves a run (``compare_to`` None) or compares with ``--benchmark-compare-fail=mean:10%``.
+    ``storage``: the folder under ``root`` its saved runs live in."""
     cmd = [PYTHON, "-m", "pytest", "-q", "-p", "no:randomly", "bench"]
-    cmd += [f"--benchmark-storage=file://{root}/.bm"]
+    cmd += [f"--benchmark-storage=file://{root}/{storage}"]
     cmd += [f"--benchmark-max-time={max_time}", "--benchmark-disable-gc"]
     if compare_to is None:
         cmd += ["--benchmark-save=base"]
     else:
         cmd += [f"--benchmark-compare={compare_to}", "--benchmark-compare-fail=mean:10%"]
+    return cmd
+
+
+def run_benchmark(
+    root: Path, slow: dict[str, float], compare_to: str | None, max_time: float
+) -> tuple[set[str], dict[str, object]]:
+    env = subprocess_env(OPPROF_STUDY_SLOW=json.dumps(slow), PYTHONPATH=str(root))
+    cmd = benchmark_cmd(root, compare_to, max_time)
     load = loadavg()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
