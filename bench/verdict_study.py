@@ -270,6 +270,9 @@ def first_rounds(summary: TestSummary, k: int) -> TestSummary:
         ops=ops,
         speed_ref=_first(summary.speed_ref, k) if summary.speed_ref is not None else None,
         native_ref=_first(summary.native_ref, k) if summary.native_ref is not None else None,
+        # Cut with the rest: with a series longer than the rounds, the verdict would
+        # not know which rounds waited for a CPU (gate/waiting.py) and keep them all.
+        wait_time=_first(summary.wait_time, k) if summary.wait_time is not None else None,
     )
 
 
