@@ -15,7 +15,13 @@ from conftest import busy_machine
 
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
-from pytest_opprof.gate.waiting import _op_work_ns, as_work, clean_rounds, only_rounds
+from pytest_opprof.gate.waiting import (
+    WORK_NOTE_MARK,
+    _op_work_ns,
+    as_work,
+    clean_rounds,
+    only_rounds,
+)
 from pytest_opprof.plugin.rounds import AUTO_ROUNDS, BUSY_ROUNDS, another_clean_round
 
 if TYPE_CHECKING:
@@ -156,50 +162,105 @@ def test_only_rounds_picks_every_per_round_series() -> None:
 
 
 @pytest.mark.parametrize(
-    ("fixed", "measured", "clean", "replaced", "expected"),
+    ("fixed", "measured", "clean", "replaced", "workable", "expected"),
     [
-        (None, AUTO_ROUNDS, AUTO_ROUNDS, 0, False),  # enough clean rounds
-        (None, AUTO_ROUNDS, AUTO_ROUNDS - 1, 0, True),  # one waited: replace it
-        (None, AUTO_ROUNDS + 2, 1, BUSY_ROUNDS, False),  # budget spent
-        (None, 1, 0, 0, False),  # auto did not repeat this test
-        (5, 5, 0, 0, False),  # fixed rounds are what the user asked for
-        (None, AUTO_ROUNDS, None, 0, False),  # waiting not measured
+        (None, AUTO_ROUNDS, AUTO_ROUNDS, 0, None, False),  # enough clean rounds
+        (None, AUTO_ROUNDS, AUTO_ROUNDS - 1, 0, None, True),  # one waited: replace it
+        (None, AUTO_ROUNDS + 2, 1, BUSY_ROUNDS, None, False),  # budget spent
+        (None, 1, 0, 0, None, False),  # auto did not repeat this test
+        (5, 5, 0, 0, None, False),  # fixed rounds are what the user asked for
+        (None, AUTO_ROUNDS, None, 0, None, False),  # waiting not measured
+        # Busy throughout, but every round fit for work time: judge that, run no more.
+        (None, AUTO_ROUNDS, 0, 0, AUTO_ROUNDS, False),
+        (None, AUTO_ROUNDS, 0, 0, AUTO_ROUNDS - 2, True),  # too few even for work time
+        (None, AUTO_ROUNDS, 2, 0, AUTO_ROUNDS, True),  # clean rounds come: get more
     ],
 )
 def test_auto_replaces_rounds_that_waited_within_a_budget(
-    fixed: int | None, measured: int, clean: int | None, replaced: int, expected: bool
+    fixed: int | None,
+    measured: int,
+    clean: int | None,
+    replaced: int,
+    workable: int | None,
+    expected: bool,
 ) -> None:
-    assert another_clean_round(fixed, measured, clean, replaced) is expected
+    assert another_clean_round(fixed, measured, clean, replaced, workable=workable) is expected
 
 
 SORTS = """
+import os
+
 import numpy as np
+import pytest_opprof as opprof
 
 DATA = np.random.default_rng(0).standard_normal(200_000)
 
 def test_sorts():
-    for _ in range(4):
+    for _ in range(4):  # about 8 ms of numpy work
         np.sort(DATA)
+    # SPIN multiplies a scope's pure-Python work: a real slowdown that changes no op
+    # count, FLOPs or memory figure, so that only time can catch it.
+    with opprof.record_function("kernel"):
+        acc = 0
+        for i in range(int(os.environ.get("SPIN", "100000"))):
+            acc += i
 """
 
 
-def test_a_busy_machine_does_not_fail_unchanged_code_on_time_and_says_why(
-    pytester: pytest.Pytester, run_pytest: PytestRunner
+def test_a_busy_machine_judges_work_time_passes_unchanged_code_and_fails_a_slowdown(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(test_sorts=SORTS)
     run_pytest("--opprof-update-baselines").assert_outcomes(passed=1)
     with busy_machine():
         result = run_pytest("--opprof", "--opprof-report=report.json", "--junitxml=junit.xml")
+        monkeypatch.setenv("SPIN", "400000")
+        slower = run_pytest("--opprof")
     result.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"].values()
-    reason = test["verdict"]["time_not_judged"]
-    # Two CPU-bound processes per core: every round of ~20 ms waited for a CPU.
-    assert reason.startswith("time not judged: ") and "waited for a CPU in" in reason
-    wall = next(m for m in test["verdict"]["metrics"] if m["metric"] == "wall time")
-    assert wall["status"] == "not judged"
-    result.stdout.fnmatch_lines(["*times not judged: 1 test(s) ran while the machine was busy*"])
+    verdict = test["verdict"]
+    # Two CPU-bound processes per core: the rounds waited for a CPU, so the time judged is
+    # wall time less that wait, and one note says so.
+    assert verdict["time_not_judged"] is None
+    assert verdict["time_judged_on"] == "work time"
+    rows = {m["metric"]: m for m in verdict["metrics"]}
+    assert rows["wall time"]["status"] == "not judged"
+    assert rows["work time"]["status"] == "pass"
+    assert any(WORK_NOTE_MARK in note for note in verdict["notes"])
+    result.stdout.fnmatch_lines(["*times judged on work time: 1 test(s)*"])
     props = {
         p.get("name"): p.get("value")
         for p in ElementTree.parse(pytester.path / "junit.xml").iter("property")
     }
-    assert props["opprof_time_not_judged"] == reason
+    assert props["opprof_time_judged_on"] == "work time"
+    # About twice the work under the same load fails on work time and names the scope
+    # that grew (an explanation: op times of contended rounds are not judged alone).
+    slower.assert_outcomes(failed=1)
+    slower.stdout.fnmatch_lines(["*work time*REGRESSED*", "*kernel  slower*"])
+
+
+def test_a_quiet_slowdown_of_one_op_fails_naming_that_op(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(
+        test_ops="""
+import os
+
+import numpy as np
+
+A = np.random.default_rng(0).standard_normal((200, 200))
+DATA = np.random.default_rng(1).standard_normal(200_000)
+
+def test_ops():
+    for _ in range(int(os.environ.get("SORTS", "2"))):
+        np.sort(DATA)
+    for _ in range(4):
+        A @ A
+"""
+    )
+    run_pytest("--opprof-update-baselines").assert_outcomes(passed=1)
+    monkeypatch.setenv("SORTS", "4")
+    result = run_pytest("--opprof")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*numpy.ndarray.sort  slower*"])
+    assert "numpy.matmul  slower" not in result.stdout.str()

@@ -32,6 +32,7 @@ from pytest_opprof.capture.sources import Source
 from pytest_opprof.errors import MarkerUsageError
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import TestSummary, summarize_rounds
+from pytest_opprof.gate.waiting import WORK_WAIT_LIMIT
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.marker import MARKER_NAME, TestSettings, settings_for
 from pytest_opprof.plugin.measure import Rounds
@@ -174,6 +175,7 @@ class Worker:
                 rounds.clean(self.options.gate.max_wait_share),
                 replaced,
                 preempted=rounds.preempted,
+                workable=rounds.clean(WORK_WAIT_LIMIT),
             ):
                 with rounds.measure(self.options, self.not_measured, self._probe):
                     item.runtest()
