@@ -212,15 +212,18 @@ def test_a_busy_machine_judges_work_time_passes_unchanged_code_and_fails_a_slowd
 ) -> None:
     pytester.makepyfile(test_sorts=SORTS)
     run_pytest("--opprof-update-baselines").assert_outcomes(passed=1)
-    with busy_machine():
+    # One burner per core: every round waits (about half its time), yet stays under the
+    # 80% past which work time is not judged.  Two per core on a 2-core machine that
+    # other jobs share measured 81-91% here: "time not judged", as designed.
+    with busy_machine(per_core=1):
         result = run_pytest("--opprof", "--opprof-report=report.json", "--junitxml=junit.xml")
         monkeypatch.setenv("SPIN", "400000")
         slower = run_pytest("--opprof")
     result.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"].values()
     verdict = test["verdict"]
-    # Two CPU-bound processes per core: the rounds waited for a CPU, so the time judged is
-    # wall time less that wait, and one note says so.
+    # The rounds waited for a CPU, so the time judged is wall time less that wait, and
+    # one note says so.
     assert verdict["time_not_judged"] is None
     assert verdict["time_judged_on"] == "work time"
     rows = {m["metric"]: m for m in verdict["metrics"]}
