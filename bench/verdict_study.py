@@ -358,6 +358,8 @@ def judge(
         verdict = _compare(summary, base_view[nodeid], setting)
         if verdict.failed:
             blamed = {r.op for r in verdict.reasons if r.status == "regressed"}
+            if verdict.work_time:  # op times of contended rounds explain, as info
+                blamed |= {r.op for r in verdict.reasons if r.kind == "slower"}
             blamed |= {m.metric for m in verdict.metrics if m.status == "regressed"}
             out[nodeid] = blamed
     return out
