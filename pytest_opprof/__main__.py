@@ -77,6 +77,7 @@ def _compare(args: argparse.Namespace) -> int:
             fingerprint=now.machine.fingerprint,
             tolerances=tolerances,
             force_time=args.force_time,
+            machine=now.machine,
         )
         regressed += verdict.failed
         result = TestResult(name, now.summary, verdict, baseline_file=args.old)

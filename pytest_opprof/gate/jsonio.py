@@ -154,6 +154,22 @@ class Fields:
                 raise FieldError(field_path(path, i), f"expected an integer >= 0, got {item!r}")
         return list(value)
 
+    def int_pair(self, key: str) -> tuple[int, int]:
+        """A ``[low, high]`` pair of integers (any sign) with ``low <= high``."""
+        value = self._get(key)
+        path = field_path(self.path, key)
+        if (
+            not isinstance(value, list)
+            or len(value) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in value)
+            or any(abs(v) > INT64_MAX for v in value)
+            or value[0] > value[1]
+        ):
+            raise FieldError(
+                path, f"expected [low, high], two integers with low <= high, got {value!r}"
+            )
+        return value[0], value[1]
+
     def texts(self, key: str) -> list[str]:
         """A list of strings."""
         value = self._get(key)

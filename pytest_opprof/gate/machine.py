@@ -9,6 +9,11 @@ timing alike.
 
 torch's version comes from package metadata, so describing the machine never
 imports torch (seconds) when the test run did not.
+
+The BLAS and OpenMP thread pools' sizes (``threads``) and the environment variables
+that set them (``thread_env``) are recorded beside, outside the fingerprint: they
+are a setting of the run, not of the machine, and a baseline recorded with other
+sizes is still comparable; the verdict says when they differ (issue 16).
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ import os
 import platform
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 
+from pytest_opprof.capture.threadpools import thread_counts, thread_env
 from pytest_opprof.gate.jsonio import Fields
 
 
@@ -40,9 +47,16 @@ class MachineInfo:
     blas: str | None
     torch: str | None
     fingerprint: str
+    threads: Mapping[str, int] | None = None
+    """Pool sizes the measured rounds ran with, ``{"openblas": 1, "openmp": 1}``; None
+    when not recorded (baselines from before issue 16)."""
+    thread_env: Mapping[str, str] = field(default_factory=dict)
+    """``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` where set."""
 
     def to_json(self) -> dict[str, object]:
         return {
+            "threads": dict(self.threads) if self.threads is not None else None,
+            "thread_env": dict(self.thread_env),
             "cpu_model": self.cpu_model,
             "cpu_count": self.cpu_count,
             "arch": self.arch,
@@ -69,6 +83,30 @@ class MachineInfo:
             blas=f.opt_text("blas"),
             torch=f.opt_text("torch"),
             fingerprint=f.text("fingerprint"),
+            threads=_read_threads(f),
+            thread_env=_read_thread_env(f),
+        )
+
+    def pinned(self, threads: int | None) -> MachineInfo:
+        """This record with every pool at ``threads`` (``--opprof-blas-threads N``); itself
+        for None."""
+        if threads is None or self.threads is None:
+            return self
+        return replace(self, threads=dict.fromkeys(self.threads, threads))
+
+    def threads_differ(self, other: MachineInfo) -> str | None:
+        """Why the pool sizes of ``other`` (the baseline) and of this record differ, in
+        words; None when they agree or either side did not record them."""
+        if self.threads is None or other.threads is None:
+            return None
+        # Only pools both sides found: a runtime loaded on one side only (a test run that
+        # imported torch, one that did not) is no difference in size.
+        if all(other.threads[k] == v for k, v in self.threads.items() if k in other.threads):
+            return None
+        return (
+            f"BLAS/OpenMP thread pools differ from the baseline's "
+            f"({_threads_text(other)}, now {_threads_text(self)}); a pool competing for "
+            "cores can slow BLAS/LAPACK calls many times over (--opprof-blas-threads pins them)"
         )
 
     def describe(self) -> str:
@@ -79,6 +117,26 @@ class MachineInfo:
         ]
         parts = [f"{self.cpu_model} x{self.cpu_count}", f"{self.system} {self.arch}", self.python]
         return ", ".join(parts + [lib for lib in libs if lib])
+
+
+def _read_threads(f: Fields) -> dict[str, int] | None:
+    threads = f.opt_obj("threads")
+    if threads is None:
+        return None
+    return {name: threads.integer(name, minimum=1) for name in sorted(threads.data)}
+
+
+def _read_thread_env(f: Fields) -> dict[str, str]:
+    env = f.opt_obj("thread_env")
+    if env is None:
+        return {}
+    return {name: env.text(name) for name in sorted(env.data)}
+
+
+def _threads_text(info: MachineInfo) -> str:
+    pools = ", ".join(f"{k} {v}" for k, v in sorted((info.threads or {}).items()))
+    env = ", ".join(f"{k}={v}" for k, v in sorted(info.thread_env.items()))
+    return "; ".join(part for part in (pools or "no pool found", env) if part)
 
 
 def fingerprint(
@@ -107,9 +165,16 @@ def fingerprint(
     return digest.hexdigest()[:16]
 
 
+def machine_info(blas_threads: int | None = None) -> MachineInfo:
+    """This machine; its pool sizes are ``blas_threads`` for every pool found where the
+    rounds are pinned (``--opprof-blas-threads N``), else the sizes they have now."""
+    return _described().pinned(blas_threads)
+
+
 @functools.cache
-def machine_info() -> MachineInfo:
-    """This machine, described once per process."""
+def _described() -> MachineInfo:
+    """This machine, described once per process: at the first verdict, so that the
+    pools of the libraries the tests imported are loaded by then."""
     cpu_model = _cpu_model()
     cpu_count = os.cpu_count() or 1
     arch = platform.machine() or "unknown"
@@ -128,6 +193,8 @@ def machine_info() -> MachineInfo:
         numpy=numpy_version,
         blas=blas,
         torch=torch_version,
+        threads=thread_counts(),
+        thread_env=thread_env(),
         fingerprint=fingerprint(
             cpu_model=cpu_model,
             cpu_count=cpu_count,

@@ -20,7 +20,7 @@ Where each step runs, so that one process writes and the right test fails:
   file, so it is neither judged nor staged, and the summary says so once.
 
 Files are read once, lazily; with ``update`` the tests that passed are staged
-(pooled with their stored rounds when their verdict passed, see ``pooling.py``)
+(pooled with their stored rounds unless they changed for real, see ``pooling.py``)
 and :meth:`BaselineSession.write` merges them into their module files once.
 """
 
@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.machine import MachineInfo, machine_info
-from pytest_opprof.gate.pooling import can_pool, pool
+from pytest_opprof.gate.pooling import pool, replace_reason
 from pytest_opprof.gate.results import TestResult, write_json_report
 from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_nodeid, update
 from pytest_opprof.gate.summary import TestSummary
@@ -59,6 +59,8 @@ class GateOptions:
     require_baselines: bool = False
     report_path: Path | None = None
     markdown_path: Path | None = None
+    blas_threads: int | None = None
+    """The pools' size in the measured rounds where pinned (``--opprof-blas-threads``)."""
 
     def tolerances(self) -> Tolerances:
         """The session's thresholds as the verdict takes them."""
@@ -105,11 +107,13 @@ class BaselineSession:
         """Node ids of tests outside the rootdir (not judged, not staged), in order."""
         self.pooled: list[str] = []
         """Node ids whose staged entry pools their rounds with the stored ones."""
+        self.replaced: dict[str, str] = {}
+        """Node id -> why its staged entry replaces the stored one (``pooling.replace_reason``)."""
         self.written: list[Path] = []
         self.write_error: str | None = None
         self._files: dict[Path, Mapping[str, BaselineEntry]] = {}
         self._bad_paths: dict[Path, BaselineError] = {}
-        self._verdicts: dict[str, Verdict] = {}
+        self._verdicts: dict[str, tuple[Verdict, Tolerances]] = {}
         self._passed_calls: dict[str, TestSummary] = {}
         self._staged: dict[Path, dict[str, BaselineEntry]] = {}
 
@@ -117,7 +121,7 @@ class BaselineSession:
     def machine(self) -> MachineInfo:
         """This machine, read at first use (a session that judges nothing never reads it)."""
         if self._machine is None:
-            self._machine = machine_info()
+            self._machine = machine_info(self.options.blas_threads)
         return self._machine
 
     # -- reading -----------------------------------------------------------------
@@ -162,6 +166,7 @@ class BaselineSession:
             fingerprint=self.machine.fingerprint,
             tolerances=self.with_overrides(overrides or {}),
             force_time=self.options.force_time,
+            machine=self.machine,
         )
 
     # -- what the rounds policy asks -----------------------------------------------
@@ -199,6 +204,7 @@ class BaselineSession:
         if _outside_rootdir(nodeid):
             self.outside[nodeid] = None
             return Judgement(None)
+        tolerances = self.with_overrides(overrides)
         try:
             path = self.path_of(nodeid)
             verdict = self.verdict(nodeid, summary, overrides)
@@ -212,7 +218,7 @@ class BaselineSession:
             shown = path.relative_to(self.baseline_dir.parent).as_posix()
         except ValueError:
             shown = str(path)
-        self._verdicts[nodeid] = verdict
+        self._verdicts[nodeid] = (verdict, tolerances)
         result = TestResult(nodeid, summary, verdict, baseline_file=shown)
         self.results.append(result)
         return Judgement(result, None, self.fails(result))
@@ -246,13 +252,17 @@ class BaselineSession:
 
     def stage(self, nodeid: str, summary: TestSummary) -> None:
         """Record ``summary`` as the test's new baseline when :meth:`write` runs: pooled
-        with the stored rounds when it was judged and passed, else replacing them."""
+        with the stored rounds unless it changed for real, else replacing them."""
         stored = self.stored(nodeid)
-        verdict = self._verdicts.get(nodeid)
-        if stored is not None and verdict is not None:
-            if can_pool(summary, stored, verdict, self.machine.fingerprint):
+        judged = self._verdicts.get(nodeid)
+        if stored is not None and judged is not None:
+            verdict, tolerances = judged
+            why = replace_reason(summary, stored, verdict, self.machine.fingerprint, tolerances)
+            if why is None:
                 summary = pool(summary, stored.summary)
                 self.pooled.append(nodeid)
+            else:
+                self.replaced[nodeid] = why
         entry = BaselineEntry.record(summary, self.machine)
         self._staged.setdefault(self.path_of(nodeid), {})[split_nodeid(nodeid)[1]] = entry
 

@@ -16,22 +16,28 @@ File schema (version :data:`SCHEMA_VERSION`)::
           "schema": 1,
           "recorded_at": "2025-01-31T12:00:00Z",      # UTC, seconds
           "machine": {cpu_model, cpu_count, arch, system, platform, python,
-                      numpy, blas, torch, fingerprint},
+                      numpy, blas, torch, fingerprint,
+                      threads: {"openblas": int, ...} | null,   # optional: thread
+                      thread_env: {"OMP_NUM_THREADS": str, ...}},  # pools, issue 16
           "rounds": 5,
           "summary": {
             "wall_time": TIME, "cpu_time": TIME,
             "op_count": int, "flops": int,
             "op_time_share": float,                      # 3 decimals
             "memory": {peak_bytes, allocated_bytes, allocations, leaked_bytes} | null,
-            "speed_ref": TIME, "native_ref": TIME   # the machine-speed references beside
+            "speed_ref": TIME, "native_ref": TIME,  # the machine-speed references beside
                                            # each round (capture/speed_probe.py); optional
+            "ranges": {"flops": [low, high], ...}   # optional: only the deterministic figures
+                                           # that varied over rounds and pooled sessions
           },
+          "sessions": [5, 5, 5],             # optional: rounds per pooled update run
           "ops": {
             "<op key>": {
               "count": int, "flops": int,
               "self_memory_bytes": int, "memory_bytes": int,   # net bytes, may be < 0
               "self_cpu_time": TIME, "cpu_time": TIME,         # per-round totals
-              "self_device_time": TIME, "device_time": TIME    # only when measured
+              "self_device_time": TIME, "device_time": TIME,   # only when measured
+              "ranges": {"count": [low, high], ...}  # optional, as the summary's
             }
           }
         }

@@ -14,7 +14,10 @@ Two kinds of figures, two rules:
 * Counts, FLOPs and bytes are deterministic once warm: the summary keeps the
   low median over rounds (``statistics.median_low``, an actual round's value), so
   a one-off first round (lazy imports, caches) does not set the figure once
-  there are three or more rounds.
+  there are three or more rounds.  Some are not deterministic after all (unseeded
+  random sizes, threads interleaving): where the rounds disagree, the summary also
+  keeps the ``[low, high]`` range they spanned (``ranges``, only for a figure that
+  varied, so files stay small), and a verdict judges the figure beyond that range.
 
 ``to_json`` rounds times to three significant digits and shares to three
 decimals; ints that are exact (counts, FLOPs, bytes) stay exact.
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
@@ -32,6 +35,61 @@ from pytest_opprof.errors import FieldError
 from pytest_opprof.gate.jsonio import Fields, field_path, round_sig
 
 _US_TO_NS = 1000
+
+Span = tuple[int, int]
+"""The ``(low, high)`` a deterministic figure spanned over rounds (and pooled sessions)."""
+Ranges = Mapping[str, Span]
+
+TEST_RANGED = (
+    "flops",
+    "op_count",
+    "peak_bytes",
+    "allocated_bytes",
+    "allocations",
+    "leaked_bytes",
+    "device_memory_bytes",
+)
+"""The test-level deterministic figures that may carry a range (names as in ``ranges``)."""
+OP_RANGED = ("count", "flops", "self_memory_bytes")
+"""An op's deterministic figures that may carry a range."""
+
+
+def span_of(values: Iterable[int]) -> Span:
+    """The ``(low, high)`` of some values of one figure."""
+    seen = list(values)
+    return min(seen), max(seen)
+
+
+def varying(spans: Mapping[str, Span]) -> dict[str, Span]:
+    """Only the spans that are not a single value: what a file stores."""
+    return {name: (lo, hi) for name, (lo, hi) in spans.items() if lo != hi}
+
+
+def ranges_json(ranges: Ranges) -> dict[str, object]:
+    return {name: [lo, hi] for name, (lo, hi) in sorted(ranges.items())}
+
+
+def ranges_from_json(
+    f: Fields, names: Sequence[str], values: Mapping[str, int | None]
+) -> dict[str, Span]:
+    """Read ``ranges`` (optional: files written before ranges have none), each a pair of
+    integers around the figure's stored value."""
+    if not f.has("ranges"):
+        return {}
+    r = f.obj("ranges")
+    out: dict[str, Span] = {}
+    for name in sorted(r.data):
+        where = field_path(r.path, name)
+        if name not in names:
+            raise FieldError(where, f"expected one of {', '.join(names)}")
+        value = values.get(name)
+        if value is None:
+            raise FieldError(where, "a range for a figure that was not measured")
+        lo, hi = r.int_pair(name)
+        if not lo <= value <= hi:
+            raise FieldError(where, f"expected a range around the figure {value}, got [{lo}, {hi}]")
+        out[name] = (lo, hi)
+    return out
 
 
 @dataclass(frozen=True)
@@ -265,6 +323,21 @@ class OpSummary:
     flops: int
     self_device_time: TimeStats | None = None
     device_time: TimeStats | None = None
+    ranges: Ranges = field(default_factory=dict)
+    """``(low, high)`` of each figure of ``OP_RANGED`` that varied over the rounds."""
+
+    def exact_values(self) -> dict[str, int]:
+        """The op's deterministic figures that may carry a range, by name."""
+        return {
+            "count": self.count,
+            "flops": self.flops,
+            "self_memory_bytes": self.self_memory_bytes,
+        }
+
+    def span(self, name: str) -> Span:
+        """The range the figure ``name`` spanned; its value alone where it did not vary."""
+        value = self.exact_values()[name]
+        return self.ranges.get(name, (value, value))
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -278,13 +351,15 @@ class OpSummary:
         if self.self_device_time is not None and self.device_time is not None:
             out["self_device_time"] = self.self_device_time.to_json()
             out["device_time"] = self.device_time.to_json()
+        if self.ranges:
+            out["ranges"] = ranges_json(self.ranges)
         return out
 
     @classmethod
     def from_json(cls, key: str, f: Fields) -> OpSummary:
         device = f.opt_obj("device_time")
         self_device = f.opt_obj("self_device_time")
-        return cls(
+        op = cls(
             key=key,
             count=f.integer("count"),
             self_cpu_time=TimeStats.from_json(f.obj("self_cpu_time")),
@@ -295,6 +370,8 @@ class OpSummary:
             self_device_time=TimeStats.from_json(self_device) if self_device else None,
             device_time=TimeStats.from_json(device) if device else None,
         )
+        ranges = ranges_from_json(f, OP_RANGED, op.exact_values())
+        return replace(op, ranges=ranges) if ranges else op
 
 
 @dataclass(frozen=True)
@@ -329,6 +406,28 @@ class TestSummary:
     wait_time: TimeStats | None = None
     """Per round, how long the test's thread waited for a CPU (ns): time in the wall
     time that did no work.  None when not measured."""
+    ranges: Ranges = field(default_factory=dict)
+    """``(low, high)`` of each figure of ``TEST_RANGED`` that varied over the rounds (and,
+    in a baseline, over the sessions pooled since it was last replaced)."""
+
+    def exact_values(self) -> dict[str, int]:
+        """The deterministic figures that may carry a range, by name (those measured)."""
+        out = {"flops": self.flops, "op_count": self.op_count}
+        if self.memory is not None:
+            out.update(
+                peak_bytes=self.memory.peak_bytes,
+                allocated_bytes=self.memory.allocated_bytes,
+                allocations=self.memory.allocations,
+                leaked_bytes=self.memory.leaked_bytes,
+            )
+        if self.device_memory_bytes is not None:
+            out["device_memory_bytes"] = self.device_memory_bytes
+        return out
+
+    def span(self, name: str) -> Span:
+        """The range the figure ``name`` spanned; its value alone where it did not vary."""
+        value = self.exact_values()[name]
+        return self.ranges.get(name, (value, value))
 
     def wait_share(self) -> float | None:
         """The share of the rounds' wall time the test's thread waited for a CPU."""
@@ -359,6 +458,8 @@ class TestSummary:
             figures["dropped_events"] = self.dropped_events
         if self.wait_time is not None:
             figures["wait_time"] = self.wait_time.to_json()
+        if self.ranges:
+            figures["ranges"] = ranges_json(self.ranges)
         out: dict[str, object] = {"rounds": self.rounds}
         if len(self.sessions) > 1:
             out["sessions"] = list(self.sessions)
@@ -383,7 +484,7 @@ class TestSummary:
                 f"expected rounds per session (each >= 1) adding up to rounds {rounds}, "
                 f"got {list(sessions)}",
             )
-        return cls(
+        summary = cls(
             rounds=rounds,
             sessions=sessions if len(sessions) > 1 else (),
             wall_time=TimeStats.from_json(figures.obj("wall_time")),
@@ -400,6 +501,8 @@ class TestSummary:
             dropped_events=figures.opt_integer("dropped_events") or 0,
             wait_time=TimeStats.from_json(wait_time) if wait_time else None,
         )
+        ranges = ranges_from_json(figures, TEST_RANGED, summary.exact_values())
+        return replace(summary, ranges=ranges) if ranges else summary
 
 
 def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
@@ -413,14 +516,20 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
     speed_refs = [r.speed_ref_ns for r in rounds if r.speed_ref_ns is not None]
     native_refs = [r.native_ref_ns for r in rounds if r.native_ref_ns is not None]
     waits = [r.wait_ns for r in rounds if r.wait_ns is not None]
+    op_counts = [sum(f.count for k, f in r.ops.items() if k != MEMORY_EVENT_NAME) for r in rounds]
+    flops = [sum(f.self_flops for f in r.ops.values()) for r in rounds]
+    spans = {"flops": span_of(flops), "op_count": span_of(op_counts)}
+    if memories:
+        for name in ("peak_bytes", "allocated_bytes", "allocations", "leaked_bytes"):
+            spans[name] = span_of(getattr(m, name) for m in memories)
+    if device_memory:
+        spans["device_memory_bytes"] = span_of(device_memory)
     return TestSummary(
         rounds=len(rounds),
         wall_time=TimeStats.from_samples([r.wall_time_ns for r in rounds]),
         cpu_time=TimeStats.from_samples([r.cpu_time_ns for r in rounds]),
-        op_count=statistics.median_low(
-            [sum(f.count for k, f in r.ops.items() if k != MEMORY_EVENT_NAME) for r in rounds]
-        ),
-        flops=statistics.median_low([sum(f.self_flops for f in r.ops.values()) for r in rounds]),
+        op_count=statistics.median_low(op_counts),
+        flops=statistics.median_low(flops),
         op_time_share=statistics.median(
             [
                 sum(f.self_cpu_ns for f in r.ops.values()) / r.wall_time_ns
@@ -442,6 +551,7 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
         native_ref=TimeStats.from_samples(native_refs) if len(native_refs) == len(rounds) else None,
         dropped_events=max(r.dropped_events for r in rounds),
         wait_time=TimeStats.from_samples(waits) if len(waits) == len(rounds) else None,
+        ranges=varying(spans),
     )
 
 
@@ -461,6 +571,13 @@ def _summarize_op(key: str, per_round: list[OpFigures]) -> OpSummary:
         device_time=TimeStats.from_samples([f.device_ns for f in per_round])
         if has_device
         else None,
+        ranges=varying(
+            {
+                "count": span_of(f.count for f in per_round),
+                "flops": span_of(f.flops for f in per_round),
+                "self_memory_bytes": span_of(f.self_memory_bytes for f in per_round),
+            }
+        ),
     )
 
 

@@ -4,9 +4,13 @@ Rules (each threshold is a :class:`Tolerances` field):
 
 * Deterministic figures (FLOPs, memory bytes and allocations, op counts) compare
   directly: ``now > baseline * (1 + tolerance)`` is a regression,
-  ``now * (1 + tolerance) < baseline`` an improvement.  Memory changes of at most
-  ``memory_floor_bytes`` are ignored (allocator granularity, caches).  Op counts
-  are reported but judged only when ``count`` is set.
+  ``now * (1 + tolerance) < baseline`` an improvement.  A figure that varied in the
+  baseline's rounds or pooled sessions (``TestSummary.ranges``: unseeded random
+  sizes, threads interleaving) is judged beyond its range: ``now > high * (1 +
+  tolerance)`` regresses, ``now * (1 + tolerance) < low`` improves, and the verdict
+  lists it in ``varying``, since a change smaller than the spread cannot be seen.
+  Memory changes of at most ``memory_floor_bytes`` are ignored (allocator
+  granularity, caches).  Op counts are reported but judged only when ``count`` is set.
 * Time is noisy.  Each time (the test's wall time; each op's per-round self
   CPU time) is judged by one statistic over its rounds, the same on both
   sides: ``median`` (the default: with the speed references below, the
@@ -78,9 +82,10 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from pytest_opprof.gate import speed
+from pytest_opprof.gate.machine import MachineInfo
 from pytest_opprof.gate.stats import mann_whitney_greater
 from pytest_opprof.gate.store import BaselineEntry
-from pytest_opprof.gate.summary import OpSummary, TestSummary, TimeStats
+from pytest_opprof.gate.summary import OpSummary, Span, TestSummary, TimeStats
 from pytest_opprof.gate.tolerance import (
     DEFAULT_FLOPS_TOLERANCE,
     DEFAULT_MEMORY_TOLERANCE,
@@ -196,6 +201,18 @@ class OpReason:
         }
 
 
+class VaryingFigure(NamedTuple):
+    """A test-level deterministic figure whose baseline spans a range, not one value."""
+
+    metric: str
+    unit: str
+    low: int
+    high: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"metric": self.metric, "unit": self.unit, "low": self.low, "high": self.high}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Outcome of one test's comparison; ``failed`` when something regressed."""
@@ -218,6 +235,8 @@ class Verdict:
     work_time: bool = False
     """The test-level time judged is work time (wall less the thread's wait for a CPU,
     ``waiting.work_rounds``): too few rounds were clean; op times are explanations only."""
+    varying: tuple[VaryingFigure, ...] = ()
+    """Deterministic figures that varied in the baseline's runs, judged beyond their range."""
 
     @property
     def failed(self) -> bool:
@@ -236,6 +255,7 @@ class Verdict:
             "metrics": [row.to_json() for row in self.metrics],
             "reasons": [reason.to_json() for reason in self.reasons],
             "notes": list(self.notes),
+            "varying": [figure.to_json() for figure in self.varying],
         }
 
 
@@ -246,8 +266,10 @@ def compare(
     fingerprint: str,
     tolerances: Tolerances | None = None,
     force_time: bool = False,
+    machine: MachineInfo | None = None,
 ) -> Verdict:
-    """Judge ``summary`` (measured on the machine ``fingerprint``) against ``baseline``."""
+    """Judge ``summary`` (measured on the machine ``fingerprint``) against ``baseline``;
+    ``machine``, the record of now, lets a note say that the thread pools differ."""
     tol = tolerances or Tolerances()
     if baseline is None:
         return Verdict(
@@ -317,6 +339,9 @@ def compare(
     )
     if "improved" in statuses:
         notes.append(f"some figures improved beyond tolerance; {UPDATE_HINT}")
+    pools = machine.threads_differ(baseline.machine) if machine is not None else None
+    if pools is not None:
+        notes.append(pools)
     return Verdict(
         status=status,
         metrics=tuple(metrics),
@@ -329,6 +354,7 @@ def compare(
         time_undecided=time_judged
         and _times_to_confirm(summary, base, tol, whole and walls is None),
         work_time=walls is not None,
+        varying=_varying(base, tol),
     )
 
 
@@ -403,16 +429,40 @@ def _change(baseline: float, now: float) -> float | None:
     return (now - baseline) / baseline
 
 
-def _judge_exact(baseline: int, now: int, tolerance: float | None, floor: int = 0) -> RowStatus:
+def judge_exact(span: Span, now: int, tolerance: float | None, floor: int = 0) -> RowStatus:
+    """A deterministic figure ``now`` against the baseline's ``(low, high)``, widened by
+    ``tolerance`` and by ``floor`` (absolute); a figure that never varied has low == high."""
     if tolerance is None:
         return "info"
-    if abs(now - baseline) <= floor:
-        return "pass"
-    if now > baseline * (1 + tolerance):
+    low, high = span
+    if now > high + floor and now > high * (1 + tolerance):
         return "regressed"
-    if now * (1 + tolerance) < baseline:
+    if now < low - floor and now * (1 + tolerance) < low:
         return "improved"
     return "pass"
+
+
+_RANGED_METRICS = {
+    "flops": ("flops", "flops"),
+    "op_count": ("op count", "ops"),
+    "peak_bytes": ("peak memory", "bytes"),
+    "allocated_bytes": ("allocated memory", "bytes"),
+    "allocations": ("allocations", "allocations"),
+    "leaked_bytes": ("leaked memory", "bytes"),
+    "device_memory_bytes": ("device memory peak", "bytes"),
+}
+"""``TestSummary.ranges`` names -> (metric row name, unit)."""
+
+
+def _varying(base: TestSummary, tol: Tolerances) -> tuple[VaryingFigure, ...]:
+    """The figures whose range weakens their gate: a spread of bytes within the memory
+    floor (allocator granularity) weakens nothing, and a report listing it would be noise."""
+    figures = (  # in the rows' order, however the file listed them
+        VaryingFigure(*metric, *base.ranges[name])
+        for name, metric in _RANGED_METRICS.items()
+        if name in base.ranges
+    )
+    return tuple(f for f in figures if f.unit != "bytes" or f.high - f.low > tol.memory_floor_bytes)
 
 
 def _judge_time(base: TimeStats, now: TimeStats, tol: Tolerances, judged: bool) -> RowStatus:
@@ -466,7 +516,7 @@ def _metric_rows(
             base.flops,
             now.flops,
             tol.flops,
-            _judge_exact(base.flops, now.flops, tol.flops) if whole else partial,
+            judge_exact(base.span("flops"), now.flops, tol.flops) if whole else partial,
         ),
         _row(
             "op count",
@@ -474,18 +524,16 @@ def _metric_rows(
             base.op_count,
             now.op_count,
             tol.count,
-            _judge_exact(base.op_count, now.op_count, tol.count) if whole else partial,
+            judge_exact(base.span("op_count"), now.op_count, tol.count) if whole else partial,
         ),
     ]
     if base.memory is not None and now.memory is not None:
-        for name, unit, b, c in (
-            ("peak memory", "bytes", base.memory.peak_bytes, now.memory.peak_bytes),
-            ("allocated memory", "bytes", base.memory.allocated_bytes, now.memory.allocated_bytes),
-            ("allocations", "allocations", base.memory.allocations, now.memory.allocations),
-            ("leaked memory", "bytes", base.memory.leaked_bytes, now.memory.leaked_bytes),
-        ):
+        for key in ("peak_bytes", "allocated_bytes", "allocations", "leaked_bytes"):
+            name, unit = _RANGED_METRICS[key]
+            b, c = getattr(base.memory, key), getattr(now.memory, key)
             floor = tol.memory_floor_bytes if unit == "bytes" else 0
-            rows.append(_row(name, unit, b, c, tol.memory, _judge_exact(b, c, tol.memory, floor)))
+            status = judge_exact(base.span(key), c, tol.memory, floor)
+            rows.append(_row(name, unit, b, c, tol.memory, status))
     if base.device_time is not None and now.device_time is not None:
         device = _judge_time(base.device_time, now.device_time, tol, time_judged and whole)
         rows.append(
@@ -500,7 +548,9 @@ def _metric_rows(
         )
     if base.device_memory_bytes is not None and now.device_memory_bytes is not None:
         b, c = base.device_memory_bytes, now.device_memory_bytes
-        status = _judge_exact(b, c, tol.memory, tol.memory_floor_bytes)
+        status = judge_exact(
+            base.span("device_memory_bytes"), c, tol.memory, tol.memory_floor_bytes
+        )
         rows.append(_row("device memory peak", "bytes", b, c, tol.memory, status))
     rows.append(_row("op time share", "share", base.op_time_share, now.op_time_share, None, "info"))
     return rows
@@ -566,6 +616,8 @@ class _ExactFigure(NamedTuple):
     unit: str
     baseline: int
     now: int
+    span: Span
+    """The baseline's ``(low, high)`` of the figure (``OpSummary.span``)."""
     metric: str
     tolerance: float | None
     floor: int
@@ -593,7 +645,7 @@ def _op_changes(
         # statistic, by a share of the test's time that counts, explains it, whatever its
         # own rounds' Mann-Whitney test says or its time floor (a 0.9 ms scope 20% slower
         # in a test 35% slower is the reason, though too short to judge on its own).
-        beyond = _judge_exact(bt, ct, tol.time)
+        beyond = judge_exact((bt, bt), ct, tol.time)
         explains = beyond == test_time and abs(ct - bt) >= EXPLAINS_SHARE * wall_ref
         time_status = beyond if explains else "pass"
     if time_status != "pass" and time_status != "not judged":
@@ -608,7 +660,16 @@ def _op_changes(
     # work moved between ops is a change to explain, not a regression.
     exact = (
         _ExactFigure(
-            "more flops", "fewer flops", "flops", b.flops, c.flops, "flops", tol.flops, 0, flops_ref
+            "more flops",
+            "fewer flops",
+            "flops",
+            b.flops,
+            c.flops,
+            b.span("flops"),
+            "flops",
+            tol.flops,
+            0,
+            flops_ref,
         ),
         _ExactFigure(
             "more memory",
@@ -616,19 +677,29 @@ def _op_changes(
             "bytes",
             b.self_memory_bytes,
             c.self_memory_bytes,
+            b.span("self_memory_bytes"),
             "memory",
             tol.memory,
             tol.memory_floor_bytes,
             memory_ref,
         ),
         _ExactFigure(
-            "count", "count", "ops", b.count, c.count, "op count", tol.count, 0, count_ref
+            "count",
+            "count",
+            "ops",
+            b.count,
+            c.count,
+            b.span("count"),
+            "op count",
+            tol.count,
+            0,
+            count_ref,
         ),
     )
     for f in exact:
-        beyond = _judge_exact(f.baseline, f.now, f.tolerance or 0.0, f.floor)
-        if beyond == "pass" and not (f.unit == "ops" and f.baseline != f.now):
-            continue  # within tolerance; an op count change is always worth a line
+        beyond = judge_exact(f.span, f.now, f.tolerance or 0.0, f.floor)
+        if beyond == "pass" and not (f.unit == "ops" and not f.span[0] <= f.now <= f.span[1]):
+            continue  # within tolerance; an op count outside its range is always worth a line
         judged = f.tolerance is not None and metric_status.get(f.metric) == beyond
         out.append(
             OpReason(

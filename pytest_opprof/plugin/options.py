@@ -95,6 +95,60 @@ def parse_capture(text: object) -> tuple[str, ...]:
     return names
 
 
+BlasThreads = int | Literal["auto", "keep"]
+BLAS_THREADS_FORMS = "a positive integer such as 1, auto or keep"
+DEFAULT_BLAS_THREADS: BlasThreads = 1
+"""Measured on 2 cores (bench/NOTES.md, "BLAS thread pools"): beside any other work,
+another pytest-xdist worker included, a 2-thread pool made LAPACK calls 3-363x slower
+and scattered their times tenfold, while one thread was steady everywhere and cost only
+large matmuls (20-45%).  A fixed size rather than ``auto``: ``auto`` follows the
+load at session start, so a baseline and a later run could measure with different pool
+sizes, and their times would not be comparable."""
+
+
+def parse_blas_threads(value: object) -> BlasThreads:
+    """``keep``, ``auto`` or a pool size >= 1: the ``--opprof-blas-threads`` forms."""
+    if isinstance(value, str) and value.strip().lower() in ("auto", "keep"):
+        return "auto" if value.strip().lower() == "auto" else "keep"
+    try:
+        return parse_positive_int(value)
+    except OptionValueError:
+        raise OptionValueError(f"expected {BLAS_THREADS_FORMS}, got {value!r}") from None
+
+
+def blas_threads_for(setting: BlasThreads, config: pytest.Config) -> int | None:
+    """The pools' size for the measured rounds, None to leave them alone.
+
+    ``auto`` pins to 1 where more than one pytest-xdist worker shares the machine's
+    cores (the case measured to hurt most) or where the machine is already busy: a load
+    average of at least half its cores at session start.
+    """
+    if setting == "keep":
+        return None
+    if setting != "auto":
+        return setting
+    return 1 if _xdist_workers(config) > 1 or _busy() else None
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:  # on a worker: how many the controller started
+        return int(workerinput.get("workercount", 1))
+    numprocesses = getattr(config.option, "numprocesses", None)
+    if isinstance(numprocesses, int):
+        return numprocesses
+    # -n auto / logical: resolved by xdist later, to about the core count.
+    return (os.cpu_count() or 1) if numprocesses else 1
+
+
+def _busy() -> bool:
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform: nothing says busy
+        return False
+    return load >= (os.cpu_count() or 1) / 2
+
+
 def _parse_path(text: object) -> Path:
     if not isinstance(text, str) or not text.strip():
         raise OptionValueError(f"expected a path, got {text!r}")
@@ -256,6 +310,19 @@ MAX_EVENTS = Setting(
     f"figure judged (default {DEFAULT_MAX_EVENTS})",
     metavar="N",
 )
+BLAS_THREADS: Setting[BlasThreads] = Setting(
+    "blas_threads",
+    parse_blas_threads,
+    DEFAULT_BLAS_THREADS,
+    "size of the BLAS/OpenMP thread pools (OpenBLAS, MKL, OpenMP) in each test's "
+    "rounds, restored after: N, keep (leave them), or auto (1 under pytest-xdist with "
+    "several workers or when the load average is at least half the cores, else keep). "
+    "1 by default: measured on 2 cores, a 2-thread pool beside other work (another "
+    "xdist worker, a busy machine) made LAPACK calls 3-363x slower and scattered their "
+    "times; one thread cost only large matmuls, 20-45%% (bench/NOTES.md) "
+    f"(default {DEFAULT_BLAS_THREADS})",
+    metavar="N",
+)
 UPDATE_BASELINES = Setting(
     "update_baselines",
     _parse_flag,
@@ -363,6 +430,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     PYTHON_MEMORY,
     CUDA_SAMPLE_RATE,
     MAX_EVENTS,
+    BLAS_THREADS,
     UPDATE_BASELINES,
     BASELINE_DIR,
     TIME_TOLERANCE,
@@ -430,6 +498,8 @@ class OpprofOptions:
     gate: GateOptions
     cuda_sample_rate: int = CUDA_SAMPLE_RATE.default
     max_events: int = MAX_EVENTS.default
+    blas_threads: int | None = None
+    """The pools' size for the measured rounds (``auto`` resolved), None: left alone."""
 
 
 def is_enabled(config: pytest.Config) -> bool:
@@ -439,6 +509,8 @@ def is_enabled(config: pytest.Config) -> bool:
 
 def read_options(config: pytest.Config) -> OpprofOptions:
     """Resolve every setting; raise ``pytest.UsageError`` naming a bad one."""
+    # Resolved once: auto reads the load average, which the gate's record must agree with.
+    blas_threads = blas_threads_for(BLAS_THREADS.read(config), config)
     return OpprofOptions(
         capture=CAPTURE.read(config),
         row_limit=ROW_LIMIT.read(config),
@@ -448,12 +520,14 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         python_memory=PYTHON_MEMORY.read(config),
         cuda_sample_rate=CUDA_SAMPLE_RATE.read(config),
         max_events=MAX_EVENTS.read(config),
-        gate=read_gate_options(config),
+        blas_threads=blas_threads,
+        gate=read_gate_options(config, blas_threads=blas_threads),
     )
 
 
-def read_gate_options(config: pytest.Config) -> GateOptions:
-    """The baseline comparison's settings, command line over ini over default."""
+def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None) -> GateOptions:
+    """The baseline comparison's settings, command line over ini over default;
+    ``blas_threads`` as :func:`read_options` resolved it."""
     from pytest_opprof.gate.session import GateOptions
 
     return GateOptions(
@@ -471,4 +545,5 @@ def read_gate_options(config: pytest.Config) -> GateOptions:
         require_baselines=REQUIRE_BASELINES.read(config),
         report_path=REPORT.read(config),
         markdown_path=MARKDOWN.read(config),
+        blas_threads=blas_threads,
     )

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from pytest_opprof import _native
-from pytest_opprof.capture import speed_probe
+from pytest_opprof.capture import speed_probe, threadpools
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.sources import Source
@@ -151,6 +151,10 @@ class Worker:
         settings = item.stash[settings_key]
         self._acquire()
         rounds = Rounds()
+        # The pools keep their pinned size from the warmup (which warms them at that size)
+        # to the last round, and get their own back however the test ends.
+        pin = threadpools.pinned(self.options.blas_threads)
+        pin.__enter__()
         try:
             for _ in range(settings.warmup):
                 item.runtest()
@@ -195,6 +199,7 @@ class Worker:
                         item.runtest()
             return result
         finally:
+            pin.__exit__(None, None, None)
             if rounds.preempted:
                 item.stash[stepped_aside_key] = True
             elif rounds.profiles:

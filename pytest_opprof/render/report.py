@@ -73,7 +73,32 @@ def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> st
             if len(verdict.reasons) > len(shown):
                 lines.append(f"  ... {len(verdict.reasons) - len(shown)} more op changes")
     lines.extend(f"note: {note}" for note in verdict.notes)
+    if verdict.varying:
+        lines.append(f"note: {varying_note(verdict)}")
     return "\n".join(lines)
+
+
+VARYING_MEANING = "judged beyond that range, so a change smaller than the spread cannot be seen"
+
+
+def _span(low: int, high: int, unit: str) -> str:
+    return f"{format_value(low, unit)}-{format_value(high, unit)}"
+
+
+def varying_figures(verdict: Verdict) -> str:
+    """``flops 1.20 GFLOP-1.31 GFLOP, op count 10-12``: the figures that vary, their ranges."""
+    return ", ".join(f"{f.metric} {_span(f.low, f.high, f.unit)}" for f in verdict.varying)
+
+
+def varying_note(verdict: Verdict) -> str:
+    """Why a test whose deterministic figures vary has a weaker gate on them: ``flops vary
+    between runs (1.20 GFLOP-1.31 GFLOP in the baseline's runs): judged beyond ...``."""
+    figures = verdict.varying
+    names = [f.metric for f in figures]
+    named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    verb = "varies" if len(names) == 1 and names[0] != "flops" else "vary"
+    spans = "; ".join(_span(f.low, f.high, f.unit) for f in figures)
+    return f"{named} {verb} between runs ({spans} in the baseline's runs): {VARYING_MEANING}"
 
 
 def _tail(change: float | None, tolerance: float | None, status: str) -> str:
@@ -149,6 +174,13 @@ def render_markdown(
         out += [
             f"Times judged on work time (wall time less waiting for a CPU): {len(worked)} "
             f"test(s), e.g. `{_md(worked[0].nodeid)}`: {_md(_work_note(worked[0].verdict))}",
+            "",
+        ]
+    varying = [r for r in results if r.verdict.varying]
+    if varying:
+        out += [
+            f"Figures that vary between runs: {len(varying)} test(s), {VARYING_MEANING}; e.g. "
+            f"`{_md(varying[0].nodeid)}`: {_md(varying_figures(varying[0].verdict))}",
             "",
         ]
     if not results:
@@ -253,6 +285,15 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
             f"e.g. {worked[0].nodeid}:",
             f"  {_work_note(worked[0].verdict)}",
         ]
+    varying = [r for r in results if r.verdict.varying]
+    if varying:
+        lines += [
+            "",
+            f"figures that vary between runs: {len(varying)} test(s), {VARYING_MEANING}:",
+        ]
+        lines += [f"  {r.nodeid}: {varying_figures(r.verdict)}" for r in varying[:row_limit]]
+        if len(varying) > row_limit:
+            lines.append(f"  ... {len(varying) - row_limit} more")
     improved = [r.nodeid for r in results if r.verdict.status == "improved"]
     if improved:
         lines += ["", "improved beyond tolerance:"]
@@ -277,8 +318,14 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
         lines += [f"  {_shown_path(p)}" for p in session.written]
         if session.pooled:
             lines.append(
-                f"{len(session.pooled)} test(s) passed against their baseline: their "
+                f"{len(session.pooled)} test(s) showed no real change: their "
                 f"rounds joined it (the last {POOLED_SESSIONS} runs' rounds are kept)"
+            )
+        if session.replaced:
+            first, why = next(iter(session.replaced.items()))
+            lines.append(
+                f"{len(session.replaced)} test(s) changed for real and replaced their baseline, "
+                f"e.g. {first}: {why}"
             )
     if session.write_error is not None:
         lines.append(session.write_error)
