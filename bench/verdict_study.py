@@ -281,6 +281,9 @@ def first_rounds(summary: TestSummary, k: int) -> TestSummary:
         ops=ops,
         speed_ref=_first(summary.speed_ref, k) if summary.speed_ref is not None else None,
         native_ref=_first(summary.native_ref, k) if summary.native_ref is not None else None,
+        # Cut with the rest: with a series longer than the rounds, the verdict would
+        # not know which rounds waited for a CPU (gate/waiting.py) and keep them all.
+        wait_time=_first(summary.wait_time, k) if summary.wait_time is not None else None,
     )
 
 
@@ -366,6 +369,8 @@ def judge(
         verdict = _compare(summary, base_view[nodeid], setting)
         if verdict.failed:
             blamed = {r.op for r in verdict.reasons if r.status == "regressed"}
+            if verdict.work_time:  # op times of contended rounds explain, as info
+                blamed |= {r.op for r in verdict.reasons if r.kind == "slower"}
             blamed |= {m.metric for m in verdict.metrics if m.status == "regressed"}
             out[nodeid] = blamed
     return out

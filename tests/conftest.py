@@ -109,12 +109,12 @@ _BURN = (
 
 
 @contextlib.contextmanager
-def busy_machine(seconds: float = 30.0) -> Iterator[None]:
-    """Two CPU-bound processes per core while the block runs: bounded in time (they end
-    by themselves after ``seconds``) and ended by pid when the block ends."""
+def busy_machine(seconds: float = 30.0, per_core: int = 2) -> Iterator[None]:
+    """``per_core`` CPU-bound processes per core while the block runs: bounded in time (they
+    end by themselves after ``seconds``) and ended by pid when the block ends."""
     procs = [
         subprocess.Popen([sys.executable, "-c", _BURN, str(seconds)])
-        for _ in range(2 * (os.cpu_count() or 1))
+        for _ in range(per_core * (os.cpu_count() or 1))
     ]
     try:
         time.sleep(0.2)

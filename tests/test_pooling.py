@@ -79,8 +79,9 @@ def test_only_the_last_sessions_are_kept() -> None:
 
 
 def test_a_run_whose_rounds_waited_for_a_cpu_still_pools() -> None:
-    # Every round of the new run waited half its time: its time is not judged, nothing
-    # changed, and its rounds (with their wait) join the baseline's.
+    # Every round of the new run waited half its time: its time is judged on work time
+    # (wall less the wait), nothing changed, and its rounds (with their wait) join the
+    # baseline's.
     old = measured([2.0, 2.1, 2.0, 2.2, 2.1])
     waits = TimeStats.from_samples([0] * 5)
     old = dataclasses.replace(old, wait_time=waits)
@@ -88,7 +89,7 @@ def test_a_run_whose_rounds_waited_for_a_cpu_still_pools() -> None:
     busy = TimeStats.from_samples([s // 2 for s in new.wall_time.samples_ns])
     new = dataclasses.replace(new, wait_time=busy)
     verdict = compare(new, entry(old, HERE), fingerprint=HERE.fingerprint)
-    assert verdict.status == "pass" and verdict.time_not_judged is not None
+    assert verdict.status == "pass" and verdict.work_time
     assert can_pool(new, entry(old, HERE), verdict, HERE.fingerprint)
     pooled = pool(new, old)
     assert pooled.wait_time is not None

@@ -101,6 +101,9 @@ def at_speed(summary: TestSummary, base: TestSummary) -> TestSummary:
         summary,
         wall_time=_scaled(summary.wall_time, wall),
         cpu_time=_scaled(summary.cpu_time, wall),
+        # Scaled with the wall time it is part of, so that wall less wait (work time,
+        # ``waiting.as_work``) is the work at the baseline's speed.
+        wait_time=_scaled(summary.wait_time, wall) if summary.wait_time is not None else None,
         ops=ops,
     )
 

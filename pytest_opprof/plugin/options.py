@@ -357,7 +357,8 @@ MAX_WAIT = Setting(
     DEFAULT_MAX_WAIT,
     "judge times on rounds whose thread waited for a CPU at most this share of their "
     "wall time (a busy machine); rounds that waited more are replaced under auto rounds, "
-    "and a test without enough clean rounds has its time not judged: "
+    "and a test without enough clean rounds is judged on work time (wall time less the "
+    "wait), or has its time not judged when its rounds waited too long: "
     + TOLERANCE_FORMS.replace("%", "%%")
     + f" (default {DEFAULT_MAX_WAIT * 100:g}%%; 100%% judges every round)",
     metavar="X",

@@ -14,8 +14,9 @@ options, whose help text states them.
 
 On a busy machine, rounds whose thread waited for a CPU are not judged
 (``gate/waiting.py``): ``auto`` replaces them, one round at a time and at most
-``BUSY_ROUNDS`` more, until ``AUTO_ROUNDS`` clean rounds exist.  When the machine
-stays busy, the verdict then says the time was not judged, and why.
+``BUSY_ROUNDS`` more, until ``AUTO_ROUNDS`` clean rounds exist, unless no round was
+clean and ``AUTO_ROUNDS`` are fit to be judged on work time (the time judged then).
+When the machine stays busy, the verdict judges work time or says why it could not.
 """
 
 from __future__ import annotations
@@ -66,15 +67,26 @@ def more_rounds(
 
 
 def another_clean_round(
-    fixed: int | None, measured: int, clean: int | None, replaced: int, *, preempted: bool = False
+    fixed: int | None,
+    measured: int,
+    clean: int | None,
+    replaced: int,
+    *,
+    preempted: bool = False,
+    workable: int | None = None,
 ) -> bool:
     """Whether ``auto`` runs one more round because rounds waited for a CPU.
 
     ``measured``: rounds so far; ``clean``: how many of them waited at most the limit
-    (None: waiting not measured); ``replaced``: rounds already run for this reason.
-    Only a test ``auto`` repeats (``measured`` reached ``AUTO_ROUNDS``) asks for them.
+    (None: waiting not measured); ``replaced``: rounds already run for this reason;
+    ``workable``: how many waited at most ``waiting.WORK_WAIT_LIMIT`` (None: not
+    counted).  Only a test ``auto`` repeats (``measured`` reached ``AUTO_ROUNDS``) asks
+    for them.  When no round was clean but ``AUTO_ROUNDS`` can be judged on work time,
+    the machine is busy throughout: more rounds would buy no clean one, only time.
     """
     if fixed is not None or preempted or clean is None or measured < AUTO_ROUNDS:
+        return False
+    if clean == 0 and workable is not None and workable >= AUTO_ROUNDS:
         return False
     return clean < AUTO_ROUNDS and replaced < BUSY_ROUNDS
 

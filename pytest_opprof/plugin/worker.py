@@ -32,6 +32,7 @@ from pytest_opprof.capture.sources import Source
 from pytest_opprof.errors import MarkerUsageError
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import TestSummary, summarize_rounds
+from pytest_opprof.gate.waiting import WORK_WAIT_LIMIT
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.marker import MARKER_NAME, TestSettings, settings_for
 from pytest_opprof.plugin.measure import Rounds
@@ -178,6 +179,7 @@ class Worker:
                 rounds.clean(self.options.gate.max_wait_share),
                 replaced,
                 preempted=rounds.preempted,
+                workable=rounds.clean(WORK_WAIT_LIMIT),
             ):
                 with rounds.measure(self.options, self.not_measured, self._probe):
                     item.runtest()
@@ -248,6 +250,7 @@ class Worker:
         del item.stash[finished_key]
         verdict = "not judged"
         busy: str | None = None
+        work = False
         result.judged = report.passed and not hasattr(report, "wasxfail")
         data, sent = result.as_sent()
         if result.judged:
@@ -255,6 +258,7 @@ class Worker:
             verdict = judgement.label
             if judgement.result is not None:
                 busy = judgement.result.verdict.time_not_judged
+                work = judgement.result.verdict.work_time
             if judgement.fails:
                 report.outcome = "failed"
                 report.longrepr = failure_text(judgement, row_limit=self.options.row_limit)
@@ -263,16 +267,17 @@ class Worker:
             self.deliver(sent)
         else:
             setattr(report, REPORT_ATTRIBUTE, data)
-        item.user_properties.extend(junit_properties(result.summary, verdict, busy))
+        item.user_properties.extend(junit_properties(result.summary, verdict, busy, work))
         return report
 
 
 def junit_properties(
-    summary: TestSummary, verdict: str, time_not_judged: str | None = None
+    summary: TestSummary, verdict: str, time_not_judged: str | None = None, work: bool = False
 ) -> list[tuple[str, object]]:
     """The main figures as ``record_property`` pairs (JUnit XML ``<property>``): us, bytes,
-    the share of the rounds' wall time the test's thread waited for a CPU, and why the
-    time was not judged when the machine was too busy."""
+    the share of the rounds' wall time the test's thread waited for a CPU, why the
+    time was not judged when the machine was too busy, and ``opprof_time_judged_on``
+    ``work time`` when it was judged as wall time less that wait."""
     props: list[tuple[str, object]] = [
         ("opprof_wall_time_us", round(summary.wall_time.median_ns / 1000, 3)),
         ("opprof_cpu_time_us", round(summary.cpu_time.median_ns / 1000, 3)),
@@ -287,6 +292,8 @@ def junit_properties(
     props.append(("opprof_verdict", verdict))
     if time_not_judged is not None:
         props.append(("opprof_time_not_judged", time_not_judged))
+    if work:
+        props.append(("opprof_time_judged_on", "work time"))
     return props
 
 

@@ -19,6 +19,7 @@ from pytest_opprof.gate.session import BaselineSession, Judgement
 from pytest_opprof.gate.store import write_atomic
 from pytest_opprof.gate.tolerance import DEFAULT_ROW_LIMIT, format_tolerance
 from pytest_opprof.gate.verdict import UPDATE_HINT, MetricRow, OpReason, Verdict
+from pytest_opprof.gate.waiting import WORK_NOTE_MARK
 from pytest_opprof.render.units import format_memory, format_time
 
 
@@ -144,6 +145,11 @@ def _metric(verdict: Verdict, name: str) -> MetricRow | None:
     return next((row for row in verdict.metrics if row.metric == name), None)
 
 
+def _work_note(verdict: Verdict) -> str:
+    """The note of a verdict judged on work time that says why (``waiting.work_rounds``)."""
+    return next((n for n in verdict.notes if WORK_NOTE_MARK in n), "")
+
+
 def render_markdown(
     results: Sequence[TestResult], *, machine: MachineInfo, row_limit: int = 10
 ) -> str:
@@ -161,6 +167,13 @@ def render_markdown(
         out += [
             f"Times not judged (the machine was busy): {len(busy)} test(s), e.g. "
             f"`{_md(busy[0].nodeid)}`: {_md(busy[0].verdict.time_not_judged or '')}",
+            "",
+        ]
+    worked = [r for r in results if r.verdict.work_time]
+    if worked:
+        out += [
+            f"Times judged on work time (wall time less waiting for a CPU): {len(worked)} "
+            f"test(s), e.g. `{_md(worked[0].nodeid)}`: {_md(_work_note(worked[0].verdict))}",
             "",
         ]
     varying = [r for r in results if r.verdict.varying]
@@ -263,6 +276,14 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
             f"times not judged: {len(busy)} test(s) ran while the machine was busy, e.g. "
             f"{busy[0].nodeid}:",
             f"  {busy[0].verdict.time_not_judged}",
+        ]
+    worked = [r for r in results if r.verdict.work_time]
+    if worked:
+        lines += [
+            "",
+            f"times judged on work time: {len(worked)} test(s) ran while the machine was busy, "
+            f"e.g. {worked[0].nodeid}:",
+            f"  {_work_note(worked[0].verdict)}",
         ]
     varying = [r for r in results if r.verdict.varying]
     if varying:
