@@ -70,7 +70,10 @@ SECTIONS = [
         "busy",
         "Verdict quality on busy machines",
         "busy_study.py",
-        quick_args=["--tests", "20", "--sessions", "1", "--scenario", "quiet,loaded"],
+        # BLAS on one thread for both tools: the plugin pins its rounds by default, and
+        # pytest-benchmark should not lose to a thread pool rather than to noise.
+        args=["--pin-blas"],
+        quick_args=["--tests", "20", "--sessions", "1", "--scenario", "quiet,loaded", "--pin-blas"],
         timeout_s=3600,
     ),
 ]
