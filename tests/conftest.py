@@ -109,12 +109,19 @@ _BURN = (
 
 
 @contextlib.contextmanager
-def busy_machine(seconds: float = 30.0, per_core: int = 2) -> Iterator[None]:
+def busy_machine(seconds: float = 30.0, per_core: int = 2, one_cpu: bool = False) -> Iterator[None]:
     """``per_core`` CPU-bound processes per core while the block runs: bounded in time (they
-    end by themselves after ``seconds``) and ended by pid when the block ends."""
+    end by themselves after ``seconds``) and ended by pid when the block ends.
+
+    ``one_cpu``: this process, the burners and every process started in the block (the
+    pytest runs) share one CPU, so a test's thread waits about ``per_core / (per_core +
+    1)`` of its time whatever else the machine runs: a load a test can rely on."""
+    saved = os.sched_getaffinity(0) if one_cpu else None
+    if saved is not None:
+        os.sched_setaffinity(0, {min(saved)})
     procs = [
         subprocess.Popen([sys.executable, "-c", _BURN, str(seconds)])
-        for _ in range(per_core * (os.cpu_count() or 1))
+        for _ in range(per_core * (1 if one_cpu else os.cpu_count() or 1))
     ]
     try:
         time.sleep(0.2)
@@ -123,3 +130,5 @@ def busy_machine(seconds: float = 30.0, per_core: int = 2) -> Iterator[None]:
         for proc in procs:
             proc.kill()
             proc.wait()
+        if saved is not None:
+            os.sched_setaffinity(0, saved)
