@@ -282,11 +282,13 @@ def md_busy(d: dict[str, Any]) -> str:
         f"+{d['slowdown']:.0%} in the 1-4 ms `kernel` scope of half of the "
         f"{d['tests_with_kernel']} tests (of {d['tests']}) that have one; detection among the "
         "slowed tests whose time was judged, and among all slowed; cost = a gate run's wall "
-        "time / a plain run's, same condition. Loaded: 2 CPU-bound processes per core. "
+        "time / a plain run's, same condition. Loaded: one CPU-bound process per core "
+        "(`heavy`, when run: two). "
         f"BLAS threads {'pinned to 1' if d['pin_blas'] else 'as the environment has them'}. "
         f"Whole study {d['seconds'] / 60:.0f} min.\n\n"
         + markdown(d)
         + "\n\n![busy machines](bench/plots/busy.png)"
+        + '\n\nWhat these figures mean, run to run: bench/NOTES.md, "Busy machines".'
     )
 
 
