@@ -267,3 +267,20 @@ def test_a_test_with_random_sizes_records_a_range_and_is_judged_beyond_it(
             "judged beyond that range, so a change smaller than the spread cannot be seen",
         ]
     )
+
+
+def test_negative_figures_are_judged_by_their_size_in_the_direction_they_move() -> None:
+    # An op's self memory is negative when it frees more than it allocates (issue 20's
+    # -7.54 MB rows). At 10%, moves of 7-8% either way are within tolerance.
+    mb = 1_000_000
+    base = -7_540_000
+    assert judge_exact((base, base), -8_150_000, 0.10, 4096) == "pass"
+    assert judge_exact((base, base), -7_000_000, 0.10, 4096) == "pass"
+    # Beyond it, more memory (less freed) regresses and less memory improves.
+    assert judge_exact((base, base), -6 * mb, 0.10, 4096) == "regressed"
+    assert judge_exact((base, base), -9 * mb, 0.10, 4096) == "improved"
+    # Positive figures are judged exactly as before: beyond high * (1 + tol) and the floor.
+    assert judge_exact((1000, 1000), 1101, 0.10) == "regressed"
+    assert judge_exact((1000, 1000), 1100, 0.10) == "pass"
+    assert judge_exact((1000, 1000), 909, 0.10) == "improved"
+    assert judge_exact((1000, 1000), 910, 0.10) == "pass"

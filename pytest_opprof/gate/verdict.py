@@ -434,9 +434,11 @@ def _totals_status(metrics: list[MetricRow]) -> dict[str, RowStatus]:
 
 
 def _change(baseline: float, now: float) -> float | None:
+    """The relative change, signed by the direction of ``now``: an op's self memory can be
+    negative (it frees more than it allocates), and -7.5 MB -> -8.2 MB is a fall."""
     if baseline == 0:
         return None if now == 0 else math.inf
-    return (now - baseline) / baseline
+    return (now - baseline) / abs(baseline)
 
 
 def judge_exact(span: Span, now: int, tolerance: float | None, floor: int = 0) -> RowStatus:
@@ -445,9 +447,11 @@ def judge_exact(span: Span, now: int, tolerance: float | None, floor: int = 0) -
     if tolerance is None:
         return "info"
     low, high = span
-    if now > high + floor and now > high * (1 + tolerance):
+    # Tolerances are shares of the figure's size, so of its magnitude: a negative figure
+    # (an op's self memory when it frees more than it allocates) moves the same way.
+    if now - high > max(floor, tolerance * abs(high)):
         return "regressed"
-    if now < low - floor and now * (1 + tolerance) < low:
+    if low - now > max(floor, tolerance * abs(now)):
         return "improved"
     return "pass"
 
