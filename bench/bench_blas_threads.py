@@ -30,12 +30,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from _common import REPO, fmt_spread, loadavg, machine_line, now_utc, plugin_args, spread
+from _common import (
+    REPO,
+    cpu_burners,
+    fmt_spread,
+    loadavg,
+    machine_line,
+    now_utc,
+    plugin_args,
+    spread,
+)
 
 from pytest_opprof.capture.threadpools import THREAD_ENV, pinned, thread_counts, thread_env
 
@@ -158,28 +166,6 @@ def under_pytest_xdist(rounds: int) -> dict[str, dict[str, list[float]]]:
     return {name: out[name] for name in _ops() if name in out}  # the other tables' order
 
 
-_BURN = (
-    "import sys, time\nt = time.monotonic()\n"
-    "while time.monotonic() - t < float(sys.argv[1]): pass\n"
-)
-
-
-@contextmanager
-def burners(seconds: float) -> Iterator[None]:
-    """Two CPU-bound processes per core, bounded in time and ended by pid."""
-    procs = [
-        subprocess.Popen([sys.executable, "-c", _BURN, str(seconds)])
-        for _ in range(2 * (os.cpu_count() or 1))
-    ]
-    try:
-        time.sleep(0.2)
-        yield
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-
-
 def _print(title: str, results: dict[str, dict[str, list[float]]]) -> None:
     print(f"\n## {title}\n")
     print("| op | 1 thread, ms median [IQR] | default, ms median [IQR] | default max | ratio |")
@@ -211,7 +197,7 @@ def main() -> None:
     # Run it without *_NUM_THREADS set: "default" is then the pools' own default.
     print(f"pools: {thread_counts()}, environment: {thread_env() or 'no *_NUM_THREADS'}")
     _print("quiet", interleaved(args.repeats))
-    with burners(600):
+    with cpu_burners(per_core=2, seconds=600):
         _print("busy (2 burners per core)", interleaved(args.repeats))
     _print("xdist (2 processes at once)", two_workers(args.repeats, args.pairs))
     _print("pytest -n 2 --opprof (round wall times)", under_pytest_xdist(5))
