@@ -140,11 +140,14 @@ int opprof_cuda_load(const char *path)
     int count = 0;
     int err = rt.get_device_count(&count);
     if (err != 0 || count < 1) {
-        const char *why = err ? rt.error_string(err) : "no CUDA device";
+        /* The error string lives in the runtime's memory: copy it before dlclose unmaps it
+           (a CUDA toolkit without a driver, common on CI images, took this path). */
+        const char *text = err ? rt.error_string(err) : "no CUDA device";
+        char why[256];
+        snprintf(why, sizeof why, "%s", text ? text : "cudaGetDeviceCount failed");
         dlclose(h);
         pthread_mutex_unlock(&cuda_lock);
-        return opprof_fail(OPPROF_E_UNSUPPORTED, "CUDA runtime %s: %s", path,
-                           why ? why : "cudaGetDeviceCount failed");
+        return opprof_fail(OPPROF_E_UNSUPPORTED, "CUDA runtime %s: %s", path, why);
     }
     if (!name_calls) {
         name_calls = calloc(CUDA_NAME_SLOTS, sizeof *name_calls);

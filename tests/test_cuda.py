@@ -187,3 +187,27 @@ def test_device_figures_roundtrip_store_and_verdict(fake: ctypes.CDLL, tmp_path:
     assert rows["device memory peak"].status == "regressed"
     assert rows["device time"].status == "regressed"
     assert verdict.failed
+
+
+def test_a_cuda_runtime_without_a_driver_is_a_clear_error_not_a_crash(fake_cudart: Path) -> None:
+    # A CUDA toolkit image on a machine without a GPU: cudaGetDeviceCount fails, and its
+    # error string lives in the runtime that the failed load closes again. A fresh process,
+    # so that nothing else holds the runtime open.
+    code = (
+        "import sys\n"
+        "from pytest_opprof import _native\n"
+        "try:\n"
+        "    _native.cuda_load(sys.argv[1])\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+        "else:\n"
+        "    print('loaded')\n"
+    )
+    env = dict(os.environ, FAKE_CUDART_NO_DRIVER="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(fake_cudart)], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "CUDA driver version is insufficient for CUDA runtime version" in proc.stdout
+    assert str(fake_cudart) in proc.stdout
+    assert not proc.stdout.startswith("loaded")

@@ -15,6 +15,7 @@
 #define FAKE_NOT_READY 600
 #define FAKE_INVALID_VALUE 1
 #define FAKE_INVALID_HANDLE 400
+#define FAKE_INSUFFICIENT_DRIVER 35
 
 typedef struct fake_event {
     uint32_t magic;
@@ -37,6 +38,8 @@ int cudaGetDeviceCount(int *count)
 {
     if (!count)
         return FAKE_INVALID_VALUE;
+    if (getenv("FAKE_CUDART_NO_DRIVER")) /* a CUDA toolkit image on a machine without a GPU */
+        return FAKE_INSUFFICIENT_DRIVER;
     *count = 1;
     return 0;
 }
@@ -112,6 +115,7 @@ const char *cudaGetErrorString(int err)
     case 0: return "no error";
     case FAKE_NOT_READY: return "device not ready";
     case FAKE_INVALID_HANDLE: return "invalid resource handle";
+    case FAKE_INSUFFICIENT_DRIVER: return "CUDA driver version is insufficient for CUDA runtime version";
     default: return "fake cudart error";
     }
 }
