@@ -7,8 +7,10 @@ profiles here would test the profiler, not the comparison.
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from pytest_opprof.gate.machine import MachineInfo, fingerprint
 from pytest_opprof.gate.store import BaselineEntry
@@ -98,3 +100,12 @@ def simple_summary(
     ]
     mem = Mem(peak_bytes=allocated, allocated_bytes=allocated, allocations=10)
     return summary_of([(1500.0, rows)] * rounds, memory=mem)
+
+
+def stored_test(root: Path, name: str) -> dict[str, object]:
+    """The entry of test ``name`` in the one baseline file a run under ``root`` wrote."""
+    files = list(Path(root, "baselines").rglob("*.json"))
+    assert len(files) == 1, files
+    entry = json.loads(files[0].read_text())["tests"][name]
+    assert isinstance(entry, dict)
+    return entry

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from baseline_helpers import Row, entry, machine, summary_of
+from baseline_helpers import Row, entry, machine, stored_test, summary_of
 
 from pytest_opprof.errors import FieldError
 from pytest_opprof.gate import pooling
@@ -208,14 +208,6 @@ def test_changes():
 """
 
 
-def stored(pytester: pytest.Pytester, name: str) -> dict[str, object]:
-    files = list(Path(pytester.path, "baselines").rglob("*.json"))
-    assert len(files) == 1, files
-    entry = json.loads(files[0].read_text())["tests"][name]
-    assert isinstance(entry, dict)
-    return entry
-
-
 @pytest.mark.slow
 def test_update_runs_pool_until_something_changes(
     pytester: pytest.Pytester,
@@ -231,22 +223,22 @@ def test_update_runs_pool_until_something_changes(
     args += ["--opprof-time-tolerance", "300%"]
     result = run_pytest(*args)
     result.assert_outcomes(passed=2)
-    assert stored(pytester, "test_steady")["rounds"] == 5
-    assert "sessions" not in stored(pytester, "test_steady")
+    assert stored_test(pytester.path, "test_steady")["rounds"] == 5
+    assert "sessions" not in stored_test(pytester.path, "test_steady")
     run_pytest(*args).stdout.fnmatch_lines(["2 test(s) showed no real change*"])
-    assert stored(pytester, "test_steady")["sessions"] == [5, 5]
+    assert stored_test(pytester.path, "test_steady")["sessions"] == [5, 5]
     for _ in range(POOLED_SESSIONS):
         run_pytest(*args)
-    steady = stored(pytester, "test_steady")
+    steady = stored_test(pytester.path, "test_steady")
     assert steady["sessions"] == [5] * POOLED_SESSIONS and steady["rounds"] == 5 * POOLED_SESSIONS
     # Ten times slower: the update replaces the pooled rounds with its own, all 9 of them
     # (a time beyond its tolerance is confirmed with more rounds before it is judged).
     monkeypatch.setenv("OPPROF_TEST_FACTOR", "10")
     result = run_pytest(*args)
     result.stdout.fnmatch_lines(["*REGRESSED*test_changes*", "1 test(s) showed no real change*"])
-    changed = stored(pytester, "test_changes")
+    changed = stored_test(pytester.path, "test_changes")
     assert changed["rounds"] == AUTO_ROUNDS + CONFIRM_ROUNDS and "sessions" not in changed
-    assert stored(pytester, "test_steady")["sessions"] == [5] * POOLED_SESSIONS
+    assert stored_test(pytester.path, "test_steady")["sessions"] == [5] * POOLED_SESSIONS
 
 
 WOBBLING = """
@@ -298,14 +290,14 @@ def test_update_runs_of_an_unchanged_suite_pool_and_a_flops_change_replaces(
     result.stdout.fnmatch_lines(["3 test(s) showed no real change*"])
     assert "changed for real" not in result.stdout.str()
     for name in ("test_steady", "test_varying_flops", "test_fixed_flops"):
-        entry = stored(pytester, name)
+        entry = stored_test(pytester.path, name)
         assert entry["sessions"] == [9, 9, 9] and entry["rounds"] == 27, name
-    varying = stored(pytester, "test_varying_flops")["summary"]
+    varying = stored_test(pytester.path, "test_varying_flops")["summary"]
     assert isinstance(varying, dict)
     low, high = varying["ranges"]["flops"]
     assert 200 * 2 * 32 * 32 <= low < high < 260 * 2 * 32 * 32
     for name in ("test_steady", "test_fixed_flops"):
-        assert "ranges" not in json.dumps(stored(pytester, name)), name
+        assert "ranges" not in json.dumps(stored_test(pytester.path, name)), name
 
     # Twice the rows: a real FLOPs change replaces the pooled entry with this run alone.
     monkeypatch.setenv("OPPROF_N", "400")
@@ -318,7 +310,7 @@ def test_update_runs_of_an_unchanged_suite_pool_and_a_flops_change_replaces(
             f"{400 * 2 * 32 * 32:,} now",
         ]
     )
-    fixed = stored(pytester, "test_fixed_flops")
+    fixed = stored_test(pytester.path, "test_fixed_flops")
     assert fixed["rounds"] == 9 and "sessions" not in fixed
     assert isinstance(fixed["summary"], dict) and fixed["summary"]["flops"] == 400 * 2 * 32 * 32
-    assert stored(pytester, "test_steady")["sessions"] == [9, 9, 9]
+    assert stored_test(pytester.path, "test_steady")["sessions"] == [9, 9, 9]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from baseline_helpers import Mem, Row, entry, machine, summary_of
+from baseline_helpers import Mem, Row, entry, machine, stored_test, summary_of
 
 from pytest_opprof.errors import BaselineError, FieldError
 from pytest_opprof.gate import store
@@ -209,14 +209,6 @@ def test_random_sizes():
 """
 
 
-def stored_entry(pytester: pytest.Pytester, name: str) -> dict[str, object]:
-    files = list(Path(pytester.path, "baselines").rglob("*.json"))
-    assert len(files) == 1, files
-    data = json.loads(files[0].read_text())["tests"][name]
-    assert isinstance(data, dict)
-    return data
-
-
 @pytest.mark.slow
 def test_a_test_with_random_sizes_records_a_range_and_is_judged_beyond_it(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
@@ -229,7 +221,7 @@ def test_a_test_with_random_sizes_records_a_range_and_is_judged_beyond_it(
     args += ["--opprof-time-tolerance", "300%"]
     for _ in range(3):
         run_pytest("--opprof-update-baselines", *args).assert_outcomes(passed=1)
-    recorded = stored_entry(pytester, "test_random_sizes")
+    recorded = stored_test(pytester.path, "test_random_sizes")
     assert recorded["sessions"] == [9, 9, 9]
     figures = recorded["summary"]
     assert isinstance(figures, dict)
