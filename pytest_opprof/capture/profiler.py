@@ -276,7 +276,13 @@ class profile:  # lower case: torch.profiler's spelling
 
     def export_chrome_trace(self, path: str) -> None:
         """Write a Chrome/Perfetto trace (JSON) of the events and the memory counter track."""
-        self.events().export_chrome_trace(path)
+        # From the records, not self.events(): a FunctionEvent per record cost more
+        # than the whole streamed export (render/trace.py).
+        from pytest_opprof.render.trace import export_records_trace
+
+        export_records_trace(
+            self.records(), path, with_flops=self.with_flops, memory_samples=self._memory_samples
+        )
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """Write collapsed stacks (flame-graph input) weighted by ``metric`` (us)."""
