@@ -171,7 +171,7 @@ def test_opprof_profiles_every_test(pytester: pytest.Pytester, run_pytest: Pytes
     result.stdout.fnmatch_lines(
         [
             "*= opprof =*",
-            "   self CPU    ops  top op * test",
+            "   self CPU    ops   in ops  top op * test",
             "*s * numpy.* *  test_opprof_profiles_every_test.py::test_matmul",
             "*s * numpy.* *  test_opprof_profiles_every_test.py::test_add",
         ]
