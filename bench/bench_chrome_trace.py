@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import fmt_spread, spread
+from _common import fmt_spread, loadavg, spread
 
 import pytest_opprof as opprof
 from pytest_opprof.capture.records import KIND_MEMORY
@@ -106,16 +106,16 @@ def fresh(prof: opprof.profile) -> opprof.profile:
     return copy
 
 
-def timed(fn: Any, prof: opprof.profile, path: str) -> tuple[float, int]:
-    """(seconds, trace events in the file written)."""
-    t0 = time.perf_counter()
+def timed(fn: Any, prof: opprof.profile, path: str) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, trace events in the file written)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     fn(fresh(prof), path)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     with open(path, encoding="utf-8") as f:
-        return seconds, len(json.load(f)["traceEvents"])
+        return seconds, cpu, len(json.load(f)["traceEvents"])
 
 
-def torch_case(n: int, path: str) -> tuple[float, int] | None:
+def torch_case(n: int, path: str) -> tuple[float, float, int] | None:
     try:
         import torch
         from torch.profiler import ProfilerActivity, profile
@@ -126,11 +126,11 @@ def torch_case(n: int, path: str) -> tuple[float, int] | None:
         for _ in range(n):
             torch.add(x, x)
     prof.events()  # collected before the clock starts: the export alone is timed
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     prof.export_chrome_trace(path)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     with open(path, encoding="utf-8") as f:
-        return seconds, len(json.load(f)["traceEvents"])
+        return seconds, cpu, len(json.load(f)["traceEvents"])
 
 
 def main() -> None:
@@ -149,28 +149,40 @@ def main() -> None:
         "streamed (events)": lambda p, path: p.events().export_chrome_trace(path),
         "old path": old_path,
     }
-    per_100k: dict[str, list[float]] = {label: [] for label in cases}
-    per_100k["torch.profiler"] = []
+    labels = [*cases, "torch.profiler"]
+    wall: dict[str, list[float]] = {label: [] for label in labels}
+    cpu: dict[str, list[float]] = {label: [] for label in labels}
     sizes: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "trace.json")
         for _ in range(args.repeats):  # interleaved: drift hits every case alike
-            for label, fn in cases.items():
-                seconds, events = timed(fn, prof, path)
-                per_100k[label].append(seconds / events * 1e5)
-                sizes[label] = events
+            runs = {label: timed(fn, prof, path) for label, fn in cases.items()}
             torch_run = torch_case(args.torch_n, path)
             if torch_run is not None:
-                per_100k["torch.profiler"].append(torch_run[0] / torch_run[1] * 1e5)
-                sizes["torch.profiler"] = torch_run[1]
-    rows = {label: spread(v) for label, v in per_100k.items() if v}
+                runs["torch.profiler"] = torch_run
+            for label, (seconds, cpu_seconds, events) in runs.items():
+                wall[label].append(seconds / events * 1e5)
+                cpu[label].append(cpu_seconds / events * 1e5)
+                sizes[label] = events
+    rows = {
+        label: {"wall": spread(wall[label]), "cpu": spread(cpu[label])}
+        for label in labels
+        if wall[label]
+    }
     ratio = spread(
-        [o / s for o, s in zip(per_100k["old path"], per_100k["streamed (profile)"], strict=True)]
+        [o / s for o, s in zip(wall["old path"], wall["streamed (profile)"], strict=True)]
     )
-    print(f"export_chrome_trace, seconds per 100k trace events (median [IQR] of {args.repeats})")
-    for label, s in rows.items():
-        print(f"{label:<20} {fmt_spread(s, 3):>24}   ({sizes[label]:,} events)")
-    print(f"old path / streamed (profile): {fmt_spread(ratio, 1)}x")
+    print(
+        f"export_chrome_trace, seconds per 100k trace events (median [IQR] of {args.repeats}); "
+        f"load average {loadavg():.1f}"
+    )
+    print(f"{'':<20} {'wall':>24} {'CPU (process)':>24}")
+    for label, parts in rows.items():
+        print(
+            f"{label:<20} {fmt_spread(parts['wall'], 3):>24} {fmt_spread(parts['cpu'], 3):>24}"
+            f"   ({sizes[label]:,} events)"
+        )
+    print(f"old path / streamed (profile), wall: {fmt_spread(ratio, 1)}x")
     if args.json:
         result = {"n": args.n, "repeats": args.repeats, "rows": rows, "ratio": ratio}
         args.json.write_text(json.dumps({**result, "events": sizes}, indent=1))

@@ -18,6 +18,7 @@ and each thread.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -71,29 +72,28 @@ def _json(value: Any) -> str:
 
 
 def _args(
-    parent_id: Sequence[int],
-    shapes: Sequence[str],
-    stacks: Sequence[str],
-    self_mem: Sequence[int],
-    mem: Sequence[int],
-    device_us: Sequence[float],
-    flops: Sequence[int],
-    exception: Sequence[bool],
+    parent_id: np.ndarray,
+    base: list[str],
+    self_mem: np.ndarray,
+    mem: np.ndarray,
+    device_us: np.ndarray,
+    flops: np.ndarray,
+    exception: np.ndarray,
 ) -> list[str]:
-    """The ``args`` text after ``"id"`` of each event; optional members only where set."""
+    """The ``args`` text after ``"id"`` of each event: its parent, ``base`` (shapes and
+    stack), then the memory, device, FLOPs and exception members where set."""
     out = [
-        (f',"parent id":{p}' if p >= 0 else "") + sh + st
-        for p, sh, st in zip(parent_id, shapes, stacks, strict=True)
+        f',"parent id":{p}{b}' if p >= 0 else b
+        for p, b in zip(parent_id.tolist(), base, strict=True)
     ]
     # Rare members: a pass over the events that have them, not a branch for every event.
-    has_mem = (np.asarray(self_mem, dtype=np.int64) != 0) | (np.asarray(mem, dtype=np.int64) != 0)
-    for i in np.flatnonzero(has_mem).tolist():
-        out[i] += f',"Self CPU Mem (bytes)":{self_mem[i]},"CPU Mem (bytes)":{mem[i]}'
-    for i in np.flatnonzero(np.asarray(device_us, dtype=float) != 0).tolist():
+    for i in np.flatnonzero((self_mem != 0) | (mem != 0)).tolist():
+        out[i] += f',"Self CPU Mem (bytes)":{int(self_mem[i])},"CPU Mem (bytes)":{int(mem[i])}'
+    for i in np.flatnonzero(device_us != 0).tolist():
         out[i] += f',"Device time (us)":{_json(float(device_us[i]))}'
-    for i in np.flatnonzero(np.asarray(flops, dtype=np.int64) != 0).tolist():
-        out[i] += f',"FLOPs":{flops[i]}'
-    for i in np.flatnonzero(np.asarray(exception, dtype=bool)).tolist():
+    for i in np.flatnonzero(flops != 0).tolist():
+        out[i] += f',"FLOPs":{int(flops[i])}'
+    for i in np.flatnonzero(exception).tolist():
         out[i] += ',"exception":true'
     return out
 
@@ -142,14 +142,16 @@ def columns_from_events(events: Sequence[Any]) -> TraceColumns:
         memory=[evt.kind == KIND_MEMORY for evt in events],
         bytes=self_mem,
         args=_args(
-            [-1 if evt.cpu_parent is None else evt.cpu_parent.id for evt in events],
-            shapes,
-            stacks,
-            self_mem,
-            [evt.cpu_memory_usage for evt in events],
-            [evt.device_time_total for evt in events],
-            [evt.flops for evt in events],
-            [evt.is_exception for evt in events],
+            np.array(
+                [-1 if evt.cpu_parent is None else evt.cpu_parent.id for evt in events],
+                dtype=np.int64,
+            ),
+            [sh + st for sh, st in zip(shapes, stacks, strict=True)],
+            np.array(self_mem, dtype=np.int64),
+            np.array([evt.cpu_memory_usage for evt in events], dtype=np.int64),
+            np.array([evt.device_time_total for evt in events], dtype=float),
+            np.array([evt.flops for evt in events], dtype=np.int64),
+            np.array([evt.is_exception for evt in events], dtype=bool),
         ),
     )
 
@@ -164,30 +166,32 @@ def columns_from_records(records: Records, *, with_flops: bool = True) -> TraceC
     ids = ev["id"].astype(np.int64)
     parent_id = np.where(tree.parent >= 0, ids[np.maximum(tree.parent, 0)], -1)
     name_texts = [_json(n) for n in tree.names]
-    shape_texts = [
+    # Shape and stack texts per distinct (shape, stack) pair: a profile has few.
+    span = len(records.stacks) or 1
+    pair = ev["shape"].astype(np.int64) * span + ev["stack"].astype(np.int64)
+    pairs, inverse = np.unique(pair, return_inverse=True)
+    pair_texts = [
         _shape_text(records.shapes[sid], shape_dtypes(records, sid))
-        for sid in range(len(records.shapes))
+        + _stack_text(records.stacks[stack])
+        for sid, stack in zip((pairs // span).tolist(), (pairs % span).tolist(), strict=True)
     ]
-    stack_texts = [_stack_text(s) for s in records.stacks]
     flops = event_flops(records, tree)[0] if with_flops and len(tree) else np.zeros(len(tree))
-    start_us = ev["start_ns"] / 1000.0
     return TraceColumns(
         id=ids.tolist(),
-        name=[name_texts[i] for i in tree.name.tolist()],
+        name=list(map(name_texts.__getitem__, tree.name.tolist())),
         thread=ev["thread"].tolist(),
-        ts_us=start_us.tolist(),
+        ts_us=(ev["start_ns"] / 1000.0).tolist(),
         dur_us=(tree.cpu_total_ns / 1000.0).tolist(),
         memory=(ev["kind"] == KIND_MEMORY).tolist(),
         bytes=tree.mem_self_bytes.tolist(),
         args=_args(
-            parent_id.tolist(),
-            [shape_texts[s] for s in ev["shape"].tolist()],
-            [stack_texts[s] for s in ev["stack"].tolist()],
-            tree.mem_self_bytes.tolist(),
-            tree.mem_total_bytes.tolist(),
-            (tree.device_total_ns / 1000.0).tolist(),
-            flops.astype(np.int64).tolist(),
-            ((ev["flags"] & FLAG_EXCEPTION) != 0).tolist(),
+            parent_id,
+            list(map(pair_texts.__getitem__, inverse.reshape(-1).tolist())),
+            tree.mem_self_bytes,
+            tree.mem_total_bytes,
+            tree.device_total_ns / 1000.0,
+            flops.astype(np.int64),
+            (ev["flags"] & FLAG_EXCEPTION) != 0,
         ),
     )
 
@@ -227,7 +231,22 @@ def write_trace(
     out.write('{"traceEvents":[\n' + _META % ("process_name", pid, 0, '"pytest-opprof"'))
     n = len(cols.id)
     for lo in range(0, n, _CHUNK):
-        out.write(",\n" + ",\n".join(_event_lines(cols, pid, lo, min(n, lo + _CHUNK))))
+        hi = min(n, lo + _CHUNK)
+        if any(cols.memory[lo:hi]):
+            lines = _event_lines(cols, pid, lo, hi)
+        else:
+            # Calls only (the common chunk): the template applied by map, no Python loop.
+            rows = zip(
+                cols.name[lo:hi],
+                cols.ts_us[lo:hi],
+                cols.dur_us[lo:hi],
+                itertools.repeat(pid),
+                cols.thread[lo:hi],
+                cols.id[lo:hi],
+                cols.args[lo:hi],
+            )
+            lines = map(_X.__mod__, rows)
+        out.write(",\n" + ",\n".join(lines))
     if memory_samples is not None and len(memory_samples):
         ts_us = (memory_samples["time_ns"] / 1000.0).tolist()
         live = memory_samples["net_bytes"].tolist()
