@@ -103,3 +103,14 @@ def test_summary_line_shows_the_share_and_flags_the_low_one(
     tests = json.loads(path.read_text())["tests"]
     assert tests["test_python_in_a_scope"]["summary"]["op_time_share"] < 0.05
     assert tests["test_numpy_sort"]["summary"]["op_time_share"] >= 0.5
+
+
+def test_nothing_is_flagged_when_no_op_source_records(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    pytester.makepyfile(TESTS)
+    result = run_pytest("--opprof", "--opprof-capture", "none")
+    result.assert_outcomes(passed=2)
+    lines = [line for line in result.outlines if line.endswith(("_scope", "_sort")) and "%" in line]
+    assert len(lines) == 2 and all(" 0% " in line for line in lines), lines
+    assert not any("LOW" in line for line in result.outlines)

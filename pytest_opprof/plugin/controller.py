@@ -113,7 +113,11 @@ class Controller:
                 f"{worst.nodeid} ({worst.summary.dropped_events:,} dropped): their op figures "
                 "cover part of the test and are not judged (wall time and memory are)"
             )
-        for line in summary_lines(self.results, min_wall_ns=self.options.gate.min_time_ns):
+        # With no op source (--opprof-capture none) every test would read 0% in ops.
+        flag_low = bool(self.plan.capture)
+        for line in summary_lines(
+            self.results, min_wall_ns=self.options.gate.min_time_ns, flag_low=flag_low
+        ):
             tr.write_line(line)
         for result in self.results:
             if result.table is not None:
@@ -132,11 +136,14 @@ is in code the op tables cannot see (Python, or a library no source captures), s
 op figures miss most of what a regression could change."""
 
 
-def summary_lines(results: list[ProfiledTest], *, min_wall_ns: int = 1_000_000) -> list[str]:
+def summary_lines(
+    results: list[ProfiledTest], *, min_wall_ns: int = 1_000_000, flag_low: bool = True
+) -> list[str]:
     """A header and one line per test: self CPU time in captured ops, op count, the share
     of its wall time in library ops (``op_time_share``), top op; then a note on the tests
-    whose share is below :data:`LOW_CAPTURE_SHARE`.  Tests shorter than ``min_wall_ns``
-    (the time floor, ``--opprof-min-time``) are not flagged: their time is not judged."""
+    whose share is below :data:`LOW_CAPTURE_SHARE` (unless not ``flag_low``).  Tests
+    shorter than ``min_wall_ns`` (the time floor, ``--opprof-min-time``) are not flagged:
+    their time is not judged."""
     rows = []
     low = []
     for r in results:
@@ -146,7 +153,7 @@ def summary_lines(results: list[ProfiledTest], *, min_wall_ns: int = 1_000_000) 
         top_text = f"{top.key} {format_time(top.self_cpu_time.median_ns / 1000)}" if top else "-"
         share = r.summary.op_time_share
         long_enough = r.summary.wall_time.median_ns >= min_wall_ns
-        flag = " LOW" if share < LOW_CAPTURE_SHARE and long_enough else ""
+        flag = " LOW" if flag_low and share < LOW_CAPTURE_SHARE and long_enough else ""
         if flag:
             low.append(r)
         share_text = f"{share:.0%}{flag}"
