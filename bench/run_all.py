@@ -55,6 +55,13 @@ SECTIONS = [
     ),
     Section("key_averages", "key_averages()", "bench_key_averages.py", timeout_s=900),
     Section(
+        "chrome_trace",
+        "Chrome trace export",
+        "bench_chrome_trace.py",
+        args=["--repeats", "3"],
+        timeout_s=1500,
+    ),
+    Section(
         "torch_source",
         "torch ops",
         "bench_torch_source.py",
@@ -193,6 +200,26 @@ def md_key_averages(d: dict[str, Any]) -> str:
     )
 
 
+def md_chrome_trace(d: dict[str, Any]) -> str:
+    rows = [
+        [
+            label,
+            f"{d['events'][label]:,}",
+            _spread_cell(parts["wall"], 3),
+            _spread_cell(parts["cpu"], 3),
+        ]
+        for label, parts in d["rows"].items()
+    ]
+    return (
+        f"Seconds per 100,000 trace events ({d['n']:,} scopes around `np.add`, "
+        f"{d['repeats']} interleaved repeats; torch: its export of a `torch.add` loop). "
+        "CPU is the process's CPU time: on a loaded machine the wall time also holds the "
+        "waits for a CPU.\n\n"
+        + _table(["path", "events", "wall s / 100k", "CPU s / 100k"], rows)
+        + f"\n\nold path / streamed (profile), wall: {_spread_cell(d['ratio'], 1)}x"
+    )
+
+
 def md_accuracy(d: dict[str, Any]) -> str:
     return str(d.get("markdown", "```\n" + json.dumps(d, indent=1) + "\n```"))
 
@@ -296,6 +323,7 @@ RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "per_op": md_per_op,
     "record_function": md_record_function,
     "key_averages": md_key_averages,
+    "chrome_trace": md_chrome_trace,
     "accuracy": md_accuracy,
     "suite": md_suite,
     "verdict": md_verdict,

@@ -542,6 +542,50 @@ void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_byte
 
 /* ---- record_function scopes -------------------------------------------- */
 
+void core_pop_holes(opprof_thread *t)
+{
+    while (t->holes > 0 && t->depth > 0 && t->depth <= OPPROF_MAX_DEPTH &&
+           t->open[t->depth - 1].hole) {
+        core_open *o = &t->open[--t->depth];
+        if (o->active == 2)
+            t->active_depth--;
+        o->active = 0;
+        o->hole = 0;
+        t->holes--;
+    }
+}
+
+void core_close_below_top(opprof_thread *t, int32_t d, uint16_t flags)
+{
+    uint64_t end = opprof_hot_ticks();
+    core_open *o = &t->open[d];
+    o->hole = 1;
+    t->holes++;
+    if (o->active != 1)
+        return;
+    o->active = 2;
+    /* Out of the chain of innermost recording entries: the next one above
+     * takes this one's place (and parent), or the thread's innermost does. */
+    int32_t top = t->depth < OPPROF_MAX_DEPTH ? t->depth : OPPROF_MAX_DEPTH;
+    if (t->innermost == d) {
+        t->innermost = o->prev_innermost;
+    } else {
+        for (int32_t i = d + 1; i < top; i++) {
+            core_open *above = &t->open[i];
+            if (above->active == 1 && above->prev_innermost == d) {
+                above->prev_innermost = o->prev_innermost;
+                above->ev.parent = o->ev.parent;
+                break;
+            }
+        }
+    }
+    o->ev.end_ns = (int64_t)end;
+    o->ev.flags |= flags;
+    if (opprof_g_options & OPPROF_OPT_CUDA)
+        opprof_cuda_op_end(o->ev.depth, o->ev.id);
+    opprof_hot_commit(t, &o->ev);
+}
+
 int opprof_scope_push(uint32_t name_id)
 {
     opprof_thread *t = opprof_hot_thread();

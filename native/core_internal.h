@@ -41,9 +41,14 @@ typedef struct core_arena {
 } core_arena;
 
 typedef struct core_open {
-    opprof_event ev;        /* in progress: start_ns holds raw ticks */
-    int32_t active;         /* 0: begun while not recording, or from an old session */
+    opprof_event ev; /* in progress: start_ns holds raw ticks */
+    /* 0: begun while not recording, or from an old session; 1: records;
+     * 2: a scope closed by its handle before the entries above it (a hole):
+     * committed already, still counted in active_depth until popped. */
+    int32_t active;
     int32_t prev_innermost; /* innermost active index to restore at end */
+    uint64_t token;         /* handle token of the last scope in this entry (fastscope.c) */
+    int32_t hole;           /* closed out of order: popped once it is the top */
 } core_open;
 
 struct opprof_thread {
@@ -55,6 +60,8 @@ struct opprof_thread {
     int32_t active_depth; /* open events that record */
     int32_t innermost;    /* index in open[] of the innermost recording event, -1 none */
     int32_t alive;        /* 0 once the OS thread exited (registry lock) */
+    int32_t holes;        /* open[] entries closed out of order, not yet popped */
+    uint64_t scope_token; /* last token handed to a scope of this thread */
     /* Record buffer: chunks filled in order; count is published with release. */
     core_chunk *head;
     core_chunk *cur;
@@ -120,6 +127,17 @@ static inline int64_t *core_arena_at(core_arena *a, int64_t pos)
 {
     return &a->chunks[pos / OPPROF_ARENA_WORDS][pos % OPPROF_ARENA_WORDS];
 }
+
+/* Pops the holes (scopes closed out of order) now at the top of t's stack;
+ * called by opprof_hot_end only while t->holes != 0. */
+void core_pop_holes(opprof_thread *t);
+
+/* Closes open[d] of t, a scope below the top of the stack (its handle says
+ * which: fastscope.c): commits its event now and leaves a hole that
+ * opprof_hot_end pops once the entries above it have gone.  The entry that
+ * named it as parent is re-parented to its parent: an event that outlives
+ * another is not its child (torch nests by intervals the same way). */
+void core_close_below_top(opprof_thread *t, int32_t d, uint16_t flags);
 
 /* Drops the code-object references in t's stack arena and empties it (the
  * drain calls it once the stacks are text).  GIL held. */

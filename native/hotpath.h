@@ -154,6 +154,9 @@ OPPROF_HOT void opprof_hot_end(opprof_thread *t, uint16_t flags)
     if (__builtin_expect(t->depth <= 0, 0))
         return;
     int32_t d = --t->depth;
+    /* Scopes closed by their handle below this entry leave once it goes. */
+    if (__builtin_expect(t->holes != 0, 0))
+        core_pop_holes(t);
     if (__builtin_expect(d >= OPPROF_MAX_DEPTH, 0))
         return;
     core_open *o = &t->open[d];

@@ -666,12 +666,13 @@ def buffer_stats() -> BufferStats:
 # ---- record_function's fast path (native/fastscope.h) ----------------------------
 
 
-def _scope_doors() -> tuple[Callable[[int], int], Callable[[int], int]]:
+def _scope_doors() -> tuple[Callable[[int], int], Callable[[int, int], int]]:
     """(push, pop) for record_function: builtins called with the GIL held.
 
-    Each takes one int (name id / flags) and returns a status code like
-    ``opprof_scope_push``/``opprof_scope_pop``, without a cffi call that releases
-    and retakes the GIL.
+    ``push(name_id)`` returns the scope's handle (> 0) or minus a status code;
+    ``pop(handle, flags)`` closes that scope, innermost or not, and returns a
+    status code like ``opprof_scope_pop``; neither makes a cffi call that
+    releases and retakes the GIL.
     """
     module = sys.modules[__name__]
     check(lib.opprof_install_scope_functions(id(module)))

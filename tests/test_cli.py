@@ -50,7 +50,7 @@ def test_show_prints_tables(tmp_path: Path) -> None:
     assert "TestK::test_p[a/b-..]" in out and "test_x" in out
     assert "recorded 2025-01-31T12:00:00Z on Test CPU 3000 x8" in out
     assert "numpy.matmul" in out and "2.00 MFLOP" in out
-    assert "7.63 Mb" in out  # 8,000,000 bytes allocated
+    assert "7.63 MB" in out  # 8,000,000 bytes allocated
     lines = [line for line in out.splitlines() if line.startswith("numpy.")]
     assert [line.split()[0] for line in lines[:2]] == ["numpy.matmul", "numpy.add"]  # by time
 

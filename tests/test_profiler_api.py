@@ -112,7 +112,9 @@ def test_record_function_without_a_profile_makes_no_native_call(
     for door, name in (("_scope_push", "opprof_scope_push"), ("_scope_pop", "opprof_scope_pop")):
         real = getattr(profiler, door)
         monkeypatch.setattr(
-            profiler, door, lambda arg, real=real, name=name: spy.calls.append(name) or real(arg)
+            profiler,
+            door,
+            lambda *args, real=real, name=name: spy.calls.append(name) or real(*args),
         )
 
     @opprof.record_function("idle decorated")

@@ -255,7 +255,7 @@ def test_a_test_with_random_sizes_records_a_range_and_is_judged_beyond_it(
         [
             "*flops *REGRESSED*",
             "note: flops, peak memory and allocated memory vary between runs "
-            "(* MFLOP-* MFLOP; * Mb-* Mb; * Mb-* Mb in the baseline's runs): "
+            "(* MFLOP-* MFLOP; * MB-* MB; * MB-* MB in the baseline's runs): "
             "judged beyond that range, so a change smaller than the spread cannot be seen",
         ]
     )

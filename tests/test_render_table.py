@@ -35,20 +35,20 @@ def _records() -> Records:
 def _rows(text: str) -> dict[str, list[str]]:
     """Data rows of a table, keyed by name, cells split on runs of 2+ spaces."""
     lines = text.splitlines()
-    header_at = next(i for i, line in enumerate(lines) if line.startswith("Name"))
+    header_at = next(i for i, line in enumerate(lines) if line.strip().startswith("Name"))
     out = {}
     for line in lines[header_at + 2 :]:
         if line.startswith("---"):
             break
-        if line.startswith(" "):
-            continue  # further frames of a source location
         cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) < 3:
+            continue  # further frames of a source location, or the blank line after them
         out[cells[0]] = cells
     return out
 
 
 def _headers(text: str) -> list[str]:
-    line = next(line for line in text.splitlines() if line.startswith("Name"))
+    line = next(line for line in text.splitlines() if line.strip().startswith("Name"))
     return re.split(r"\s{2,}", line.strip())
 
 
@@ -125,13 +125,13 @@ def test_memory_columns_only_with_profile_memory() -> None:
     headers = _headers(text)
     forward = _rows(text)["forward"]
     assert forward[headers.index("CPU Mem")] == format_memory(3 * 1024 * 1024 + 2048 - 512)
-    assert forward[headers.index("Self CPU Mem")] == "3.00 Mb"
+    assert forward[headers.index("Self CPU Mem")] == "3.00 MB"
 
 
 def test_memory_format() -> None:
-    assert format_memory(512) == "512 b"
-    assert format_memory(-2048) == "-2.00 Kb"
-    assert format_memory(5 * 1024**3) == "5.00 Gb"
+    assert format_memory(512) == "512 B"
+    assert format_memory(-2048) == "-2.00 KB"
+    assert format_memory(5 * 1024**3) == "5.00 GB"
 
 
 def test_flops_column_scaled() -> None:
@@ -141,7 +141,7 @@ def test_flops_column_scaled() -> None:
     assert matmul.flops == 2 * 64 * 32 * 16
     scale, header = flops_scale(min(g.flops for g in groups if g.flops > 0))
     column = _headers(text).index(f"Total {header}")
-    expected = str(matmul.flops) if scale == 1.0 else f"{matmul.flops * scale:.3f}"
+    expected = f"{matmul.flops * scale:.3f}"
     assert _rows(text)["numpy.matmul"][column] == expected
     assert _rows(text)["forward"][column] == "--"  # a scope does no arithmetic itself
     assert flops_scale(5) == (1.0, "FLOPs")

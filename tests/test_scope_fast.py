@@ -18,7 +18,7 @@ def test_doors_are_builtins_called_with_the_gil() -> None:
 
 
 def test_pop_without_open_scope_returns_the_status_and_sets_the_error() -> None:
-    status = _native.scope_pop_fast(0)
+    status = _native.scope_pop_fast(0, 0)
     assert status == int(_native.lib.OPPROF_E_STATE)
     with pytest.raises(NativeError, match="no open scope"):
         _native.check(status)

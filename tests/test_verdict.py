@@ -71,7 +71,7 @@ def test_64mb_more_allocation_fails_naming_memory() -> None:
     memory_reasons = [r for r in verdict.reasons if r.kind == "more memory"]
     assert [(r.op, r.status) for r in memory_reasons] == [("numpy.matmul", "regressed")]
     text = render_text(TestResult("t", base, verdict))
-    assert "allocated memory" in text and "72.00 Mb" in text and "REGRESSED" in text
+    assert "allocated memory" in text and "72.00 MB" in text and "REGRESSED" in text
 
 
 def test_tolerances_decide() -> None:

@@ -276,7 +276,13 @@ class profile:  # lower case: torch.profiler's spelling
 
     def export_chrome_trace(self, path: str) -> None:
         """Write a Chrome/Perfetto trace (JSON) of the events and the memory counter track."""
-        self.events().export_chrome_trace(path)
+        # From the records, not self.events(): a FunctionEvent per record cost more
+        # than the whole streamed export (render/trace.py).
+        from pytest_opprof.render.trace import export_records_trace
+
+        export_records_trace(
+            self.records(), path, with_flops=self.with_flops, memory_samples=self._memory_samples
+        )
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """Write collapsed stacks (flame-graph input) weighted by ``metric`` (us)."""
@@ -312,21 +318,23 @@ class record_function:  # lower case: torch.profiler's spelling
     An exception inside the scope propagates and flags the event.
     """
 
-    __slots__ = ("_id", "_pushed", "name")
+    __slots__ = ("_handle", "_id", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._id = -1
-        self._pushed = False
+        # The native scope's handle while open, 0 otherwise: the exit closes this
+        # scope, not the thread's innermost one (they differ across await/yield).
+        self._handle = 0
 
     def __enter__(self) -> record_function:
         if _recording:
             if self._id < 0:
                 self._id = _native.intern(self.name)
-            status = _scope_push(self._id)
-            if status:
-                _native.check(status)
-            self._pushed = True
+            handle = _scope_push(self._id)
+            if handle < 0:
+                _native.check(-handle)
+            self._handle = handle
         return self
 
     def __exit__(
@@ -335,11 +343,12 @@ class record_function:  # lower case: torch.profiler's spelling
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._pushed:
-            self._pushed = False
-            status = _scope_pop(FLAG_EXCEPTION if exc_type is not None else 0)
+        if self._handle:
+            status = _scope_pop(self._handle, FLAG_EXCEPTION if exc_type is not None else 0)
             if status:
+                # The handle stays: a scope exited on the wrong thread can still close on its own.
                 _native.check(status)
+            self._handle = 0
 
     def __call__(self, fn: F) -> F:
         name = self.name

@@ -258,6 +258,9 @@ class RoundFigures:
     wait_ns: int | None = None
     """ns the test's thread waited for a CPU during the round (``capture/contention.py``),
     None when not measured."""
+    library_self_ns: int | None = None
+    """Self CPU time of the round's library ops (ns; ``model.library_self_ns``): not its
+    ``record_function`` scopes.  None for rows from elsewhere: then every row counts."""
 
     @classmethod
     def from_events(
@@ -273,6 +276,7 @@ class RoundFigures:
         native_ref_ns: int | None = None,
         dropped_events: int = 0,
         wait_ns: int | None = None,
+        library_self_ns: int | None = None,
     ) -> RoundFigures:
         """Figures of one round from its ``key_averages()`` rows (µs) and a ``MemoryStats``.
 
@@ -307,7 +311,14 @@ class RoundFigures:
             native_ref_ns=native_ref_ns,
             dropped_events=dropped_events,
             wait_ns=wait_ns,
+            library_self_ns=library_self_ns,
         )
+
+    def captured_ns(self) -> int:
+        """Time in captured library ops: :attr:`library_self_ns`, or every row's self time."""
+        if self.library_self_ns is not None:
+            return self.library_self_ns
+        return sum(f.self_cpu_ns for f in self.ops.values())
 
 
 @dataclass(frozen=True)
@@ -386,7 +397,8 @@ class TestSummary:
     op_count: int
     flops: int
     op_time_share: float
-    """Median over rounds of (self time of all ops) / wall time: the share spent in captured ops."""
+    """Median over rounds of (self time of library ops) / wall time: the share of the test
+    spent in captured ops.  ``record_function`` scopes do not count: they mark any code."""
     memory: MemoryFigures | None = None
     ops: Mapping[str, OpSummary] = field(default_factory=dict)
     device_time: TimeStats | None = None
@@ -531,12 +543,7 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
         op_count=statistics.median_low(op_counts),
         flops=statistics.median_low(flops),
         op_time_share=statistics.median(
-            [
-                sum(f.self_cpu_ns for f in r.ops.values()) / r.wall_time_ns
-                if r.wall_time_ns > 0
-                else 0.0
-                for r in rounds
-            ]
+            [r.captured_ns() / r.wall_time_ns if r.wall_time_ns > 0 else 0.0 for r in rounds]
         ),
         memory=_low_median_memory(memories) if memories else None,
         ops=ops,

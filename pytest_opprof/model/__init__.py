@@ -13,7 +13,7 @@ from pytest_opprof.model import events as _events
 from pytest_opprof.model.averages import FunctionEventAvg, average_records
 from pytest_opprof.model.events import EventList, FunctionEvent, Interval
 from pytest_opprof.model.overhead import Overhead
-from pytest_opprof.model.tree import EventTree, build_tree
+from pytest_opprof.model.tree import EventTree, build_tree, library_self_ns
 
 __all__ = [
     "EventList",
@@ -25,6 +25,7 @@ __all__ = [
     "build_events",
     "build_tree",
     "key_averages",
+    "library_self_ns",
 ]
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_opprof.capture.records import KIND_MEMORY, MEMORY_EVENT_NAME, Records
+from pytest_opprof.capture.records import KIND_MEMORY, KIND_SCOPE, MEMORY_EVENT_NAME, Records
 
 PARENT_NONE = -1
 PARENT_UNKNOWN = -2
@@ -97,6 +97,27 @@ def build_tree(records: Records, *, native: bool = True) -> EventTree:
         mem_total_bytes=mem_total,
         mem_self_bytes=mem_self,
     )
+
+
+def library_self_ns(records: Records) -> int:
+    """Self CPU time (ns) of the library ops: every event but scopes and ``[memory]``.
+
+    The time a test spent inside the op tables' view.  ``record_function``
+    scopes are the user's own marks around any code, Python loops included, so
+    their time is not "captured" time.  The sum of self times over a set of
+    events is their totals less the totals of their direct children, which
+    needs parents, not the whole tree.
+    """
+    raw = records.events
+    if not len(raw):
+        return 0
+    start = raw["start_ns"].astype(_I64)
+    total = np.maximum(raw["end_ns"].astype(_I64), start) - start
+    kind = raw["kind"]
+    library = (kind != KIND_SCOPE) & (kind != KIND_MEMORY)
+    rows = parent_rows(raw)
+    under_library = (rows >= 0) & library[np.maximum(rows, 0)]
+    return int(total[library].sum() - total[under_library].sum())
 
 
 def _canonical_order(raw: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

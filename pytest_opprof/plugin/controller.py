@@ -113,7 +113,11 @@ class Controller:
                 f"{worst.nodeid} ({worst.summary.dropped_events:,} dropped): their op figures "
                 "cover part of the test and are not judged (wall time and memory are)"
             )
-        for line in summary_lines(self.results):
+        # With no op source (--opprof-capture none) every test would read 0% in ops.
+        flag_low = bool(self.plan.capture)
+        for line in summary_lines(
+            self.results, min_wall_ns=self.options.gate.min_time_ns, flag_low=flag_low
+        ):
             tr.write_line(line)
         for result in self.results:
             if result.table is not None:
@@ -126,17 +130,45 @@ class Controller:
             tr.write_line(line)
 
 
-def summary_lines(results: list[ProfiledTest]) -> list[str]:
-    """A header and one line per test: self CPU time in captured ops, op count, top op."""
+LOW_CAPTURE_SHARE = 0.5
+"""Below this share of its wall time in captured ops a test is flagged: most of its time
+is in code the op tables cannot see (Python, or a library no source captures), so its
+op figures miss most of what a regression could change."""
+
+
+def summary_lines(
+    results: list[ProfiledTest], *, min_wall_ns: int = 1_000_000, flag_low: bool = True
+) -> list[str]:
+    """A header and one line per test: self CPU time in captured ops, op count, the share
+    of its wall time in library ops (``op_time_share``), top op; then a note on the tests
+    whose share is below :data:`LOW_CAPTURE_SHARE` (unless not ``flag_low``).  Tests
+    shorter than ``min_wall_ns`` (the time floor, ``--opprof-min-time``) are not flagged:
+    their time is not judged."""
     rows = []
+    low = []
     for r in results:
         ops = [op for key, op in r.summary.ops.items() if key != MEMORY_EVENT_NAME]
         self_us = sum(op.self_cpu_time.median_ns for op in ops) / 1000
         top = max(ops, key=lambda op: op.self_cpu_time.median_ns, default=None)
         top_text = f"{top.key} {format_time(top.self_cpu_time.median_ns / 1000)}" if top else "-"
-        rows.append((format_time(self_us), str(r.summary.op_count), top_text, r.nodeid))
-    top_width = min(max(len(row[2]) for row in rows), 48)
-    header = f"{'self CPU':>11} {'ops':>6}  {'top op':<{top_width}}  test"
-    return [header] + [
-        f"{cpu:>11} {count:>6}  {top:<{top_width}}  {nodeid}" for cpu, count, top, nodeid in rows
+        share = r.summary.op_time_share
+        long_enough = r.summary.wall_time.median_ns >= min_wall_ns
+        flag = " LOW" if flag_low and share < LOW_CAPTURE_SHARE and long_enough else ""
+        if flag:
+            low.append(r)
+        share_text = f"{share:.0%}{flag}"
+        rows.append((format_time(self_us), str(r.summary.op_count), share_text, top_text, r.nodeid))
+    top_width = min(max(len(row[3]) for row in rows), 48)
+    header = f"{'self CPU':>11} {'ops':>6} {'in ops':>8}  {'top op':<{top_width}}  test"
+    lines = [header] + [
+        f"{cpu:>11} {count:>6} {share:>8}  {top:<{top_width}}  {nodeid}"
+        for cpu, count, share, top, nodeid in rows
     ]
+    if low:
+        lines.append(
+            f"LOW: {len(low)} test(s) spent under {LOW_CAPTURE_SHARE:.0%} of their time in "
+            "captured library ops (in ops: library ops' self time / wall time; "
+            "record_function scopes do not count): their time lives in code the op tables "
+            "cannot see, so their op figures gate little of it"
+        )
+    return lines

@@ -19,7 +19,7 @@ from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.profiler import profile
 from pytest_opprof.gate.summary import RoundFigures
 from pytest_opprof.gate.waiting import is_clean
-from pytest_opprof.model import EventList
+from pytest_opprof.model import EventList, library_self_ns
 from pytest_opprof.plugin.marker import TestSettings
 from pytest_opprof.plugin.options import OpprofOptions
 
@@ -110,6 +110,7 @@ class Rounds:
                     native_ref_ns=self.native_refs_ns[i],
                     dropped_events=prof.dropped_events,
                     wait_ns=self.waits_ns[i],
+                    library_self_ns=library_self_ns(prof.records()),
                 )
             )
         return self.figures

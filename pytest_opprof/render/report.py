@@ -24,7 +24,7 @@ from pytest_opprof.render.units import format_memory, format_time
 
 
 def format_value(value: float | None, unit: str) -> str:
-    """A figure in its unit for people: ``1.230ms``, ``64.00 Mb``, ``2.00 GFLOP``, ``12``."""
+    """A figure in its unit for people: ``1.230ms``, ``64.00 MB``, ``2.00 GFLOP``, ``12``."""
     if value is None:
         return "-"
     if unit == "ns":

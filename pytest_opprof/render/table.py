@@ -1,16 +1,22 @@
-"""The op table of torch.profiler's ``EventList.table()``, rendered with tabulate.
+"""The op table of torch.profiler's ``EventList.table()``, in torch's layout.
 
 Works on any sequence of :class:`FunctionEvent` or :class:`FunctionEventAvg`
 (duck-typed: the attributes the columns read).  Times are microseconds,
-memory bytes; both are formatted here.
+memory bytes; both are formatted here.  Columns, their order, widths, units
+and limits are torch's (``torch.autograd.profiler_util._build_table``, torch
+2.13), so a table reads the same from either profiler: fixed-width columns
+two spaces apart, right-aligned but for the source location; 12 characters
+for every figure, the name and input-shapes columns as wide as their widest
+entry plus 4 up to their limits.  One deliberate difference: with both FLOPs
+and source locations, torch heads the last two columns "Source Location",
+"Total FLOPs" but fills them FLOPs first; here head and cells agree (the
+source column stays last, where its further frames go).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-
-from tabulate import tabulate
 
 from pytest_opprof.render.units import (
     check_time_unit,
@@ -35,8 +41,8 @@ SORT_KEYS = (
     "count",
     "flops",
 )
-_MAX_SRC_COLUMN_WIDTH = 75
-_MAX_SHAPES_COLUMN_WIDTH = 80
+_FIGURE_WIDTH = 12  # torch's DEFAULT_COLUMN_WIDTH
+_SPACING = 2
 
 
 def sort_attribute(sort_by: str) -> str:
@@ -55,7 +61,9 @@ def table(
     *,
     sort_by: str | None = None,
     row_limit: int | None = 100,
+    max_src_column_width: int | None = 75,
     max_name_column_width: int | None = 55,
+    max_shapes_column_width: int | None = 80,
     header: str | None = None,
     top_level_events_only: bool = False,
     time_unit: str | None = None,
@@ -66,9 +74,11 @@ def table(
     """Render ``events`` as torch's op table; ``""`` for no events.
 
     ``sort_by`` sorts descending by one of :data:`SORT_KEYS`; ``row_limit``
-    (``None`` or negative: all) bounds the rows; ``time_unit`` (``s``, ``ms``,
-    ``us``) fixes the unit of every time.  Percentages are shares of the self
-    CPU time of all events, shown or not.
+    (``None`` or negative: all; 0: none, header and footer still) bounds the
+    rows; ``time_unit`` (``s``, ``ms``, ``us``) fixes the unit of every time.
+    The ``max_*_column_width`` limits (``None``: unbounded) cut names (with
+    ``...``), input shapes, and source frames (their start, with ``...``).
+    Percentages are shares of the self CPU time of all events, shown or not.
     """
     check_time_unit(time_unit)
     attr = sort_attribute(sort_by) if sort_by is not None else None
@@ -77,7 +87,7 @@ def table(
     has_device_time = any(evt.self_device_time_total > 0 for evt in events)
     has_device_mem = any(evt.self_device_memory_usage > 0 for evt in events)
     has_shapes = any(len(evt.input_shapes) > 0 for evt in events)
-    has_stack = any(len(evt.stack) > 0 for evt in events)
+    stacks = [evt.stack for evt in events if evt.stack]
     positive_flops = [evt.flops for evt in events if evt.flops > 0] if with_flops else []
     device = use_device.upper() if use_device else "DEVICE"
 
@@ -92,26 +102,47 @@ def table(
     if row_limit is not None and row_limit >= 0:
         rows_src = rows_src[:row_limit]
 
+    # Widths from every event, shown or not, as torch measures them.
+    name_width = _bounded(max(len(str(evt.key)) for evt in events) + 4, max_name_column_width)
+    shapes_width = _bounded(
+        max(len(str(evt.input_shapes)) for evt in events) + 4, max_shapes_column_width
+    )
+    src_width = (
+        _bounded(max(len(frame) for stack in stacks for frame in stack) + 4, max_src_column_width)
+        if stacks
+        else 0
+    )
+
     def t(us: float) -> str:
         return format_time(us, time_unit)
 
-    headers = ["Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
+    columns: list[tuple[str, int, str]] = [("Name", name_width, ">")]
+    figures = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
     if has_device_time:
-        headers += [f"Self {device}", f"Self {device} %", f"{device} total", f"{device} time avg"]
+        figures += [f"Self {device}", f"Self {device} %", f"{device} total", f"{device} time avg"]
+    show_device_mem = profile_memory and use_device is not None and has_device_mem
     if profile_memory:
-        headers += ["CPU Mem", "Self CPU Mem"]
-    if has_device_mem:
-        headers += [f"{device} Mem", f"Self {device} Mem"]
+        figures += ["CPU Mem", "Self CPU Mem"]
+        if show_device_mem:
+            figures += [f"{device} Mem", f"Self {device} Mem"]
+    figures.append("# of Calls")
+    columns += [(name, _FIGURE_WIDTH, ">") for name in figures]
+    if has_shapes:
+        columns.append(("Input Shapes", shapes_width, ">"))
     if positive_flops:
         scale, flops_header = flops_scale(min(positive_flops))
-        headers.append(f"Total {flops_header}")
-    headers.append("# of Calls")
-    if has_shapes:
-        headers.append("Input Shapes")
-    if has_stack:
-        headers.append("Source Location")
+        columns.append((f"Total {flops_header}", _FIGURE_WIDTH, ">"))
+    if stacks:
+        columns.append(("Source Location", src_width, "<"))
+
+    def line(cells: Sequence[str]) -> str:
+        return "".join(
+            f"{cell:{align}{width}}" + " " * _SPACING
+            for cell, (_, width, align) in zip(cells, columns, strict=True)
+        )
 
     rows = []
+    blank = [""] * len(columns)
     for evt in rows_src:
         row = [
             _trim_name(str(evt.key), max_name_column_width),
@@ -130,37 +161,43 @@ def table(
             ]
         if profile_memory:
             row += [format_memory(evt.cpu_memory_usage), format_memory(evt.self_cpu_memory_usage)]
-        if has_device_mem:
-            row += [
-                format_memory(evt.device_memory_usage),
-                format_memory(evt.self_device_memory_usage),
-            ]
-        if positive_flops:
-            row.append(_format_flops(evt.flops, scale))
+            if show_device_mem:
+                row += [
+                    format_memory(evt.device_memory_usage),
+                    format_memory(evt.self_device_memory_usage),
+                ]
         row.append(str(evt.count))
         if has_shapes:
-            row.append(str(evt.input_shapes)[:_MAX_SHAPES_COLUMN_WIDTH] if evt.input_shapes else "")
-        if has_stack:
-            row.append("\n".join(_trim_path(frame) for frame in evt.stack))
-        rows.append(row)
+            row.append(str(evt.input_shapes)[:shapes_width])
+        if positive_flops:
+            row.append(_format_flops(evt.flops, scale))
+        if stacks:
+            frames = [_trim_path(frame, src_width) for frame in evt.stack]
+            row.append(frames[0] if frames else "")
+            rows.append(line(row))
+            # Further frames under the first, then a blank line: torch's layout.
+            rows += [line([*blank[:-1], frame]) for frame in frames[1:]]
+            rows.append(line(blank))
+        else:
+            rows.append(line(row))
 
-    align = ["left"] + ["right"] * (len(headers) - 1)
-    for i, name in enumerate(headers):
-        if name in ("Input Shapes", "Source Location"):
-            align[i] = "left"
-    body = tabulate(rows, headers=headers, tablefmt="simple", colalign=align, disable_numparse=True)
-    width = max(len(line) for line in body.splitlines())
-
+    separator = "".join("-" * width + " " * _SPACING for _, width, _ in columns)
+    width = len(separator) - _SPACING
     lines = []
     if header is not None:
         lines += ["=" * width, header]
     if top_level_events_only:
-        lines += ["=" * width, "This report only displays top-level ops statistics"]
-    lines += ["-" * width, body, "-" * width]
+        # torch's wording, kept for parity.
+        lines += ["=" * width, "This report only display top-level ops statistics"]
+    lines += [separator, line([name for name, _, _ in columns]), separator, *rows, separator]
     lines.append(f"Self CPU time total: {t(sum_self_cpu)}")
     if has_device_time:
         lines.append(f"Self {device} time total: {t(sum_self_device)}")
     return "\n".join(lines) + "\n"
+
+
+def _bounded(width: int, limit: int | None) -> int:
+    return width if limit is None else min(width, limit)
 
 
 def _trim_name(name: str, width: int | None) -> str:
@@ -169,17 +206,16 @@ def _trim_name(name: str, width: int | None) -> str:
     return name
 
 
-def _trim_path(path: str) -> str:
-    """Keep the end of a long ``file(line): function`` frame, marked with ``...``."""
-    if len(path) <= _MAX_SRC_COLUMN_WIDTH:
+def _trim_path(path: str, width: int) -> str:
+    """Keep the end of a long ``file(line): function`` frame, its start marked ``...``."""
+    if len(path) <= width:
         return path
-    return "..." + path[len(path) - _MAX_SRC_COLUMN_WIDTH + 3 :]
+    path = path[len(path) - width :]
+    return "..." + path[3:] if len(path) > 3 else path
 
 
 def _format_flops(flops: int, scale: float) -> str:
-    """FLOPs in the column's unit; whole counts stay whole when the unit is plain FLOPs."""
+    """FLOPs in the column's unit, as torch prints them (``%8.3f``); ``--`` for none."""
     if flops <= 0:
         return "--"
-    if scale == 1.0:
-        return str(int(flops))
-    return f"{flops * scale:.3f}"
+    return f"{flops * scale:8.3f}"

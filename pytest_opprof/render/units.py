@@ -38,17 +38,17 @@ def format_time_share(time_us: float, total_us: float) -> str:
 
 
 def format_memory(nbytes: int) -> str:
-    """Bytes as ``b``, ``Kb``, ``Mb`` or ``Gb`` (powers of 1024)."""
+    """Bytes as ``B``, ``KB``, ``MB`` or ``GB`` (powers of 1024), torch's spelling."""
     kb = 1024
     mb = 1024 * kb
     gb = 1024 * mb
     if abs(nbytes) >= gb:
-        return f"{nbytes / gb:.2f} Gb"
+        return f"{nbytes / gb:.2f} GB"
     if abs(nbytes) >= mb:
-        return f"{nbytes / mb:.2f} Mb"
+        return f"{nbytes / mb:.2f} MB"
     if abs(nbytes) >= kb:
-        return f"{nbytes / kb:.2f} Kb"
-    return f"{nbytes} b"
+        return f"{nbytes / kb:.2f} KB"
+    return f"{nbytes} B"
 
 
 def flops_scale(smallest_flops: int) -> tuple[float, str]:
