@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from pytest_opprof.capture.records import KIND_MEMORY
+from pytest_opprof.gate.files import write_bytes
 
 MEMORY_COUNTER_NAME = "CPU Memory"
 """The counter track of live bytes; its one series is ``"Total Allocated"`` (torch's arg name)."""
@@ -130,7 +131,8 @@ def _memory_counter(samples: np.ndarray, pid: int) -> list[dict[str, Any]]:
 def export_chrome_trace(
     events: Sequence[Any], path: str, memory_samples: np.ndarray | None = None
 ) -> None:
-    """Write :func:`chrome_trace` of ``events`` (and ``memory_samples``) to ``path``."""
+    """Write :func:`chrome_trace` of ``events`` (and ``memory_samples``) to ``path``
+    (through a symlink, FIFO or device as ``open`` would; see ``gate.files.write_bytes``)."""
     trace = chrome_trace(events, memory_samples=memory_samples)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(trace, f, separators=(",", ":"))
+    # ensure_ascii: op names are anyone's text, a lone surrogate included.
+    write_bytes(path, json.dumps(trace, separators=(",", ":")).encode("ascii"))
