@@ -82,7 +82,7 @@ def parse_rounds(text: object) -> int | None:
         rounds = 0
     if not 1 <= rounds <= MAX_ROUNDS:
         raise OptionValueError(
-            f"expected auto or an integer from 1 to {MAX_ROUNDS} such as 5, got {text!r}"
+            f"expected auto or a positive integer such as 5 (at most {MAX_ROUNDS}), got {text!r}"
         )
     return rounds
 
@@ -95,7 +95,7 @@ def parse_warmup(text: object) -> int:
         warmup = -1
     if not 0 <= warmup <= MAX_WARMUP:
         raise OptionValueError(
-            f"expected an integer from 0 to {MAX_WARMUP} such as 1, got {text!r}"
+            f"expected an integer >= 0 such as 1 (at most {MAX_WARMUP}), got {text!r}"
         )
     return warmup
 
@@ -108,8 +108,8 @@ def parse_max_events(text: object) -> int:
         events = 0
     if not 1 <= events <= MAX_EVENTS_LIMIT:
         raise OptionValueError(
-            f"expected an integer from 1 to {MAX_EVENTS_LIMIT} (2**32) such as "
-            f"{DEFAULT_MAX_EVENTS}, got {text!r}"
+            f"expected a positive integer such as {DEFAULT_MAX_EVENTS} "
+            f"(at most {MAX_EVENTS_LIMIT}, 2**32), got {text!r}"
         )
     return events
 
