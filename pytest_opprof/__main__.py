@@ -9,14 +9,15 @@ a report) as tables.  Errors print one line and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import json
+import io
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from tabulate import tabulate
 
 from pytest_opprof.errors import BaselineError
+from pytest_opprof.gate.files import read_text
+from pytest_opprof.gate.jsonio import DocumentError, parse
 from pytest_opprof.gate.results import REPORT_KIND, TestResult, read_report
 from pytest_opprof.gate.store import BaselineEntry, load
 from pytest_opprof.gate.tolerance import (
@@ -32,16 +33,14 @@ from pytest_opprof.render.report import format_value, render_text
 
 def read_any(path: str) -> dict[str, BaselineEntry]:
     """Entries of a baseline file or a JSON report (by its ``kind``); raises BaselineError."""
-    file = Path(path)
-    if not file.exists():
-        raise BaselineError(path, "no such file")
-    if not file.is_file():
-        raise BaselineError(path, "not a regular file")
     try:
-        kind = json.loads(file.read_text(encoding="utf-8")).get("kind")
-    except (ValueError, AttributeError):
-        kind = None  # load() below names what is wrong
-    return read_report(file) if kind == REPORT_KIND else load(file)
+        data = parse(read_text(path))
+    except FileNotFoundError:
+        raise BaselineError(path, "no such file") from None
+    except DocumentError as exc:
+        raise BaselineError(path, str(exc)) from None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return read_report(path) if kind == REPORT_KIND else load(path)
 
 
 def _match(old: dict[str, BaselineEntry], name: str) -> str | None:
@@ -199,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):
+        # A test name from a hand-edited file may hold a lone surrogate: print it escaped.
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     try:
         status: int = args.run(args)
     except BaselineError as exc:

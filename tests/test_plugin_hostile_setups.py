@@ -228,22 +228,25 @@ def test_read_only_baseline_dir_is_a_clear_error(
     result.stdout.fnmatch_lines(["*baselines not written*base/test_np.json: cannot be written*"])
 
 
-def test_report_at_a_symlink_replaces_the_link_not_its_target(
+def test_report_at_a_symlink_is_written_through_as_junitxml_does(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
+    # A link a CI job set up (report.json -> artifacts/...): kept, and its target written.
     pytester.makepyfile(test_np=NUMPY_TESTS)
-    victim = pytester.path / "victim.txt"
-    victim.write_text("precious\n")
-    (pytester.path / "report.json").symlink_to(victim)
-    (pytester.path / "summary.md").symlink_to(victim)
+    (pytester.path / "artifacts").mkdir()
+    report_target = pytester.path / "artifacts" / "report.json"
+    report_target.write_text("old\n")
+    (pytester.path / "report.json").symlink_to(report_target)
+    (pytester.path / "summary.md").symlink_to(pytester.path / "artifacts" / "summary.md")
     result = run_pytest(
         "--opprof", "--opprof-report", "report.json", "--opprof-markdown", "summary.md"
     )
     result.assert_outcomes(**OUTCOMES)
-    assert victim.read_text() == "precious\n"
-    report = pytester.path / "report.json"
-    assert not report.is_symlink() and json.loads(report.read_text())
-    assert not (pytester.path / "summary.md").is_symlink()
+    assert (pytester.path / "report.json").is_symlink()
+    assert json.loads(report_target.read_text())["kind"] == "opprof-report"
+    assert (pytester.path / "summary.md").is_symlink()  # dangling before: now its file exists
+    assert "test_np.py::test_ops" in (pytester.path / "artifacts" / "summary.md").read_text()
+    assert sorted(os.listdir(pytester.path / "artifacts")) == ["report.json", "summary.md"]
 
 
 def test_unwritable_report_path_is_a_clear_error(
@@ -257,21 +260,20 @@ def test_unwritable_report_path_is_a_clear_error(
     result.stdout.fnmatch_lines(["*report not written*blocker/report.json: cannot be written*"])
 
 
-def test_planted_trace_symlink_is_not_written_through(
+def test_trace_at_a_symlink_is_written_through(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
     pytester.makepyfile(test_np="def test_a():\n    import numpy as np\n    np.ones(2).sum()\n")
-    victim = pytester.path / "victim.txt"
-    victim.write_text("precious\n")
+    target = pytester.path / "kept.json"
+    target.write_text("old\n")
     traces = pytester.path / "traces"
     traces.mkdir()
-    trace_file(traces, "test_np.py::test_a").symlink_to(victim)
+    link = trace_file(traces, "test_np.py::test_a")
+    link.symlink_to(target)
     result = run_pytest("--opprof", "--opprof-trace-dir", "traces")
     result.assert_outcomes(passed=1)
-    assert victim.read_text() == "precious\n"
-    written = trace_file(traces, "test_np.py::test_a")
-    assert not written.is_symlink() and json.loads(written.read_text())["traceEvents"]
-    assert os.listdir(traces) == [written.name]
+    assert link.is_symlink() and json.loads(target.read_text())["traceEvents"]
+    assert os.listdir(traces) == [link.name]
 
 
 def test_package_never_unpickles_or_evaluates(pytester: pytest.Pytester) -> None:

@@ -5,9 +5,10 @@
   (without it, this test loses entries within a few rounds).
 - A directory that cannot be written (read-only, full) is a ``BaselineError``
   naming the file, and the old file stays whole.
-- Writes never go through a symlink: a symlink planted at a baseline (or report)
-  path is replaced by the file; a symlinked subdirectory leading outside the
-  baseline directory is refused before anything is written.
+- A symlink at a written path is followed, as pytest's ``--junitxml`` follows it:
+  the file it ends in is replaced and the link kept.  A baseline path that
+  resolves outside the baseline directory (a symlinked file or subdirectory) is
+  refused before anything is written.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import stat
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,8 +28,9 @@ import pytest
 from baseline_helpers import entry, simple_summary
 
 from pytest_opprof.errors import BaselineError
+from pytest_opprof.gate.files import short_name, write_file
 from pytest_opprof.gate.session import BaselineSession, GateOptions
-from pytest_opprof.gate.store import baseline_path, load, update, write_atomic
+from pytest_opprof.gate.store import baseline_path, load, update
 
 TESTS_DIR = Path(__file__).parent
 
@@ -122,8 +126,8 @@ def test_read_only_directory_is_a_clear_error_and_keeps_the_file(read_only_dir: 
         update(read_only_dir / "tests" / "test_b.json", {"t": entry(simple_summary())})
     run = BaselineSession(GateOptions(read_only_dir))
     run.stage("tests/test_a.py::test_new", simple_summary())
-    with pytest.raises(BaselineError, match=r"cannot be written"):
-        run.write()
+    assert run.write() == []
+    assert len(run.write_failures) == 1 and "cannot be written" in run.write_failures[0]
 
 
 _FSIZE_WRITER = textwrap.dedent(
@@ -183,9 +187,9 @@ def test_tmpfs_out_of_space_is_a_clear_error(tmp_path: Path) -> None:
         assert sorted(p.name for p in base.iterdir()) == ["filler", "test_a.json"]
 
 
-def test_symlink_at_the_file_is_replaced_never_written_through(tmp_path: Path) -> None:
-    victim = tmp_path / "victim.txt"
-    victim.write_text("precious\n")
+def test_symlink_at_the_file_is_written_through_and_kept(tmp_path: Path) -> None:
+    victim = tmp_path / "elsewhere.txt"
+    victim.write_text("old\n")
     base = tmp_path / "baselines"
     base.mkdir()
     link = base / "test_a.json"
@@ -193,10 +197,10 @@ def test_symlink_at_the_file_is_replaced_never_written_through(tmp_path: Path) -
     # The link resolves outside the baseline directory: refused by the path check.
     with pytest.raises(BaselineError, match="outside the baseline directory"):
         baseline_path(base, "test_a.py")
-    # Written directly (the report path goes this way): the link is replaced.
-    write_atomic(link, "{}\n")
-    assert victim.read_text() == "precious\n"
-    assert not link.is_symlink() and link.read_text() == "{}\n"
+    # Written directly (the report path goes this way): through the link, as --junitxml.
+    write_file(link, "{}\n")
+    assert link.is_symlink() and victim.read_text() == "{}\n"
+    assert sorted(p.name for p in base.iterdir()) == ["test_a.json"]
 
 
 def test_symlinked_subdirectory_out_of_the_baselines_gets_nothing(tmp_path: Path) -> None:
@@ -221,3 +225,35 @@ def test_symlink_inside_the_baselines_is_followed_for_reading_only(tmp_path: Pat
     path = baseline_path(base, "tests/test_a.py")
     update(path, {"test_x": entry(simple_summary())})
     assert list(load(base / "real" / "test_a.json")) == ["test_x"]
+
+
+def test_write_file_goes_through_a_fifo_behind_a_symlink(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "report.json"
+    link.symlink_to(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    write_file(link, "{}\n")  # a rename over the FIFO would leave the reader waiting
+    reader.join(30)
+    assert got == [b"{}\n"]
+    assert link.is_symlink() and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    with pytest.raises(BaselineError, match=r"cannot be written: Is a directory"):
+        write_file(tmp_path, "{}\n")
+
+
+def test_a_fifo_at_a_baseline_path_is_refused_at_once(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "test_a.json")
+    with pytest.raises(BaselineError, match=r"test_a\.json: not a regular file"):
+        load(tmp_path / "test_a.json")  # opening it to read used to wait for a writer
+    with pytest.raises(BaselineError, match=r"not a regular file"):
+        update(tmp_path / "test_a.json", {"t": entry(simple_summary())})
+
+
+def test_long_names_shorten_stably_within_255_bytes() -> None:
+    name = "test_" + "é" * 125 + ".json"  # 260 bytes
+    short = short_name(name)
+    assert len(short.encode()) <= 255 and short.endswith(".json")
+    assert short == short_name(name) != short_name(name.replace("é.json", "e.json"))
+    assert short_name("test_a.json") == "test_a.json"

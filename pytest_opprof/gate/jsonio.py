@@ -4,7 +4,9 @@ Writing: :func:`dumps_stable` sorts keys, indents by two spaces and keeps a list
 of plain numbers on one line, so a changed figure is a one-line diff.
 :func:`round_sig` gives times a stable precision.
 
-Reading: :class:`Fields` reads typed values out of parsed JSON and raises
+Reading: :func:`parse` turns what ``json.loads`` raises on hostile text (a duplicated
+key, a 5,000-digit number, nesting 200,000 deep) into one :class:`DocumentError`.
+:class:`Fields` reads typed values out of parsed JSON and raises
 :class:`FieldError` naming the field's path (``tests["t"].ops["numpy.add"].count``)
 so the caller can name the file around it.
 """
@@ -14,12 +16,55 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Iterator
 
-from pytest_opprof.errors import FieldError
+from pytest_opprof.errors import FieldError, OpprofError
 
 INT64_MAX = 2**63 - 1
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class DocumentError(OpprofError, ValueError):
+    """A file's text is no JSON this package reads; the message says why, for a person."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DocumentError(
+                    f"the key {json.dumps(key)} appears twice in one object (a merge that "
+                    "kept both sides?); keep one, or an update would drop the other silently"
+                )
+            seen.add(key)
+    return data
+
+
+def parse(text: str) -> object:
+    """The JSON value of ``text``; raises :class:`DocumentError` for text that is not JSON,
+    a key twice in one object, a number too long for Python to read or nesting deeper
+    than its recursion limit."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as exc:
+        raise DocumentError(
+            f"not valid JSON (truncated or corrupted?): {exc.msg} at line {exc.lineno}"
+        ) from None
+    except RecursionError:
+        raise DocumentError(
+            "nested too deeply to read (deeper than Python's recursion limit); "
+            "no baseline or report nests more than a few levels"
+        ) from None
+    except DocumentError:
+        raise
+    except ValueError:  # an integer longer than sys.get_int_max_str_digits() allows
+        raise DocumentError(
+            f"holds a number of more than {sys.get_int_max_str_digits()} digits, too long "
+            "to read; no figure of a baseline or report is near that long"
+        ) from None
 
 
 def round_sig(value: float, digits: int = 3) -> int:
@@ -54,7 +99,15 @@ def _dump(value: object, level: int) -> str:
 
 
 def _scalar(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    if isinstance(value, str) and not value.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (a key read from a hand-edited file) has no UTF-8 form:
+            # as a \uXXXX escape it round-trips, and the file can still be written.
+            return json.dumps(value, ensure_ascii=True, allow_nan=False)
+    return text
 
 
 def field_path(parent: str, key: str | int) -> str:

@@ -35,7 +35,6 @@ reports, or a report and a baseline file, compare with ``python -m pytest_opprof
 from __future__ import annotations
 
 import datetime
-import json
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -43,9 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_opprof.errors import BaselineError, FieldError
-from pytest_opprof.gate.jsonio import Fields, dumps_stable
+from pytest_opprof.gate.files import read_text, write_file
+from pytest_opprof.gate.jsonio import DocumentError, Fields, dumps_stable, parse
 from pytest_opprof.gate.machine import MachineInfo
-from pytest_opprof.gate.store import BaselineEntry, write_atomic
+from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.verdict import Verdict
 
@@ -94,18 +94,18 @@ def build_report(results: Sequence[TestResult], *, machine: MachineInfo) -> dict
 def write_json_report(
     path: str | os.PathLike[str], results: Sequence[TestResult], *, machine: MachineInfo
 ) -> None:
-    """Write the JSON report of a run (atomically, sorted keys)."""
-    write_atomic(Path(path), dumps_stable(build_report(results, machine=machine)))
+    """Write the JSON report of a run (sorted keys; see ``files.write_file``)."""
+    write_file(Path(path), dumps_stable(build_report(results, machine=machine)))
 
 
 def read_report(path: str | os.PathLike[str]) -> dict[str, BaselineEntry]:
     """A JSON report's tests as baseline entries keyed by node id (raises BaselineError)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(path, f"cannot be read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise BaselineError(path, f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        data = parse(read_text(path))
+    except FileNotFoundError:
+        raise BaselineError(path, "no such file") from None
+    except DocumentError as exc:
+        raise BaselineError(path, str(exc)) from None
     try:
         f = Fields(data)
         if f.text("kind") != REPORT_KIND:

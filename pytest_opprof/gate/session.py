@@ -111,6 +111,8 @@ class BaselineSession:
         """Node id -> why its staged entry replaces the stored one (``pooling.replace_reason``)."""
         self.written: list[Path] = []
         self.write_error: str | None = None
+        self.write_failures: list[str] = []
+        """Why each baseline file that could not be written was not (names the file)."""
         self._files: dict[Path, Mapping[str, BaselineEntry]] = {}
         self._bad_paths: dict[Path, BaselineError] = {}
         self._verdicts: dict[str, tuple[Verdict, Tolerances]] = {}
@@ -267,8 +269,16 @@ class BaselineSession:
         self._staged.setdefault(self.path_of(nodeid), {})[split_nodeid(nodeid)[1]] = entry
 
     def write(self) -> list[Path]:
-        """Merge staged entries into their files (atomically); the files that changed."""
-        changed = [path for path, entries in sorted(self._staged.items()) if update(path, entries)]
+        """Merge staged entries into their files; the files that changed.  A file that
+        cannot be written (a read-only directory, an unreadable file) stops no other:
+        why is kept in :attr:`write_failures`."""
+        changed: list[Path] = []
+        for path, entries in sorted(self._staged.items()):
+            try:
+                if update(path, entries):
+                    changed.append(path)
+            except (BaselineError, OSError) as exc:
+                self.write_failures.append(str(exc))
         self._staged.clear()
         return changed
 
@@ -278,10 +288,11 @@ class BaselineSession:
         The Markdown summary is the renderer's, written by the plugin beside this."""
         ok = True
         if self.options.update and self._staged:
-            try:
-                self.written = self.write()
-            except (BaselineError, OSError) as exc:
-                self.write_error = f"opprof: baselines not written: {exc}"
+            self.written = self.write()
+            if self.write_failures:
+                self.write_error = "\n".join(
+                    f"opprof: baselines not written: {e}" for e in self.write_failures
+                )
                 ok = False
         if self.options.report_path is not None:
             try:

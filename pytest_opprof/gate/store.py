@@ -1,6 +1,7 @@
 """Baselines on disk: one JSON file per test module, read strictly, written atomically.
 
-Layout: ``<baseline-dir>/<test file relative to rootdir, .py -> .json>``; inside,
+Layout: ``<baseline-dir>/<test file relative to rootdir, .py -> .json>`` (a name
+over 255 bytes shortened with a hash of it, ``files.short_name``); inside,
 entries keyed by the test's name within its module (``TestX::test_y[a-b]``).
 A test's name, parameters included, is only ever a key inside the JSON, never
 a path part, and :func:`baseline_path` refuses any module path that would
@@ -49,26 +50,22 @@ File schema (version :data:`SCHEMA_VERSION`)::
 
 Writing sorts keys and indents (:func:`~pytest_opprof.gate.jsonio.dumps_stable`), so a
 refreshed baseline reads as a small diff.  Reading never modifies the file and
-raises :class:`~pytest_opprof.errors.BaselineError` naming the file and field.
+raises :class:`~pytest_opprof.errors.BaselineError` naming the file and field, for
+a FIFO or device, hostile JSON (a key twice, a 5,000-digit number, deep nesting:
+``jsonio.parse``) and a time with a sample count other than the rounds alike.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import json
 import os
-import sys
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-if sys.platform != "win32":
-    import fcntl
-
 from pytest_opprof.errors import BaselineError, FieldError
-from pytest_opprof.gate.jsonio import Fields, dumps_stable
+from pytest_opprof.gate.files import directory_lock, read_text, short_name, write_file
+from pytest_opprof.gate.jsonio import DocumentError, Fields, dumps_stable, parse
 from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.summary import TestSummary
 
@@ -146,11 +143,10 @@ def baseline_path(baseline_dir: Path, module: str) -> Path:
         raise BaselineError(module, "a test module path must be relative to the rootdir")
     if ".." in posix.parts or ".." in windows.parts:
         raise BaselineError(module, "a test module outside the rootdir has no baseline file")
-    relative = (
-        posix.with_suffix(".json")
-        if posix.suffix == ".py"
-        else posix.parent / (posix.name + ".json")
-    )
+    name = posix.stem + ".json" if posix.suffix == ".py" else posix.name + ".json"
+    # A test file's name may take all 255 bytes a file system allows, and ".json" is
+    # longer than ".py": such a name is shortened with a hash of it, so it still has one.
+    relative = posix.parent / short_name(name)
     root = Path(baseline_dir).resolve()
     target = root.joinpath(*relative.parts)
     if not target.resolve().is_relative_to(root):
@@ -161,11 +157,9 @@ def baseline_path(baseline_dir: Path, module: str) -> Path:
 def loads(text: str, path: str | os.PathLike[str]) -> dict[str, BaselineEntry]:
     """Entries of a baseline file's text; ``path`` only names it in errors."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineError(
-            path, f"not valid JSON (truncated or corrupted?): {exc.msg} at line {exc.lineno}"
-        ) from None
+        data = parse(text)
+    except DocumentError as exc:
+        raise BaselineError(path, str(exc)) from None
     try:
         f = Fields(data)
         _check_schema(f)
@@ -178,13 +172,12 @@ def loads(text: str, path: str | os.PathLike[str]) -> dict[str, BaselineEntry]:
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, BaselineEntry]:
-    """Entries of a baseline file, ``{}`` when it does not exist; the file is only read."""
+    """Entries of a baseline file, ``{}`` when it does not exist; the file is only read,
+    and anything but a regular file (a FIFO would block the run) is refused."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path)
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(path, f"cannot be read: {exc}") from None
     return loads(text, path)
 
 
@@ -202,96 +195,24 @@ def dumps(entries: Mapping[str, BaselineEntry]) -> str:
 def update(path: str | os.PathLike[str], entries: Mapping[str, BaselineEntry]) -> bool:
     """Merge ``entries`` into the file at ``path``: others kept, these replaced.
 
-    Writes atomically (see :func:`write_atomic`); returns whether the text
-    changed.  An unreadable existing file is an error, not overwritten: it may
-    hold other tests' baselines.
+    Read-merge-write under the directory's lock (pytest-xdist, parallel CI jobs lose
+    no entry), written by :func:`~pytest_opprof.gate.files.write_file`; returns
+    whether the text changed.  An unreadable existing file is an error, not
+    overwritten: it may hold other tests' baselines.
     """
     target = Path(path)
-    with _update_lock(target):
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BaselineError(target, f"cannot be written: {exc.strerror or exc}") from None
+    with directory_lock(target.parent) as held:
         merged = load(target)
         merged.update(entries)
         text = dumps(merged)
         try:
-            if target.read_text(encoding="utf-8") == text:
+            if read_text(target) == text:
                 return False
         except FileNotFoundError:
             pass
-        write_atomic(target, text)
+        write_file(target, text, locked=held)
         return True
-
-
-@contextlib.contextmanager
-def _update_lock(path: Path) -> Iterator[None]:
-    """Serialise read-merge-write of ``path`` among processes (pytest-xdist, parallel CI jobs).
-
-    An advisory ``flock`` on the file's directory: the file itself is replaced by
-    rename, so a lock on it would be on the old inode, and a lock file would sit
-    next to the committed baselines.  Where ``fcntl`` does not exist (Windows),
-    updates are not serialised.
-    """
-    if sys.platform == "win32":
-        yield
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path.parent, os.O_RDONLY)
-    except OSError as exc:
-        raise BaselineError(path, f"cannot be written: {exc.strerror or exc}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that a crash leaves the old file or the new one whole.
-
-    The text goes to a temporary file in the same directory, is flushed and
-    fsynced, then renamed over ``path`` (``os.replace`` is atomic within a
-    file system); the directory is fsynced so the rename itself survives a crash.
-    A symlink at ``path`` is replaced by the file, never written through.  A
-    directory that cannot be written (read-only, full) raises
-    :class:`~pytest_opprof.errors.BaselineError` naming ``path``.
-    """
-    try:
-        _write_atomic(path, text)
-    except OSError as exc:
-        raise BaselineError(path, f"cannot be written: {exc.strerror or exc}") from None
-    _fsync_dir(path.parent)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as tmp:
-            tmp.write(text)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        # mkstemp creates 0600; keep the old file's mode, or the usual one for a data file.
-        try:
-            mode = 0o644 if path.is_symlink() else path.stat().st_mode & 0o777
-        except FileNotFoundError:
-            mode = 0o644
-        os.chmod(tmp_name, mode)
-        os.replace(tmp_name, path)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # Windows cannot open a directory; its rename is durable enough.
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -134,10 +134,19 @@ class TimeStats:
         }
 
     @classmethod
-    def from_json(cls, f: Fields) -> TimeStats:
-        """Read back :meth:`to_json` (raises ``FieldError``)."""
+    def from_json(cls, f: Fields, rounds: int | None = None) -> TimeStats:
+        """Read back :meth:`to_json` (raises ``FieldError``): at least one sample, and
+        ``rounds`` of them when given (a verdict pairs them with the rounds)."""
+        samples = f.integers("samples_ns")
+        if not samples or (rounds is not None and len(samples) != rounds):
+            expected = (
+                "at least one sample" if rounds is None else f"one sample per round ({rounds})"
+            )
+            raise FieldError(
+                field_path(f.path, "samples_ns"), f"expected {expected}, got {len(samples)}"
+            )
         return cls(
-            samples_ns=tuple(f.integers("samples_ns")),
+            samples_ns=tuple(samples),
             median_ns=f.integer("median_ns"),
             min_ns=f.integer("min_ns"),
             max_ns=f.integer("max_ns"),
@@ -367,19 +376,20 @@ class OpSummary:
         return out
 
     @classmethod
-    def from_json(cls, key: str, f: Fields) -> OpSummary:
+    def from_json(cls, key: str, f: Fields, rounds: int | None = None) -> OpSummary:
+        """Read back :meth:`to_json`; ``rounds``: the samples each time must have."""
         device = f.opt_obj("device_time")
         self_device = f.opt_obj("self_device_time")
         op = cls(
             key=key,
             count=f.integer("count"),
-            self_cpu_time=TimeStats.from_json(f.obj("self_cpu_time")),
-            cpu_time=TimeStats.from_json(f.obj("cpu_time")),
+            self_cpu_time=TimeStats.from_json(f.obj("self_cpu_time"), rounds),
+            cpu_time=TimeStats.from_json(f.obj("cpu_time"), rounds),
             self_memory_bytes=f.integer("self_memory_bytes", minimum=None),
             memory_bytes=f.integer("memory_bytes", minimum=None),
             flops=f.integer("flops"),
-            self_device_time=TimeStats.from_json(self_device) if self_device else None,
-            device_time=TimeStats.from_json(device) if device else None,
+            self_device_time=TimeStats.from_json(self_device, rounds) if self_device else None,
+            device_time=TimeStats.from_json(device, rounds) if device else None,
         )
         ranges = ranges_from_json(f, OP_RANGED, op.exact_values())
         return replace(op, ranges=ranges) if ranges else op
@@ -499,19 +509,19 @@ class TestSummary:
         summary = cls(
             rounds=rounds,
             sessions=sessions if len(sessions) > 1 else (),
-            wall_time=TimeStats.from_json(figures.obj("wall_time")),
-            cpu_time=TimeStats.from_json(figures.obj("cpu_time")),
+            wall_time=TimeStats.from_json(figures.obj("wall_time"), rounds),
+            cpu_time=TimeStats.from_json(figures.obj("cpu_time"), rounds),
             op_count=figures.integer("op_count"),
             flops=figures.integer("flops"),
             op_time_share=figures.number("op_time_share"),
             memory=MemoryFigures.from_json(memory) if memory else None,
-            ops={key: OpSummary.from_json(key, op) for key, op in f.obj("ops").entries()},
-            device_time=TimeStats.from_json(device_time) if device_time else None,
+            ops={key: OpSummary.from_json(key, op, rounds) for key, op in f.obj("ops").entries()},
+            device_time=TimeStats.from_json(device_time, rounds) if device_time else None,
             device_memory_bytes=figures.opt_integer("device_memory_bytes"),
             speed_ref=TimeStats.from_json(speed_ref) if speed_ref else None,
             native_ref=TimeStats.from_json(native_ref) if native_ref else None,
             dropped_events=figures.opt_integer("dropped_events") or 0,
-            wait_time=TimeStats.from_json(wait_time) if wait_time else None,
+            wait_time=TimeStats.from_json(wait_time, rounds) if wait_time else None,
         )
         ranges = ranges_from_json(figures, TEST_RANGED, summary.exact_values())
         return replace(summary, ranges=ranges) if ranges else summary

@@ -14,6 +14,7 @@ plugin must cost nothing.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,16 +61,57 @@ are dropped and counted, and the verdict then judges no op figure of that test."
 DEFAULT_BASELINE_DIR = "baselines"
 
 
+MAX_ROUNDS = 1000
+"""More measured rounds than any verdict needs (its statistics settle within tens), and
+each one runs the whole test body: a typo such as 99999999999 would never end."""
+MAX_WARMUP = 1000
+"""Unmeasured runs, bounded for the same reason as the rounds."""
+MAX_EVENTS_LIMIT = 2**32
+"""At about 176 bytes each in use (88 recorded, as many again drained), 2**32 events are
+some 750 GB, more than any machine holds; and the native core counts in int64."""
+
+
 def parse_rounds(text: object) -> int | None:
-    """``auto`` (None) or an integer >= 1: the ``--opprof-rounds`` forms."""
+    """``auto`` (None) or an integer from 1 to :data:`MAX_ROUNDS`: the ``--opprof-rounds``
+    forms."""
     if isinstance(text, str) and text.strip().lower() == "auto":
         return None
     try:
-        return parse_positive_int(text)
+        rounds = parse_positive_int(text)
     except OptionValueError:
+        rounds = 0
+    if not 1 <= rounds <= MAX_ROUNDS:
         raise OptionValueError(
-            f"expected auto or a positive integer such as 5, got {text!r}"
-        ) from None
+            f"expected auto or a positive integer such as 5 (at most {MAX_ROUNDS}), got {text!r}"
+        )
+    return rounds
+
+
+def parse_warmup(text: object) -> int:
+    """An integer from 0 to :data:`MAX_WARMUP`: the ``--opprof-warmup`` forms."""
+    try:
+        warmup = parse_non_negative_int(text)
+    except OptionValueError:
+        warmup = -1
+    if not 0 <= warmup <= MAX_WARMUP:
+        raise OptionValueError(
+            f"expected an integer >= 0 such as 1 (at most {MAX_WARMUP}), got {text!r}"
+        )
+    return warmup
+
+
+def parse_max_events(text: object) -> int:
+    """An integer from 1 to :data:`MAX_EVENTS_LIMIT`: the ``--opprof-max-events`` forms."""
+    try:
+        events = parse_positive_int(text)
+    except OptionValueError:
+        events = 0
+    if not 1 <= events <= MAX_EVENTS_LIMIT:
+        raise OptionValueError(
+            f"expected a positive integer such as {DEFAULT_MAX_EVENTS} "
+            f"(at most {MAX_EVENTS_LIMIT}, 2**32), got {text!r}"
+        )
+    return events
 
 
 def rounds_text(rounds: int | None) -> str:
@@ -224,8 +266,8 @@ class Setting(Generic[T]):
     def _resolve(self, base: Path, value: T) -> T:
         if self.kind != "path":
             return value
-        # Like --junitxml.  abspath, not resolve(): a report path that is a symlink is
-        # replaced when written, never followed.
+        # Like --junitxml.  abspath, not resolve(): the path is shown as given, and a
+        # symlink there is followed only when written (gate/files.py).
         return Path(os.path.abspath(base / str(value)))  # type: ignore[return-value]
 
 
@@ -280,7 +322,7 @@ ROUNDS = Setting(
 )
 WARMUP = Setting(
     "warmup",
-    parse_non_negative_int,
+    parse_warmup,
     DEFAULT_WARMUP,
     f"unmeasured runs of each test body before the measured ones (default {DEFAULT_WARMUP})",
     metavar="N",
@@ -303,7 +345,7 @@ CUDA_SAMPLE_RATE = Setting(
 )
 MAX_EVENTS = Setting(
     "max_events",
-    parse_positive_int,
+    parse_max_events,
     DEFAULT_MAX_EVENTS,
     "events one round of a test keeps (88 bytes each, allocated as recorded); a "
     "round that records more drops the rest, is flagged in the summary and has no op "
@@ -514,7 +556,7 @@ def read_options(config: pytest.Config) -> OpprofOptions:
     return OpprofOptions(
         capture=CAPTURE.read(config),
         row_limit=ROW_LIMIT.read(config),
-        trace_dir=TRACE_DIR.read(config),
+        trace_dir=usable_trace_dir(TRACE_DIR.read(config)),
         rounds=ROUNDS.read(config),
         warmup=WARMUP.read(config),
         python_memory=PYTHON_MEMORY.read(config),
@@ -523,6 +565,27 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         blas_threads=blas_threads,
         gate=read_gate_options(config, blas_threads=blas_threads),
     )
+
+
+def usable_trace_dir(path: Path | None) -> Path | None:
+    """``path``, created if need be and shown to take a file; else a ``pytest.UsageError``
+    before any test runs (a trace failing to be written would fail a passing test)."""
+    if path is None:
+        return None
+    where = f"{TRACE_DIR.option} / {TRACE_DIR.key} {path}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise pytest.UsageError(f"{where}: not a directory") from None
+    except OSError as exc:
+        raise pytest.UsageError(f"{where}: cannot be created: {exc.strerror or exc}") from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".opprof-probe-", dir=path)
+    except OSError as exc:
+        raise pytest.UsageError(f"{where}: cannot be written: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
 
 
 def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None) -> GateOptions:

@@ -220,11 +220,15 @@ class Worker:
         trace_path = None
         if self.options.trace_dir is not None:
             path = trace_file(self.options.trace_dir, item.nodeid)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_symlink():  # a planted link must not redirect the write outside
-                path.unlink()
-            rounds.profiles[shown].export_chrome_trace(str(path))
-            trace_path = str(path)
+            try:
+                # Through a symlink or FIFO already there, as --junitxml writes.
+                rounds.profiles[shown].export_chrome_trace(str(path))
+                trace_path = str(path)
+            except OSError as exc:  # the directory was checked at start: a full disk
+                self.not_measured.add(
+                    f"traces: cannot be written into {self.options.trace_dir} "
+                    f"({exc.strerror or exc})"
+                )
         return ProfiledTest(
             nodeid=item.nodeid,
             marked=settings.marked,

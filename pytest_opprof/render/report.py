@@ -12,11 +12,11 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_opprof.gate.files import write_file
 from pytest_opprof.gate.machine import MachineInfo
 from pytest_opprof.gate.pooling import POOLED_SESSIONS
 from pytest_opprof.gate.results import STATUSES, TestResult
 from pytest_opprof.gate.session import BaselineSession, Judgement
-from pytest_opprof.gate.store import write_atomic
 from pytest_opprof.gate.tolerance import DEFAULT_ROW_LIMIT, format_tolerance
 from pytest_opprof.gate.verdict import UPDATE_HINT, MetricRow, OpReason, Verdict
 from pytest_opprof.gate.waiting import WORK_NOTE_MARK
@@ -225,8 +225,8 @@ def render_markdown(
 def write_markdown(
     path: str | os.PathLike[str], results: Sequence[TestResult], *, machine: MachineInfo
 ) -> None:
-    """Write :func:`render_markdown` to ``path`` (atomically)."""
-    write_atomic(Path(path), render_markdown(results, machine=machine))
+    """Write :func:`render_markdown` to ``path`` (see ``gate.files.write_file``)."""
+    write_file(Path(path), render_markdown(results, machine=machine))
 
 
 REQUIRE_HINT = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_opprof.gate.files import write_bytes
 from pytest_opprof.render.units import device_attribute
 
 STACK_METRICS = ("self_cpu_time_total", "self_device_time_total")
@@ -75,7 +76,7 @@ def _path(evt: Any, paths: dict[int, tuple[str, list[str]]]) -> str:
 
 
 def export_stacks(events: Sequence[Any], path: str, metric: str = "self_cpu_time_total") -> None:
-    """Write :func:`collapsed_stacks` of ``events`` to ``path``, one line each."""
+    """Write :func:`collapsed_stacks` of ``events`` to ``path``, one line each (through a
+    symlink, FIFO or device as ``open`` would; see ``gate.files.write_bytes``)."""
     lines = collapsed_stacks(events, metric)
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in lines)
+    write_bytes(path, "".join(line + "\n" for line in lines).encode("utf-8"))

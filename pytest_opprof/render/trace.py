@@ -21,13 +21,14 @@ import io
 import itertools
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
 
 from pytest_opprof.capture.records import FLAG_EXCEPTION, KIND_MEMORY, Records
+from pytest_opprof.gate.files import write_bytes
 
 MEMORY_COUNTER_NAME = "CPU Memory"
 """The counter track of live bytes; its one series is ``"Total Allocated"`` (torch's arg name)."""
@@ -278,8 +279,7 @@ def export_chrome_trace(
 ) -> None:
     """Write the trace of recorded ``FunctionEvent`` objects and ``memory_samples`` to ``path``."""
     cols = columns_from_events(events)
-    with open(path, "w", encoding="utf-8") as f:
-        write_trace(f, cols, memory_samples=memory_samples)
+    _write(path, lambda f: write_trace(f, cols, memory_samples=memory_samples))
 
 
 def export_records_trace(
@@ -291,5 +291,14 @@ def export_records_trace(
 ) -> None:
     """Write the trace of a session's records to ``path`` without building event objects."""
     cols = columns_from_records(records, with_flops=with_flops)
-    with open(path, "w", encoding="utf-8") as f:
-        write_trace(f, cols, memory_samples=memory_samples)
+    _write(path, lambda f: write_trace(f, cols, memory_samples=memory_samples))
+
+
+def _write(path: str, fill: Callable[[IO[str]], None]) -> None:
+    """The text ``fill`` streams, written to ``path`` through a symlink, FIFO or device as
+    ``open`` would, atomically where it is a regular file (``gate.files.write_bytes``).
+    backslashreplace: an op name is anyone's text, a lone surrogate included, and inside a
+    JSON string its escape reads back as the same character."""
+    buffer = io.StringIO()
+    fill(buffer)
+    write_bytes(path, buffer.getvalue().encode("utf-8", "backslashreplace"))
