@@ -124,7 +124,7 @@ def _show(args: argparse.Namespace) -> int:
                 op.count,
                 format_value(op.self_cpu_time.median_ns, "ns"),
                 format_value(op.self_cpu_time.mad_ns, "ns"),
-                format_value(op.cpu_time.median_ns, "ns"),
+                format_value(op.cpu_time.median_ns, "ns") if op.cpu_time is not None else "",
                 format_value(op.self_memory_bytes, "bytes"),
                 format_value(op.flops, "flops") if op.flops else "",
             ]
