@@ -13,7 +13,7 @@ from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate import store
 from pytest_opprof.gate.compact import encode_times
 from pytest_opprof.gate.pooling import pool, replace_reason
-from pytest_opprof.gate.summary import OTHER_OPS, TestSummary
+from pytest_opprof.gate.summary import OTHER_OPS, TestSummary, TimeStats
 from pytest_opprof.gate.trim import MAX_KEPT_OPS, align, kept_keys, trim
 from pytest_opprof.gate.verdict import compare
 
@@ -43,8 +43,21 @@ def many_ops(slow: str = "", factor: float = 1.0, rounds: int = 5) -> TestSummar
 
 def test_times_are_one_string_of_rounds_in_one_unit() -> None:
     assert encode_times([1_913_456, 1_370_000, 999_600]) == "1.91 1.37 1 ms"
-    assert encode_times([12_345, 950]) == "12.3 0.95 us"
+    assert encode_times([12_345, 950, 20_000]) == "12.3 0.95 20 us"
     assert encode_times([0, 0, 0]) == "0 ns"  # every round alike: one value
+    # The unit fits the median round: an outlier is a whole number of it, still exact.
+    assert encode_times([28_400, 12_100_000, 29_800]) == "28.4 12100 29.8 us"
+    assert encode_times([5, 2_000_000_000_000, 7]) == "5 2000000000000 7 ns"
+
+
+def test_times_read_back_as_written(tmp_path: Path) -> None:
+    waits = [0, 9_900, 8_010_000, 8_460, 123_456_789_012]
+    summary = dataclasses.replace(many_ops(), wait_time=TimeStats.from_samples(waits))
+    path = tmp_path / "test_a.json"
+    store.update(path, {"test_x": entry(summary)})
+    assert '"wait_time": "0 9.9 8010 8.46 123000000 us"' in path.read_text()
+    back = store.load(path)["test_x"].summary.wait_time
+    assert back is not None and back.samples_ns == (0, 9_900, 8_010_000, 8_460, 123_000_000_000)
 
 
 def test_a_pooled_baseline_of_many_ops_fits_in_2_kb_and_round_trips(tmp_path: Path) -> None:

@@ -8,9 +8,8 @@ them: 18-28 KB a test.  Schema 2 keeps what judging reads, about 1-2 KB a test:
   the rest are recomputed on load (:meth:`TimeStats.from_samples`), so they can
   never disagree with the samples;
 * ops are the ones :mod:`~pytest_opprof.gate.trim` keeps, plus ``[other ops]``;
-* an op's total time (itself and the ops it called) is left out: no verdict reads
-  it; so are its FLOPs and self bytes when 0, and its total bytes and device time
-  when they equal its self figures (an op that called no other op);
+* an op's totals (time, device time and bytes of itself and the ops it called) are
+  left out: no verdict reads them; so are its FLOPs and self bytes when 0;
 * the machine is stored once per file (``store.py``), not once per test.
 
 An entry (beside ``recorded_at`` and ``machine``, see ``store.py``)::
@@ -26,8 +25,7 @@ An entry (beside ``recorded_at`` and ``machine``, see ``store.py``)::
     },
     "ops": {"<op key>": {"count": int, "self_cpu_time": TIMES,
                          "flops": int, "self_memory_bytes": int,  # when not 0
-                         "memory_bytes": int,  # when not the self figure
-                         "self_device_time": TIMES, "device_time": TIMES,
+                         "self_device_time": TIMES,              # when measured
                          "ranges": {...}}},
     "left_out": {"ops": int, "digest": "8 hex digits"}  # when ops hold "[other ops]"
 
@@ -63,13 +61,21 @@ TIMES_FORM = 'per-round times such as "1.2 1.5 1.3 ms" (numbers, then ns, us, ms
 
 def encode_times(samples_ns: Sequence[int]) -> str:
     """Per-round times (ns) as ``"v1 v2 ... unit"``: each at three significant digits, in
-    the largest unit that keeps the largest value at 1 or more (``s`` at most)."""
+    the largest unit that keeps the median round at 1 or more (``s`` at most), so that an
+    outlier (a round that waited for a CPU) does not turn every other value into
+    ``0.0284``; one value when all rounds had it."""
     values = [round_sig(s) for s in samples_ns]
-    top = max(values, default=0)
-    name, size = next(((n, s) for n, s in reversed(UNITS) if top >= s), UNITS[0])
+    middle = sorted(values)[len(values) // 2] if values else 0
+    name, size = next(((n, s) for n, s in reversed(UNITS) if middle >= s), UNITS[0])
     if len(set(values)) == 1:
         values = values[:1]
-    return " ".join([*(f"{v / size:.3g}" for v in values), name])
+    return " ".join([*(_number(v, size) for v in values), name])
+
+
+def _number(value_ns: int, size: int) -> str:
+    """``value_ns`` (3 significant digits) in units of ``size``: 1000 units and more are a
+    whole number of them (exact, as the value has 3 significant digits), less as ``.3g``."""
+    return str(value_ns // size) if value_ns >= 1000 * size else f"{value_ns / size:.3g}"
 
 
 def decode_times(f: Fields, key: str, rounds: int) -> TimeStats:
@@ -133,14 +139,8 @@ def _op_to_json(op: OpSummary) -> dict[str, object]:
         out["flops"] = op.flops
     if op.self_memory_bytes:
         out["self_memory_bytes"] = op.self_memory_bytes
-    if op.memory_bytes != op.self_memory_bytes:
-        out["memory_bytes"] = op.memory_bytes
-    if op.self_device_time is not None and op.device_time is not None:
-        self_device = encode_times(op.self_device_time.samples_ns)
-        out["self_device_time"] = self_device
-        device = encode_times(op.device_time.samples_ns)
-        if device != self_device:
-            out["device_time"] = device
+    if op.self_device_time is not None:
+        out["self_device_time"] = encode_times(op.self_device_time.samples_ns)
     if op.ranges:
         out["ranges"] = ranges_json(op.ranges)
     return out
@@ -188,21 +188,17 @@ def summary_from_json(f: Fields) -> TestSummary:
 def _op_from_json(key: str, f: Fields, rounds: int) -> OpSummary:
     self_time = decode_times(f, "self_cpu_time", rounds)
     self_memory = f.opt_integer("self_memory_bytes", minimum=None) or 0
-    memory = f.opt_integer("memory_bytes", minimum=None)
     self_device = decode_times(f, "self_device_time", rounds) if f.has("self_device_time") else None
-    device = decode_times(f, "device_time", rounds) if f.has("device_time") else self_device
-    if device is not None and self_device is None:
-        raise FieldError(field_path(f.path, "device_time"), "expected beside self_device_time")
     op = OpSummary(
         key=key,
         count=f.integer("count"),
         self_cpu_time=self_time,
         cpu_time=None,
         self_memory_bytes=self_memory,
-        memory_bytes=self_memory if memory is None else memory,
+        memory_bytes=None,
         flops=f.opt_integer("flops") or 0,
         self_device_time=self_device,
-        device_time=device,
+        device_time=None,
     )
     ranges = ranges_from_json(f, OP_RANGED, op.exact_values())
     return replace(op, ranges=ranges) if ranges else op

@@ -160,7 +160,6 @@ def _series(new: TestSummary, old: TestSummary) -> list[tuple[TimeStats | None, 
         pairs += [
             (op.self_cpu_time, was.self_cpu_time),
             (op.self_device_time, was.self_device_time),
-            (op.device_time, was.device_time),
         ]
     return pairs
 

@@ -346,7 +346,8 @@ class OpSummary:
     """The op's total time (itself and the ops it called); None where a baseline did not
     store it (schema 2: no verdict reads it)."""
     self_memory_bytes: int
-    memory_bytes: int
+    memory_bytes: int | None
+    """Net bytes of the op and the ops it called; None where a baseline did not store it."""
     flops: int
     self_device_time: TimeStats | None = None
     device_time: TimeStats | None = None
@@ -371,13 +372,15 @@ class OpSummary:
             "count": self.count,
             "self_cpu_time": self.self_cpu_time.to_json(),
             "self_memory_bytes": self.self_memory_bytes,
-            "memory_bytes": self.memory_bytes,
             "flops": self.flops,
         }
         if self.cpu_time is not None:
             out["cpu_time"] = self.cpu_time.to_json()
-        if self.self_device_time is not None and self.device_time is not None:
+        if self.memory_bytes is not None:
+            out["memory_bytes"] = self.memory_bytes
+        if self.self_device_time is not None:
             out["self_device_time"] = self.self_device_time.to_json()
+        if self.device_time is not None:
             out["device_time"] = self.device_time.to_json()
         if self.ranges:
             out["ranges"] = ranges_json(self.ranges)
@@ -394,7 +397,7 @@ class OpSummary:
             self_cpu_time=TimeStats.from_json(f.obj("self_cpu_time")),
             cpu_time=TimeStats.from_json(total) if total else None,
             self_memory_bytes=f.integer("self_memory_bytes", minimum=None),
-            memory_bytes=f.integer("memory_bytes", minimum=None),
+            memory_bytes=f.opt_integer("memory_bytes", minimum=None),
             flops=f.integer("flops"),
             self_device_time=TimeStats.from_json(self_device) if self_device else None,
             device_time=TimeStats.from_json(device) if device else None,

@@ -146,18 +146,17 @@ def _sum_ops(parts: list[OpSummary]) -> OpSummary:
         if lo != hi:
             ranges[name] = (lo, hi)
     self_device = summed([p.self_device_time for p in parts])
-    self_memory = sum(p.self_memory_bytes for p in parts)
     return OpSummary(
         key=OTHER_OPS,
         count=sum(p.count for p in parts),
         self_cpu_time=self_cpu,
         # Totals of folded ops overlap (an op's total holds the ops it called): the
-        # aggregate has none, and its total bytes are its self bytes.
+        # aggregate has none.
         cpu_time=None,
-        self_memory_bytes=self_memory,
-        memory_bytes=self_memory,
+        self_memory_bytes=sum(p.self_memory_bytes for p in parts),
+        memory_bytes=None,
         flops=sum(p.flops for p in parts),
         self_device_time=self_device,
-        device_time=self_device,
+        device_time=None,
         ranges=ranges,
     )
