@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from baseline_helpers import Mem, Row, entry, machine, summary_of
+from baseline_helpers import Mem, Row, entry, machine, stored_test, summary_of
 
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate import store
@@ -16,6 +17,9 @@ from pytest_opprof.gate.pooling import pool, replace_reason
 from pytest_opprof.gate.summary import OTHER_OPS, TestSummary, TimeStats
 from pytest_opprof.gate.trim import MAX_KEPT_OPS, align, kept_keys, trim
 from pytest_opprof.gate.verdict import compare
+
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA1 = REPO / "tests" / "data" / "schema1_test_linear_models.json"
@@ -195,3 +199,31 @@ def test_an_unknown_machine_id_is_named(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(BaselineError, match=r"test_x\.machine: no machine 'deadbeef'"):
         store.load(path)
+
+
+POOLED_SUITE = """
+import numpy as np
+
+def test_many_ops():
+    a = np.random.default_rng(0).standard_normal((60, 60)) + 60 * np.eye(60)
+    x = np.linalg.solve(a, a.sum(axis=1))
+    np.testing.assert_allclose(a @ x, a.sum(axis=1))  # dozens of small numpy helpers
+"""
+
+
+def test_update_runs_keep_few_ops_and_pool_through_them(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    pytester.makepyfile(test_pooled=POOLED_SUITE)
+    args = ["--opprof-update-baselines", "--opprof-capture", "numpy", "--opprof-rounds", "3"]
+    args += ["--opprof-max-wait=100%", "--opprof-time-tolerance", "300%", "-p", "no:randomly"]
+    run_pytest(*args).assert_outcomes(passed=1)
+    first = stored_test(pytester.path, "test_many_ops")
+    ops = first["ops"]
+    assert isinstance(ops, dict) and OTHER_OPS in ops and "numpy.linalg.solve" in ops
+    assert len(ops) <= MAX_KEPT_OPS + 1 and first["left_out"]["ops"] >= 10  # type: ignore[index]
+    # The next run folds the same left-out ops, so it pools with the trimmed baseline.
+    run_pytest(*args).stdout.fnmatch_lines(["1 test(s) showed no real change*"])
+    second = stored_test(pytester.path, "test_many_ops")
+    assert second["sessions"] == [3, 3] and second["ops"].keys() == ops.keys()  # type: ignore[attr-defined]
+    assert second["left_out"] == first["left_out"]
