@@ -272,7 +272,7 @@ def first_rounds(summary: TestSummary, k: int) -> TestSummary:
         key: dataclasses.replace(
             op,
             self_cpu_time=_first(op.self_cpu_time, k),
-            cpu_time=_first(op.cpu_time, k),
+            cpu_time=_first(op.cpu_time, k) if op.cpu_time is not None else None,
         )
         for key, op in summary.ops.items()
     }

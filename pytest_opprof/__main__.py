@@ -1,9 +1,11 @@
 """``python -m pytest_opprof``: compare two runs, or show a stored baseline.
 
-``compare A B`` judges B against A (each a JSON report from ``--opprof-report``
-or a baseline file) and prints the op-level diff of every test found in both;
-exit status 1 when something regressed.  ``show FILE`` prints a baseline file (or
-a report) as tables.  Errors print one line and exit with status 2.
+``compare A B`` judges B against A (each a JSON report from ``--opprof-report``, a
+baseline file, or a directory of them, such as a baseline directory) and prints
+the op-level diff of each test that regressed (of every test with ``-v``/``--all``)
+and a line of totals; exit status 1 when something regressed.  ``show PATH`` prints
+a baseline file, a report or a directory of them as tables (``-k`` and ``--op``
+filter by test and op).  Errors print one line and exit with status 2.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import argparse
 import io
 import sys
+from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 from tabulate import tabulate
 
@@ -20,6 +24,7 @@ from pytest_opprof.gate.files import read_text
 from pytest_opprof.gate.jsonio import DocumentError, parse
 from pytest_opprof.gate.results import REPORT_KIND, TestResult, read_report
 from pytest_opprof.gate.store import BaselineEntry, load
+from pytest_opprof.gate.summary import OTHER_OPS
 from pytest_opprof.gate.tolerance import (
     DEFAULT_ROW_LIMIT,
     argparse_type,
@@ -32,15 +37,43 @@ from pytest_opprof.render.report import format_value, render_text
 
 
 def read_any(path: str) -> dict[str, BaselineEntry]:
-    """Entries of a baseline file or a JSON report (by its ``kind``); raises BaselineError."""
+    """Entries of a baseline file, a JSON report (by its ``kind``) or a directory of them
+    (``read_dir``); raises BaselineError."""
+    file = Path(path)
+    if file.is_dir():
+        return read_dir(file)
+    return _read_file(file)[1]
+
+
+def read_dir(directory: Path) -> dict[str, BaselineEntry]:
+    """The entries of every ``*.json`` under ``directory`` (a baseline directory, a folder
+    of reports), keyed by node id: a baseline file's tests as ``<its path less .json>.py::
+    <test>`` (the node id of a test under the rootdir the baselines were recorded from)."""
+    files = sorted(p for p in directory.rglob("*.json") if p.is_file())
+    if not files:
+        raise BaselineError(directory, "no baseline files or JSON reports (*.json) in it")
+    out: dict[str, BaselineEntry] = {}
+    for file in files:
+        kind, entries = _read_file(file)
+        if kind == REPORT_KIND:
+            out.update(entries)
+            continue
+        module = file.relative_to(directory).with_suffix(".py").as_posix()
+        out.update({f"{module}::{name}": entry for name, entry in entries.items()})
+    return out
+
+
+def _read_file(file: Path) -> tuple[object, dict[str, BaselineEntry]]:
+    """(the file's ``kind``, its entries); raises BaselineError naming the file (a FIFO or
+    device is refused without blocking, see ``gate.files.read_text``)."""
     try:
-        data = parse(read_text(path))
+        data = parse(read_text(file))
     except FileNotFoundError:
-        raise BaselineError(path, "no such file") from None
+        raise BaselineError(file, "no such file or directory") from None
     except DocumentError as exc:
-        raise BaselineError(path, str(exc)) from None
+        raise BaselineError(file, str(exc)) from None
     kind = data.get("kind") if isinstance(data, dict) else None
-    return read_report(path) if kind == REPORT_KIND else load(path)
+    return kind, (read_report(file) if kind == REPORT_KIND else load(file))
 
 
 def _match(old: dict[str, BaselineEntry], name: str) -> str | None:
@@ -61,12 +94,14 @@ def _compare(args: argparse.Namespace) -> int:
         min_time_ns=args.min_time,
         speed_scaled=not args.raw_times,
     )
-    regressed = 0
+    counts: Counter[str] = Counter()
     matched: set[str] = set()
     for name in sorted(new):
         key = _match(old, name)
         if key is None:
-            print(f"opprof NEW: {name} (not in {args.old})\n")
+            counts["new"] += 1
+            if args.all:
+                print(f"opprof NEW: {name} (not in {args.old})\n")
             continue
         matched.add(key)
         now = new[name]
@@ -78,21 +113,40 @@ def _compare(args: argparse.Namespace) -> int:
             force_time=args.force_time,
             machine=now.machine,
         )
-        regressed += verdict.failed
-        result = TestResult(name, now.summary, verdict, baseline_file=args.old)
-        print(render_text(result, row_limit=args.row_limit) + "\n")
-    for key in sorted(set(old) - matched):
-        print(f"opprof GONE: {key} (not in {args.new})\n")
-    print(f"{len(new)} tests in {args.new}, {regressed} regressed against {args.old}")
-    return 1 if regressed else 0
+        counts[verdict.status] += 1
+        if verdict.failed or args.all:
+            result = TestResult(name, now.summary, verdict, baseline_file=args.old)
+            print(render_text(result, row_limit=args.row_limit) + "\n")
+    gone = sorted(set(old) - matched)
+    counts["gone"] = len(gone)
+    if args.all:
+        for key in gone:
+            print(f"opprof GONE: {key} (not in {args.new})\n")
+    totals = ", ".join(f"{counts[s]} {s}" for s in ("improved", "pass", "new", "gone") if counts[s])
+    hint = "" if args.all else " (-v/--all prints every test)"
+    print(
+        f"{len(new)} tests in {args.new}, {counts['regressed']} regressed against {args.old}"
+        + (f"; {totals}" if totals else "")
+        + hint
+    )
+    return 1 if counts["regressed"] else 0
 
 
 def _show(args: argparse.Namespace) -> int:
     entries = read_any(args.file)
     if not entries:
         print(f"{args.file}: no tests")
+    shown = 0
     for name, entry in sorted(entries.items()):
         s = entry.summary
+        if args.test is not None and args.test.lower() not in name.lower():
+            continue
+        ops = sorted(s.ops.values(), key=lambda op: (-op.self_cpu_time.median_ns, op.key))
+        if args.op is not None:
+            ops = [op for op in ops if args.op.lower() in op.key.lower()]
+            if not ops:
+                continue
+        shown += 1
         print(f"{name}")
         print(f"  recorded {entry.recorded_at} on {entry.machine.describe()}")
         memory = s.memory
@@ -113,7 +167,11 @@ def _show(args: argparse.Namespace) -> int:
                 ("leaked", format_value(memory.leaked_bytes, "bytes")),
             ]
         print(tabulate(facts, tablefmt="plain"))
-        ops = sorted(s.ops.values(), key=lambda op: (-op.self_cpu_time.median_ns, op.key))
+        if s.left_out is not None:
+            print(
+                f"  {OTHER_OPS}: the {s.left_out.keys} ops this baseline left out (each under "
+                "the share of time, FLOPs or memory that explains its test), as one"
+            )
         device = any(op.self_device_time is not None for op in ops)
         headers = ["op", "count", "self CPU", "MAD", "CPU total", "self mem", "FLOPs"]
         rows = []
@@ -123,7 +181,7 @@ def _show(args: argparse.Namespace) -> int:
                 op.count,
                 format_value(op.self_cpu_time.median_ns, "ns"),
                 format_value(op.self_cpu_time.mad_ns, "ns"),
-                format_value(op.cpu_time.median_ns, "ns"),
+                format_value(op.cpu_time.median_ns, "ns") if op.cpu_time is not None else "",
                 format_value(op.self_memory_bytes, "bytes"),
                 format_value(op.flops, "flops") if op.flops else "",
             ]
@@ -135,6 +193,12 @@ def _show(args: argparse.Namespace) -> int:
         if len(ops) > args.row_limit:
             print(f"... {len(ops) - args.row_limit} more ops")
         print()
+    if entries and not shown:
+        print(
+            f"{args.file}: no test matches"
+            + (f" -k {args.test!r}" if args.test else "")
+            + (f" --op {args.op!r}" if args.op else "")
+        )
     return 0
 
 
@@ -144,8 +208,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pytest_opprof", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     cmp = commands.add_parser("compare", help="judge run B against run A, op by op")
-    cmp.add_argument("old", metavar="A", help="JSON report or baseline file (the reference)")
-    cmp.add_argument("new", metavar="B", help="JSON report or baseline file (judged)")
+    cmp.add_argument(
+        "old", metavar="A", help="JSON report, baseline file or a directory of them (the reference)"
+    )
+    cmp.add_argument(
+        "new", metavar="B", help="JSON report, baseline file or a directory of them (judged)"
+    )
+    cmp.add_argument(
+        "-v",
+        "--all",
+        action="store_true",
+        help="print every test (new, gone and passing ones too), not only regressions",
+    )
     for name, value, what in (
         ("time", default.time, "slowdown"),
         ("memory", default.memory, "memory growth"),
@@ -183,8 +257,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
     )
     cmp.set_defaults(run=_compare)
-    show = commands.add_parser("show", help="print a baseline file or report as tables")
-    show.add_argument("file", metavar="FILE")
+    show = commands.add_parser(
+        "show", help="print a baseline file, a report or a directory of them as tables"
+    )
+    show.add_argument("file", metavar="PATH")
+    show.add_argument(
+        "-k", dest="test", metavar="TEXT", help="only tests whose name contains TEXT (any case)"
+    )
+    show.add_argument(
+        "--op", metavar="TEXT", help="only ops whose key contains TEXT (any case), and their tests"
+    )
     show.add_argument(
         "--row-limit",
         type=argparse_type(parse_positive_int),

@@ -123,6 +123,8 @@ def test_solve():
 def _machine(path: Path) -> dict[str, object]:
     data = json.loads(path.read_text())
     machine = data["tests"]["test_solve"]["machine"] if "tests" in data else data["machine"]
+    if isinstance(machine, str):  # a baseline names its entry's machine in "machines"
+        machine = data["machines"][machine]
     assert isinstance(machine, dict)
     return machine
 

@@ -61,11 +61,19 @@ def test_compare_regression_exits_1_and_names_the_op(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert "opprof REGRESSED: test_x" in done.stdout
     assert "+ numpy.matmul  more flops: 3.00 MFLOP" in done.stdout
-    assert "opprof PASS: TestK::test_p[a/b-..]" in done.stdout
-    assert done.stdout.rstrip().endswith(f"1 regressed against {old}")
+    # Regressions only by default, the rest counted; every test with -v.
+    assert "TestK::test_p" not in done.stdout
+    assert done.stdout.rstrip().endswith(
+        f"1 regressed against {old}; 1 pass (-v/--all prints every test)"
+    )
+    every = cli("compare", old, new, "-v", cwd=tmp_path)
+    assert "opprof PASS: TestK::test_p[a/b-..]" in every.stdout
+    assert every.stdout.rstrip().endswith(f"1 regressed against {old}; 1 pass")
     relaxed = cli("compare", old, new, "--flops-tolerance", "60%", cwd=tmp_path)
     assert relaxed.returncode == 0, relaxed.stdout
     improved = cli("compare", new, old, cwd=tmp_path)
+    assert improved.returncode == 0 and "1 improved, 1 pass" in improved.stdout
+    improved = cli("compare", new, old, "-v", cwd=tmp_path)
     assert improved.returncode == 0 and "opprof IMPROVED: test_x" in improved.stdout
 
 
@@ -80,7 +88,11 @@ def test_compare_report_against_baseline_file(tmp_path: Path) -> None:
     done = cli("compare", old, report, cwd=tmp_path)
     assert done.returncode == 1
     assert "opprof REGRESSED: tests/test_a.py::test_x" in done.stdout
-    assert "opprof GONE: TestK::test_p[a/b-..]" in done.stdout
+    assert done.stdout.rstrip().endswith("1 gone (-v/--all prints every test)")
+    assert (
+        "opprof GONE: TestK::test_p[a/b-..]"
+        in cli("compare", old, report, "--all", cwd=tmp_path).stdout
+    )
     shown = cli("show", report, cwd=tmp_path)
     assert shown.returncode == 0 and "8.00 MFLOP" in shown.stdout
 
@@ -88,7 +100,11 @@ def test_compare_report_against_baseline_file(tmp_path: Path) -> None:
 def test_errors_name_the_file_and_exit_2(tmp_path: Path) -> None:
     good = _baselines(tmp_path, 2_000_000)
     missing = cli("show", tmp_path / "nope.json", cwd=tmp_path)
-    assert missing.returncode == 2 and "nope.json: no such file" in missing.stderr
+    assert missing.returncode == 2 and "nope.json: no such file or directory" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = cli("compare", good, tmp_path / "empty", cwd=tmp_path)
+    assert empty.returncode == 2 and empty.stderr.count("\n") == 1
+    assert "empty: no baseline files or JSON reports (*.json) in it" in empty.stderr
     broken = tmp_path / "broken.json"
     broken.write_text(good.read_text(encoding="utf-8")[:300], encoding="utf-8")
     done = cli("compare", good, broken, cwd=tmp_path)
@@ -148,3 +164,47 @@ def test_markdown_summary(tmp_path: Path) -> None:
     out = tmp_path / "summary.md"
     write_markdown(out, results, machine=machine())
     assert out.read_text(encoding="utf-8") == text
+
+
+def test_compare_takes_baseline_directories_and_reports_in_them(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    for root, flops in ((old, 2_000_000), (new, 3_000_000)):
+        update(
+            root / "tests" / "test_a.json", {"test_x": entry(simple_summary(matmul_flops=flops))}
+        )
+        update(root / "tests" / "sub" / "test_b.json", {"test_y": entry(simple_summary())})
+    done = cli("compare", old, new, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "opprof REGRESSED: tests/test_a.py::test_x" in done.stdout
+    assert done.stdout.rstrip().endswith(
+        f"2 tests in {new}, 1 regressed against {old}; 1 pass (-v/--all prints every test)"
+    )
+    # A folder of reports against the baseline directory: node ids meet baseline keys.
+    now = simple_summary(matmul_flops=2_000_000)
+    verdict = compare(now, entry(simple_summary()), fingerprint=machine().fingerprint)
+    reports = tmp_path / "reports"
+    write_json_report(
+        reports / "run.json",
+        [TestResult("tests/test_a.py::test_x", now, verdict)],
+        machine=machine(),
+    )
+    same = cli("compare", old, reports, cwd=tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert same.stdout.rstrip().endswith(
+        "0 regressed against " + f"{old}; 1 pass, 1 gone (-v/--all prints every test)"
+    )
+
+
+def test_show_filters_by_test_and_op(tmp_path: Path) -> None:
+    path = _baselines(tmp_path, 2_000_000)
+    by_test = cli("show", path, "-k", "testk", cwd=tmp_path)
+    assert by_test.returncode == 0, by_test.stderr
+    assert "TestK::test_p[a/b-..]" in by_test.stdout and "test_x" not in by_test.stdout
+    by_op = cli("show", path.parent, "--op", "ADD", cwd=tmp_path)
+    lines = [line.split()[0] for line in by_op.stdout.splitlines() if line.startswith("numpy.")]
+    assert lines == ["numpy.add", "numpy.add"]  # both tests, only the op asked for
+    assert "test_a.py::test_x" in by_op.stdout  # a directory names tests by node id
+    nothing = cli("show", path, "--op", "svd", cwd=tmp_path)
+    assert (
+        nothing.returncode == 0 and nothing.stdout.strip() == f"{path}: no test matches --op 'svd'"
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -14,6 +13,7 @@ import pytest
 from conftest import busy_machine
 
 from pytest_opprof.capture.contention import ContentionProbe
+from pytest_opprof.gate import store
 
 if TYPE_CHECKING:
     from conftest import PytestRunner
@@ -120,9 +120,10 @@ def test_the_plugin_keeps_each_rounds_wait_in_the_baseline_and_junit(
         )
     result.assert_outcomes(passed=1)
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
-    (test,) = json.loads(path.read_text())["tests"].values()
-    waits = test["summary"]["wait_time"]["samples_ns"]
-    walls = test["summary"]["wall_time"]["samples_ns"]
+    (test,) = store.load(path).values()
+    assert test.summary.wait_time is not None
+    waits = test.summary.wait_time.samples_ns
+    walls = test.summary.wall_time.samples_ns
     assert len(waits) == len(walls) == 3
     # Stored to 3 significant digits, like every time.
     assert all(0 <= w <= wall * 1.01 for w, wall in zip(waits, walls, strict=True))

@@ -350,6 +350,49 @@ def test_trace_dir_gets_one_parseable_trace_per_test_inside_it(
         trace = json.loads(path.read_text())
         events = trace["traceEvents"] if isinstance(trace, dict) else trace
         assert any(e.get("name") == "numpy.add" for e in events), path.name
+    size = sum(p.stat().st_size for p in files)
+    result.stdout.fnmatch_lines(
+        [f"opprof: 3 trace(s) written to {trace_dir}, *{size / 1024:.2f} Kb in all"]
+    )
+
+
+@pytest.mark.parametrize("xdist", [False, True])
+def test_trace_which_regressed_writes_traces_of_regressed_tests_only(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    run_pytest: PytestRunner,
+    xdist: bool,
+) -> None:
+    pytester.makepyfile(
+        """
+        import os
+        import numpy as np
+
+        def test_steady():
+            np.add(np.ones(64), 1.0)
+
+        def test_grows():
+            n = int(os.environ.get("OPPROF_N", "64"))
+            np.add(np.ones(n), 1.0)
+        """
+    )
+    args = ["--opprof", "--opprof-capture", "numpy", "-p", "no:randomly"]
+    run_pytest(*args, "--opprof-update-baselines").assert_outcomes(passed=2)
+    monkeypatch.setenv("OPPROF_N", "640")  # ten times the FLOPs: a deterministic regression
+    args += ["--opprof-trace-dir", "traces", "--opprof-trace-which", "regressed"]
+    args += ["-n", "2"] if xdist else ["-p", "no:xdist"]
+    result = run_pytest(*args)
+    result.assert_outcomes(passed=1, failed=1)
+    files = list((pytester.path / "traces").iterdir())
+    assert [p.name.split("-")[0] for p in files] == [
+        "test_trace_which_regressed_writes_traces_of_regressed_tests_only.py_test_grows"
+    ]
+    result.stdout.fnmatch_lines(
+        ["opprof: 1 trace(s) written to *traces, * in all (--opprof-trace-which regressed: *)"]
+    )
+    bad = run_pytest("--opprof", "--opprof-trace-which", "some")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--opprof-trace-which*expected one of all, regressed, got 'some'*"])
 
 
 # Writes, as the very last thing the session does, whether numpy is still hooked.

@@ -141,9 +141,10 @@ _FSIZE_WRITER = textwrap.dedent(
     # A disk with room for the old file but not the new one.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]), int(sys.argv[3])))
-    rows = [Row(f"op{i}", i, self_cpu_time_total=i, flops=i) for i in range(2000)]
+    rows = [Row(f"op{i}", i, self_cpu_time_total=i, flops=i) for i in range(20)]
+    big = {f"test_big{i}": entry(summary_of([(1.0, rows)])) for i in range(300)}
     try:
-        store.update(sys.argv[2], {"test_big": entry(summary_of([(1.0, rows)]))})
+        store.update(sys.argv[2], big)
     except BaselineError as exc:
         print("error:", exc)
     """

@@ -16,7 +16,7 @@ import pytest
 from baseline_helpers import Row, entry, machine, summary_of
 
 from pytest_opprof.capture import speed_probe
-from pytest_opprof.gate import speed
+from pytest_opprof.gate import speed, store
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import TestSummary, TimeStats
@@ -239,12 +239,11 @@ def test_plugin_stores_one_reference_per_round(
     result = run_pytest("--opprof-update-baselines", "--opprof-rounds=3")
     result.assert_outcomes(passed=1)
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
-    stored = json.loads(path.read_text())
-    (test,) = stored["tests"].values()
-    for name in ("speed_ref", "native_ref"):
-        samples = test["summary"][name]["samples_ns"]
-        assert len(samples) == test["rounds"] == 3
-        assert all(s > 0 for s in samples)
+    (test,) = store.load(path).values()
+    for ref in (test.summary.speed_ref, test.summary.native_ref):
+        assert ref is not None
+        assert len(ref.samples_ns) == test.summary.rounds == 3
+        assert all(s > 0 for s in ref.samples_ns)
 
 
 def test_raw_times_option_and_ini_reach_the_gate(

@@ -75,25 +75,37 @@ def round_sig(value: float, digits: int = 3) -> int:
     return int(round(value, digits - 1 - exponent))
 
 
-def dumps_stable(data: object) -> str:
-    """JSON text with sorted keys, two-space indent and scalar lists on one line."""
-    return _dump(data, 0) + "\n"
+def dumps_stable(data: object, *, flat_objects: bool = False) -> str:
+    """JSON text with sorted keys, two-space indent and scalar lists on one line; with
+    ``flat_objects``, also each object whose values are scalars or scalar lists (a
+    baseline's op: a changed op is a one-line diff, and no line per figure)."""
+    return _dump(data, 0, flat_objects) + "\n"
 
 
-def _dump(value: object, level: int) -> str:
+def _flat(value: object) -> bool:
+    return not isinstance(value, dict | list | tuple) or (
+        isinstance(value, list | tuple)
+        and all(not isinstance(v, dict | list | tuple) for v in value)
+    )
+
+
+def _dump(value: object, level: int, flat_objects: bool = False) -> str:
     pad = "  " * (level + 1)
     if isinstance(value, dict):
         if not value:
             return "{}"
+        keys = sorted(value, key=str)
+        if flat_objects and all(_flat(value[key]) for key in keys):
+            return "{" + ", ".join(f"{_scalar(str(k))}: {_dump(value[k], 0)}" for k in keys) + "}"
         items = [
-            f"{pad}{_scalar(str(key))}: {_dump(value[key], level + 1)}"
-            for key in sorted(value, key=str)
+            f"{pad}{_scalar(str(key))}: {_dump(value[key], level + 1, flat_objects)}"
+            for key in keys
         ]
         return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
     if isinstance(value, list | tuple):
         if all(not isinstance(item, dict | list | tuple) for item in value):
             return "[" + ", ".join(_scalar(item) for item in value) + "]"
-        items = [pad + _dump(item, level + 1) for item in value]
+        items = [pad + _dump(item, level + 1, flat_objects) for item in value]
         return "[\n" + ",\n".join(items) + "\n" + "  " * level + "]"
     return _scalar(value)
 

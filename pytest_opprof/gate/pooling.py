@@ -38,6 +38,7 @@ from dataclasses import replace
 
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import OpSummary, Span, TestSummary, TimeStats, varying
+from pytest_opprof.gate.trim import align
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare, judge_exact
 
 POOLED_SESSIONS = 3
@@ -67,10 +68,12 @@ def replace_reason(
 
     ``verdict`` is ``new``'s against ``stored`` under ``tolerances``."""
     tol = tolerances or Tolerances()
-    old = stored.summary
     if stored.machine.fingerprint != fingerprint:
         return "recorded on another machine"
-    if set(new.ops) != set(old.ops):
+    # A trimmed baseline (trim.py) holds the ops it left out as one: the same ones ran
+    # when the keys and the left-out ops' digest agree.
+    new, old = align(new, stored.summary)
+    if set(new.ops) != set(old.ops) or new.left_out != old.left_out:
         return "other ops ran"
     if new.dropped_events or old.dropped_events:
         return "events were dropped (partial op figures)"
@@ -156,9 +159,7 @@ def _series(new: TestSummary, old: TestSummary) -> list[tuple[TimeStats | None, 
         was = old.ops[key]
         pairs += [
             (op.self_cpu_time, was.self_cpu_time),
-            (op.cpu_time, was.cpu_time),
             (op.self_device_time, was.self_device_time),
-            (op.device_time, was.device_time),
         ]
     return pairs
 
@@ -166,6 +167,7 @@ def _series(new: TestSummary, old: TestSummary) -> list[tuple[TimeStats | None, 
 def pool(new: TestSummary, old: TestSummary) -> TestSummary:
     """``new`` with the rounds of ``old``'s last ``POOLED_SESSIONS - 1`` sessions before its own,
     and each deterministic figure's range over both."""
+    new, old = align(new, old)
     kept_sessions = (old.sessions or (old.rounds,))[-(POOLED_SESSIONS - 1) :]
     kept = sum(kept_sessions)
 
@@ -181,7 +183,8 @@ def pool(new: TestSummary, old: TestSummary) -> TestSummary:
             now,
             ranges=_joined_ranges(now.exact_values(), now.span, before.exact_values(), before.span),
             self_cpu_time=joined(now.self_cpu_time, before.self_cpu_time),
-            cpu_time=joined(now.cpu_time, before.cpu_time),
+            # An op's total time is not judged: a trimmed baseline does not store it.
+            cpu_time=maybe(now.cpu_time, before.cpu_time),
             self_device_time=maybe(now.self_device_time, before.self_device_time),
             device_time=maybe(now.device_time, before.device_time),
         )

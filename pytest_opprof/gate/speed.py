@@ -142,5 +142,5 @@ def _scaled_op(op: OpSummary, factors: Sequence[float]) -> OpSummary:
     return replace(
         op,
         self_cpu_time=_scaled(op.self_cpu_time, factors),
-        cpu_time=_scaled(op.cpu_time, factors),
+        cpu_time=_scaled(op.cpu_time, factors) if op.cpu_time is not None else None,
     )

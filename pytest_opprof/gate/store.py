@@ -11,40 +11,33 @@ File schema (version :data:`SCHEMA_VERSION`)::
 
     {
       "kind": "opprof-baseline",
-      "schema": 1,
+      "schema": 2,
+      "machines": {"<machine id>": {cpu_model, cpu_count, arch, system, platform,
+                                   python, numpy, blas, torch, fingerprint,
+                                   threads: {"openblas": int, ...} | null,
+                                   thread_env: {"OMP_NUM_THREADS": str, ...}}},
       "tests": {
         "<test name in module>": {
-          "schema": 1,
           "recorded_at": "2025-01-31T12:00:00Z",      # UTC, seconds
-          "machine": {cpu_model, cpu_count, arch, system, platform, python,
-                      numpy, blas, torch, fingerprint,
-                      threads: {"openblas": int, ...} | null,   # optional: thread
-                      thread_env: {"OMP_NUM_THREADS": str, ...}},  # pools, issue 16
-          "rounds": 5,
-          "summary": {
-            "wall_time": TIME, "cpu_time": TIME,
-            "op_count": int, "flops": int,
-            "op_time_share": float,                      # 3 decimals
-            "memory": {peak_bytes, allocated_bytes, allocations, leaked_bytes} | null,
-            "speed_ref": TIME, "native_ref": TIME,  # the machine-speed references beside
-                                           # each round (capture/speed_probe.py); optional
-            "ranges": {"flops": [low, high], ...}   # optional: only the deterministic figures
-                                           # that varied over rounds and pooled sessions
-          },
-          "sessions": [5, 5, 5],             # optional: rounds per pooled update run
-          "ops": {
-            "<op key>": {
-              "count": int, "flops": int,
-              "self_memory_bytes": int, "memory_bytes": int,   # net bytes, may be < 0
-              "self_cpu_time": TIME, "cpu_time": TIME,         # per-round totals
-              "self_device_time": TIME, "device_time": TIME,   # only when measured
-              "ranges": {"count": [low, high], ...}  # optional, as the summary's
-            }
-          }
+          "machine": "<machine id>",                   # a key of "machines"
+          "rounds": 5, "summary": {...}, "ops": {...}  # the compact form: compact.py
         }
       }
     }
 
+The machine id is 8 hex digits of a hash of the machine's record, so entries
+recorded on one machine share it and a merge of two files keeps it.  Schema 1
+(every op, every time with its statistics, the machine in every entry; ``TIME``
+below) is still read, and judged as before; writing a file writes schema 2::
+
+    "tests": {"<name>": {"schema": 1, "recorded_at": ..., "machine": {...},
+                         "rounds": 5, "sessions": [5, 5, 5],
+                         "summary": {"wall_time": TIME, "cpu_time": TIME, "op_count",
+                                     "flops", "op_time_share", "memory", "speed_ref",
+                                     "native_ref", "wait_time", "ranges", ...},
+                         "ops": {"<op key>": {"count", "flops", "self_memory_bytes",
+                                              "memory_bytes", "self_cpu_time": TIME,
+                                              "cpu_time": TIME, "ranges", ...}}}}
     TIME = {"samples_ns": [per round], "median_ns", "min_ns", "max_ns",
             "mean_ns", "stdev_ns", "mad_ns"}       # ints, 3 significant digits
 
@@ -58,18 +51,21 @@ a FIFO or device, hostile JSON (a key twice, a 5,000-digit number, deep nesting:
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from pytest_opprof.errors import BaselineError, FieldError
+from pytest_opprof.gate import compact
 from pytest_opprof.gate.files import directory_lock, read_text, short_name, write_file
-from pytest_opprof.gate.jsonio import DocumentError, Fields, dumps_stable, parse
+from pytest_opprof.gate.jsonio import DocumentError, Fields, dumps_stable, field_path, parse
 from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.summary import TestSummary
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KIND = "opprof-baseline"
 
 
@@ -95,17 +91,31 @@ class BaselineEntry:
         stamp = when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         return cls(summary=summary, machine=machine or machine_info(), recorded_at=stamp)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self, machine_id: str) -> dict[str, object]:
+        """The entry in the compact form (schema 2), its machine named by ``machine_id``."""
         return {
-            "schema": self.schema,
             "recorded_at": self.recorded_at,
-            "machine": self.machine.to_json(),
-            **self.summary.to_json(),
+            "machine": machine_id,
+            **compact.summary_to_json(self.summary),
         }
 
     @classmethod
-    def from_json(cls, f: Fields) -> BaselineEntry:
-        """Read one entry (raises ``FieldError``; a newer schema is refused first)."""
+    def from_json(cls, f: Fields, machines: Mapping[str, MachineInfo]) -> BaselineEntry:
+        """Read one schema-2 entry, its machine from the file's ``machines``."""
+        if f.has("schema"):  # none is written; one that is there must not be newer
+            _check_schema(f)
+        machine = f.text("machine")
+        if machine not in machines:
+            raise FieldError(field_path(f.path, "machine"), f"no machine {machine!r} in machines")
+        return cls(
+            summary=compact.summary_from_json(f),
+            machine=machines[machine],
+            recorded_at=f.text("recorded_at"),
+        )
+
+    @classmethod
+    def from_json_v1(cls, f: Fields) -> BaselineEntry:
+        """Read one schema-1 entry (raises ``FieldError``; a newer schema is refused first)."""
         schema = _check_schema(f)
         return cls(
             summary=TestSummary.from_json(f),
@@ -113,6 +123,12 @@ class BaselineEntry:
             recorded_at=f.text("recorded_at"),
             schema=schema,
         )
+
+
+def machine_id(machine: MachineInfo) -> str:
+    """The key of a machine's record in a file's ``machines``: a hash of the record."""
+    text = json.dumps(machine.to_json(), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
 
 
 def _check_schema(f: Fields) -> int:
@@ -162,11 +178,18 @@ def loads(text: str, path: str | os.PathLike[str]) -> dict[str, BaselineEntry]:
         raise BaselineError(path, str(exc)) from None
     try:
         f = Fields(data)
-        _check_schema(f)
+        schema = _check_schema(f)
         kind = f.text("kind")
         if kind != KIND:
             raise FieldError("kind", f"expected {KIND!r}, got {kind!r}")
-        return {name: BaselineEntry.from_json(entry) for name, entry in f.obj("tests").entries()}
+        if schema == 1:
+            tests = f.obj("tests").entries()
+            return {name: BaselineEntry.from_json_v1(entry) for name, entry in tests}
+        machines = {key: MachineInfo.from_json(m) for key, m in f.obj("machines").entries()}
+        return {
+            name: BaselineEntry.from_json(entry, machines)
+            for name, entry in f.obj("tests").entries()
+        }
     except FieldError as exc:
         raise BaselineError(path, exc.reason, field=exc.field or None) from None
 
@@ -182,13 +205,18 @@ def load(path: str | os.PathLike[str]) -> dict[str, BaselineEntry]:
 
 
 def dumps(entries: Mapping[str, BaselineEntry]) -> str:
-    """A baseline file's text: sorted keys, indented, one trailing newline."""
+    """A baseline file's text (schema 2): sorted keys, indented, an object of numbers or
+    short strings on one line, one trailing newline."""
+    ids = {name: machine_id(entry.machine) for name, entry in entries.items()}
+    machines = {ids[name]: entry.machine.to_json() for name, entry in entries.items()}
     return dumps_stable(
         {
             "kind": KIND,
             "schema": SCHEMA_VERSION,
-            "tests": {name: entry.to_json() for name, entry in entries.items()},
-        }
+            "machines": machines,
+            "tests": {name: entry.to_json(ids[name]) for name, entry in entries.items()},
+        },
+        flat_objects=True,
     )
 
 

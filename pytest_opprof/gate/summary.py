@@ -52,6 +52,31 @@ TEST_RANGED = (
 """The test-level deterministic figures that may carry a range (names as in ``ranges``)."""
 OP_RANGED = ("count", "flops", "self_memory_bytes")
 """An op's deterministic figures that may carry a range."""
+OTHER_OPS = "[other ops]"
+"""The op key of the ops a baseline left out, folded into one (``trim.py``)."""
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """How many op keys a baseline folded into ``OTHER_OPS``, and an order-free digest of
+    them (``trim.keys_digest``): whether two sides folded the same ops."""
+
+    keys: int
+    digest: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"ops": self.keys, "digest": f"{self.digest:08x}"}
+
+    @classmethod
+    def from_json(cls, f: Fields) -> LeftOut:
+        digest = f.text("digest")
+        try:
+            value = int(digest, 16)
+        except ValueError:
+            value = -1
+        if not 0 <= value < 2**32 or len(digest) != 8:
+            raise FieldError(field_path(f.path, "digest"), f"expected 8 hex digits, got {digest!r}")
+        return cls(keys=f.integer("ops", minimum=1), digest=value)
 
 
 def span_of(values: Iterable[int]) -> Span:
@@ -337,9 +362,12 @@ class OpSummary:
     key: str
     count: int
     self_cpu_time: TimeStats
-    cpu_time: TimeStats
+    cpu_time: TimeStats | None
+    """The op's total time (itself and the ops it called); None where a baseline did not
+    store it (schema 2: no verdict reads it)."""
     self_memory_bytes: int
-    memory_bytes: int
+    memory_bytes: int | None
+    """Net bytes of the op and the ops it called; None where a baseline did not store it."""
     flops: int
     self_device_time: TimeStats | None = None
     device_time: TimeStats | None = None
@@ -363,13 +391,16 @@ class OpSummary:
         out: dict[str, object] = {
             "count": self.count,
             "self_cpu_time": self.self_cpu_time.to_json(),
-            "cpu_time": self.cpu_time.to_json(),
             "self_memory_bytes": self.self_memory_bytes,
-            "memory_bytes": self.memory_bytes,
             "flops": self.flops,
         }
-        if self.self_device_time is not None and self.device_time is not None:
+        if self.cpu_time is not None:
+            out["cpu_time"] = self.cpu_time.to_json()
+        if self.memory_bytes is not None:
+            out["memory_bytes"] = self.memory_bytes
+        if self.self_device_time is not None:
             out["self_device_time"] = self.self_device_time.to_json()
+        if self.device_time is not None:
             out["device_time"] = self.device_time.to_json()
         if self.ranges:
             out["ranges"] = ranges_json(self.ranges)
@@ -380,13 +411,14 @@ class OpSummary:
         """Read back :meth:`to_json`; ``rounds``: the samples each time must have."""
         device = f.opt_obj("device_time")
         self_device = f.opt_obj("self_device_time")
+        total = f.opt_obj("cpu_time")
         op = cls(
             key=key,
             count=f.integer("count"),
             self_cpu_time=TimeStats.from_json(f.obj("self_cpu_time"), rounds),
-            cpu_time=TimeStats.from_json(f.obj("cpu_time"), rounds),
+            cpu_time=TimeStats.from_json(total, rounds) if total else None,
             self_memory_bytes=f.integer("self_memory_bytes", minimum=None),
-            memory_bytes=f.integer("memory_bytes", minimum=None),
+            memory_bytes=f.opt_integer("memory_bytes", minimum=None),
             flops=f.integer("flops"),
             self_device_time=TimeStats.from_json(self_device, rounds) if self_device else None,
             device_time=TimeStats.from_json(device, rounds) if device else None,
@@ -431,6 +463,8 @@ class TestSummary:
     ranges: Ranges = field(default_factory=dict)
     """``(low, high)`` of each figure of ``TEST_RANGED`` that varied over the rounds (and,
     in a baseline, over the sessions pooled since it was last replaced)."""
+    left_out: LeftOut | None = None
+    """The op keys folded into ``ops[OTHER_OPS]`` (``trim.py``); None when none was."""
 
     def exact_values(self) -> dict[str, int]:
         """The deterministic figures that may carry a range, by name (those measured)."""
@@ -487,6 +521,8 @@ class TestSummary:
             out["sessions"] = list(self.sessions)
         out["summary"] = figures
         out["ops"] = {key: op.to_json() for key, op in sorted(self.ops.items())}
+        if self.left_out is not None:
+            out["left_out"] = self.left_out.to_json()
         return out
 
     @classmethod
@@ -506,6 +542,7 @@ class TestSummary:
                 f"expected rounds per session (each >= 1) adding up to rounds {rounds}, "
                 f"got {list(sessions)}",
             )
+        ops = {key: OpSummary.from_json(key, op, rounds) for key, op in f.obj("ops").entries()}
         summary = cls(
             rounds=rounds,
             sessions=sessions if len(sessions) > 1 else (),
@@ -515,16 +552,27 @@ class TestSummary:
             flops=figures.integer("flops"),
             op_time_share=figures.number("op_time_share"),
             memory=MemoryFigures.from_json(memory) if memory else None,
-            ops={key: OpSummary.from_json(key, op, rounds) for key, op in f.obj("ops").entries()},
+            ops=ops,
             device_time=TimeStats.from_json(device_time, rounds) if device_time else None,
             device_memory_bytes=figures.opt_integer("device_memory_bytes"),
             speed_ref=TimeStats.from_json(speed_ref) if speed_ref else None,
             native_ref=TimeStats.from_json(native_ref) if native_ref else None,
             dropped_events=figures.opt_integer("dropped_events") or 0,
             wait_time=TimeStats.from_json(wait_time, rounds) if wait_time else None,
+            left_out=read_left_out(f, ops),
         )
         ranges = ranges_from_json(figures, TEST_RANGED, summary.exact_values())
         return replace(summary, ranges=ranges) if ranges else summary
+
+
+def read_left_out(f: Fields, ops: Mapping[str, object]) -> LeftOut | None:
+    """An entry's ``left_out``, there exactly when its ops hold ``OTHER_OPS``."""
+    if f.has("left_out") != (OTHER_OPS in ops):
+        raise FieldError(
+            field_path(f.path, "left_out"),
+            f"expected exactly when the ops hold {OTHER_OPS!r} (the ops a baseline left out)",
+        )
+    return LeftOut.from_json(f.obj("left_out")) if f.has("left_out") else None
 
 
 def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:

@@ -102,6 +102,7 @@ from pytest_opprof.gate.tolerance import (
     DEFAULT_TIME_STATISTIC,
     DEFAULT_TIME_TOLERANCE,
 )
+from pytest_opprof.gate.trim import align
 from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, as_work, judged_rounds, work_rounds
 
 Status = Literal["pass", "regressed", "improved", "new"]
@@ -286,7 +287,9 @@ def compare(
             status="new",
             notes=("no baseline yet; run with --opprof-update-baselines to record one",),
         )
-    base = baseline.summary
+    # A trimmed baseline keeps the ops that explain its test (trim.py): the other side's
+    # ops that it left out are folded the same way, so they compare as "[other ops]".
+    summary, base = align(summary, baseline.summary)
     notes: list[str] = []
     same_machine = baseline.machine.fingerprint == fingerprint
     time_judged = judges_time(baseline, summary.rounds, fingerprint, tol, force_time)

@@ -90,7 +90,7 @@ def only_rounds(summary: TestSummary, keep: Sequence[int]) -> TestSummary:
         return replace(
             o,
             self_cpu_time=_pick(o.self_cpu_time, keep),
-            cpu_time=_pick(o.cpu_time, keep),
+            cpu_time=maybe(o.cpu_time),
             self_device_time=maybe(o.self_device_time),
             device_time=maybe(o.device_time),
         )
@@ -189,7 +189,9 @@ def as_work(summary: TestSummary) -> TestSummary:
         wait_time=TimeStats.from_samples([0] * len(work)),
         ops={
             key: replace(
-                o, self_cpu_time=estimated(o.self_cpu_time), cpu_time=estimated(o.cpu_time)
+                o,
+                self_cpu_time=estimated(o.self_cpu_time),
+                cpu_time=estimated(o.cpu_time) if o.cpu_time is not None else None,
             )
             for key, o in summary.ops.items()
         },

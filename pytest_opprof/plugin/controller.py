@@ -11,6 +11,10 @@ same verdict), which is what lets this side stage and write the baselines.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from pathlib import Path
+
 import pytest
 
 from pytest_opprof.capture.plan import Plan
@@ -21,7 +25,7 @@ from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.options import OpprofOptions
 from pytest_opprof.plugin.payload import REPORT_ATTRIBUTE, STEPPED_ASIDE_ATTRIBUTE, ProfiledTest
 from pytest_opprof.render.report import session_lines, write_markdown
-from pytest_opprof.render.units import format_time
+from pytest_opprof.render.units import format_memory, format_time
 
 
 class Controller:
@@ -125,9 +129,27 @@ class Controller:
                 tr.write_line(result.table.rstrip("\n"))
                 if result.trace_path is not None:
                     tr.write_line(f"trace: {result.trace_path}")
+        if self.options.trace_dir is not None:
+            tr.write_line(
+                trace_line(self.results, self.options.trace_dir, self.options.trace_which)
+            )
         tr.write_sep("-", "opprof: baselines")
         for line in session_lines(self.gate, row_limit=self.options.row_limit):
             tr.write_line(line)
+
+
+def trace_line(results: list[ProfiledTest], trace_dir: Path, which: str) -> str:
+    """How many traces ``--opprof-trace-dir`` got this session, and their size on disk."""
+    sizes = []
+    for r in results:
+        if r.trace_path is not None:
+            with contextlib.suppress(OSError):  # removed since: no size to add
+                sizes.append(os.stat(r.trace_path).st_size)
+    only = " (--opprof-trace-which regressed: only tests that regressed)" if which != "all" else ""
+    return (
+        f"opprof: {len(sizes)} trace(s) written to {trace_dir}, "
+        f"{format_memory(sum(sizes))} in all{only}"
+    )
 
 
 LOW_CAPTURE_SHARE = 0.5

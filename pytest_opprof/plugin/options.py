@@ -308,6 +308,25 @@ TRACE_DIR: Setting[Path | None] = Setting(
     metavar="DIR",
     kind="path",
 )
+TRACE_WHICH_CHOICES = ("all", "regressed")
+
+
+def parse_trace_which(value: object) -> str:
+    """``all`` or ``regressed``: which profiled tests get a trace in ``--opprof-trace-dir``."""
+    name = value.strip().lower() if isinstance(value, str) else value
+    if name not in TRACE_WHICH_CHOICES:
+        raise OptionValueError(f"expected one of {', '.join(TRACE_WHICH_CHOICES)}, got {value!r}")
+    return str(name)
+
+
+TRACE_WHICH = Setting(
+    "trace_which",
+    parse_trace_which,
+    "all",
+    "which tests get a trace in --opprof-trace-dir: all profiled tests, or only those "
+    "whose verdict regressed (a trace is 0.1-1 MB; default all: the directory is the ask)",
+    metavar="WHICH",
+)
 ROUNDS = Setting(
     "rounds",
     parse_rounds,
@@ -467,6 +486,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     CAPTURE,
     ROW_LIMIT,
     TRACE_DIR,
+    TRACE_WHICH,
     ROUNDS,
     WARMUP,
     PYTHON_MEMORY,
@@ -542,6 +562,8 @@ class OpprofOptions:
     max_events: int = MAX_EVENTS.default
     blas_threads: int | None = None
     """The pools' size for the measured rounds (``auto`` resolved), None: left alone."""
+    trace_which: str = TRACE_WHICH.default
+    """``all`` or ``regressed``: which tests ``trace_dir`` gets a trace of."""
 
 
 def is_enabled(config: pytest.Config) -> bool:
@@ -557,6 +579,7 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         capture=CAPTURE.read(config),
         row_limit=ROW_LIMIT.read(config),
         trace_dir=usable_trace_dir(TRACE_DIR.read(config)),
+        trace_which=TRACE_WHICH.read(config),
         rounds=ROUNDS.read(config),
         warmup=WARMUP.read(config),
         python_memory=PYTHON_MEMORY.read(config),

@@ -44,6 +44,9 @@ settings_key = pytest.StashKey[TestSettings]()
 finished_key = pytest.StashKey[ProfiledTest]()
 """The test's figures, from the end of its call phase until its call report is made."""
 stepped_aside_key = pytest.StashKey[bool]()
+pending_trace_key = pytest.StashKey[Callable[[], str | None]]()
+"""Writes the test's trace and returns its path: with ``--opprof-trace-which regressed``,
+called once the verdict says the test regressed (and dropped either way)."""
 
 
 def _overrides(settings: TestSettings) -> dict[str, float]:
@@ -219,16 +222,24 @@ class Worker:
             item.add_report_section("call", "opprof", table)
         trace_path = None
         if self.options.trace_dir is not None:
-            path = trace_file(self.options.trace_dir, item.nodeid)
-            try:
-                # Through a symlink or FIFO already there, as --junitxml writes.
-                rounds.profiles[shown].export_chrome_trace(str(path))
-                trace_path = str(path)
-            except OSError as exc:  # the directory was checked at start: a full disk
-                self.not_measured.add(
-                    f"traces: cannot be written into {self.options.trace_dir} "
-                    f"({exc.strerror or exc})"
-                )
+            trace_dir, profile = self.options.trace_dir, rounds.profiles[shown]
+
+            def write_trace() -> str | None:
+                path = trace_file(trace_dir, item.nodeid)
+                try:
+                    # Through a symlink or FIFO already there, as --junitxml writes.
+                    profile.export_chrome_trace(str(path))
+                except OSError as exc:  # the directory was checked at start: a full disk
+                    self.not_measured.add(
+                        f"traces: cannot be written into {trace_dir} ({exc.strerror or exc})"
+                    )
+                    return None
+                return str(path)
+
+            if self.options.trace_which == "all":
+                trace_path = write_trace()
+            else:  # the verdict, reached in makereport, decides
+                item.stash[pending_trace_key] = write_trace
         return ProfiledTest(
             nodeid=item.nodeid,
             marked=settings.marked,
@@ -248,6 +259,9 @@ class Worker:
         if item.stash.get(stepped_aside_key, False):
             del item.stash[stepped_aside_key]
             setattr(report, STEPPED_ASIDE_ATTRIBUTE, True)
+        write_trace = item.stash.get(pending_trace_key, None)
+        if write_trace is not None:
+            del item.stash[pending_trace_key]  # the profile it holds goes with it
         result = item.stash.get(finished_key, None)
         if result is None:
             return report
@@ -267,6 +281,8 @@ class Worker:
                 report.outcome = "failed"
                 report.longrepr = failure_text(judgement, row_limit=self.options.row_limit)
             sent.judgement = judgement
+            if write_trace is not None and verdict == "regressed":
+                result.trace_path = sent.trace_path = data["trace_path"] = write_trace()
         if self.deliver is not None:
             self.deliver(sent)
         else:
