@@ -264,21 +264,22 @@ def test_lone_surrogate_key_survives_an_update(
     assert "\\ud800odd" in shown.stdout
 
 
-def test_empty_samples_fail_the_test_naming_the_field(
+def test_too_few_samples_fail_the_test_naming_the_field(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
     base = _recorded(pytester, run_pytest, "--opprof-rounds", "3")
     path = base / "test_np.json"
     data = json.loads(path.read_text())
-    data["tests"]["test_a"]["summary"]["wall_time"]["samples_ns"] = []
+    # Schema 2 stores a time as its samples in one string: two of the three rounds'.
+    assert len(data["tests"]["test_a"]["summary"]["wall_time"].split()) == 4  # 3 + unit
+    data["tests"]["test_a"]["summary"]["wall_time"] = "1.5 1.6 ms"
     path.write_text(json.dumps(data))
     for args in (["--opprof"], ["--opprof-update-baselines"]):
         result = run_pytest(*args, "--opprof-rounds", "3")
         _assert_clean(result)  # before: INTERNALERROR (no sample to scale)
         result.stdout.fnmatch_lines(
             [
-                "*test_np.json: tests.test_a.summary.wall_time.samples_ns: expected one sample "
-                "per round (3), got 0*"
+                "*test_np.json: tests.test_a.summary.wall_time*: expected one time per round (3), got 2*"
             ]
         )
         result.assert_outcomes(passed=1, failed=1)
