@@ -221,7 +221,7 @@ class TorchSource:
         marker_starts = []
         names: dict[str, int] = {}
         shape_ids: dict[tuple[str, ...], int] = {}
-        shapes: list[list[list[int]]] = [[]]
+        shapes: list[list[list[int] | None]] = [[]]
         dtypes: list[list[str]] = [[]]
         rows: list[tuple[int, int, int, int, int]] = []
         mem: list[tuple[int, int, int]] = []
@@ -258,7 +258,7 @@ def _to_records(
     rows: list[tuple[int, int, int, int, int]],
     mem: list[tuple[int, int, int]],
     names: list[str],
-    shapes: list[list[list[int]]],
+    shapes: list[list[list[int] | None]],
     dtypes: list[list[str]],
     clock: ClockMap,
 ) -> Records:
