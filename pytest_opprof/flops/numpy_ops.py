@@ -35,7 +35,7 @@ Names below drop the leading ``numpy.``.
 | `linalg.lstsq` (A: m x n) | 4mn^2 + 8n^3, n = min, m = max (SVD least squares) |
 | `fft.fft`, `fft.ifft` | 5*N*log2(N) per transform, N = `n` or the `axis` length (last) |
 | `fft.fft2`, `fft.ifft2`, `fft.fftn`, `fft.ifftn` | the same, N = prod(`s` or `axes` lengths) |
-| `fft.rfft`, `irfft`, `hfft`, `ihfft`, `rfft2`, `irfft2`, `rfftn`, `irfftn` | half of the above |
+| `fft.rfft`, `irfft`, `hfft`, `ihfft`, `rfft2`, `irfft2`, `rfftn`, `irfftn` | half of the above (7) |
 | arithmetic ufuncs (`add`, `multiply`, `exp`, `maximum`, ...) | one per output element (3) |
 | `<arithmetic ufunc>.reduce`, `.accumulate`, `.reduceat` | one per input element |
 | `<arithmetic ufunc>.at(a, indices, b)` | size(indices) * prod(a.shape[1:]) (4) |
@@ -60,6 +60,7 @@ as a fancy index on the first axis.
 (5) ``full_matrices=False``: 14mn^2 + 8n^3; ``compute_uv=False``: as ``svdvals``.
 (6) ``same``: the full count less the products of the trimmed ends.  The
 default ``axes`` of ``fft2`` are the last 2, of ``fftn`` all (or as many as ``s``).
+(7) ``irfft`` and ``hfft`` transform numpy's output length, ``n`` or 2(m-1).
 """
 
 from __future__ import annotations
@@ -219,14 +220,15 @@ def _ints(value: object) -> list[int]:
     return ints
 
 
-def _fft1(scale: float) -> Callable[[Shapes, Sequence[str]], int]:
-    """``fft(a, n=None, axis=-1, ...)``: 5·N·log2 N per transform, times ``scale``."""
+def _fft1(scale: float, hermitian_out: bool = False) -> Callable[[Shapes, Sequence[str]], int]:
+    """``fft(a, n=None, axis=-1, ...)``: 5·N·log2 N per transform, times ``scale``;
+    ``hermitian_out`` (irfft, hfft): N defaults to numpy's output length 2(m-1)."""
 
     def count(shapes: Shapes, dtypes: Sequence[str]) -> int:
         shape = list(shapes[0])
         (axis,) = _ints(_option(dtypes, 2, -1))
         length = shape[axis]
-        (n,) = _ints(_option(dtypes, 1, length))
+        (n,) = _ints(_option(dtypes, 1, 2 * (length - 1) if hermitian_out else length))
         batch = _size(shape) // length if length else 0
         return int(scale * 5 * n * math.log2(n) * batch) if n > 1 else 0
 
@@ -301,7 +303,8 @@ _OPTION_FORMULAS: dict[str, Callable[[Shapes, Sequence[str]], int]] = {
     "numpy.convolve": _correlate("full"),
     "numpy.correlate": _correlate("valid"),
     **{f"numpy.fft.{op}": _fft1(1.0) for op in ("fft", "ifft")},
-    **{f"numpy.fft.{op}": _fft1(0.5) for op in ("rfft", "irfft", "hfft", "ihfft")},
+    **{f"numpy.fft.{op}": _fft1(0.5) for op in ("rfft", "ihfft")},
+    **{f"numpy.fft.{op}": _fft1(0.5, hermitian_out=True) for op in ("irfft", "hfft")},
     **{f"numpy.fft.{op}": _fftn(2, 1.0) for op in ("fft2", "ifft2")},
     **{f"numpy.fft.{op}": _fftn(None, 1.0) for op in ("fftn", "ifftn")},
     **{f"numpy.fft.{op}": _fftn(2, 0.5) for op in ("rfft2", "irfft2")},
