@@ -35,7 +35,7 @@ Names below drop the leading ``numpy.``.
 | `linalg.lstsq` (A: m x n) | 4mn^2 + 8n^3, n = min, m = max (SVD least squares) |
 | `fft.fft`, `fft.ifft` | 5*N*log2(N) per transform, N = `n` or the `axis` length (last) |
 | `fft.fft2`, `fft.ifft2`, `fft.fftn`, `fft.ifftn` | the same, N = prod(`s` or `axes` lengths) |
-| `fft.rfft`, `irfft`, `hfft`, `ihfft`, `rfft2`, `irfft2`, `rfftn`, `irfftn` | half of the above (7) |
+| `fft.rfft`, `irfft`, `hfft`, `ihfft`, `rfft2`, `irfft2`, `rfftn`, `irfftn` | half that (7) |
 | arithmetic ufuncs (`add`, `multiply`, `exp`, `maximum`, ...) | one per output element (3) |
 | `<arithmetic ufunc>.reduce`, `.accumulate`, `.reduceat` | one per input element |
 | `<arithmetic ufunc>.at(a, indices, b)` | size(indices) * prod(a.shape[1:]) (4) |
