@@ -229,23 +229,28 @@ static int np_put_seq(int64_t *p, uint16_t *flags, PyObject *o)
     return 1 + nd;
 }
 
-static int np_put_arg(int64_t *p, uint16_t *flags, PyObject *o, int strings)
+int np_put_array(int64_t *p, uint16_t *flags, PyObject *o)
+{
+    PyArrayObject *a = (PyArrayObject *)o;
+    int nd = PyArray_NDIM(a);
+    if (nd > OPPROF_MAX_SHAPE_DIMS) {
+        nd = OPPROF_MAX_SHAPE_DIMS;
+        *flags |= OPPROF_FLAG_TRUNCATED;
+    }
+    np_put_header(p, nd, PyArray_TYPE(a));
+    memcpy(&p[1], PyArray_DIMS(a), (size_t)nd * sizeof(int64_t));
+    return 1 + nd;
+}
+
+/* One argument that is not an ndarray (arrays are written inline by the hooks). */
+int np_put_other(int64_t *p, uint16_t *flags, PyObject *o, int strings)
 {
     if (o == NULL || o == Py_None) {
         np_put_header(p, OPPROF_ND_NONE, -1);
         return 1;
     }
-    if (PyArray_Check(o)) {
-        PyArrayObject *a = (PyArrayObject *)o;
-        int nd = PyArray_NDIM(a);
-        if (nd > OPPROF_MAX_SHAPE_DIMS) {
-            nd = OPPROF_MAX_SHAPE_DIMS;
-            *flags |= OPPROF_FLAG_TRUNCATED;
-        }
-        np_put_header(p, nd, PyArray_TYPE(a));
-        memcpy(&p[1], PyArray_DIMS(a), (size_t)nd * sizeof(int64_t));
-        return 1 + nd;
-    }
+    if (PyArray_Check(o))
+        return np_put_array(p, flags, o);
     if (PyLong_Check(o)) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
@@ -290,13 +295,13 @@ static Py_ssize_t np_param_index(PyObject *params, PyObject *name)
 
 /* slots[first + i] is the i-th parameter (slots[0] is self when first is 1). */
 static void np_place_keyword(PyObject **slots, Py_ssize_t *count, uint16_t *flags, PyObject *params,
-                             Py_ssize_t first, Py_ssize_t n_positional, PyObject *name,
-                             PyObject *value)
+                             Py_ssize_t first, Py_ssize_t n_positional, int max_args,
+                             PyObject *name, PyObject *value)
 {
     Py_ssize_t i = np_param_index(params, name);
     if (i < n_positional) /* not a parameter we record, or given twice (numpy raises) */
         return;
-    if (first + i >= OPPROF_MAX_SHAPE_ARGS) {
+    if (first + i >= max_args) {
         *flags |= OPPROF_FLAG_TRUNCATED;
         return;
     }
@@ -305,14 +310,15 @@ static void np_place_keyword(PyObject **slots, Py_ssize_t *count, uint16_t *flag
         *count = first + i + 1;
 }
 
-void np_args_capture(opprof_thread *t, PyObject *self, PyObject *const *args, Py_ssize_t n,
-                     PyObject *kwnames, PyObject *kwdict, PyObject *params, int strings)
+void np_args_capture_keywords(opprof_thread *t, PyObject *self, PyObject *const *args, Py_ssize_t n,
+                              PyObject *kwnames, PyObject *kwdict, PyObject *params, int strings,
+                              int max_args)
 {
     PyObject *slots[OPPROF_MAX_SHAPE_ARGS];
     uint16_t flags = 0;
     Py_ssize_t first = self != NULL, count = first + n;
-    if (count > OPPROF_MAX_SHAPE_ARGS) {
-        count = OPPROF_MAX_SHAPE_ARGS;
+    if (count > max_args) {
+        count = max_args;
         flags |= OPPROF_FLAG_TRUNCATED;
     }
     memset(slots, 0, sizeof slots);
@@ -320,15 +326,15 @@ void np_args_capture(opprof_thread *t, PyObject *self, PyObject *const *args, Py
         slots[0] = self;
     for (Py_ssize_t i = first; i < count; i++)
         slots[i] = args[i - first];
-    if (params != NULL && kwnames != NULL) {
+    if (kwnames != NULL) {
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(kwnames); j++)
-            np_place_keyword(slots, &count, &flags, params, first, n, PyTuple_GET_ITEM(kwnames, j),
-                             args[n + j]);
-    } else if (params != NULL && kwdict != NULL && PyDict_Check(kwdict)) {
+            np_place_keyword(slots, &count, &flags, params, first, n, max_args,
+                             PyTuple_GET_ITEM(kwnames, j), args[n + j]);
+    } else if (kwdict != NULL && PyDict_Check(kwdict)) {
         Py_ssize_t pos = 0;
         PyObject *name, *value;
         while (PyDict_Next(kwdict, &pos, &name, &value))
-            np_place_keyword(slots, &count, &flags, params, first, n, name, value);
+            np_place_keyword(slots, &count, &flags, params, first, n, max_args, name, value);
     }
     if (count == 0)
         return;
@@ -336,6 +342,6 @@ void np_args_capture(opprof_thread *t, PyObject *self, PyObject *const *args, Py
     int32_t used = 1;
     w[0] = count;
     for (Py_ssize_t i = 0; i < count; i++)
-        used += np_put_arg(&w[used], &flags, slots[i], strings && i >= first);
+        used += np_put_other(&w[used], &flags, slots[i], strings && i >= first);
     opprof_op_shapes(t, w, used, flags);
 }

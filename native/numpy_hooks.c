@@ -37,14 +37,61 @@ static inline uint32_t np_active(void)
 /* Options that make a begun op look at its arguments (np_capture). */
 #define NP_CAPTURE_OPTS (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK)
 
+/* record_shapes: self (when an array method) then positional arguments, at
+ * most max_args (more flag the event as truncated), built on the stack and
+ * handed to the core whole.  ndarrays, the common case, are written here,
+ * inline; other arguments and calls with keywords to place go out of line
+ * (numpy_args.c). */
+static inline void np_capture_shapes(opprof_thread *t, PyObject *self, PyObject *const *args,
+                                     Py_ssize_t n, PyObject *kwnames, PyObject *kwdict,
+                                     PyObject *params, int strings, int max_args)
+{
+    if (__builtin_expect(params != NULL, 0) &&
+        ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || kwdict != NULL)) {
+        np_args_capture_keywords(t, self, args, n, kwnames, kwdict, params, strings, max_args);
+        return;
+    }
+    int64_t w[OPPROF_SHAPE_ENTRY_WORDS];
+    int32_t used = 1;
+    uint16_t flags = 0;
+    Py_ssize_t count = n + (self != NULL);
+    if (count == 0)
+        return;
+    if (count > max_args) {
+        count = max_args;
+        flags |= OPPROF_FLAG_TRUNCATED;
+    }
+    w[0] = count;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *o = self == NULL ? args[i] : i == 0 ? self : args[i - 1];
+        if (__builtin_expect(PyArray_Check(o), 1)) {
+            PyArrayObject *a = (PyArrayObject *)o;
+            int nd = PyArray_NDIM(a);
+            if (__builtin_expect(nd > OPPROF_MAX_SHAPE_DIMS, 0)) {
+                nd = OPPROF_MAX_SHAPE_DIMS;
+                flags |= OPPROF_FLAG_TRUNCATED;
+            }
+            int64_t *p = &w[used];
+            p[0] = (int64_t)(uint32_t)nd | ((int64_t)PyArray_TYPE(a) << 32);
+            const npy_intp *dims = PyArray_DIMS(a);
+            for (int d = 0; d < nd; d++)
+                p[1 + d] = dims[d];
+            used += 1 + nd;
+        } else {
+            used += np_put_other(&w[used], &flags, o, strings && (self == NULL || i > 0));
+        }
+    }
+    opprof_op_shapes(t, w, used, flags);
+}
+
 /* Called only when `active` has a NP_CAPTURE_OPTS bit. */
 static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t active, PyObject *self,
                                                  PyObject *const *args, Py_ssize_t n,
                                                  PyObject *kwnames, PyObject *kwdict,
-                                                 PyObject *params, int strings)
+                                                 PyObject *params, int strings, int max_args)
 {
     if (active & OPPROF_OPT_RECORD_SHAPES)
-        np_args_capture(t, self, args, n, kwnames, kwdict, params, strings);
+        np_capture_shapes(t, self, args, n, kwnames, kwdict, params, strings, max_args);
     if (active & OPPROF_OPT_WITH_STACK)
         opprof_op_capture_stack(t);
 }
@@ -60,7 +107,8 @@ typedef struct np_call {
     uint32_t ufunc_methods[OPPROF_NP_UFUNC_METHODS];
     PyObject *params; /* parameter names for keywords, NULL: keywords not recorded */
     uint8_t state;
-    uint8_t strings; /* record str arguments (opprof_numpy_set_params) */
+    uint8_t strings;  /* record str arguments (opprof_numpy_set_params) */
+    uint8_t max_args; /* arguments recorded at most */
 } np_call;
 
 static np_call g_calls[OPPROF_NP_TABLE];
@@ -116,7 +164,7 @@ static PyObject *np_call_tramp(PyObject *callable, PyObject *const *args, size_t
     if (opprof_hot_begin_recording(t, active, c->name, OPPROF_KIND_NUMPY) == 0 &&
         __builtin_expect(active & NP_CAPTURE_OPTS, 0))
         np_capture(t, active, NULL, args, PyVectorcall_NARGS(nargsf), kwnames, NULL, c->params,
-                   c->strings);
+                   c->strings, c->max_args);
     PyObject *r = c->orig(callable, args, nargsf, kwnames);
     opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
@@ -140,6 +188,7 @@ typedef struct np_slot {
     uint32_t name;
     PyObject *params; /* as np_call's */
     uint8_t state;    /* NP_FREE / NP_OURS / NP_FOREIGN */
+    uint8_t max_args; /* as np_call's */
     uint8_t conv;
     uint8_t self_kind;
     uint8_t method_index;
@@ -167,7 +216,7 @@ static inline opprof_thread *np_method_begin(uint32_t active, const np_slot *s, 
     if (opprof_hot_begin_recording(t, active, np_slot_name(s, self), OPPROF_KIND_NUMPY) == 0 &&
         __builtin_expect(active & NP_CAPTURE_OPTS, 0))
         np_capture(t, active, s->self_kind == OPPROF_NP_SELF_ARRAY ? self : NULL, args, n, kwnames,
-                   kwdict, s->params, 0);
+                   kwdict, s->params, 0, s->max_args);
     return t;
 }
 
@@ -510,6 +559,7 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         for (int k = 0; k < OPPROF_NP_UFUNC_METHODS; k++)
             c->ufunc_methods[k] = ufunc_method_names[i * OPPROF_NP_UFUNC_METHODS + k];
         c->state = NP_OURS;
+        c->max_args = OPPROF_NP_DEFAULT_ARGS;
         g_n_calls++;
     }
     for (int64_t j = 0; j < n_methods; j++) {
@@ -536,6 +586,7 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         s->self_kind = method_self[j];
         s->method_index = method_index[j];
         s->state = NP_OURS;
+        s->max_args = OPPROF_NP_DEFAULT_ARGS;
         *np_def_entry(def) = s;
         g_n_methods++;
     }
@@ -583,7 +634,7 @@ int opprof_numpy_uninstall(int64_t *foreign)
     return rc;
 }
 
-int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings)
+int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings, int max_args)
 {
     PyGILState_STATE g = PyGILState_Ensure();
     PyObject *p = (PyObject *)params;
@@ -593,12 +644,17 @@ int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings)
     int rc = OPPROF_OK;
     if (p != NULL && !PyTuple_CheckExact(p))
         rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: parameter names must be a tuple");
+    else if (max_args < 1 || max_args > OPPROF_MAX_SHAPE_ARGS)
+        rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: max_args %d is not in 1..%d", max_args,
+                         OPPROF_MAX_SHAPE_ARGS);
     else if (c != NULL && c->state == NP_OURS) {
         c->params = p;
         c->strings = (uint8_t)(strings != 0);
-    } else if (s != NULL && s->state == NP_OURS && !strings)
+        c->max_args = (uint8_t)max_args;
+    } else if (s != NULL && s->state == NP_OURS && !strings) {
         s->params = p;
-    else
+        s->max_args = (uint8_t)max_args;
+    } else
         rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not hooked", (void *)obj);
     PyGILState_Release(g);
     return rc;

@@ -54,11 +54,13 @@ int opprof_numpy_uninstall(int64_t *foreign);
  * PyMethodDef is hooked) records besides positional arguments: keyword
  * arguments named in `params` (id of a tuple of str, the parameter names in
  * positional order; 0: none) land at their index; `strings` (call objects
- * only) records str arguments (see OPPROF_NP_STR_TYPE).  The caller keeps
+ * only) records str arguments (see OPPROF_NP_STR_TYPE); at most `max_args`
+ * arguments in all (1..8; 4 unless set here: the operands, not the options
+ * no formula reads, so a call with seven arguments records four).  The caller keeps
  * `params` alive while hooked.  Strings are kept for the life of the
  * process, at most 4096 distinct ones; beyond, str arguments record as
  * unknown. */
-int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings);
+int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings, int max_args);
 const char *opprof_numpy_string_get(uint32_t k); /* NULL for an unknown k */
 
 int opprof_numpy_installed(void);

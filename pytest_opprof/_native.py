@@ -386,13 +386,24 @@ def numpy_uninstall() -> int:
     return int(foreign[0])
 
 
-def numpy_set_params(obj: int, params: tuple[str, ...] | None, strings: bool) -> None:
+NUMPY_MAX_ARGS = 8  # OPPROF_MAX_SHAPE_ARGS: arguments a numpy hook can record
+NUMPY_DEFAULT_ARGS = 4  # what it records unless numpy_set_params says more
+
+
+def numpy_set_params(
+    obj: int, params: tuple[str, ...] | None, strings: bool, max_args: int = NUMPY_DEFAULT_ARGS
+) -> None:
     """What the hook of ``obj`` (an id) records besides positional arguments.
 
     Keyword arguments named in ``params`` (parameter names in positional order)
     are recorded at their index; ``strings`` records str arguments (einsum
-    subscripts).  The caller keeps ``params`` alive while hooked."""
-    check(lib.opprof_numpy_set_params(obj, 0 if params is None else id(params), int(strings)))
+    subscripts); at most ``max_args`` arguments (1..8).  The caller keeps
+    ``params`` alive while hooked."""
+    check(
+        lib.opprof_numpy_set_params(
+            obj, 0 if params is None else id(params), int(strings), max_args
+        )
+    )
 
 
 def numpy_string(dtype: str) -> str | None:

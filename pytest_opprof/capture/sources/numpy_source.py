@@ -26,7 +26,7 @@ import types
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_opprof import _native
 from pytest_opprof.flops.numpy_ops import has_formula
@@ -46,6 +46,8 @@ SELF_NONE, SELF_ARRAY, SELF_UFUNC = 0, 1, 2
 # Calls whose str arguments are recorded with the shapes: einsum's subscripts
 # and convolve's mode decide their FLOPs (pytest_opprof.flops.numpy_ops).
 STRING_ARGUMENT_CALLS = frozenset({"numpy.einsum", "numpy.convolve", "numpy.correlate"})
+# Calls that record up to 8 arguments: einsum(a, [0, 1], b, [1, 2], [0, 2]).
+MANY_ARGUMENT_CALLS = frozenset({"numpy.einsum"})
 # Keyword parameters of the ufunc methods, in positional order (numpy's C
 # signatures, which inspect cannot read): np.add.reduce(array=x) counts.
 UFUNC_METHOD_PARAMS = {
@@ -126,7 +128,7 @@ class PreparedHooks:
 
     table: HookTable
     args: _native.NumpyHookArgs
-    params: dict[int, tuple[tuple[str, ...] | None, bool]]
+    params: dict[int, CallParams]
 
 
 def _positional_params(obj: Any) -> tuple[str, ...] | None:
@@ -143,22 +145,44 @@ def _positional_params(obj: Any) -> tuple[str, ...] | None:
     return tuple(names) or None
 
 
-def _call_params(table: HookTable) -> dict[int, tuple[tuple[str, ...] | None, bool]]:
-    """Keyword recording for the calls with a FLOP formula: only they read options."""
+class CallParams(NamedTuple):
+    """What one hook records besides its first positional arguments."""
+
+    names: tuple[str, ...] | None  # keyword parameters, in positional order
+    strings: bool  # str arguments (einsum subscripts, convolve's mode)
+    max_args: int  # arguments recorded at most
+
+
+def _call_params(table: HookTable) -> dict[int, CallParams]:
+    """Keyword recording for the calls with a FLOP formula: only they read options.
+
+    Hooks record 4 arguments by default (what numpy's operands need: a call
+    like ``umr_sum(a, axis, dtype, out, keepdims, initial, where)`` would
+    otherwise pay for options no formula reads); einsum's sublist form
+    (``a, [0, 1], b, [1, 2], [0, 2]``) and calls whose options lie further
+    are given more."""
     import numpy as np
 
-    params: dict[int, tuple[tuple[str, ...] | None, bool]] = {}
+    params: dict[int, CallParams] = {}
     for obj, name in table.calls:
         strings = name in STRING_ARGUMENT_CALLS
-        if not isinstance(obj, np.ufunc) and has_formula(name):
+        if name in MANY_ARGUMENT_CALLS:
+            params[id(obj)] = CallParams(None, strings, _native.NUMPY_MAX_ARGS)
+        elif not isinstance(obj, np.ufunc) and has_formula(name):
             names = _positional_params(obj)
             if names is not None or strings:
-                params[id(obj)] = (names, strings)
+                wanted = len(names) if names else 0
+                params[id(obj)] = CallParams(
+                    names,
+                    strings,
+                    min(max(_native.NUMPY_DEFAULT_ARGS, wanted), _native.NUMPY_MAX_ARGS),
+                )
         elif strings:
-            params[id(obj)] = (None, True)
+            params[id(obj)] = CallParams(None, True, _native.NUMPY_DEFAULT_ARGS)
     for obj, _name, kind, index in table.methods:
         if kind == SELF_UFUNC and UFUNC_METHODS[index] in UFUNC_METHOD_PARAMS:
-            params[id(obj)] = (UFUNC_METHOD_PARAMS[UFUNC_METHODS[index]], False)
+            names = UFUNC_METHOD_PARAMS[UFUNC_METHODS[index]]
+            params[id(obj)] = CallParams(names, False, _native.NUMPY_DEFAULT_ARGS)
     return params
 
 
@@ -181,8 +205,8 @@ def prepare(table: HookTable) -> PreparedHooks:
 def install(prepared: PreparedHooks) -> None:
     """Install the prepared hooks: one native call, plus one per call that records options."""
     _native.numpy_install(prepared.args)
-    for obj, (names, strings) in prepared.params.items():
-        _native.numpy_set_params(obj, names, strings)
+    for obj, (names, strings, max_args) in prepared.params.items():
+        _native.numpy_set_params(obj, names, strings, max_args)
 
 
 def unsupported_reason() -> str | None:
