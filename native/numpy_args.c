@@ -96,8 +96,12 @@ static int np_leaf_type(PyObject *o)
         return NPY_CDOUBLE;
     if (PyArray_IsScalar(o, Generic)) {
         PyArray_Descr *d = PyArray_DescrFromScalar(o);
-        int type_num = d ? d->type_num : -1;
-        Py_XDECREF(d);
+        if (d == NULL) {
+            PyErr_Clear(); /* the hooked call must start with no error set */
+            return -1;
+        }
+        int type_num = d->type_num;
+        Py_DECREF(d);
         return type_num;
     }
     return -1;
