@@ -123,10 +123,14 @@ class _ArrayLike:
         return np.ones(500)
 
 
+_SELF_LIST: list[object] = []
+_SELF_LIST.append(_SELF_LIST)
+
+
 @pytest.mark.parametrize(
     "operand",
-    [_ArrayLike(), [np.ones(3), np.ones(4)], [[1.0, 2.0], [3.0]]],
-    ids=["__array__", "ragged arrays", "ragged lists"],
+    [_ArrayLike(), [np.ones(3), np.ones(4)], [[1.0, 2.0], [3.0]], _SELF_LIST],
+    ids=["__array__", "ragged arrays", "ragged lists", "a list holding itself"],
 )
 def test_an_operand_of_unknown_shape_is_null_and_counts_nothing(operand: object) -> None:
     def call() -> None:
@@ -140,6 +144,37 @@ def test_an_operand_of_unknown_shape_is_null_and_counts_nothing(operand: object)
     assert recs.shapes[int(ev["shape"])] == [None]
     assert recs.dtypes[int(ev["shape"])] == ["unknown"]
     assert flops_for("numpy.negative", [None], ["unknown"]) == 0
+
+
+def test_mixed_lists_get_the_shape_and_dtype_numpy_gives_them() -> None:
+    operands = [
+        [[1, 2], [3, 4]],
+        (5, 6),
+        [np.float32(1), 2],
+        [np.ones((2, 3), dtype=np.float32), np.zeros((2, 3), dtype=np.float32)],
+        [],
+    ]
+
+    def call() -> None:
+        for o in operands:
+            np.negative(o)
+
+    recs = record(call).records()
+    got = [
+        (recs.shapes[int(e["shape"])][0], recs.dtypes[int(e["shape"])][0])
+        for e in recs.events
+        if recs.names[int(e["name"])] == "numpy.negative"
+    ]
+    assert [g[0] for g in got] == [list(np.asarray(o).shape) for o in operands]
+    # Short flat int lists are kept by value (torch's spelling); others by dtype.
+    assert [g[1] for g in got] == ["int64", "ScalarList=[5, 6]", "float64", "float32", "float64"]
+    assert [str(np.asarray(o).dtype) for o in operands] == [
+        "int64",
+        "int64",
+        "float64",
+        "float32",
+        "float64",
+    ]
 
 
 def test_none_is_no_shape_not_a_0d_array() -> None:
