@@ -67,7 +67,7 @@ def synthetic_records(n_events: int, seed: int = 0) -> Records:
     ev["self_alloc_bytes"] = rng.integers(0, 4096, size=blocks * BLOCK)
     # The native drain hands events over per thread, each committed at its end.
     ev = ev[np.lexsort((ev["end_ns"], ev["thread"]))]
-    shapes: list[list[list[int]]] = [[]] + [
+    shapes: list[list[list[int] | None]] = [[]] + [
         [[int(i), 8], [8, int(i) % 7 + 1]] for i in range(1, N_SHAPES)
     ]
     names = [f"numpy.op{i}" for i in range(N_NAMES - 1)] + ["numpy.matmul"]

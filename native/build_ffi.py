@@ -26,6 +26,7 @@ SOURCES = [
     "memory_count.c",
     "memory_pymem.c",
     "memory.c",
+    "numpy_args.c",
     "numpy_hooks.c",
     "model_kernels.c",
     "buffers.c",

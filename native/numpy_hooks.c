@@ -17,6 +17,7 @@
 #include <numpy/arrayobject.h>
 
 #include "hotpath.h"
+#include "numpy_args.h"
 #include "numpy_hooks.h"
 
 _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "array dims are passed as int64_t");
@@ -36,108 +37,61 @@ static inline uint32_t np_active(void)
 /* Options that make a begun op look at its arguments (np_capture). */
 #define NP_CAPTURE_OPTS (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK)
 
-/* ---- strings (einsum subscripts) -------------------------------------- */
-
-#define OPPROF_NP_STRS 4096
-#define OPPROF_NP_STR_TABLE 8192
-
-static char *g_strs[OPPROF_NP_STRS];
-static uint32_t g_n_strs;
-static uint32_t g_str_index[OPPROF_NP_STR_TABLE]; /* k + 1, 0 = empty */
-
-/* Index of the string's text in g_strs, added on first sight; -1 when the
- * table is full or the text cannot be read (no Python error is left set). */
-static int64_t np_string_index(PyObject *s)
-{
-    Py_ssize_t len;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(s, &len);
-    Py_hash_t h = utf8 ? PyObject_Hash(s) : -1;
-    if (h == -1) {
-        PyErr_Clear();
-        return -1;
-    }
-    size_t i = (size_t)h & (OPPROF_NP_STR_TABLE - 1);
-    for (; g_str_index[i] != 0; i = (i + 1) & (OPPROF_NP_STR_TABLE - 1)) {
-        const char *known = g_strs[g_str_index[i] - 1];
-        if ((Py_ssize_t)strlen(known) == len && memcmp(known, utf8, (size_t)len) == 0)
-            return g_str_index[i] - 1;
-    }
-    if (g_n_strs == OPPROF_NP_STRS)
-        return -1;
-    char *copy = malloc((size_t)len + 1);
-    if (copy == NULL)
-        return -1;
-    memcpy(copy, utf8, (size_t)len + 1);
-    g_strs[g_n_strs] = copy;
-    g_str_index[i] = ++g_n_strs;
-    return g_n_strs - 1;
-}
-
-const char *opprof_numpy_string_get(uint32_t k) { return k < g_n_strs ? g_strs[k] : NULL; }
-
-/* ---- shapes ------------------------------------------------------------ */
-
-/* Appends one argument to a shape entry being built at w[*used] (the layout
- * of opprof_op_shapes); dims past OPPROF_MAX_SHAPE_DIMS set *flags. */
-static inline void np_shape_put(int64_t *w, int32_t *used, uint16_t *flags, PyObject *o,
-                                int strings)
-{
-    int nd = -1, type_num = -1;
-    const npy_intp *dims = NULL;
-    int64_t k;
-    if (PyArray_Check(o)) {
-        PyArrayObject *a = (PyArrayObject *)o;
-        nd = PyArray_NDIM(a);
-        dims = PyArray_DIMS(a);
-        type_num = PyArray_TYPE(a);
-        if (nd > OPPROF_MAX_SHAPE_DIMS) {
-            nd = OPPROF_MAX_SHAPE_DIMS;
-            *flags |= OPPROF_FLAG_TRUNCATED;
-        }
-    } else if (strings && PyUnicode_Check(o) && (k = np_string_index(o)) >= 0) {
-        nd = 0;
-        type_num = OPPROF_NP_STR_TYPE + (int)k;
-    }
-    int64_t *p = &w[*used];
-    p[0] = (int64_t)(uint32_t)nd | ((int64_t)type_num << 32);
-    for (int i = 0; i < nd; i++)
-        p[1 + i] = dims[i];
-    *used += 1 + (nd > 0 ? nd : 0);
-}
-
 /* record_shapes: self (when an array method) then positional arguments, at
- * most OPPROF_MAX_SHAPE_ARGS (more flag the event as truncated), built on
- * the stack and handed to the core whole. */
-static void np_capture_shapes(opprof_thread *t, PyObject *self, PyObject *const *args, Py_ssize_t n,
-                              int strings)
+ * most max_args (more flag the event as truncated), built on the stack and
+ * handed to the core whole.  ndarrays, the common case, are written here,
+ * inline; other arguments and calls with keywords to place go out of line
+ * (numpy_args.c). */
+static inline void np_capture_shapes(opprof_thread *t, PyObject *self, PyObject *const *args,
+                                     Py_ssize_t n, PyObject *kwnames, PyObject *kwdict,
+                                     PyObject *params, int strings, int max_args)
 {
+    if (__builtin_expect(params != NULL, 0) &&
+        ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || kwdict != NULL)) {
+        np_args_capture_keywords(t, self, args, n, kwnames, kwdict, params, strings, max_args);
+        return;
+    }
     int64_t w[OPPROF_SHAPE_ENTRY_WORDS];
     int32_t used = 1;
     uint16_t flags = 0;
     Py_ssize_t count = n + (self != NULL);
     if (count == 0)
         return;
-    if (count > OPPROF_MAX_SHAPE_ARGS) {
-        count = OPPROF_MAX_SHAPE_ARGS;
+    if (count > max_args) {
+        count = max_args;
         flags |= OPPROF_FLAG_TRUNCATED;
     }
     w[0] = count;
-    Py_ssize_t i = 0;
-    if (self != NULL) {
-        np_shape_put(w, &used, &flags, self, 0);
-        i = 1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *o = self == NULL ? args[i] : i == 0 ? self : args[i - 1];
+        if (__builtin_expect(PyArray_Check(o), 1)) {
+            PyArrayObject *a = (PyArrayObject *)o;
+            int nd = PyArray_NDIM(a);
+            if (__builtin_expect(nd > OPPROF_MAX_SHAPE_DIMS, 0)) {
+                nd = OPPROF_MAX_SHAPE_DIMS;
+                flags |= OPPROF_FLAG_TRUNCATED;
+            }
+            int64_t *p = &w[used];
+            p[0] = (int64_t)(uint32_t)nd | ((int64_t)PyArray_TYPE(a) << 32);
+            const npy_intp *dims = PyArray_DIMS(a);
+            for (int d = 0; d < nd; d++)
+                p[1 + d] = dims[d];
+            used += 1 + nd;
+        } else {
+            used += np_put_other(&w[used], &flags, o, strings && (self == NULL || i > 0));
+        }
     }
-    for (; i < count; i++)
-        np_shape_put(w, &used, &flags, args[i - (self != NULL)], strings);
     opprof_op_shapes(t, w, used, flags);
 }
 
 /* Called only when `active` has a NP_CAPTURE_OPTS bit. */
 static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t active, PyObject *self,
-                                                 PyObject *const *args, Py_ssize_t n, int strings)
+                                                 PyObject *const *args, Py_ssize_t n,
+                                                 PyObject *kwnames, PyObject *kwdict,
+                                                 PyObject *params, int strings, int max_args)
 {
     if (active & OPPROF_OPT_RECORD_SHAPES)
-        np_capture_shapes(t, self, args, n, strings);
+        np_capture_shapes(t, self, args, n, kwnames, kwdict, params, strings, max_args);
     if (active & OPPROF_OPT_WITH_STACK)
         opprof_op_capture_stack(t);
 }
@@ -151,8 +105,10 @@ typedef struct np_call {
     vectorcallfunc orig;
     uint32_t name;
     uint32_t ufunc_methods[OPPROF_NP_UFUNC_METHODS];
+    PyObject *params; /* parameter names for keywords, NULL: keywords not recorded */
     uint8_t state;
-    uint8_t strings; /* record str arguments (opprof_numpy_record_strings) */
+    uint8_t strings;  /* record str arguments (opprof_numpy_set_params) */
+    uint8_t max_args; /* arguments recorded at most */
 } np_call;
 
 static np_call g_calls[OPPROF_NP_TABLE];
@@ -207,7 +163,8 @@ static PyObject *np_call_tramp(PyObject *callable, PyObject *const *args, size_t
         return c->orig(callable, args, nargsf, kwnames);
     if (opprof_hot_begin_recording(t, active, c->name, OPPROF_KIND_NUMPY) == 0 &&
         __builtin_expect(active & NP_CAPTURE_OPTS, 0))
-        np_capture(t, active, NULL, args, PyVectorcall_NARGS(nargsf), c->strings);
+        np_capture(t, active, NULL, args, PyVectorcall_NARGS(nargsf), kwnames, NULL, c->params,
+                   c->strings, c->max_args);
     PyObject *r = c->orig(callable, args, nargsf, kwnames);
     opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
@@ -229,7 +186,9 @@ typedef struct np_slot {
     PyMethodDef *def;
     void *orig; /* the original ml_meth */
     uint32_t name;
-    uint8_t state; /* NP_FREE / NP_OURS / NP_FOREIGN */
+    PyObject *params; /* as np_call's */
+    uint8_t state;    /* NP_FREE / NP_OURS / NP_FOREIGN */
+    uint8_t max_args; /* as np_call's */
     uint8_t conv;
     uint8_t self_kind;
     uint8_t method_index;
@@ -248,14 +207,16 @@ static inline uint32_t np_slot_name(const np_slot *s, PyObject *self)
 }
 
 static inline opprof_thread *np_method_begin(uint32_t active, const np_slot *s, PyObject *self,
-                                             PyObject *const *args, Py_ssize_t n)
+                                             PyObject *const *args, Py_ssize_t n, PyObject *kwnames,
+                                             PyObject *kwdict)
 {
     opprof_thread *t = opprof_hot_thread();
     if (t == NULL)
         return NULL;
     if (opprof_hot_begin_recording(t, active, np_slot_name(s, self), OPPROF_KIND_NUMPY) == 0 &&
         __builtin_expect(active & NP_CAPTURE_OPTS, 0))
-        np_capture(t, active, s->self_kind == OPPROF_NP_SELF_ARRAY ? self : NULL, args, n, 0);
+        np_capture(t, active, s->self_kind == OPPROF_NP_SELF_ARRAY ? self : NULL, args, n, kwnames,
+                   kwdict, s->params, 0, s->max_args);
     return t;
 }
 
@@ -270,7 +231,7 @@ np_run_fastkw(const np_slot *s, PyObject *self, PyObject *const *a, Py_ssize_t n
     fastkw_fn orig = (fastkw_fn)s->orig;
     uint32_t active = np_active();
     opprof_thread *t;
-    if (!active || (t = np_method_begin(active, s, self, a, n)) == NULL)
+    if (!active || (t = np_method_begin(active, s, self, a, n, k, NULL)) == NULL)
         return orig(self, a, n, k);
     PyObject *r = orig(self, a, n, k);
     opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
@@ -283,7 +244,7 @@ static __attribute__((noinline)) PyObject *np_run_fast(const np_slot *s, PyObjec
     fast_fn orig = (fast_fn)s->orig;
     uint32_t active = np_active();
     opprof_thread *t;
-    if (!active || (t = np_method_begin(active, s, self, a, n)) == NULL)
+    if (!active || (t = np_method_begin(active, s, self, a, n, NULL, NULL)) == NULL)
         return orig(self, a, n);
     PyObject *r = orig(self, a, n);
     opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
@@ -297,7 +258,7 @@ static __attribute__((noinline)) PyObject *np_run_kw(const np_slot *s, PyObject 
     uint32_t active = np_active();
     opprof_thread *t;
     if (!active || (t = np_method_begin(active, s, self, &PyTuple_GET_ITEM(a, 0),
-                                        PyTuple_GET_SIZE(a))) == NULL)
+                                        PyTuple_GET_SIZE(a), NULL, k)) == NULL)
         return orig(self, a, k);
     PyObject *r = orig(self, a, k);
     opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
@@ -314,11 +275,12 @@ static __attribute__((noinline)) PyObject *np_run_plain(const np_slot *s, PyObje
     if (!active)
         return orig(self, a);
     if (s->conv == CONV_VARARGS)
-        t = np_method_begin(active, s, self, &PyTuple_GET_ITEM(a, 0), PyTuple_GET_SIZE(a));
+        t = np_method_begin(active, s, self, &PyTuple_GET_ITEM(a, 0), PyTuple_GET_SIZE(a), NULL,
+                            NULL);
     else if (s->conv == CONV_O)
-        t = np_method_begin(active, s, self, &a, 1);
+        t = np_method_begin(active, s, self, &a, 1, NULL, NULL);
     else
-        t = np_method_begin(active, s, self, NULL, 0);
+        t = np_method_begin(active, s, self, NULL, 0, NULL, NULL);
     if (t == NULL)
         return orig(self, a);
     PyObject *r = orig(self, a);
@@ -481,9 +443,9 @@ static Py_hash_t np_cfunc_hash(PyObject *obj)
 
 static int np_import_numpy(void)
 {
-    if (PyArray_API != NULL)
+    if (PyArray_API != NULL && np_args_ready() == 0)
         return 0;
-    if (_import_array() < 0) {
+    if (_import_array() < 0 || np_args_ready() < 0) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
         PyObject *s = value ? PyObject_Str(value) : NULL;
@@ -597,6 +559,7 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         for (int k = 0; k < OPPROF_NP_UFUNC_METHODS; k++)
             c->ufunc_methods[k] = ufunc_method_names[i * OPPROF_NP_UFUNC_METHODS + k];
         c->state = NP_OURS;
+        c->max_args = OPPROF_NP_DEFAULT_ARGS;
         g_n_calls++;
     }
     for (int64_t j = 0; j < n_methods; j++) {
@@ -623,6 +586,7 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         s->self_kind = method_self[j];
         s->method_index = method_index[j];
         s->state = NP_OURS;
+        s->max_args = OPPROF_NP_DEFAULT_ARGS;
         *np_def_entry(def) = s;
         g_n_methods++;
     }
@@ -670,15 +634,28 @@ int opprof_numpy_uninstall(int64_t *foreign)
     return rc;
 }
 
-int opprof_numpy_record_strings(intptr_t call)
+int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings, int max_args)
 {
     PyGILState_STATE g = PyGILState_Ensure();
-    np_call *c = np_lookup((PyObject *)call);
+    PyObject *p = (PyObject *)params;
+    np_call *c = np_lookup((PyObject *)obj);
+    PyMethodDef *def = c == NULL ? np_def_of((PyObject *)obj) : NULL;
+    np_slot *s = def != NULL ? *np_def_entry(def) : NULL;
     int rc = OPPROF_OK;
-    if (c == NULL || c->state != NP_OURS)
-        rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not hooked", (void *)call);
-    else
-        c->strings = 1;
+    if (p != NULL && !PyTuple_CheckExact(p))
+        rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: parameter names must be a tuple");
+    else if (max_args < 1 || max_args > OPPROF_MAX_SHAPE_ARGS)
+        rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: max_args %d is not in 1..%d", max_args,
+                         OPPROF_MAX_SHAPE_ARGS);
+    else if (c != NULL && c->state == NP_OURS) {
+        c->params = p;
+        c->strings = (uint8_t)(strings != 0);
+        c->max_args = (uint8_t)max_args;
+    } else if (s != NULL && s->state == NP_OURS && !strings) {
+        s->params = p;
+        s->max_args = (uint8_t)max_args;
+    } else
+        rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not hooked", (void *)obj);
     PyGILState_Release(g);
     return rc;
 }

@@ -19,7 +19,7 @@ enum {
     OPPROF_NP_SELF_UFUNC = 2  /* ufunc method: the name comes from the ufunc (self) */
 };
 enum {
-    /* A str argument of a call marked with opprof_numpy_record_strings is
+    /* A str argument of a call marked by opprof_numpy_set_params is
      * recorded as a 0-d shape whose type number is OPPROF_NP_STR_TYPE + k,
      * k indexing opprof_numpy_string_get (einsum subscripts, for FLOPs). */
     OPPROF_NP_STR_TYPE = 1000000
@@ -50,10 +50,17 @@ int opprof_numpy_install(const intptr_t *calls, const uint32_t *call_names,
  * us is left alone, its trampoline kept working, and counted in *foreign. */
 int opprof_numpy_uninstall(int64_t *foreign);
 
-/* Record str positional arguments of this hooked call object (see
- * OPPROF_NP_STR_TYPE).  Strings are kept for the life of the process, at most
- * 4096 distinct ones; beyond, str arguments record as non-arrays. */
-int opprof_numpy_record_strings(intptr_t call);
+/* What the hook of `obj` (a hooked call object, or a method whose
+ * PyMethodDef is hooked) records besides positional arguments: keyword
+ * arguments named in `params` (id of a tuple of str, the parameter names in
+ * positional order; 0: none) land at their index; `strings` (call objects
+ * only) records str arguments (see OPPROF_NP_STR_TYPE); at most `max_args`
+ * arguments in all (1..8; 4 unless set here: the operands, not the options
+ * no formula reads, so a call with seven arguments records four).  The caller keeps
+ * `params` alive while hooked.  Strings are kept for the life of the
+ * process, at most 4096 distinct ones; beyond, str arguments record as
+ * unknown. */
+int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings, int max_args);
 const char *opprof_numpy_string_get(uint32_t k); /* NULL for an unknown k */
 
 int opprof_numpy_installed(void);

@@ -90,9 +90,9 @@ uint32_t opprof_name_count(void);
 
 /* Input shapes (record_shapes): interned at drain time, ids stable until the
  * next opprof_start.  id 0 means "none recorded". */
-const char *opprof_shape_get(uint32_t id); /* "[[64, 32], [32, 16], []]": [] = not an array */
+const char *opprof_shape_get(uint32_t id); /* "[[64, 32], [32, 16], []]": [] = 0-d, null = none */
 const char *opprof_shape_dtypes_get(
-    uint32_t id); /* "float64,float64,": one per argument, empty = not an array */
+    uint32_t id); /* "float64;Scalar=2;": one per argument, empty = not an operand */
 uint32_t opprof_shape_count(void);
 
 /* Python call sites (with_stack): one text per id, frames joined by "\n",

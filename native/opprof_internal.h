@@ -22,7 +22,7 @@
 #include "opprof.h"
 
 #define OPPROF_MAX_DEPTH 256    /* open events per thread; deeper ones are counted as dropped */
-#define OPPROF_MAX_SHAPE_ARGS 4 /* array arguments recorded per op */
+#define OPPROF_MAX_SHAPE_ARGS 8 /* arguments recorded per op (einsum's sublist form) */
 #define OPPROF_MAX_SHAPE_DIMS 6 /* dimensions recorded per argument */
 #define OPPROF_MAX_STACK 8      /* Python frames recorded per op with_stack */
 
@@ -59,7 +59,7 @@ int opprof_op_begin(opprof_thread *t, uint32_t name_id, uint16_t kind);
 void opprof_op_end(opprof_thread *t, uint16_t flags);
 
 /* record_shapes: add one argument to the innermost open event.  ndim < 0
- * records a non-array argument ("[]").  type_num is numpy's NPY_TYPES value
+ * records a non-array argument (null).  type_num is numpy's NPY_TYPES value
  * (-1 when unknown).  Bounded by OPPROF_MAX_SHAPE_ARGS/DIMS; beyond, the
  * event is flagged OPPROF_FLAG_TRUNCATED.  Copies dims into the thread's shape
  * arena; interning into text happens at drain. */
@@ -68,10 +68,10 @@ void opprof_op_shape_arg(opprof_thread *t, int ndim, const int64_t *dims, int ty
 /* record_shapes, a whole entry at once (what the numpy hooks use): entry[0]
  * is the argument count, then per argument one (ndim | type_num << 32) word
  * (ndim -1: not an array) followed by its dims, as opprof_op_shape_arg
- * builds it; `words` in all, at most OPPROF_SHAPE_ENTRY_WORDS.  An entry
+ * builds it, or one of numpy_args.h's other argument forms; `words` in all, at most OPPROF_SHAPE_ENTRY_WORDS.  An entry
  * equal to the thread's previous one shares its ref: no arena write, and
  * the drain resolves the ref once.  flags are OR-ed into the event's. */
-#define OPPROF_SHAPE_ENTRY_WORDS (1 + OPPROF_MAX_SHAPE_ARGS * (1 + OPPROF_MAX_SHAPE_DIMS))
+#define OPPROF_SHAPE_ENTRY_WORDS (1 + OPPROF_MAX_SHAPE_ARGS * (2 + OPPROF_MAX_SHAPE_DIMS))
 void opprof_op_shapes(opprof_thread *t, const int64_t *entry, int32_t words, uint16_t flags);
 
 /* with_stack: record the current Python call site (up to OPPROF_MAX_STACK

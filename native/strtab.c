@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "opprof_internal.h"
+#include "numpy_args.h"
 #include "strtab.h"
 
 /* ---- byte-keyed hash map ------------------------------------------------- */
@@ -265,14 +266,51 @@ static const char *dtype_name(int type_num)
     return NULL;
 }
 
+/* One argument of an entry (layout: numpy_args.h): its shape as JSON (null
+ * when it has none) and its dtype text ("" not an operand, "unknown", or
+ * torch's concrete-argument form "Scalar=2048" / "ScalarList=[0, 1]"). */
+static void shape_arg_text(sbuf *s, sbuf *d, const int64_t *w)
+{
+    int32_t nd = (int32_t)(uint32_t)(w[0] & 0xffffffff);
+    int type_num = (int)(w[0] >> 32);
+    if (nd == OPPROF_ND_NONE || nd == OPPROF_ND_UNKNOWN || nd < OPPROF_ND_VALUE) {
+        sb_printf(s, "null");
+        sb_printf(d, "%s", nd == OPPROF_ND_NONE ? "" : "unknown");
+        return;
+    }
+    if (nd == OPPROF_ND_VALUE && w[1] < 0) {
+        sb_printf(s, "[]");
+        if (type_num == 0) /* NPY_BOOL: torch's spelling of a concrete bool */
+            sb_printf(d, "Scalar=%s", w[2] ? "True" : "False");
+        else
+            sb_printf(d, "Scalar=%lld", (long long)w[2]);
+        return;
+    }
+    if (nd == OPPROF_ND_VALUE) {
+        sb_printf(s, "[%lld]", (long long)w[1]);
+        sb_printf(d, "ScalarList=[");
+        for (int64_t i = 0; i < w[1]; i++)
+            sb_printf(d, i ? ", %lld" : "%lld", (long long)w[2 + i]);
+        sb_printf(d, "]");
+        return;
+    }
+    sb_printf(s, "[");
+    for (int32_t i = 0; i < nd; i++)
+        sb_printf(s, i ? ", %lld" : "%lld", (long long)w[1 + i]);
+    sb_printf(s, "]");
+    const char *dn = dtype_name(type_num);
+    if (dn)
+        sb_printf(d, "%s", dn);
+    else
+        sb_printf(d, "type%d", type_num);
+}
+
 uint32_t opprof_strtab_shape(const int64_t *hdr)
 {
     int64_t nargs = hdr[0];
     const int64_t *w = hdr + 1;
-    for (int64_t a = 0; a < nargs; a++) {
-        int32_t nd = (int32_t)(uint32_t)(w[0] & 0xffffffff);
-        w += 1 + (nd > 0 ? nd : 0);
-    }
+    for (int64_t a = 0; a < nargs; a++)
+        w += opprof_shape_arg_words(w);
     size_t len = (size_t)((const char *)w - (const char *)hdr);
     uint64_t h = words_hash(hdr, (size_t)(w - hdr));
     uint32_t id;
@@ -282,18 +320,12 @@ uint32_t opprof_strtab_shape(const int64_t *hdr)
     sb_printf(&s, "[");
     w = hdr + 1;
     for (int64_t a = 0; a < nargs; a++) {
-        int32_t nd = (int32_t)(uint32_t)(w[0] & 0xffffffff);
-        int type_num = (int)(w[0] >> 32);
-        sb_printf(&s, a ? ", [" : "[");
-        for (int32_t i = 0; i < nd; i++)
-            sb_printf(&s, i ? ", %lld" : "%lld", (long long)w[1 + i]);
-        sb_printf(&s, "]");
-        const char *dn = nd < 0 ? "" : dtype_name(type_num);
-        if (dn)
-            sb_printf(&d, a ? ",%s" : "%s", dn);
-        else
-            sb_printf(&d, a ? ",type%d" : "type%d", type_num);
-        w += 1 + (nd > 0 ? nd : 0);
+        if (a) {
+            sb_printf(&s, ", ");
+            sb_printf(&d, ";"); /* not ",": a ScalarList text holds commas */
+        }
+        shape_arg_text(&s, &d, w);
+        w += opprof_shape_arg_words(w);
     }
     sb_printf(&s, "]");
     if (!d.p)

@@ -161,11 +161,11 @@ def drain() -> Records:
         events = events[: written[0]]
     n_shapes = int(lib.opprof_shape_count())
     # One JSON document for all shape texts: a json.loads per text costs 3x more.
-    shapes: list[list[list[int]]] = json.loads(
+    shapes: list[list[list[int] | None]] = json.loads(
         "[" + ",".join(["[]", *(_text(lib.opprof_shape_get(i)) for i in range(1, n_shapes))]) + "]"
     )
     dtypes: list[list[str]] = [[]]
-    dtypes += [_text(lib.opprof_shape_dtypes_get(i)).split(",") for i in range(1, n_shapes)]
+    dtypes += [_text(lib.opprof_shape_dtypes_get(i)).split(";") for i in range(1, n_shapes)]
     stacks: list[list[str]] = [[]]
     for i in range(1, int(lib.opprof_stack_count())):
         stacks.append(_user_frames(_text(lib.opprof_stack_get(i)).split("\n")))
@@ -386,9 +386,24 @@ def numpy_uninstall() -> int:
     return int(foreign[0])
 
 
-def numpy_record_strings(call: int) -> None:
-    """Record str arguments of the hooked call object ``call`` (an id), e.g. einsum subscripts."""
-    check(lib.opprof_numpy_record_strings(call))
+NUMPY_MAX_ARGS = 8  # OPPROF_MAX_SHAPE_ARGS: arguments a numpy hook can record
+NUMPY_DEFAULT_ARGS = 4  # what it records unless numpy_set_params says more
+
+
+def numpy_set_params(
+    obj: int, params: tuple[str, ...] | None, strings: bool, max_args: int = NUMPY_DEFAULT_ARGS
+) -> None:
+    """What the hook of ``obj`` (an id) records besides positional arguments.
+
+    Keyword arguments named in ``params`` (parameter names in positional order)
+    are recorded at their index; ``strings`` records str arguments (einsum
+    subscripts); at most ``max_args`` arguments (1..8).  The caller keeps
+    ``params`` alive while hooked."""
+    check(
+        lib.opprof_numpy_set_params(
+            obj, 0 if params is None else id(params), int(strings), max_args
+        )
+    )
 
 
 def numpy_string(dtype: str) -> str | None:

@@ -30,7 +30,7 @@ class Ev:
 def records_from(roots: list[Ev], *, known_parents: bool = True) -> Records:
     """Records for ``roots`` and their subtrees; parents are ids, or -2 when not known."""
     names: list[str] = []
-    shapes: list[list[list[int]]] = [[]]
+    shapes: list[list[list[int] | None]] = [[]]
     stacks: list[list[str]] = [[]]
     rows: list[tuple[Ev, int, int, int]] = []  # event, id, parent id, depth
 

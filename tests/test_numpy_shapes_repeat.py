@@ -62,8 +62,9 @@ def test_truncated_flag_stays_per_event_when_shapes_repeat() -> None:
     m = np.ones((2, 2))
 
     def run() -> None:
-        np.einsum("ij,jk,kl,lm->im", m, m, m, m)  # 5 positional arguments: past the 4 kept
-        np.einsum("ij,jk,kl,lm->im", m, m, m, m)
+        # 9 positional arguments: past the 8 kept
+        np.einsum("ab,bc,cd,de,ef,fg,gh,hi->ai", m, m, m, m, m, m, m, m)
+        np.einsum("ab,bc,cd,de,ef,fg,gh,hi->ai", m, m, m, m, m, m, m, m)
         np.einsum("ij,jk->ik", m, m)
 
     recs = _record(run)
@@ -72,7 +73,7 @@ def test_truncated_flag_stays_per_event_when_shapes_repeat() -> None:
     rows = rows[np.argsort(rows["start_ns"], kind="stable")]
     truncated = [bool(f & FLAG_TRUNCATED) for f in rows["flags"]]
     assert truncated == [True, True, False]
-    assert [len(recs.shapes[int(s)]) for s in rows["shape"]] == [4, 4, 3]
+    assert [len(recs.shapes[int(s)]) for s in rows["shape"]] == [8, 8, 3]
 
 
 def test_threads_repeating_different_shapes_each_keep_their_own() -> None:

@@ -57,7 +57,7 @@ class Records:
 
     events: np.ndarray
     names: list[str]
-    shapes: list[list[list[int]]] = field(default_factory=lambda: [[]])
+    shapes: list[list[list[int] | None]] = field(default_factory=lambda: [[]])
     dtypes: list[list[str]] = field(default_factory=lambda: [[]])
     stacks: list[list[str]] = field(default_factory=lambda: [[]])
     dropped: int = 0

@@ -2,8 +2,14 @@
 
 ``flops_for(name, shapes, dtypes)`` is called once per distinct (op, input
 shapes) pair, never per event.  Unknown ops count 0.  ``shapes`` are the
-recorded positional arguments (``[]`` for a non-array, which counts as a
-scalar); formulas are rounded down to integers; a multiply-add counts 2.
+recorded arguments in positional order, keyword arguments at their
+parameter's index, each the shape numpy works on (``[]`` for a scalar, the
+shape ``np.asarray`` gives a list); ``None`` where there is none (an absent
+option, ``None``, or an operand whose shape was not worked out: dtype
+``"unknown"``), and a formula that needs such a shape counts 0, never a
+guess.  Python ints are recorded by value in the dtype text, torch's way
+(``"Scalar=2048"``, ``"ScalarList=[0, 1]"``): the options below read them.
+Formulas are rounded down to integers; a multiply-add counts 2.
 Names below drop the leading ``numpy.``.
 
 | op | FLOPs |
@@ -22,23 +28,26 @@ Names below drop the leading ``numpy.``.
 | `linalg.det`, `linalg.slogdet` | 2n^3/3 (LU) |
 | `linalg.cholesky` | n^3/3 |
 | `linalg.qr` (m x n) | 2mn^2 - 2n^3/3, n = min, m = max (Householder) |
-| `linalg.svd` (m x n) | 4m^2n + 8mn^2 + 9n^3, n = min, m = max (Golub-Van Loan, U and V) |
+| `linalg.svd` (m x n) | 4m^2n + 8mn^2 + 9n^3, n = min, m = max (Golub-Van Loan, U and V) (5) |
 | `linalg.svdvals` | 4mn^2 - 4n^3/3 |
 | `linalg.eig` / `linalg.eigvals` | 25n^3 / 10n^3 |
 | `linalg.eigh` / `linalg.eigvalsh` | 9n^3 / 4n^3/3 |
 | `linalg.lstsq` (A: m x n) | 4mn^2 + 8n^3, n = min, m = max (SVD least squares) |
-| `fft.fft`, `fft.ifft` | 5*N*log2(N) per transform, N = last axis |
-| `fft.fft2`, `fft.ifft2`, `fft.fftn`, `fft.ifftn` | the same, N = last 2 / all axes |
-| `fft.rfft`, `irfft`, `hfft`, `ihfft`, `rfft2`, `irfft2`, `rfftn`, `irfftn` | half of the above |
+| `fft.fft`, `fft.ifft` | 5*N*log2(N) per transform, N = `n` or the `axis` length (last) |
+| `fft.fft2`, `fft.ifft2`, `fft.fftn`, `fft.ifftn` | the same, N = prod(`s` or `axes` lengths) |
+| `fft.rfft`, `irfft`, `hfft`, `ihfft`, `rfft2`, `irfft2`, `rfftn`, `irfftn` | half that (7) |
 | arithmetic ufuncs (`add`, `multiply`, `exp`, `maximum`, ...) | one per output element (3) |
 | `<arithmetic ufunc>.reduce`, `.accumulate`, `.reduceat` | one per input element |
+| `<arithmetic ufunc>.at(a, indices, b)` | size(indices) * prod(a.shape[1:]) (4) |
+| `convolve`, `correlate` (n >= m) | 2 * products: n*m (full), m(n-m+1) (valid) (6) |
 
 linalg formulas are per matrix and multiply by the stack size for stacked input.
 (1) numpy's default ``axes=2``; an ``axes`` argument is not recorded.
 (2) what ``einsum`` runs without ``optimize``: numpy's own cost of that single
 contraction (``einsum_path(..., optimize=False)`` prints it plus 1 as its
 "Optimized FLOP count").  The subscripts are recorded natively as a string
-argument, so this needs ``dtypes``.
+argument, or as int sublists (``einsum(a, [0, 1], b, [1, 2], [0, 2])``), so
+this needs ``dtypes``.
 (3) inputs broadcast; an ``out`` operand (in-place ``a += b``) is not an input.
 Composite ops whose work runs through other captured numpy ops (``outer`` ->
 ``multiply``, ``tensordot`` -> ``dot``) carry their formula too, on their own
@@ -46,14 +55,24 @@ rows; totals count each unit of work once ("innermost wins": an event's FLOPs
 count toward a total only when none of its descendants carries FLOPs, see
 ``FunctionEventAvg.self_flops``).  ``ndarray.sum`` and friends carry none
 (their ``add.reduce`` child does).
+(4) a tuple of index arrays is recorded like a 2-d index list, so it counts
+as a fancy index on the first axis.
+(5) ``full_matrices=False``: 14mn^2 + 8n^3; ``compute_uv=False``: as ``svdvals``.
+(6) ``same``: the full count less the products of the trimmed ends.  The
+default ``axes`` of ``fft2`` are the last 2, of ``fftn`` all (or as many as ``s``).
+(7) ``irfft`` and ``hfft`` transform numpy's output length, ``n`` or 2(m-1).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import NoReturn, overload
+
+from pytest_opprof.flops.aten import concrete
 
 Shapes = Sequence[Sequence[int]]
+RecordedShapes = Sequence[Sequence[int] | None]
 
 # dtype text of a string argument recorded natively (see numpy_hooks.h OPPROF_NP_STR_TYPE);
 # resolved through _native lazily so this module stays importable without the build.
@@ -186,18 +205,111 @@ def _solve(shapes: Shapes) -> int:
     return batch * (2 * n**3 // 3 + 2 * n * n * k)
 
 
-def _fft(axes: int | None, scale: float) -> Callable[[Shapes], int]:
-    """5·N·log2 N per transform over the last ``axes`` axes (None: all), times ``scale``."""
+def _option(dtypes: Sequence[str], index: int, default: object) -> object:
+    """The recorded value of argument ``index`` (``default`` when absent or None)."""
+    if index >= len(dtypes) or dtypes[index] == "":
+        return default
+    return concrete(dtypes[index])  # ValueError for one that is not a recorded int
 
-    def count(shapes: Shapes) -> int:
-        shape = shapes[0]
-        k = len(shape) if axes is None else min(axes, len(shape))
-        n = _size(shape[len(shape) - k :])
-        if n <= 1:
-            return 0
-        return int(scale * 5 * n * math.log2(n) * _size(shape[: len(shape) - k]))
+
+def _ints(value: object) -> list[int]:
+    items: list[object] = value if isinstance(value, list) else [value]
+    ints = [v for v in items if isinstance(v, int)]
+    if len(ints) != len(items):
+        raise TypeError(f"not ints: {value!r}")
+    return ints
+
+
+def _fft1(scale: float, hermitian_out: bool = False) -> Callable[[Shapes, Sequence[str]], int]:
+    """``fft(a, n=None, axis=-1, ...)``: 5·N·log2 N per transform, times ``scale``;
+    ``hermitian_out`` (irfft, hfft): N defaults to numpy's output length 2(m-1)."""
+
+    def count(shapes: Shapes, dtypes: Sequence[str]) -> int:
+        shape = list(shapes[0])
+        (axis,) = _ints(_option(dtypes, 2, -1))
+        length = shape[axis]
+        (n,) = _ints(_option(dtypes, 1, 2 * (length - 1) if hermitian_out else length))
+        batch = _size(shape) // length if length else 0
+        return int(scale * 5 * n * math.log2(n) * batch) if n > 1 else 0
 
     return count
+
+
+def _fftn(default_axes: int | None, scale: float) -> Callable[[Shapes, Sequence[str]], int]:
+    """``fftn(a, s=None, axes=None, ...)``: as ``_fft1`` over ``axes`` (default: the last
+    ``default_axes``, None: all, or as many as ``s`` has)."""
+
+    def count(shapes: Shapes, dtypes: Sequence[str]) -> int:
+        shape = list(shapes[0])
+        s = _option(dtypes, 1, None)
+        axes = _option(dtypes, 2, None)
+        if axes is not None:
+            ax = _ints(axes)
+        else:
+            k = len(_ints(s)) if s is not None else default_axes
+            k = len(shape) if k is None else min(k, len(shape))
+            ax = list(range(len(shape) - k, len(shape)))
+        lengths = _ints(s) if s is not None else [shape[a] for a in ax]
+        n = _size(lengths)
+        over = _size([shape[a] for a in ax])
+        if n <= 1 or over == 0:
+            return 0
+        return int(scale * 5 * n * math.log2(n) * (_size(shape) // over))
+
+    return count
+
+
+def _svd(shapes: Shapes, dtypes: Sequence[str]) -> int:
+    """``svd(a, full_matrices=True, compute_uv=True)``: Golub-Van Loan's counts."""
+    a = shapes[0]
+    m, n = max(a[-2], a[-1]), min(a[-2], a[-1])
+    if not _option(dtypes, 2, True):
+        per = 4 * m * n * n - 4 * n**3 // 3
+    elif not _option(dtypes, 1, True):
+        per = 14 * m * n * n + 8 * n**3
+    else:
+        per = 4 * m * m * n + 8 * m * n * n + 9 * n**3
+    return _size(a[:-2]) * per
+
+
+def _correlate(default_mode: str) -> Callable[[Shapes, Sequence[str]], int]:
+    """``convolve(a, v, mode)`` / ``correlate``: 2 per product of the mode's output."""
+
+    def count(shapes: Shapes, dtypes: Sequence[str]) -> int:
+        mode = _recorded_string(dtypes[2]) if len(dtypes) > 2 and dtypes[2] else default_mode
+        if mode is None:
+            raise ValueError(f"convolve: mode not recorded ({dtypes[2]!r})")
+        n, m = _size(shapes[0]), _size(shapes[1])
+        n, m = max(n, m), min(n, m)
+        if m == 0:
+            return 0
+        if mode == "full":
+            products = n * m
+        elif mode == "valid":
+            products = m * (n - m + 1)
+        elif mode == "same":
+            left = (m - 1) // 2
+            right = m - 1 - left
+            products = n * m - left * (left + 1) // 2 - right * (right + 1) // 2
+        else:
+            raise ValueError(f"convolve: mode {mode!r}")
+        return 2 * products
+
+    return count
+
+
+_OPTION_FORMULAS: dict[str, Callable[[Shapes, Sequence[str]], int]] = {
+    "numpy.linalg.svd": _svd,
+    "numpy.convolve": _correlate("full"),
+    "numpy.correlate": _correlate("valid"),
+    **{f"numpy.fft.{op}": _fft1(1.0) for op in ("fft", "ifft")},
+    **{f"numpy.fft.{op}": _fft1(0.5) for op in ("rfft", "ihfft")},
+    **{f"numpy.fft.{op}": _fft1(0.5, hermitian_out=True) for op in ("irfft", "hfft")},
+    **{f"numpy.fft.{op}": _fftn(2, 1.0) for op in ("fft2", "ifft2")},
+    **{f"numpy.fft.{op}": _fftn(None, 1.0) for op in ("fftn", "ifftn")},
+    **{f"numpy.fft.{op}": _fftn(2, 0.5) for op in ("rfft2", "irfft2")},
+    **{f"numpy.fft.{op}": _fftn(None, 0.5) for op in ("rfftn", "irfftn")},
+}
 
 
 def _elementwise(shapes: Shapes, nin: int) -> int:
@@ -227,23 +339,8 @@ _FORMULAS: dict[str, Callable[[Shapes], int]] = {
     "numpy.linalg.eigh": _per_matrix(lambda n: 9 * n**3),
     "numpy.linalg.eigvalsh": _per_matrix(lambda n: 4 * n**3 // 3),
     "numpy.linalg.qr": _tall(lambda m, n: 2 * m * n * n - 2 * n**3 // 3),
-    "numpy.linalg.svd": _tall(lambda m, n: 4 * m * m * n + 8 * m * n * n + 9 * n**3),
     "numpy.linalg.svdvals": _tall(lambda m, n: 4 * m * n * n - 4 * n**3 // 3),
     "numpy.linalg.lstsq": _tall(lambda m, n: 4 * m * n * n + 8 * n**3),
-    "numpy.fft.fft": _fft(1, 1.0),
-    "numpy.fft.ifft": _fft(1, 1.0),
-    "numpy.fft.fft2": _fft(2, 1.0),
-    "numpy.fft.ifft2": _fft(2, 1.0),
-    "numpy.fft.fftn": _fft(None, 1.0),
-    "numpy.fft.ifftn": _fft(None, 1.0),
-    "numpy.fft.rfft": _fft(1, 0.5),
-    "numpy.fft.irfft": _fft(1, 0.5),
-    "numpy.fft.hfft": _fft(1, 0.5),
-    "numpy.fft.ihfft": _fft(1, 0.5),
-    "numpy.fft.rfft2": _fft(2, 0.5),
-    "numpy.fft.irfft2": _fft(2, 0.5),
-    "numpy.fft.rfftn": _fft(None, 0.5),
-    "numpy.fft.irfftn": _fft(None, 0.5),
 }
 
 _UNARY = frozenset(
@@ -265,6 +362,8 @@ def _ufunc_formula(name: str) -> Callable[[Shapes], int] | None:
         return lambda shapes: _size(shapes[0])
     if parts[2] == "outer":
         return _outer
+    if parts[2] == "at":
+        return lambda shapes: _size(shapes[1]) * _size(shapes[0][1:])
     return None
 
 
@@ -276,11 +375,49 @@ def _recorded_string(dtype: str) -> str | None:
     return _native.numpy_string(dtype)
 
 
+_SUBLIST_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
 def _einsum(shapes: Shapes, dtypes: Sequence[str]) -> int:
-    strings = [_recorded_string(d) for d in dtypes]
-    if not strings or strings[0] is None:
+    if not dtypes:
         return 0
-    return _einsum_naive(strings[0], shapes[1:])
+    subscripts = _recorded_string(dtypes[0])
+    if subscripts is not None:
+        return _einsum_naive(subscripts, shapes[1:])
+    # einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])
+    terms = ["".join(_SUBLIST_LETTERS[i] for i in _ints(concrete(d))) for d in dtypes[1::2]]
+    operands = shapes[0::2][: len(terms)]
+    text = ",".join(terms[: len(operands)])
+    if len(shapes) % 2:
+        text += "->" + "".join(_SUBLIST_LETTERS[i] for i in _ints(concrete(dtypes[-1])))
+    return _einsum_naive(text, operands)
+
+
+class _UnknownShape(Sequence[int]):
+    """What a formula gets for a recorded ``None``: any use raises ValueError,
+    so ``flops_for`` counts 0 rather than reading it as a scalar."""
+
+    def _unknown(self) -> NoReturn:
+        raise ValueError("this argument's shape is unknown")
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[int]: ...
+    def __getitem__(self, i: int | slice) -> int | Sequence[int]:
+        self._unknown()
+
+    def __len__(self) -> int:
+        self._unknown()
+
+    def __iter__(self) -> Iterator[int]:
+        self._unknown()
+
+    def __bool__(self) -> bool:
+        self._unknown()
+
+
+_UNKNOWN = _UnknownShape()
 
 
 def has_formula(name: str) -> bool:
@@ -289,16 +426,21 @@ def has_formula(name: str) -> bool:
         name.startswith("aten::")
         or name == "numpy.einsum"
         or name in _FORMULAS
+        or name in _OPTION_FORMULAS
         or _ufunc_formula(name) is not None
     )
 
 
-def flops_for(name: str, shapes: Shapes, dtypes: Sequence[str] = ()) -> int:
-    """FLOPs of one call of ``name`` on arguments of ``shapes`` (0 if unknown).
+def flops_for(name: str, recorded: RecordedShapes, dtypes: Sequence[str] = ()) -> int:
+    """FLOPs of one call of ``name`` on arguments of ``recorded`` shapes (0 if unknown).
 
-    ``dtypes`` are the recorded dtype texts, one per shape; einsum needs them
-    (its subscripts are recorded as a string argument)."""
+    ``dtypes`` are the recorded dtype texts, one per shape; einsum and the ops
+    with options read them (subscripts, ``n=``, ``axis=``, ``compute_uv=``)."""
+    shapes = [_UNKNOWN if s is None else s for s in recorded]
     try:
+        option_formula = _OPTION_FORMULAS.get(name)
+        if option_formula is not None:
+            return max(0, int(option_formula(shapes, dtypes)))
         if name.startswith("aten::"):
             # torch ops: a separate table, torch.utils.flop_counter's formulas.
             from pytest_opprof.flops.aten import aten_flops

@@ -64,7 +64,7 @@ class FunctionEventAvg:
         self.self_device_memory_usage: int = 0
         self.flops: int = 0
         self.self_flops: int = 0
-        self.input_shapes: list[list[int]] = []
+        self.input_shapes: list[list[int] | None] = []
         self.stack: list[str] = []
         self.is_top_level: bool = True
         self.use_device: str | None = None
@@ -351,7 +351,9 @@ def pair_flops_for(records: Records, name: str, shape_id: int) -> int:
         return 0  # most ops: no need to look at their shapes
     shapes = records.shapes[shape_id]
     return _flops_memo(
-        name, tuple(tuple(s) for s in shapes), tuple(shape_dtypes(records, shape_id))
+        name,
+        tuple(None if s is None else tuple(s) for s in shapes),
+        tuple(shape_dtypes(records, shape_id)),
     )
 
 
@@ -359,7 +361,9 @@ _has_formula = functools.lru_cache(maxsize=1 << 12)(has_formula)
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _flops_memo(name: str, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ...]) -> int:
+def _flops_memo(
+    name: str, shapes: tuple[tuple[int, ...] | None, ...], dtypes: tuple[str, ...]
+) -> int:
     # The same (op, shapes, dtypes) recur from test to test and round to round;
     # einsum's recorded subscripts are process-lifetime ids, so a key means one count.
     return flops_for(name, shapes, dtypes)

@@ -103,7 +103,7 @@ class FunctionEvent:
         self_cpu_memory_usage: int = 0,
         flops: int = 0,
         self_flops: int | None = None,
-        input_shapes: list[list[int]] | None = None,
+        input_shapes: list[list[int] | None] | None = None,
         input_dtypes: list[str] | None = None,
         stack: list[str] | None = None,
         is_exception: bool = False,
@@ -130,7 +130,7 @@ class FunctionEvent:
         self.self_device_memory_usage = 0
         self.flops = flops
         self.self_flops = flops if self_flops is None else self_flops
-        self.input_shapes: list[list[int]] = input_shapes if input_shapes is not None else []
+        self.input_shapes: list[list[int] | None] = input_shapes if input_shapes is not None else []
         self.input_dtypes: list[str] = input_dtypes if input_dtypes is not None else []
         self.stack: list[str] = stack if stack is not None else []
         self.is_exception = is_exception

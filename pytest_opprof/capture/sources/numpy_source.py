@@ -21,13 +21,15 @@ and profiles record scopes only.
 from __future__ import annotations
 
 import importlib
+import inspect
 import types
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_opprof import _native
+from pytest_opprof.flops.numpy_ops import has_formula
 
 NAMESPACES = (
     "numpy",
@@ -42,8 +44,17 @@ NAMESPACES = (
 UFUNC_METHODS = ("reduce", "accumulate", "reduceat", "outer", "at")
 SELF_NONE, SELF_ARRAY, SELF_UFUNC = 0, 1, 2
 # Calls whose str arguments are recorded with the shapes: einsum's subscripts
-# decide its FLOPs (pytest_opprof.flops.numpy_ops).
-STRING_ARGUMENT_CALLS = frozenset({"numpy.einsum"})
+# and convolve's mode decide their FLOPs (pytest_opprof.flops.numpy_ops).
+STRING_ARGUMENT_CALLS = frozenset({"numpy.einsum", "numpy.convolve", "numpy.correlate"})
+# Calls that record up to 8 arguments: einsum(a, [0, 1], b, [1, 2], [0, 2]).
+MANY_ARGUMENT_CALLS = frozenset({"numpy.einsum"})
+# Keyword parameters of the ufunc methods, in positional order (numpy's C
+# signatures, which inspect cannot read): np.add.reduce(array=x) counts.
+UFUNC_METHOD_PARAMS = {
+    "reduce": ("array", "axis", "dtype", "out", "keepdims", "initial", "where"),
+    "accumulate": ("array", "axis", "dtype", "out"),
+    "reduceat": ("array", "indices", "axis", "dtype", "out"),
+}
 _C_MODULE = "numpy._core._multiarray_umath"
 
 
@@ -107,14 +118,72 @@ def build_hook_table() -> HookTable:
 
 @dataclass
 class PreparedHooks:
-    """A table resolved for the native install: its C arrays and einsum-like call ids.
+    """A table resolved for the native install: its C arrays and, per object id
+    whose hook records more than positional arguments, (keyword parameter
+    names, record strings).
 
     Interning and array building happen once per process: numpy's objects
-    (and so their ids) live as long as the process, and ``table`` keeps them."""
+    (and so their ids) live as long as the process, and ``table`` keeps them
+    (``params`` keeps the name tuples the hooks read)."""
 
     table: HookTable
     args: _native.NumpyHookArgs
-    string_calls: list[int]
+    params: dict[int, CallParams]
+
+
+def _positional_params(obj: Any) -> tuple[str, ...] | None:
+    """Names of ``obj``'s parameters that a caller can pass by keyword, in order."""
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    names = []
+    for p in sig.parameters.values():
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return tuple(names) or None
+
+
+class CallParams(NamedTuple):
+    """What one hook records besides its first positional arguments."""
+
+    names: tuple[str, ...] | None  # keyword parameters, in positional order
+    strings: bool  # str arguments (einsum subscripts, convolve's mode)
+    max_args: int  # arguments recorded at most
+
+
+def _call_params(table: HookTable) -> dict[int, CallParams]:
+    """Keyword recording for the calls with a FLOP formula: only they read options.
+
+    Hooks record 4 arguments by default (what numpy's operands need: a call
+    like ``umr_sum(a, axis, dtype, out, keepdims, initial, where)`` would
+    otherwise pay for options no formula reads); einsum's sublist form
+    (``a, [0, 1], b, [1, 2], [0, 2]``) and calls whose options lie further
+    are given more."""
+    import numpy as np
+
+    params: dict[int, CallParams] = {}
+    for obj, name in table.calls:
+        strings = name in STRING_ARGUMENT_CALLS
+        if name in MANY_ARGUMENT_CALLS:
+            params[id(obj)] = CallParams(None, strings, _native.NUMPY_MAX_ARGS)
+        elif not isinstance(obj, np.ufunc) and has_formula(name):
+            names = _positional_params(obj)
+            if names is not None or strings:
+                wanted = len(names) if names else 0
+                params[id(obj)] = CallParams(
+                    names,
+                    strings,
+                    min(max(_native.NUMPY_DEFAULT_ARGS, wanted), _native.NUMPY_MAX_ARGS),
+                )
+        elif strings:
+            params[id(obj)] = CallParams(None, True, _native.NUMPY_DEFAULT_ARGS)
+    for obj, _name, kind, index in table.methods:
+        if kind == SELF_UFUNC and UFUNC_METHODS[index] in UFUNC_METHOD_PARAMS:
+            names = UFUNC_METHOD_PARAMS[UFUNC_METHODS[index]]
+            params[id(obj)] = CallParams(names, False, _native.NUMPY_DEFAULT_ARGS)
+    return params
 
 
 def prepare(table: HookTable) -> PreparedHooks:
@@ -130,15 +199,14 @@ def prepare(table: HookTable) -> PreparedHooks:
         )
         calls.append((id(obj), _native.intern(name), per))
     methods = [(id(o), _native.intern(n), kind, i) for o, n, kind, i in table.methods]
-    strings = [id(obj) for obj, name in table.calls if name in STRING_ARGUMENT_CALLS]
-    return PreparedHooks(table, _native.numpy_hook_args(calls, methods), strings)
+    return PreparedHooks(table, _native.numpy_hook_args(calls, methods), _call_params(table))
 
 
 def install(prepared: PreparedHooks) -> None:
-    """Install the prepared hooks: one native call, plus one per string-recording call."""
+    """Install the prepared hooks: one native call, plus one per call that records options."""
     _native.numpy_install(prepared.args)
-    for call in prepared.string_calls:
-        _native.numpy_record_strings(call)
+    for obj, (names, strings, max_args) in prepared.params.items():
+        _native.numpy_set_params(obj, names, strings, max_args)
 
 
 def unsupported_reason() -> str | None:

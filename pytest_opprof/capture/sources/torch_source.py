@@ -221,7 +221,7 @@ class TorchSource:
         marker_starts = []
         names: dict[str, int] = {}
         shape_ids: dict[tuple[str, ...], int] = {}
-        shapes: list[list[list[int]]] = [[]]
+        shapes: list[list[list[int] | None]] = [[]]
         dtypes: list[list[str]] = [[]]
         rows: list[tuple[int, int, int, int, int]] = []
         mem: list[tuple[int, int, int]] = []
@@ -254,16 +254,51 @@ class TorchSource:
         return _to_records(rows, mem, list(names), shapes, dtypes, clock)
 
 
+def _interval_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Row of each interval's innermost enclosing interval on its thread, or -1."""
+    order = np.lexsort((-end, start, thread))
+    parent_sorted = _native.nest_sorted(
+        np.ascontiguousarray(thread[order], dtype=np.uint64),
+        np.ascontiguousarray(start[order]),
+        np.ascontiguousarray(end[order]),
+    )
+    parent = np.full(len(order), -1, dtype=np.int64)
+    parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)
+    return parent
+
+
+def merge_same_name_children(ops: np.ndarray) -> np.ndarray:
+    """Drop each op whose parent has its name and no other child, as torch.profiler does.
+
+    A kernel that calls its own op again (``aten::sum`` -> ``aten::sum``, the
+    overload with ``dim``) is one op to its user: torch's ``_remove_dup_nodes``
+    keeps the parent, gives it the child's children, and repeats until no such
+    pair is left.  Here the parent keeps its interval, so the child's children
+    and memory instants nest under it when the intervals are nested below.
+    ``ops`` rows are (start, end, thread, name id, shape id)."""
+    while len(ops) > 1:
+        start = ops[:, 0]
+        parent = _interval_parents(ops[:, 2], start, np.maximum(ops[:, 1], start))
+        has = parent >= 0
+        children = np.bincount(parent[has], minlength=len(ops))
+        safe = np.maximum(parent, 0)
+        dup = has & (ops[safe, 3] == ops[:, 3]) & (children[safe] == 1)
+        if not dup.any():
+            break
+        ops = ops[~dup]
+    return ops
+
+
 def _to_records(
     rows: list[tuple[int, int, int, int, int]],
     mem: list[tuple[int, int, int]],
     names: list[str],
-    shapes: list[list[list[int]]],
+    shapes: list[list[list[int] | None]],
     dtypes: list[list[str]],
     clock: ClockMap,
 ) -> Records:
     """Vectorised: ops and memory instants into one structured array."""
-    ops = np.array(rows, dtype=np.int64).reshape(-1, 5)
+    ops = merge_same_name_children(np.array(rows, dtype=np.int64).reshape(-1, 5))
     m = np.array(mem, dtype=np.int64).reshape(-1, 3)
     n_ops = len(ops)
     # Nest the memory instants under the ops by interval, one sweep.
