@@ -373,3 +373,19 @@ const char *opprof_shape_dtypes_get(uint32_t id) { return table_get(&shape_dtype
 uint32_t opprof_shape_count(void) { return table_count(&shape_text); }
 const char *opprof_stack_get(uint32_t id) { return table_get(&stack_text, id); }
 uint32_t opprof_stack_count(void) { return table_count(&stack_text); }
+
+/* ---- fork (fork.c) ------------------------------------------------------- */
+
+/* Names: a leaf lock, taken across fork().  The tables: held by the drain
+ * while it waits for the GIL, so only re-initialised in the child. */
+void opprof_strtab_atfork(int phase)
+{
+    switch (phase) {
+    case OPPROF_FORK_PREPARE: pthread_mutex_lock(&names_lock); break;
+    case OPPROF_FORK_PARENT: pthread_mutex_unlock(&names_lock); break;
+    default:
+        pthread_mutex_unlock(&names_lock);
+        pthread_mutex_init(&tables_lock, NULL);
+        break;
+    }
+}
