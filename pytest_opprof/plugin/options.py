@@ -310,7 +310,7 @@ MAX_EVENTS = Setting(
     "max_events",
     parse_positive_int,
     DEFAULT_MAX_EVENTS,
-    f"events one round of a test keeps (up to {EVENT_PEAK_BYTES} bytes each at the peak, "
+    f"events one round of a test keeps (about {EVENT_PEAK_BYTES} bytes each at the peak, "
     "allocated as recorded); a "
     "round that records more drops the rest, is flagged in the summary and has no op "
     f"figure judged (default {DEFAULT_MAX_EVENTS})",
