@@ -31,6 +31,7 @@ SOURCES = [
     "model_kernels.c",
     "buffers.c",
     "fastscope.c",
+    "fork.c",
 ]
 # Each header is part of the cdef; each must stay free of preprocessor lines.
 CDEF_HEADERS = [

@@ -399,3 +399,13 @@ int opprof_cuda_mem_info(int64_t *free_bytes, int64_t *total_bytes)
     *total_bytes = (int64_t)t;
     return OPPROF_OK;
 }
+
+/* ---- fork (fork.c) ------------------------------------------------------ */
+
+/* Held across dlopen and CUDA calls, so never taken across fork(): the
+ * child re-initialises it (CUDA itself does not work in a forked child). */
+void opprof_cuda_atfork(int phase)
+{
+    if (phase == OPPROF_FORK_CHILD)
+        pthread_mutex_init(&cuda_lock, NULL);
+}

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "drain_pool.h"
+#include "opprof_internal.h"
 
 #define OPPROF_POOL_KEEP_BYTES (64LL << 20) /* at most this much kept between drains */
 #define OPPROF_POOL_SLOTS 4                 /* and at most this many blocks */
@@ -86,4 +87,13 @@ int64_t opprof_pool_held(void)
     int64_t held = pool_bytes;
     pthread_mutex_unlock(&pool_lock);
     return held;
+}
+
+/* fork.c: a leaf lock, taken across fork() and released on both sides. */
+void opprof_pool_atfork(int phase)
+{
+    if (phase == OPPROF_FORK_PREPARE)
+        pthread_mutex_lock(&pool_lock);
+    else
+        pthread_mutex_unlock(&pool_lock);
 }

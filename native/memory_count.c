@@ -205,3 +205,23 @@ int opprof_memory_samples(opprof_memory_sample *out, int64_t capacity, int64_t *
     *written = n;
     return OPPROF_OK;
 }
+
+/* ---- fork (fork.c) ----------------------------------------------------- */
+
+/* The thread list is a leaf lock: taken across fork().  In the child only
+ * the forking thread exists: every other entry is dead, to be reused. */
+void opprof_mem_count_atfork(int phase)
+{
+    if (phase == OPPROF_FORK_PREPARE) {
+        pthread_mutex_lock(&g_tls_lock);
+        return;
+    }
+    if (phase == OPPROF_FORK_CHILD) {
+        for (opprof_mem_tls *tl = g_tls_list; tl != NULL; tl = tl->next) {
+            if (tl != opprof_mem_tl) {
+                tl->dead = 1;
+            }
+        }
+    }
+    pthread_mutex_unlock(&g_tls_lock);
+}

@@ -8,6 +8,14 @@
  * open-addressing pointer -> size table instead (what tracemalloc does).
  * Both domains require the GIL, so the table needs no lock.  A pointer the
  * table does not know was allocated before install: its free is not counted.
+ *
+ * Why the hooks can be left behind: a hook installed on top of ours
+ * (tracemalloc started during a run) keeps calling ours, and restoring the
+ * allocator under ours would cut it out.  So an uninstall that does not find
+ * ours on top changes nothing in the chain and detaches instead: the hooks
+ * pass every call straight through from then on (they and their context stay
+ * valid for the process's life), and the next install takes a fresh context
+ * slot, so a detached copy never calls into a newer one.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -36,7 +44,17 @@ static int g_untracked;
 static int g_py_installed;
 
 static const PyMemAllocatorDomain DOMAINS[2] = {PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ};
-static PyMemAllocatorEx g_inner[2];
+#define MAX_SLOTS 8 /* installs whose hooks may be left behind, per process */
+static PyMemAllocatorEx g_slots[MAX_SLOTS][2];
+static int g_slot; /* slot of the current (or next) install */
+static PyMemAllocatorEx *g_inner = g_slots[0];
+
+/* The hooks count only through the current install's contexts; a detached
+ * copy still called by a hook above it passes through. */
+static inline int live(const PyMemAllocatorEx *in)
+{
+    return g_py_installed && (in == &g_inner[0] || in == &g_inner[1]);
+}
 
 static inline size_t home(uintptr_t key)
 {
@@ -135,7 +153,7 @@ static void *pm_malloc(void *ctx, size_t n)
 {
     PyMemAllocatorEx *in = ctx;
     void *p = in->malloc(in->ctx, n);
-    if (p != NULL) {
+    if (p != NULL && live(in)) {
         track(p, n);
     }
     return p;
@@ -145,7 +163,7 @@ static void *pm_calloc(void *ctx, size_t nelem, size_t elsize)
 {
     PyMemAllocatorEx *in = ctx;
     void *p = in->calloc(in->ctx, nelem, elsize);
-    if (p != NULL) {
+    if (p != NULL && live(in)) {
         track(p, nelem * elsize);
     }
     return p;
@@ -154,6 +172,9 @@ static void *pm_calloc(void *ctx, size_t nelem, size_t elsize)
 static void *pm_realloc(void *ctx, void *ptr, size_t n)
 {
     PyMemAllocatorEx *in = ctx;
+    if (!live(in)) {
+        return in->realloc(in->ctx, ptr, n);
+    }
     uint64_t old = 0;
     int known = ptr != NULL && table_take((uintptr_t)ptr, &old);
     void *p = in->realloc(in->ctx, ptr, n);
@@ -178,7 +199,7 @@ static void pm_free(void *ctx, void *ptr)
 {
     PyMemAllocatorEx *in = ctx;
     uint64_t v;
-    if (ptr != NULL && table_take((uintptr_t)ptr, &v)) {
+    if (ptr != NULL && live(in) && table_take((uintptr_t)ptr, &v)) {
         opprof_mem_count_free((int64_t)(v & SIZE_MASK), (uint32_t)(v >> SIZE_BITS));
     }
     in->free(in->ctx, ptr);
@@ -193,7 +214,12 @@ int opprof_memory_python_install(void)
     PyGILState_STATE gs = PyGILState_Ensure();
     int rc = OPPROF_OK;
     if (g_py_installed == 0) {
-        if (g_tab == NULL && table_alloc(INITIAL_BITS) < 0) {
+        if (g_slot == MAX_SLOTS) {
+            rc = opprof_fail(OPPROF_E_HOOK,
+                             "the Python allocator hooks were left behind %d times (another "
+                             "hook went on top of them); not installing them again",
+                             MAX_SLOTS);
+        } else if (g_tab == NULL && table_alloc(INITIAL_BITS) < 0) {
             rc = opprof_fail(OPPROF_E_NOMEM, "no memory for the Python allocation table");
         } else {
             g_untracked = 0;
@@ -223,22 +249,25 @@ int opprof_memory_python_uninstall(void)
             PyMem_GetAllocator(DOMAINS[d], &cur);
             if (cur.malloc != pm_malloc || cur.ctx != &g_inner[d]) {
                 rc = opprof_fail(OPPROF_E_HOOK,
-                                 "the Python allocator was replaced after opprof hooked it "
-                                 "(tracemalloc started during a profile?); hooks left in place");
+                                 "the Python allocator was changed after opprof hooked it; "
+                                 "opprof's hooks stay where they are, counting nothing");
             }
         }
         if (rc == OPPROF_OK) {
             for (int d = 0; d < 2; d++) {
                 PyMem_SetAllocator(DOMAINS[d], &g_inner[d]);
             }
-            /* Blocks still in the table will be freed unseen, so those
-             * allocated in the window stay in held_bytes for good (the
-             * caller collects garbage before uninstalling). */
-            free(g_tab);
-            g_tab = NULL;
-            g_len = 0;
-            g_py_installed = 0;
+        } else {
+            /* Detach (see the top of the file): this slot may still be called. */
+            g_inner = g_slots[++g_slot < MAX_SLOTS ? g_slot : MAX_SLOTS - 1];
         }
+        /* Blocks still in the table will be freed unseen, so those allocated
+         * in the window stay in held_bytes for good (the caller collects
+         * garbage before uninstalling). */
+        free(g_tab);
+        g_tab = NULL;
+        g_len = 0;
+        g_py_installed = 0;
     } else {
         g_py_installed--;
     }

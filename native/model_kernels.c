@@ -311,6 +311,13 @@ static inline int64_t group_of(const opprof_event *ev, const int64_t *group, int
     return group ? group[i] : ev[i].kind == OPPROF_KIND_MEMORY ? memory_group : ev[i].name;
 }
 
+/* FLOP sums stop at INT64_MAX instead of wrapping negative. */
+static inline void add_saturated(int64_t *sum, int64_t flops)
+{
+    if (__builtin_add_overflow(*sum, flops, sum))
+        *sum = INT64_MAX;
+}
+
 int opprof_model_flops(const opprof_event *restrict ev, const int64_t *restrict pair,
                        const int64_t *restrict parent_row, const int64_t *restrict group,
                        int64_t memory_group, int64_t n, const int64_t *restrict pair_flops,
@@ -336,7 +343,10 @@ int opprof_model_flops(const opprof_event *restrict ev, const int64_t *restrict 
             return opprof_fail(OPPROF_E_ARG, "opprof_model_flops: pair %lld outside the table",
                                (long long)k);
         }
-        int64_t flops = k >= 0 ? pair_flops[k] : 0;
+        /* A call that raised did no work we can count (a singular solve, an
+         * outer product too large to allocate): 0, decided where the failure is
+         * known, not from its shapes. */
+        int64_t flops = k >= 0 && !(ev[i].flags & OPPROF_FLAG_EXCEPTION) ? pair_flops[k] : 0;
         if (parent_row[i] >= 0 && (flops > 0 || under[i]))
             under[parent_row[i]] = 1;
         if (flops == 0)
@@ -347,9 +357,9 @@ int opprof_model_flops(const opprof_event *restrict ev, const int64_t *restrict 
             return opprof_fail(OPPROF_E_ARG, "opprof_model_flops: row %lld has group %lld",
                                (long long)i, (long long)g);
         }
-        sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_FLOPS] += flops;
+        add_saturated(&sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_FLOPS], flops);
         if (!under[i])
-            sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_SELF_FLOPS] += flops;
+            add_saturated(&sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_SELF_FLOPS], flops);
     }
     free(under);
     return OPPROF_OK;

@@ -64,7 +64,9 @@ int opprof_model_key_sums(const opprof_event *ev, int64_t n, const int64_t *grou
 
 /* FLOPs and self FLOPs ("innermost wins": only when no descendant carries
  * FLOPs) summed per group: an event's FLOPs are pair_flops[pair[i]] (0 for
- * pair -1), pair from opprof_model_pairs.  Groups as in opprof_model_key_sums
+ * pair -1 and for an event flagged OPPROF_FLAG_EXCEPTION: a call that raised
+ * counts no work), pair from opprof_model_pairs; sums stop at INT64_MAX
+ * instead of wrapping.  Groups as in opprof_model_key_sums
  * (group == NULL: by name, memory events in memory_group).  Rows must
  * precede their parents.  Writes
  * sums[g * OPPROF_GROUP_COLUMNS + OPPROF_GROUP_FLOPS] and ..._SELF_FLOPS. */

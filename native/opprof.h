@@ -87,6 +87,10 @@ int opprof_set_capacity(
 int opprof_name_intern(const char *name, uint32_t *id);
 const char *opprof_name_get(uint32_t id); /* NULL for an unknown id */
 uint32_t opprof_name_count(void);
+/* Forget every name with an id >= keep (ids below stay as they are): the
+ * names of record_function scopes, once no undrained event can hold their
+ * ids.  OPPROF_E_STATE while a session records. */
+int opprof_name_trim(uint32_t keep);
 
 /* Input shapes (record_shapes): interned at drain time, ids stable until the
  * next opprof_start.  id 0 means "none recorded". */

@@ -91,6 +91,16 @@ void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_byte
 void opprof_cuda_op_begin(uint32_t name_id, uint32_t depth);
 void opprof_cuda_op_end(uint32_t depth, int64_t event_id);
 
+/* fork.c: around fork(), each part with a lock gets the phase (see fork.c).
+ * PREPARE takes a part's leaf locks in the parent, PARENT releases them;
+ * CHILD releases or re-initialises every lock and forgets the threads the
+ * child does not have.  Defined next to each lock. */
+enum { OPPROF_FORK_PREPARE, OPPROF_FORK_PARENT, OPPROF_FORK_CHILD };
+void opprof_mem_count_atfork(int phase); /* memory_count.c */
+void opprof_strtab_atfork(int phase);    /* strtab.c */
+void opprof_pool_atfork(int phase);      /* drain_pool.c */
+void opprof_cuda_atfork(int phase);      /* cuda.c */
+
 /* base.c: sets the calling thread's opprof_last_error() text and returns code. */
 int opprof_fail(int code, const char *fmt, ...);
 

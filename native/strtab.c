@@ -208,6 +208,39 @@ uint32_t opprof_name_count(void)
     return n;
 }
 
+int opprof_name_trim(uint32_t keep)
+{
+    if (opprof_is_recording())
+        return opprof_fail(OPPROF_E_STATE, "opprof_name_trim: a session is recording");
+    pthread_mutex_lock(&names_lock);
+    if (keep < names.n) {
+        /* Rebuilt from the kept entries, whose key copies stay where they are
+         * (names.p[] points at them); nothing changes when there is no memory. */
+        size_t cap = 64;
+        while (2 * (size_t)keep > cap)
+            cap *= 2;
+        hmap kept = {.e = calloc(cap, sizeof(hentry)), .cap = cap};
+        if (kept.e == NULL) {
+            pthread_mutex_unlock(&names_lock);
+            return opprof_fail(OPPROF_E_NOMEM, "opprof_name_trim: out of memory");
+        }
+        for (size_t i = 0; i < names_map.cap; i++) {
+            hentry *e = &names_map.e[i];
+            if (e->key && e->id >= keep) {
+                free(e->key);
+            } else if (e->key) {
+                *hmap_slot(kept.e, kept.cap, e->key, e->len, e->hash) = *e;
+                kept.n++;
+            }
+        }
+        free(names_map.e);
+        names_map = kept;
+        names.n = keep;
+    }
+    pthread_mutex_unlock(&names_lock);
+    return OPPROF_OK;
+}
+
 /* ---- shape and stack tables (opprof_strtab_lock held) ------------------ */
 
 static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -405,3 +438,19 @@ const char *opprof_shape_dtypes_get(uint32_t id) { return table_get(&shape_dtype
 uint32_t opprof_shape_count(void) { return table_count(&shape_text); }
 const char *opprof_stack_get(uint32_t id) { return table_get(&stack_text, id); }
 uint32_t opprof_stack_count(void) { return table_count(&stack_text); }
+
+/* ---- fork (fork.c) ------------------------------------------------------- */
+
+/* Names: a leaf lock, taken across fork().  The tables: held by the drain
+ * while it waits for the GIL, so only re-initialised in the child. */
+void opprof_strtab_atfork(int phase)
+{
+    switch (phase) {
+    case OPPROF_FORK_PREPARE: pthread_mutex_lock(&names_lock); break;
+    case OPPROF_FORK_PARENT: pthread_mutex_unlock(&names_lock); break;
+    default:
+        pthread_mutex_unlock(&names_lock);
+        pthread_mutex_init(&tables_lock, NULL);
+        break;
+    }
+}

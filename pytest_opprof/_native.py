@@ -113,17 +113,60 @@ def capacity() -> int:
 _names_lock = threading.Lock()
 _name_ids: dict[str, int] = {}
 _names: list[str] = []
+# Scope names (record_function) are forgotten between sessions: a suite that names
+# scopes f"step {i}" would otherwise hold every name for good (1M names: ~500 MB
+# here, plus the per-name rows they give).  Every id from _scope_from up is a
+# scope name interned since the last forget_scope_names(); op names (hooks hold
+# their ids for an install's life) sit below it.
+_scope_from: int | None = None
+_names_generation = 0
 
 
-def intern(name: str) -> int:
-    """Id of ``name`` in the native name table (cached; ids live for the process)."""
-    found = _name_ids.get(name)
-    if found is not None:
-        return found
+def _intern_new(name: str) -> int:
     out = ffi.new("uint32_t *")
     check(lib.opprof_name_intern(name.encode("utf-8"), out))
     _name_ids[name] = int(out[0])
     return int(out[0])
+
+
+def intern(name: str) -> int:
+    """Id of ``name`` in the native name table, kept for the process (op names)."""
+    global _scope_from
+    found = _name_ids.get(name)
+    if found is None:
+        found = _intern_new(name)
+    if _scope_from is not None and found >= _scope_from:
+        _scope_from = found + 1  # kept now: so is every scope name below it
+    return found
+
+
+def intern_scope(name: str) -> int:
+    """Id of a scope's name, valid until :func:`forget_scope_names` changes
+    ``_names_generation`` (record_function compares it to the one it interned in)."""
+    global _scope_from
+    found = _name_ids.get(name)
+    if found is not None:
+        return found
+    found = _intern_new(name)
+    if _scope_from is None:
+        _scope_from = found
+    return found
+
+
+def forget_scope_names() -> None:
+    """Drop the scope names interned since the last call (between sessions: no event
+    that is still to be drained may hold their ids)."""
+    global _scope_from, _names_generation
+    if _scope_from is None:
+        return
+    keep = _scope_from
+    with _names_lock:
+        check(lib.opprof_name_trim(keep))
+        for name in [n for n, i in _name_ids.items() if i >= keep]:
+            del _name_ids[name]
+        del _names[keep:]
+    _scope_from = None
+    _names_generation += 1
 
 
 def names() -> list[str]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -11,7 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pytest_opprof as opprof
+from pytest_opprof import _native
 from pytest_opprof.flops.numpy_ops import einsum_flops, flops_for
+from pytest_opprof.model.averages import FLOPS_MAX, _int_sums, average_records
+
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 dims = st.integers(min_value=1, max_value=9)
 
@@ -153,3 +160,74 @@ def test_ops_without_a_formula_count_zero_whatever_the_shapes() -> None:
     for name in names:
         if any(flops_for(name, s, ["float64"] * len(s)) for s in shape_sets):
             assert has_formula(name), name
+
+
+RAISING_TESTS = """
+import numpy as np
+import pytest
+
+
+def test_outer_of_huge_views_raises():
+    a = np.broadcast_to(np.float64(1.0), (2**32,))
+    with pytest.raises((MemoryError, ValueError)):
+        np.outer(a, a)  # its shapes say 2^64 FLOPs
+
+
+def test_failed_solve_counts_nothing():
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.solve(np.zeros((300, 300)), np.ones(300))
+    np.linalg.solve(np.eye(300), np.ones(300))
+"""
+
+
+def test_calls_that_raised_count_no_flops_and_huge_shapes_do_not_overflow(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    """Before: the outer product failed its test with OverflowError in the model, and the
+    singular solve added 18,180,000 FLOPs it never did (issue 20, item 7)."""
+    pytester.makepyfile(test_raising=RAISING_TESTS)
+    result = run_pytest("-q", "--opprof", "--opprof-report", "report.json")
+    result.assert_outcomes(passed=2)
+    tests = json.loads((pytester.path / "report.json").read_text())["tests"]
+    outer = tests["test_raising.py::test_outer_of_huge_views_raises"]
+    assert outer["ops"]["numpy.outer"]["flops"] == 0
+    assert outer["summary"]["flops"] == 0
+    solve = tests["test_raising.py::test_failed_solve_counts_nothing"]["ops"]["numpy.linalg.solve"]
+    assert solve["count"] == 2
+    assert solve["flops"] == flops_for("numpy.linalg.solve", [[300, 300], [300]]) > 0
+
+
+def test_both_model_paths_count_a_raised_call_as_zero() -> None:
+    with opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        with pytest.raises(np.linalg.LinAlgError):
+            np.linalg.solve(np.zeros((4, 4)), np.ones(4))
+        np.linalg.solve(np.eye(4), np.ones(4))
+    ok = flops_for("numpy.linalg.solve", [[4, 4], [4]])
+    for native in (True, False):
+        rows = average_records(prof.records(), with_flops=True, native=native)[0]
+        (solve,) = [r for r in rows if r.key == "numpy.linalg.solve"]
+        assert (solve.count, solve.flops) == (2, ok), f"native={native}"
+
+
+def test_flop_sums_stop_at_the_int64_maximum_instead_of_wrapping() -> None:
+    with opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        for _ in range(3):
+            np.add(np.ones(3), 1.0)
+    ev = prof.records().events
+    pair, _ = _native.model_pairs(ev)
+    key = _native.model_key_sums(ev, group=None, memory_group=-1, m=int(ev["name"].max()) + 1)
+    assert key is not None
+    sums = key.sums
+    kinds = np.full(int(pair.max()) + 1, FLOPS_MAX, dtype=np.int64)
+    _native.model_flops(
+        ev,
+        sums,
+        pair=pair,
+        parent_row=key.parent_row,
+        group=None,
+        memory_group=-1,
+        pair_flops=kinds,
+    )
+    flops = sums[:, _native.GROUP_COLUMNS.index("flops")]
+    assert flops.max() == FLOPS_MAX and flops.min() >= 0
+    assert _int_sums(np.zeros(3, dtype=np.int64), np.full(3, FLOPS_MAX), 1).tolist() == [FLOPS_MAX]

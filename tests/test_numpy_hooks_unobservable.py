@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -72,6 +73,7 @@ def test_hooked_methods_still_run_while_hashing(hooked: None) -> None:
 
 REFCOUNT_CONFTEST = """
 import json
+from pathlib import Path
 import sys
 
 import pytest
@@ -143,3 +145,24 @@ def test_refcount_of_every_hooked_object_is_unchanged_by_a_session(
     assert data["objects"] > 300  # every ufunc, dispatcher and method, not a sample
     assert data["installed"] is False
     assert data["changed"] == []
+
+
+MEM_POLICY_TESTS = Path(np.__file__).parent / "_core" / "tests" / "test_mem_policy.py"
+
+
+@pytest.mark.skipif(not MEM_POLICY_TESTS.exists(), reason="numpy's tests are not installed")
+def test_numpy_thread_locality_passes_with_the_counting_handler(
+    run_pytest: PytestRunner,
+) -> None:
+    """A thread started in a test reads the name numpy would give its handler: it read
+    ``opprof_counting(default_allocator)``, which failed numpy's own test under
+    ``--opprof`` (issue 20, item 6)."""
+    result = run_pytest(
+        "--opprof",
+        "-p",
+        "no:randomly",
+        "-W",
+        "error::pytest.PytestUnhandledThreadExceptionWarning",
+        f"{MEM_POLICY_TESTS}::test_thread_locality",
+    )
+    result.assert_outcomes(passed=1)

@@ -174,6 +174,9 @@ class profile:  # lower case: torch.profiler's spelling
                     acquired.append(source)
                 if self.subtract_overhead:
                     self.overhead = _overhead(options, acquired)
+                # The last session is drained: its scope names can go (bounded memory
+                # however many distinct names a suite uses).
+                _native.forget_scope_names()
                 for source in acquired:
                     options |= source.start_options()
                 self._records = None
@@ -318,19 +321,21 @@ class record_function:  # lower case: torch.profiler's spelling
     An exception inside the scope propagates and flags the event.
     """
 
-    __slots__ = ("_handle", "_id", "name")
+    __slots__ = ("_generation", "_handle", "_id", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._id = -1
+        self._generation = -1
         # The native scope's handle while open, 0 otherwise: the exit closes this
         # scope, not the thread's innermost one (they differ across await/yield).
         self._handle = 0
 
     def __enter__(self) -> record_function:
         if _recording:
-            if self._id < 0:
-                self._id = _native.intern(self.name)
+            if self._generation != _native._names_generation:  # a decorator's, from a past session
+                self._id = _native.intern_scope(self.name)
+                self._generation = _native._names_generation
             handle = _scope_push(self._id)
             if handle < 0:
                 _native.check(-handle)

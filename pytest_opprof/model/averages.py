@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_opprof.capture.records import KIND_MEMORY, Records
+from pytest_opprof.capture.records import FLAG_EXCEPTION, KIND_MEMORY, Records
 from pytest_opprof.flops.numpy_ops import flops_for, has_formula
 from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import (
@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 _I64 = np.int64
 _NS_PER_US = 1000.0
+# FLOP counts stop here (2^63 - 1, 9.2e18) instead of wrapping: no op that ran gets
+# near it (it would take years), only the shapes of one that raised (an outer
+# product of two 2^32-element views: 2^64), and a call that raised counts 0.
+FLOPS_MAX = int(np.iinfo(_I64).max)
 
 
 class FunctionEventAvg:
@@ -350,11 +354,12 @@ def pair_flops_for(records: Records, name: str, shape_id: int) -> int:
     if shape_id == 0 or not _has_formula(name):
         return 0  # most ops: no need to look at their shapes
     shapes = records.shapes[shape_id]
-    return _flops_memo(
+    flops = _flops_memo(
         name,
         tuple(None if s is None else tuple(s) for s in shapes),
         tuple(shape_dtypes(records, shape_id)),
     )
+    return min(flops, FLOPS_MAX)
 
 
 _has_formula = functools.lru_cache(maxsize=1 << 12)(has_formula)
@@ -471,9 +476,13 @@ def _average_numpy(
 
 
 def _int_sums(group: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
-    """Exact integer sums per group (FLOPs overflow float64's 53 bits sooner than int64)."""
+    """Exact integer sums per group (FLOPs overflow float64's 53 bits sooner than int64),
+    ``FLOPS_MAX`` where a sum would pass it."""
     out = np.zeros(m, dtype=_I64)
     np.add.at(out, group, values)
+    # int64 wraps silently; a float sum this large is off by far less than the margin.
+    too_big = np.bincount(group, weights=values.astype(np.float64), minlength=m) >= 2.0**62
+    out[too_big] = FLOPS_MAX
     return out
 
 
@@ -482,7 +491,8 @@ def event_flops(records: Records, tree: EventTree) -> tuple[np.ndarray, np.ndarr
 
     Self FLOPs follow "innermost wins": an event's FLOPs count toward totals
     only when no descendant carries FLOPs (``outer`` -> ``multiply``: the
-    ``multiply`` counts once, the ``outer`` not again).
+    ``multiply`` counts once, the ``outer`` not again).  A call that raised
+    counts 0, as in the native pass (``opprof_model_flops``).
     """
     shape_ids = tree.events["shape"]
     pair = _combine(tree.name, shape_ids)
@@ -492,7 +502,8 @@ def event_flops(records: Records, tree: EventTree) -> tuple[np.ndarray, np.ndarr
         if tree.events["kind"][row] == KIND_MEMORY:
             continue
         per_pair[p] = pair_flops_for(records, tree.names[int(tree.name[row])], int(shape_ids[row]))
-    flops = per_pair[pair]
+    raised = (tree.events["flags"] & FLAG_EXCEPTION) != 0
+    flops = np.where(raised, 0, per_pair[pair])
     carries = (flops > 0).astype(_I64)
     (under,) = subtree_sums(tree.parent, tree.depth, [carries])
     return flops, np.where(under - carries > 0, 0, flops)

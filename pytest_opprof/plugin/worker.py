@@ -29,6 +29,7 @@ from pytest_opprof.capture import speed_probe, threadpools
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.sources import Source
+from pytest_opprof.capture.sources.memory_source import PythonMemorySource
 from pytest_opprof.errors import MarkerUsageError
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import TestSummary, summarize_rounds
@@ -121,6 +122,8 @@ class Worker:
                 source.release()
             except BaseException as exc:  # release the others before reporting it
                 first_error = first_error or exc
+            if isinstance(source, PythonMemorySource) and source.note:
+                self._note(source.note)
         self._probe.close()
         if self._frozen:
             gc.unfreeze()
@@ -130,6 +133,12 @@ class Worker:
             self._capacity = None
         if first_error is not None:
             raise first_error
+
+    def _note(self, line: str) -> None:
+        """One line after the summary (the session is over: no section to put it in)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
 
     # -- per test ------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import sysconfig
+import tracemalloc
 import warnings
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from pytest_opprof import _native
 from pytest_opprof.capture.records import Records
+from pytest_opprof.errors import NativeError
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,12 @@ class PythonMemorySource(MemorySource):
 
     name = "python_memory"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._tracing_at_install = False
+        self.note: str | None = None
+        """One line for the user when the last release left the hooks behind, else None."""
+
     def available(self) -> bool:
         """True with a GIL (the pointer table relies on it); warns once otherwise."""
         if self._available is None:
@@ -162,7 +170,10 @@ class PythonMemorySource(MemorySource):
 
     def acquire(self) -> None:
         """Hook PYMEM_DOMAIN_MEM and PYMEM_DOMAIN_OBJ on the first acquire."""
+        tracing = tracemalloc.is_tracing()
         _native.memory_python_install()
+        if self._refs == 0:
+            self._tracing_at_install = tracing
         self._refs += 1
 
     def release(self) -> None:
@@ -176,4 +187,30 @@ class PythonMemorySource(MemorySource):
         if self._refs == 0:
             return
         self._refs -= 1
-        _native.memory_python_uninstall()
+        try:
+            _native.memory_python_uninstall()
+        except NativeError as exc:
+            # Not ours on top any more: the native side left the chain as it is and
+            # made its hooks pass calls through (memory_pymem.c).  Nothing is broken,
+            # so a note, not an error that would fail the run.
+            if exc.code != _native.lib.OPPROF_E_HOOK:
+                raise
+            self.note = self._left_behind()
+
+    def _left_behind(self) -> str:
+        """Why the hooks were not on top at the last release, as far as we can tell."""
+        tracing = tracemalloc.is_tracing()
+        if tracing and not self._tracing_at_install:
+            return (
+                "opprof: tracemalloc, started during the run, runs on top of opprof's Python "
+                "allocator hooks: they stay in place, counting nothing, until the process exits"
+            )
+        if self._tracing_at_install:  # stopped, maybe started again: ours went out at the stop
+            return (
+                "opprof: tracemalloc, stopped during the run, took opprof's Python allocator "
+                "hooks out with it: Python allocations after that were not counted"
+            )
+        return (
+            "opprof: another hook replaced the Python allocator during the run: opprof's "
+            "Python allocator hooks stay in place, counting nothing"
+        )
