@@ -96,7 +96,7 @@ static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t acti
         opprof_op_capture_stack(t);
 }
 
-/* The same for another library's routines (f2py_hooks.c): positional arguments only. */
+/* The same for another library's routines (scipy_hooks.c): positional arguments only. */
 void opprof_numpy_capture_args(opprof_thread *t, uint32_t active, PyObject *const *args,
                                Py_ssize_t n)
 {

@@ -3,7 +3,7 @@
 scipy.linalg spends most of its time in f2py routines (``scipy.linalg.lapack.dgesv``,
 ``scipy.linalg.blas.dgemm``, about 1,400 of them) that numpy capture never sees: they are
 objects of f2py's ``fortran`` type, called through that type's one call slot, which
-``native/f2py_hooks.c`` swaps for a trampoline (the same per-op cost as a numpy op).
+``native/scipy_hooks.c`` swaps for a trampoline (the same per-op cost as a numpy op).
 Each routine is named by its public path: ``scipy.linalg.lapack`` and
 ``scipy.linalg.blas`` first, then the module that holds it (``scipy.sparse.linalg``'s
 ARPACK wrappers are ``scipy.sparse.linalg._eigen.arpack._arpack.dnaupd``).

@@ -1,4 +1,4 @@
-/* pytest-opprof capture of f2py routines (f2py_hooks.c): the cdef part.
+/* pytest-opprof capture of f2py routines (scipy_hooks.c): the cdef part.
  *
  * scipy's LAPACK and BLAS wrappers (scipy.linalg.lapack.dgesv, ...) and every
  * other f2py-built routine are objects of a type named `fortran`, one per f2py
@@ -22,3 +22,14 @@ int opprof_f2py_install(const intptr_t *types, int64_t n_types, const intptr_t *
 int opprof_f2py_uninstall(int64_t *foreign);
 
 int opprof_f2py_installed(void);
+
+/* Cython functions (scipy.linalg._decomp_lu_cython.lu_dispatcher, ...) are
+ * called through a per-object vectorcall pointer, as numpy's dispatchers are:
+ * objs[i]'s pointer is swapped for a trampoline that records it as names[i].
+ * Objects without a vectorcall pointer are skipped and counted in *skipped.
+ * Fails (nothing changed) when already installed. */
+int opprof_vcall_install(const intptr_t *objs, const uint32_t *names, int64_t n, int64_t *skipped);
+
+/* Restore every pointer still ours; *foreign counts those replaced after us
+ * (their trampoline keeps working, the objects must stay alive). */
+int opprof_vcall_uninstall(int64_t *foreign);
