@@ -100,7 +100,7 @@ static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t acti
 void opprof_numpy_capture_args(opprof_thread *t, uint32_t active, PyObject *const *args,
                                Py_ssize_t n)
 {
-    np_capture(t, active, NULL, args, n, 0);
+    np_capture(t, active, NULL, args, n, NULL, NULL, NULL, 0, OPPROF_NP_DEFAULT_ARGS);
 }
 
 /* ---- call hooks: per-object vectorcall pointers --------------------------- */

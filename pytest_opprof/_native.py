@@ -711,3 +711,20 @@ def f2py_uninstall() -> bool:
     foreign = ffi.new("int64_t *")
     check(lib.opprof_f2py_uninstall(foreign))
     return not foreign[0]
+
+
+def vcall_install(objects: list[tuple[int, int]]) -> int:
+    """Hook (object id, name id) pairs of Cython functions through their vectorcall
+    pointers; returns how many had none (skipped).  The caller keeps the objects alive."""
+    objs = ffi.new("intptr_t[]", [o for o, _ in objects])
+    names = ffi.new("uint32_t[]", [n for _, n in objects])
+    skipped = ffi.new("int64_t *")
+    check(lib.opprof_vcall_install(objs, names, len(objects), skipped))
+    return int(skipped[0])
+
+
+def vcall_uninstall() -> bool:
+    """Restore the Cython functions' pointers; False when someone else had replaced one."""
+    foreign = ffi.new("int64_t *")
+    check(lib.opprof_vcall_uninstall(foreign))
+    return not foreign[0]

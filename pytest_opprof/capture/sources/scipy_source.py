@@ -12,14 +12,18 @@ The source is available when scipy has been imported by the time the first profi
 test runs (the suite's imports did it): scipy is never imported by the plugin itself.
 Routines of f2py modules imported later record as ``scipy.<f2py routine>``.
 
+Cython functions of those modules (``scipy.linalg._decomp_lu_cython.lu_dispatcher``,
+``scipy.signal._sosfilt._sosfilt``) are called through a per-object vectorcall
+pointer, as numpy's dispatchers are, and are swapped the same way.
 ``scipy.special``'s functions are numpy ufuncs and are captured by the numpy source.
-Cython functions (``scipy.signal``, ``scipy.sparse``) are not captured.
+scipy's plain C functions (``builtin_function_or_method``) are not captured.
 """
 
 from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from pytest_opprof import _native
@@ -33,8 +37,15 @@ def _is_routine(obj: object) -> bool:
     return type(obj).__name__ == "fortran" and type(obj).__module__ == "builtins"
 
 
-def routines() -> dict[int, tuple[str, Any]]:
-    """id -> (name, routine) of every f2py routine of the imported scipy modules."""
+def _is_cython(obj: object) -> bool:
+    """A compiled Cython function (``def`` in a .pyx): per-object vectorcall, as numpy's
+    dispatchers have; fused ones dispatch to a specialisation of that type too."""
+    return type(obj).__name__ in ("cython_function_or_method", "fused_cython_function")
+
+
+def routines(kind: Callable[[object], bool] = _is_routine) -> dict[int, tuple[str, Any]]:
+    """id -> (name, object) of every object ``kind`` accepts in the imported scipy modules
+    (by default the f2py routines), each named by its shortest public-first path."""
     found: dict[int, tuple[tuple[int, int, str], str, Any]] = {}
     for module_name, module in list(sys.modules.items()):
         if not (module_name == "scipy" or module_name.startswith("scipy.")):
@@ -44,7 +55,7 @@ def routines() -> dict[int, tuple[str, Any]]:
             continue
         rank = PUBLIC.index(module_name) if module_name in PUBLIC else len(PUBLIC)
         for attr, obj in list(namespace.items()):
-            if attr.startswith("__") or not _is_routine(obj):
+            if attr.startswith("__") or not kind(obj):
                 continue
             key = (rank, len(module_name), module_name)
             seen = found.get(id(obj))
@@ -61,6 +72,7 @@ class ScipySource:
     def __init__(self) -> None:
         self._refs = 0
         self._held: dict[int, tuple[str, Any]] | None = None
+        self._cython: dict[int, tuple[str, Any]] | None = None
         self._types: list[type] | None = None
         self._kept: list[object] = []  # what a wrapped trampoline may still reach
 
@@ -75,6 +87,16 @@ class ScipySource:
             pairs = [(oid, _native.intern(name)) for oid, (name, _obj) in held.items()]
             _native.f2py_install([id(t) for t in kinds], pairs, _native.intern(OTHER_NAME))
             self._held, self._types = held, kinds
+            cython = routines(_is_cython)
+            try:
+                _native.vcall_install(
+                    [(oid, _native.intern(name)) for oid, (name, _obj) in cython.items()]
+                )
+            except BaseException:
+                _native.f2py_uninstall()
+                self._held = self._types = None
+                raise
+            self._cython = cython
         self._refs += 1
 
     def release(self) -> None:
@@ -82,15 +104,16 @@ class ScipySource:
             return
         self._refs -= 1
         if self._refs == 0 and self._types is not None:
-            if not _native.f2py_uninstall():
-                self._kept.append((self._held, self._types))
+            kept = not _native.vcall_uninstall()
+            if not _native.f2py_uninstall() or kept:
+                self._kept.append((self._held, self._cython, self._types))
                 warnings.warn(
                     "pytest-opprof: scipy's f2py call slot was replaced by someone else while "
                     "hooked; left it in place",
                     RuntimeWarning,
                     stacklevel=2,
                 )
-            self._held = self._types = None
+            self._held = self._cython = self._types = None
 
     @property
     def installed(self) -> bool:
