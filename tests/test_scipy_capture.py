@@ -116,3 +116,20 @@ def test_plugin_captures_scipy_by_default(run_pytest: PytestRunner, tmp_path: Pa
     result.assert_outcomes(passed=1)
     (test,) = json.loads(report.read_text())["tests"].values()
     assert test["ops"]["scipy.linalg.lapack.dgetrf"]["count"] >= 5
+
+
+def test_cython_functions_are_ops() -> None:
+    """scipy.linalg.lu runs its LU in a Cython function (lu_dispatcher): captured and
+    restored like the f2py routines."""
+    a = np.random.default_rng(0).standard_normal((30, 30))
+    with opprof.profile(capture=["scipy"]) as prof:
+        for _ in range(LOOP):
+            scipy_linalg.lu(a)
+    lu = [name for name in op_counts(prof) if name.endswith(".lu_dispatcher")]
+    assert lu, op_counts(prof)
+    assert op_counts(prof)[lu[0]] == LOOP
+    with opprof.profile(capture=["scipy"]) as idle_check:
+        pass
+    assert not op_counts(idle_check)
+    p, low, up = scipy_linalg.lu(a)  # unhooked again, and right
+    assert np.allclose(p @ low @ up, a)
