@@ -613,7 +613,7 @@ int opprof_scope_pop(uint32_t flags)
 
 #define OPPROF_ALL_OPTS                                                             \
     (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_PROFILE_MEMORY | OPPROF_OPT_WITH_STACK | \
-     OPPROF_OPT_CAPTURE_NUMPY | OPPROF_OPT_CUDA)
+     OPPROF_OPT_CAPTURE_NUMPY | OPPROF_OPT_CUDA | OPPROF_OPT_CAPTURE_SCIPY)
 
 int opprof_start(uint32_t options)
 {

@@ -96,6 +96,13 @@ static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t acti
         opprof_op_capture_stack(t);
 }
 
+/* The same for another library's routines (scipy_hooks.c): positional arguments only. */
+void opprof_numpy_capture_args(opprof_thread *t, uint32_t active, PyObject *const *args,
+                               Py_ssize_t n)
+{
+    np_capture(t, active, NULL, args, n, NULL, NULL, NULL, 0, OPPROF_NP_DEFAULT_ARGS);
+}
+
 /* ---- call hooks: per-object vectorcall pointers --------------------------- */
 
 enum { NP_FREE = 0, NP_OURS = 1, NP_FOREIGN = 2 };

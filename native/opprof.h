@@ -39,7 +39,8 @@ enum {
     OPPROF_OPT_PROFILE_MEMORY = 2,
     OPPROF_OPT_WITH_STACK = 4,
     OPPROF_OPT_CAPTURE_NUMPY = 8, /* numpy hooks record only with this bit set */
-    OPPROF_OPT_CUDA = 16          /* CUDA event pair per sampled op/scope (native/cuda.h) */
+    OPPROF_OPT_CUDA = 16,         /* CUDA event pair per sampled op/scope (native/cuda.h) */
+    OPPROF_OPT_CAPTURE_SCIPY = 64 /* f2py routine hooks record only with this bit set */
 };
 
 /* One finished event.  Fixed size; per-thread buffers hold these, and

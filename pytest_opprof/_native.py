@@ -738,3 +738,36 @@ def _scope_doors() -> tuple[Callable[[int], int], Callable[[int, int], int]]:
 
 
 scope_push_fast, scope_pop_fast = _scope_doors()
+
+
+def f2py_install(type_ids: list[int], objects: list[tuple[int, int]], other_name: int) -> None:
+    """Hook the f2py routine types ``type_ids``: (object id, name id) pairs, and the name of
+    any other routine of those types.  The caller keeps the types and objects alive."""
+    types = ffi.new("intptr_t[]", type_ids)
+    objs = ffi.new("intptr_t[]", [o for o, _ in objects])
+    names = ffi.new("uint32_t[]", [n for _, n in objects])
+    check(lib.opprof_f2py_install(types, len(type_ids), objs, names, len(objects), other_name))
+
+
+def f2py_uninstall() -> bool:
+    """Restore the f2py types' call slots; False when someone else had replaced one (left)."""
+    foreign = ffi.new("int64_t *")
+    check(lib.opprof_f2py_uninstall(foreign))
+    return not foreign[0]
+
+
+def vcall_install(objects: list[tuple[int, int]]) -> int:
+    """Hook (object id, name id) pairs of Cython functions through their vectorcall
+    pointers; returns how many had none (skipped).  The caller keeps the objects alive."""
+    objs = ffi.new("intptr_t[]", [o for o, _ in objects])
+    names = ffi.new("uint32_t[]", [n for _, n in objects])
+    skipped = ffi.new("int64_t *")
+    check(lib.opprof_vcall_install(objs, names, len(objects), skipped))
+    return int(skipped[0])
+
+
+def vcall_uninstall() -> bool:
+    """Restore the Cython functions' pointers; False when someone else had replaced one."""
+    foreign = ffi.new("int64_t *")
+    check(lib.opprof_vcall_uninstall(foreign))
+    return not foreign[0]

@@ -56,8 +56,8 @@ runs scaled by the native reference, 6 scaled this way; the verdict study's 11 r
 
 
 def is_native(key: str) -> bool:
-    """Whether an op key names a captured library op (numpy, torch) rather than a scope."""
-    return key.startswith("numpy.") or "::" in key
+    """Whether an op key names a captured library op (numpy, scipy, torch) rather than a scope."""
+    return key.startswith(("numpy.", "scipy.")) or "::" in key
 
 
 def usable(summary: TestSummary) -> bool:

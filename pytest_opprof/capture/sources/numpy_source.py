@@ -12,6 +12,8 @@ What is hooked (``native/numpy_hooks.c`` does the per-call work):
 Each object gets one name: its public path, preferring the first namespace in
 ``NAMESPACES``, then the attribute spelled like the object's ``__name__``
 (``numpy.absolute``, not the alias ``numpy.abs``), then the shortest.
+The numpy ufuncs of other libraries (``scipy.special.gamma``) are hooked the same way,
+under their own names, when the suite imported them (``FOREIGN_UFUNC_NAMESPACES``).
 Not captured: numpy scalar arithmetic, Python-level numpy functions that are not
 dispatchers, ``numpy.random`` (its functions are Cython methods), dunder methods.
 Supported: CPython with the GIL and numpy >= 2.0; elsewhere the source warns once
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import types
 import warnings
 from collections.abc import Iterator
@@ -41,6 +44,9 @@ NAMESPACES = (
     "numpy.lib.stride_tricks",
     "numpy.lib.array_utils",
 )
+FOREIGN_UFUNC_NAMESPACES = ("scipy.special",)
+"""Other libraries' namespaces whose numpy ufuncs are hooked too, when the suite has
+imported them by the first profiled test (the plugin never imports them)."""
 UFUNC_METHODS = ("reduce", "accumulate", "reduceat", "outer", "at")
 SELF_NONE, SELF_ARRAY, SELF_UFUNC = 0, 1, 2
 # Calls whose str arguments are recorded with the shapes: einsum's subscripts
@@ -102,6 +108,13 @@ def build_hook_table() -> HookTable:
         seen = best.get(id(obj))
         if seen is None or key < seen[0]:
             best[id(obj)] = (key, f"{ns}.{attr}", obj)
+    for ns in FOREIGN_UFUNC_NAMESPACES:
+        module = sys.modules.get(ns)
+        if module is None:
+            continue
+        for attr, obj in list(vars(module).items()):
+            if not attr.startswith("_") and isinstance(obj, np.ufunc) and id(obj) not in best:
+                best[id(obj)] = ((len(NAMESPACES), False, len(attr), attr), f"{ns}.{attr}", obj)
     table = HookTable()
     for _key, name, obj in sorted(best.values(), key=lambda v: v[1]):
         if isinstance(obj, types.BuiltinFunctionType):

@@ -1,0 +1,100 @@
+"""How much of real scipy test time the op tables can see: the captured share.
+
+Runs scipy's own installed test modules (suites no one here wrote) the way the README tells
+users to gate tests outside their rootdir (``--rootdir`` at the package), once with numpy
+capture alone (what the op tables saw before scipy capture) and once with the defaults
+(numpy, and scipy's f2py LAPACK/BLAS routines and scipy.special ufuncs), one round each, and
+reports the median over tests of ``op_time_share``: the share of a test's wall time spent
+inside captured ops.
+
+    python bench/scipy_share.py [--suite linalg|signal] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import scipy
+
+SCIPY = Path(scipy.__file__).parent
+SUITES = {
+    "linalg": [
+        "linalg/tests/test_basic.py",
+        "linalg/tests/test_decomp_cholesky.py",
+        "linalg/tests/test_decomp_lu.py",
+        "linalg/tests/test_matfuncs.py",
+    ],
+    "signal": [
+        "signal/tests/test_signaltools.py",
+        "signal/tests/test_spectral.py",
+    ],
+}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(suite: str, capture: str | None, out: Path) -> dict[str, object]:
+    paths = [str(SCIPY / p) for p in SUITES[suite]]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    cmd += ["-x", "--rootdir", str(SCIPY), "--opprof", "--opprof-rounds", "1"]
+    cmd += ["--opprof-baseline-dir", str(out.parent / "baselines"), "--opprof-report", str(out)]
+    if capture:
+        cmd += ["--opprof-capture", capture]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd + paths, capture_output=True, text=True, env=env, cwd=out.parent)
+    seconds = time.perf_counter() - t0
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"pytest failed ({done.returncode}):\n{done.stdout[-3000:]}")
+    tests = json.loads(out.read_text())["tests"]
+    shares = [t["summary"]["op_time_share"] for t in tests.values()]
+    top_scipy = sum(
+        1
+        for t in tests.values()
+        if t["ops"]
+        and max(t["ops"].items(), key=lambda kv: kv[1]["self_cpu_time"]["median_ns"])[0].startswith(
+            "scipy."
+        )
+    )
+    return {
+        "tests": len(tests),
+        "median_share": statistics.median(shares),
+        "share_p25": statistics.quantiles(shares, n=4)[0],
+        "tests_top_op_scipy": top_scipy,
+        "seconds": round(seconds, 1),
+        "outcome": done.stdout.strip().splitlines()[-1],
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--suite", action="append", choices=sorted(SUITES))
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="opprof-scipy-") as tmp:
+        for suite in args.suite or sorted(SUITES):
+            for label, capture in (("numpy only", "numpy"), ("defaults", None)):
+                out = Path(tmp) / f"{suite}-{label.replace(' ', '-')}.json"
+                r = run(suite, capture, out)
+                results[f"{suite}: {label}"] = r
+                print(
+                    f"scipy.{suite} ({', '.join(SUITES[suite])}), {label}: {r['tests']} tests, "
+                    f"median captured share {r['median_share']:.0%} (25th percentile "
+                    f"{r['share_p25']:.0%}), top op from scipy in {r['tests_top_op_scipy']}, "
+                    f"{r['seconds']} s; {r['outcome']}",
+                    flush=True,
+                )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+/* Native capture of f2py routines: a trampoline in each `fortran` type's tp_call.
+ *
+ * See scipy_hooks.h.  A handful of slots cover every routine of every f2py
+ * module (scipy.linalg's _flapack and _fblas hold about 1,400), so install
+ * costs one table fill and a call costs a table lookup, the recording word's
+ * load and, when recording, the same begin/end as a numpy op.  Install,
+ * uninstall and the trampoline run with the GIL held, so no lock is needed.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdlib.h>
+
+#include "scipy_hooks.h"
+#include "hotpath.h"
+
+/* numpy_hooks.c: record_shapes/with_stack of a call's positional arguments. */
+void opprof_numpy_capture_args(opprof_thread *t, uint32_t active, PyObject *const *args,
+                               Py_ssize_t n);
+
+#define F2PY_MAX_TYPES 64
+
+typedef struct f2py_entry {
+    PyObject *obj; /* NULL: empty cell */
+    uint32_t name;
+} f2py_entry;
+
+typedef struct f2py_type {
+    PyTypeObject *type;
+    ternaryfunc orig;
+    int stuck; /* someone wrapped our trampoline: it keeps routing here for good */
+} f2py_type;
+
+static f2py_entry *g_table;
+static size_t g_mask;
+static f2py_type g_types[F2PY_MAX_TYPES];
+static int g_n_types;
+static int g_installed;
+static uint32_t g_other_name;
+
+static inline size_t f2py_hash(const void *p)
+{
+    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 32);
+}
+
+static inline uint32_t f2py_name_of(PyObject *obj)
+{
+    if (g_table == NULL)
+        return g_other_name;
+    for (size_t i = f2py_hash(obj) & g_mask;; i = (i + 1) & g_mask) {
+        if (g_table[i].obj == obj)
+            return g_table[i].name;
+        if (g_table[i].obj == NULL)
+            return g_other_name;
+    }
+}
+
+static inline ternaryfunc f2py_orig_of(PyTypeObject *tp)
+{
+    for (int i = 0; i < g_n_types; i++)
+        if (g_types[i].type == tp)
+            return g_types[i].orig;
+    return NULL;
+}
+
+static PyObject *f2py_tramp(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    ternaryfunc orig = f2py_orig_of(Py_TYPE(self));
+    if (orig == NULL) {
+        PyErr_SetString(PyExc_SystemError, "pytest-opprof lost the original f2py call slot");
+        return NULL;
+    }
+    uint32_t active = opprof_hot_active();
+    opprof_thread *t;
+    if (!(active & OPPROF_OPT_CAPTURE_SCIPY) || (t = opprof_hot_thread()) == NULL)
+        return orig(self, args, kwargs);
+    if (opprof_hot_begin_recording(t, active, f2py_name_of(self), OPPROF_KIND_NUMPY) == 0 &&
+        __builtin_expect(active & (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK), 0))
+        opprof_numpy_capture_args(t, active, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args));
+    PyObject *r = orig(self, args, kwargs);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    return r;
+}
+
+static int f2py_type_ok(PyTypeObject *tp)
+{
+    return tp != NULL && PyType_Check((PyObject *)tp) && tp->tp_call != NULL &&
+           !PyType_HasFeature(tp, Py_TPFLAGS_HAVE_VECTORCALL);
+}
+
+int opprof_f2py_install(const intptr_t *types, int64_t n_types, const intptr_t *objs,
+                        const uint32_t *names, int64_t n, uint32_t other_name)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = OPPROF_OK;
+    if (g_installed) {
+        rc = opprof_fail(OPPROF_E_STATE, "f2py routines are already hooked");
+        goto done;
+    }
+    int stuck = 0;
+    for (int i = 0; i < g_n_types; i++)
+        stuck += g_types[i].stuck;
+    if (n < 0 || n_types < 0 || stuck + n_types > F2PY_MAX_TYPES) {
+        rc = opprof_fail(OPPROF_E_ARG, "f2py install: %lld types (at most %d), %lld routines",
+                         (long long)n_types, F2PY_MAX_TYPES - stuck, (long long)n);
+        goto done;
+    }
+    for (int64_t i = 0; i < n_types; i++) {
+        PyTypeObject *tp = (PyTypeObject *)types[i];
+        if (!f2py_type_ok(tp) || tp->tp_call == f2py_tramp) {
+            rc = opprof_fail(OPPROF_E_UNSUPPORTED,
+                             "not an unhooked f2py routine type without vectorcall");
+            goto done;
+        }
+    }
+    size_t size = 16;
+    while (size < 2 * (size_t)n)
+        size <<= 1;
+    f2py_entry *table = calloc(size, sizeof *table);
+    if (table == NULL) {
+        rc = opprof_fail(OPPROF_E_NOMEM, "no memory for %lld f2py routines", (long long)n);
+        goto done;
+    }
+    /* A wrapped trampoline from an earlier install still routes through this
+     * table: it is replaced (the old one stays allocated), never freed under it. */
+    g_table = table;
+    g_mask = size - 1;
+    for (int64_t i = 0; i < n; i++) {
+        PyObject *obj = (PyObject *)objs[i];
+        size_t k = f2py_hash(obj) & g_mask;
+        while (table[k].obj != NULL && table[k].obj != obj)
+            k = (k + 1) & g_mask;
+        table[k].obj = obj;
+        table[k].name = names[i];
+    }
+    g_other_name = other_name;
+    /* Keep stuck types first (their trampolines still look them up), then add. */
+    int kept = 0;
+    for (int i = 0; i < g_n_types; i++)
+        if (g_types[i].stuck)
+            g_types[kept++] = g_types[i];
+    g_n_types = kept;
+    for (int64_t i = 0; i < n_types; i++) {
+        PyTypeObject *tp = (PyTypeObject *)types[i];
+        g_types[g_n_types++] = (f2py_type){tp, tp->tp_call, 0};
+        tp->tp_call = f2py_tramp;
+    }
+    g_installed = 1;
+done:
+    PyGILState_Release(g);
+    return rc;
+}
+
+int opprof_f2py_uninstall(int64_t *foreign)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    *foreign = 0;
+    if (g_installed) {
+        for (int i = 0; i < g_n_types; i++) {
+            f2py_type *ft = &g_types[i];
+            if (ft->stuck)
+                continue;
+            if (ft->type->tp_call == f2py_tramp) {
+                ft->type->tp_call = ft->orig;
+            } else {
+                ft->stuck = 1;
+                ++*foreign;
+            }
+        }
+        if (*foreign == 0) {
+            /* No trampoline is reachable any more (calls inside one finished:
+             * the GIL is held), so the table can go. */
+            free(g_table);
+            g_table = NULL;
+        }
+        g_installed = 0;
+    }
+    PyGILState_Release(g);
+    return OPPROF_OK;
+}
+
+int opprof_f2py_installed(void) { return g_installed; }
+
+/* ---- Cython functions: per-object vectorcall pointers ------------------- */
+
+typedef struct vc_entry {
+    PyObject *obj; /* NULL: empty cell */
+    vectorcallfunc orig;
+    uint32_t name;
+    uint8_t ours; /* the pointer holds our trampoline (until uninstall) */
+} vc_entry;
+
+static vc_entry *g_vc;
+static size_t g_vc_mask;
+static int g_vc_installed;
+static int g_vc_stuck; /* someone wrapped a trampoline: the table stays, no new install */
+
+static inline vectorcallfunc *vc_slot_of(PyObject *obj)
+{
+    return (vectorcallfunc *)((char *)obj + Py_TYPE(obj)->tp_vectorcall_offset);
+}
+
+static inline vc_entry *vc_lookup(PyObject *obj)
+{
+    for (size_t i = f2py_hash(obj) & g_vc_mask;; i = (i + 1) & g_vc_mask) {
+        if (g_vc[i].obj == obj)
+            return &g_vc[i];
+        if (g_vc[i].obj == NULL)
+            return NULL;
+    }
+}
+
+static PyObject *vc_tramp(PyObject *callable, PyObject *const *args, size_t nargsf,
+                          PyObject *kwnames)
+{
+    vc_entry *e = g_vc != NULL ? vc_lookup(callable) : NULL;
+    if (e == NULL) {
+        PyErr_SetString(PyExc_SystemError, "pytest-opprof lost the original vectorcall pointer");
+        return NULL;
+    }
+    uint32_t active = opprof_hot_active();
+    opprof_thread *t;
+    if (!(active & OPPROF_OPT_CAPTURE_SCIPY) || (t = opprof_hot_thread()) == NULL)
+        return e->orig(callable, args, nargsf, kwnames);
+    if (opprof_hot_begin_recording(t, active, e->name, OPPROF_KIND_NUMPY) == 0 &&
+        __builtin_expect(active & (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK), 0))
+        opprof_numpy_capture_args(t, active, args, PyVectorcall_NARGS(nargsf));
+    PyObject *r = e->orig(callable, args, nargsf, kwnames);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    return r;
+}
+
+static int vc_can_swap(PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    return PyType_HasFeature(tp, Py_TPFLAGS_HAVE_VECTORCALL) && tp->tp_vectorcall_offset > 0 &&
+           *vc_slot_of(obj) != NULL && *vc_slot_of(obj) != vc_tramp;
+}
+
+int opprof_vcall_install(const intptr_t *objs, const uint32_t *names, int64_t n, int64_t *skipped)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = OPPROF_OK;
+    *skipped = 0;
+    if (g_vc_installed || g_vc_stuck || n < 0) {
+        rc = opprof_fail(n < 0 ? OPPROF_E_ARG : OPPROF_E_STATE,
+                         n < 0        ? "negative function count"
+                         : g_vc_stuck ? "Cython functions were wrapped by someone else while "
+                                        "hooked; not hooked again"
+                                      : "Cython functions are already hooked");
+        goto done;
+    }
+    size_t size = 16;
+    while (size < 2 * (size_t)n)
+        size <<= 1;
+    vc_entry *table = calloc(size, sizeof *table);
+    if (table == NULL) {
+        rc = opprof_fail(OPPROF_E_NOMEM, "no memory for %lld functions", (long long)n);
+        goto done;
+    }
+    g_vc = table;
+    g_vc_mask = size - 1;
+    for (int64_t i = 0; i < n; i++) {
+        PyObject *obj = (PyObject *)objs[i];
+        if (!vc_can_swap(obj)) {
+            ++*skipped;
+            continue;
+        }
+        size_t k = f2py_hash(obj) & g_vc_mask;
+        while (table[k].obj != NULL && table[k].obj != obj)
+            k = (k + 1) & g_vc_mask;
+        if (table[k].obj == obj)
+            continue;
+        table[k] = (vc_entry){obj, *vc_slot_of(obj), names[i], 1};
+        *vc_slot_of(obj) = vc_tramp;
+    }
+    g_vc_installed = 1;
+done:
+    PyGILState_Release(g);
+    return rc;
+}
+
+int opprof_vcall_uninstall(int64_t *foreign)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    *foreign = 0;
+    if (g_vc_installed) {
+        for (size_t i = 0; i <= g_vc_mask; i++) {
+            vc_entry *e = &g_vc[i];
+            if (e->obj == NULL || !e->ours)
+                continue;
+            if (*vc_slot_of(e->obj) == vc_tramp) {
+                *vc_slot_of(e->obj) = e->orig;
+                e->ours = 0;
+            } else {
+                ++*foreign;
+            }
+        }
+        if (*foreign == 0) {
+            free(g_vc);
+            g_vc = NULL;
+        } else {
+            g_vc_stuck = 1; /* the wrapped trampolines still look their originals up here */
+        }
+        g_vc_installed = 0;
+    }
+    PyGILState_Release(g);
+    return OPPROF_OK;
+}

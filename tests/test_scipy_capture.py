@@ -1,0 +1,135 @@
+"""scipy capture: f2py LAPACK/BLAS routines and scipy.special ufuncs recorded as library
+ops under the names users call them by, restored afterwards, never importing scipy itself."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pytest_opprof as opprof
+from pytest_opprof import _native
+from tests.conftest import PytestRunner
+
+scipy_linalg = pytest.importorskip("scipy.linalg")
+scipy_special = pytest.importorskip("scipy.special")
+lapack = scipy_linalg.lapack
+blas = scipy_linalg.blas
+
+LOOP = 300  # past CPython's call-site specialisation
+
+
+def op_counts(prof: opprof.profile) -> Counter[str]:
+    records = prof.records()
+    return Counter(records.names[n] for n in records.events["name"])
+
+
+def test_lapack_and_blas_routines_are_ops_by_their_public_names() -> None:
+    a = np.random.default_rng(0).standard_normal((40, 40))
+    with opprof.profile(record_shapes=True) as prof:
+        for _ in range(LOOP):
+            lapack.dgetrf(a)
+        blas.dgemm(1.0, a, a)
+        scipy_linalg.svd(a)
+    counts = op_counts(prof)
+    assert counts["scipy.linalg.lapack.dgetrf"] == LOOP
+    assert counts["scipy.linalg.blas.dgemm"] == 1
+    assert counts["scipy.linalg.lapack.dgesdd"] == 1
+    avg = {e.key: e for e in prof.key_averages(group_by_input_shape=True)}
+    assert avg["scipy.linalg.lapack.dgetrf"].input_shapes == [[40, 40]]
+    # the routine's time is its own, not its numpy callers'
+    assert avg["scipy.linalg.lapack.dgesdd"].self_cpu_time_total > 0
+
+
+def test_a_routine_that_raises_is_recorded_with_the_exception() -> None:
+    with opprof.profile() as prof:
+        with pytest.raises(Exception):  # noqa: B017 - f2py raises its own error type
+            lapack.dgetrf("not an array")
+    records = prof.records()
+    assert [records.names[n] for n in records.events["name"]] == ["scipy.linalg.lapack.dgetrf"]
+    assert records.events["flags"][0] & 1  # OPPROF_FLAG_EXCEPTION
+
+
+def test_scipy_special_ufuncs_are_captured_under_scipy_names() -> None:
+    x = np.linspace(0.5, 3.0, 1000)
+    with opprof.profile(capture=["numpy"]) as prof:
+        scipy_special.gamma(x)
+        np.add(x, x)
+    counts = op_counts(prof)
+    assert counts["scipy.special.gamma"] == 1
+    assert counts["numpy.add"] == 1
+
+
+def test_restored_after_the_profile_and_idle_without_one() -> None:
+    a = np.eye(8) * 2.0
+    with opprof.profile(capture=["scipy"]) as prof:
+        assert _native.lib.opprof_f2py_installed() == 1
+        lapack.dgetrf(a)
+    assert _native.lib.opprof_f2py_installed() == 0
+    lu, _piv, info = lapack.dgetrf(a)  # still callable, unhooked
+    assert info == 0 and lu[0, 0] == 2.0
+    assert op_counts(prof)["scipy.linalg.lapack.dgetrf"] == 1
+
+
+def test_capture_numpy_alone_leaves_f2py_routines_out() -> None:
+    a = np.eye(8)
+    with opprof.profile(capture=["numpy"]) as prof:
+        lapack.dgetrf(a)
+    assert "scipy.linalg.lapack.dgetrf" not in op_counts(prof)
+
+
+SUITE = """
+import sys
+import numpy as np
+
+def test_numpy_only():
+    np.add(np.ones(10), 1.0)
+    assert "scipy" not in sys.modules
+
+"""
+
+SCIPY_SUITE = """
+import numpy as np
+from scipy.linalg import lapack, solve
+
+def test_solve():
+    a = np.eye(50) * 3.0
+    for _ in range(5):
+        lapack.dgetrf(a)
+    assert solve(a, np.ones(50))[0] == 1.0 / 3.0
+"""
+
+
+def test_plugin_never_imports_scipy(run_pytest: PytestRunner) -> None:
+    run_pytest.pytester.makepyfile(test_np=SUITE)
+    result = run_pytest("--opprof", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)
+
+
+def test_plugin_captures_scipy_by_default(run_pytest: PytestRunner, tmp_path: Path) -> None:
+    run_pytest.pytester.makepyfile(test_sp=SCIPY_SUITE)
+    report = tmp_path / "r.json"
+    result = run_pytest("--opprof", "--opprof-report", str(report))
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads(report.read_text())["tests"].values()
+    assert test["ops"]["scipy.linalg.lapack.dgetrf"]["count"] >= 5
+
+
+def test_cython_functions_are_ops() -> None:
+    """scipy.linalg.lu runs its LU in a Cython function (lu_dispatcher): captured and
+    restored like the f2py routines."""
+    a = np.random.default_rng(0).standard_normal((30, 30))
+    with opprof.profile(capture=["scipy"]) as prof:
+        for _ in range(LOOP):
+            scipy_linalg.lu(a)
+    lu = [name for name in op_counts(prof) if name.endswith(".lu_dispatcher")]
+    assert lu, op_counts(prof)
+    assert op_counts(prof)[lu[0]] == LOOP
+    with opprof.profile(capture=["scipy"]) as idle_check:
+        pass
+    assert not op_counts(idle_check)
+    p, low, up = scipy_linalg.lu(a)  # unhooked again, and right
+    assert np.allclose(p @ low @ up, a)
