@@ -565,6 +565,27 @@ int opprof_scope_pop(uint32_t flags)
     return OPPROF_OK;
 }
 
+int32_t opprof_scope_depth(void)
+{
+    const opprof_thread *t = opprof_tls_state;
+    return t ? t->depth : 0;
+}
+
+/* A test that left scopes open would push every later event past
+ * OPPROF_MAX_DEPTH (not recorded): the plugin closes them after its round. */
+int32_t opprof_scope_unwind(int32_t depth)
+{
+    opprof_thread *t = opprof_tls_state;
+    int32_t closed = 0;
+    if (depth < 0)
+        depth = 0;
+    while (t && t->depth > depth) {
+        opprof_hot_end(t, OPPROF_FLAG_TRUNCATED);
+        closed++;
+    }
+    return closed;
+}
+
 /* ---- sessions ---------------------------------------------------------- */
 
 #define OPPROF_ALL_OPTS                                                             \

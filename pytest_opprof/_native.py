@@ -147,6 +147,16 @@ def scope_pop(flags: int = 0) -> None:
     check(lib.opprof_scope_pop(flags))
 
 
+def scope_depth() -> int:
+    """Events open on the calling thread (scopes, and ops that are running)."""
+    return int(lib.opprof_scope_depth())
+
+
+def scope_unwind(depth: int) -> int:
+    """Close the calling thread's open events down to ``depth``; how many were closed."""
+    return int(lib.opprof_scope_unwind(depth))
+
+
 # ---- core: drain -----------------------------------------------------------
 
 

@@ -19,7 +19,12 @@ from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.options import OpprofOptions
-from pytest_opprof.plugin.payload import REPORT_ATTRIBUTE, STEPPED_ASIDE_ATTRIBUTE, ProfiledTest
+from pytest_opprof.plugin.payload import (
+    LEFT_BEHIND_ATTRIBUTE,
+    REPORT_ATTRIBUTE,
+    STEPPED_ASIDE_ATTRIBUTE,
+    ProfiledTest,
+)
 from pytest_opprof.render.report import session_lines, write_markdown
 from pytest_opprof.render.units import format_time
 
@@ -36,6 +41,7 @@ class Controller:
         """"what: why" lines from the profiles run in this process (a pytest-xdist
         controller runs none, so it has none)."""
         self.own_profile: list[str] = []  # tests that ran their own profile (not profiled)
+        self.left_behind: list[tuple[str, str]] = []  # (test, what it left that was reset)
         self._handed: dict[str, ProfiledTest] = {}  # from this process's worker side
 
     def take(self, payload: ProfiledTest) -> None:
@@ -64,6 +70,9 @@ class Controller:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown":
             self.gate.teardown_done(report.nodeid, report.passed)
+            left = getattr(report, LEFT_BEHIND_ATTRIBUTE, None)
+            if left is not None:
+                self.left_behind.append((report.nodeid, str(left)))
         if getattr(report, STEPPED_ASIDE_ATTRIBUTE, False):
             self.own_profile.append(report.nodeid)
         if report.when != "call":
@@ -100,6 +109,13 @@ class Controller:
             tr.write_line(
                 f"opprof: not profiled: {len(self.own_profile)} test(s) started their own "
                 f"opprof profile (e.g. {self.own_profile[0]}); the plugin stepped aside for them"
+            )
+        if self.left_behind:
+            nodeid, left = self.left_behind[0]
+            tr.write_line(
+                f"opprof: {len(self.left_behind)} test(s) left opprof state behind (e.g. "
+                f"{nodeid}: {left}); the plugin reset it after each, so later tests were "
+                "measured as usual"
             )
         if not self.results:
             tr.write_line("no test was profiled")

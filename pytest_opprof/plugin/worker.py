@@ -16,7 +16,6 @@ side: in memory in a single process, on the report through pytest-xdist.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import re
 from collections.abc import Callable, Generator
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from pytest_opprof import _native
-from pytest_opprof.capture import speed_probe, threadpools
+from pytest_opprof.capture import profiler, speed_probe, threadpools
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.sources import Source
@@ -37,13 +36,19 @@ from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.marker import MARKER_NAME, TestSettings, settings_for
 from pytest_opprof.plugin.measure import Rounds
 from pytest_opprof.plugin.options import OpprofOptions
-from pytest_opprof.plugin.payload import REPORT_ATTRIBUTE, STEPPED_ASIDE_ATTRIBUTE, ProfiledTest
+from pytest_opprof.plugin.payload import (
+    LEFT_BEHIND_ATTRIBUTE,
+    REPORT_ATTRIBUTE,
+    STEPPED_ASIDE_ATTRIBUTE,
+    ProfiledTest,
+)
 from pytest_opprof.render.report import failure_text
 
 settings_key = pytest.StashKey[TestSettings]()
 finished_key = pytest.StashKey[ProfiledTest]()
 """The test's figures, from the end of its call phase until its call report is made."""
 stepped_aside_key = pytest.StashKey[bool]()
+scopes_left_key = pytest.StashKey[int]()
 
 
 def _overrides(settings: TestSettings) -> dict[str, float]:
@@ -81,7 +86,6 @@ class Worker:
         self.not_measured = not_measured if not_measured is not None else set()
         self._acquired: list[Source] = []
         self._capacity: int | None = None  # the event limit before this session set its own
-        self._frozen = False
         self._probe = ContentionProbe()
 
     # -- session lifecycle -------------------------------------------------
@@ -102,12 +106,6 @@ class Worker:
             source.acquire()
             self._acquired.append(source)
         speed_probe.warm_up()
-        if self.plan.helpers and not self._frozen:
-            # Memory figures run gc.collect() after every test; freezing what exists
-            # now (collected items, imported modules) keeps that scan to the objects
-            # tests create, instead of tens of milliseconds per test in a big session.
-            gc.freeze()
-            self._frozen = True
 
     def close(self) -> None:
         """Remove every hook this worker installed (called from ``pytest_unconfigure``)."""
@@ -119,9 +117,6 @@ class Worker:
             except BaseException as exc:  # release the others before reporting it
                 first_error = first_error or exc
         self._probe.close()
-        if self._frozen:
-            gc.unfreeze()
-            self._frozen = False
         if self._capacity is not None:
             _native.set_capacity(self._capacity)
             self._capacity = None
@@ -200,6 +195,8 @@ class Worker:
             return result
         finally:
             pin.__exit__(None, None, None)
+            if rounds.scopes_left_open:
+                item.stash[scopes_left_key] = rounds.scopes_left_open
             if rounds.preempted:
                 item.stash[stepped_aside_key] = True
             elif rounds.profiles:
@@ -239,6 +236,11 @@ class Worker:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        if call.when == "teardown":
+            left = _left_behind(item)
+            if left is not None:
+                setattr(report, LEFT_BEHIND_ATTRIBUTE, left)
+            return report
         if call.when != "call":
             return report
         if item.stash.get(stepped_aside_key, False):
@@ -274,6 +276,20 @@ class Worker:
             setattr(report, REPORT_ATTRIBUTE, data)
         item.user_properties.extend(junit_properties(result.summary, verdict, busy, work))
         return report
+
+
+def _left_behind(item: pytest.Item) -> str | None:
+    """What the test left that would break the tests after it, reset here (after its
+    teardown, so its own fixtures could still stop it): a profile still recording, or
+    scopes left open (closed after each round).  None when it left nothing."""
+    left = []
+    scopes = item.stash.get(scopes_left_key, 0)
+    if scopes:
+        del item.stash[scopes_left_key]
+        left.append(f"{scopes} record_function scope(s) open")
+    if profiler.stop_abandoned():
+        left.append("a profile recording")
+    return " and ".join(left) or None
 
 
 def junit_properties(
