@@ -11,12 +11,15 @@ same verdict), which is what lets this side stage and write the baselines.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.session import BaselineSession
+from pytest_opprof.gate.spool import Spool
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.options import OpprofOptions
 from pytest_opprof.plugin.payload import (
@@ -36,7 +39,8 @@ class Controller:
         self.options = options
         self.gate = gate
         self.plan = chosen
-        self.results: list[ProfiledTest] = []
+        self.results: Spool[ProfiledTest] = Spool()
+        """Every profiled test's payload, on disk until the summary reads it (spool.py)."""
         self.not_measured: set[str] = set()
         """"what: why" lines from the profiles run in this process (a pytest-xdist
         controller runs none, so it has none)."""
@@ -142,7 +146,7 @@ class Controller:
             tr.write_line(line)
 
 
-def summary_lines(results: list[ProfiledTest]) -> list[str]:
+def summary_lines(results: Sequence[ProfiledTest]) -> list[str]:
     """A header and one line per test: self CPU time in captured ops, op count, top op."""
     rows = []
     for r in results:
