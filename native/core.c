@@ -209,6 +209,7 @@ __attribute__((noinline)) void core_thread_reset(opprof_thread *t, uint32_t gen)
         t->open[i].active = 0;
     t->innermost = -1;
     t->active_depth = 0;
+    t->muted = opprof_thread_muted(t->tid);
     t->seq = 0;
     t->room = 0;
     t->reserved_left = 0;
@@ -519,7 +520,7 @@ void opprof_op_capture_stack(opprof_thread *t)
 void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_bytes)
 {
     uint32_t active = opprof_hot_active();
-    if (!t || !active)
+    if (!t || !active || t->muted)
         return;
     if (t->innermost >= 0) {
         opprof_event *ev = &t->open[t->innermost].ev;

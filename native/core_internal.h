@@ -55,6 +55,7 @@ struct opprof_thread {
     int32_t active_depth; /* open events that record */
     int32_t innermost;    /* index in open[] of the innermost recording event, -1 none */
     int32_t alive;        /* 0 once the OS thread exited (registry lock) */
+    int32_t muted;        /* records nothing this session (muted.c); owner-written */
     /* Record buffer: chunks filled in order; count is published with release. */
     core_chunk *head;
     core_chunk *cur;

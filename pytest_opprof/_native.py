@@ -157,6 +157,13 @@ def scope_unwind(depth: int) -> int:
     return int(lib.opprof_scope_unwind(depth))
 
 
+def mute_threads(tids: list[int]) -> None:
+    """Leave the ops, scopes and allocations of these OS threads (``native_id``) out of
+    every session from the next one on (replaces the previous list)."""
+    arr = ffi.new("uint64_t[]", tids) if tids else ffi.NULL
+    check(lib.opprof_mute_threads(arr, len(tids)))
+
+
 # ---- core: drain -----------------------------------------------------------
 
 

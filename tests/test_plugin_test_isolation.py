@@ -132,9 +132,57 @@ def test_a_profile_or_scopes_left_open_are_reset_and_the_offender_is_named_once(
     for name in ("test_left_profile.py::test_b", "test_left_profile.py::test_c"):
         assert "numpy.add" in tests[name]["ops"], tests[name]["ops"]
     assert "numpy.add" in tests["test_left_scopes.py::test_b"]["ops"]
-    lines = [line for line in result.stdout.lines if "left opprof state behind" in line]
+    lines = [line for line in result.stdout.lines if "left something behind" in line]
     assert len(lines) == 1, result.stdout.str()
-    assert lines[0].startswith("opprof: 2 test(s) left opprof state behind")
+    assert lines[0].startswith("opprof: 2 test(s) left something behind")
     assert (
         "test_left_profile.py::test_a_leaves_a_profile_recording: a profile recording" in lines[0]
+    )
+
+
+THREAD_TESTS = """
+import threading
+import time
+
+import numpy as np
+
+def test_a_leaves_a_thread_running():
+    started = threading.Event()
+
+    def work():
+        a = np.ones((60, 60))
+        started.set()
+        while True:
+            b = a @ a
+            del b
+            time.sleep(0.0002)
+
+    threading.Thread(target=work, name="matmul-loop", daemon=True).start()
+    started.wait()
+
+def test_b():
+    time.sleep(0.05)  # the thread runs about a hundred matmuls meanwhile
+    assert np.add(np.ones(3), 1).sum() == 6
+"""
+
+
+def test_a_thread_a_test_left_running_is_kept_out_of_later_tests(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    # Item 8: a daemon thread started by test A and still doing matmuls made test B
+    # fail with MFLOPs of numpy.matmul it never ran.
+    pytester.makepyfile(test_threads=THREAD_TESTS)
+    result = run_pytest("--opprof", "-p", "no:randomly", *REPORT)
+    result.assert_outcomes(passed=2)
+    b = report_tests(pytester)["test_threads.py::test_b"]
+    assert "numpy.matmul" not in b["ops"], sorted(b["ops"])
+    assert b["summary"]["flops"] < 100  # its own add and sum; one 60x60 matmul is 432,000
+    # Its allocations too: test_b allocates two 24-byte arrays (the counter rounds up).
+    assert b["summary"]["memory"]["allocated_bytes"] < 1024, b["summary"]["memory"]
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: 1 test(s) left something behind (e.g. "
+            "test_threads.py::test_a_leaves_a_thread_running: * thread(s) still running "
+            "(matmul-loop*), whose ops are left out of later tests' figures)*"
+        ]
     )

@@ -117,7 +117,7 @@ class Controller:
         if self.left_behind:
             nodeid, left = self.left_behind[0]
             tr.write_line(
-                f"opprof: {len(self.left_behind)} test(s) left opprof state behind (e.g. "
+                f"opprof: {len(self.left_behind)} test(s) left something behind (e.g. "
                 f"{nodeid}: {left}); the plugin reset it after each, so later tests were "
                 "measured as usual"
             )

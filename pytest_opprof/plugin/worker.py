@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Generator
 from pathlib import Path
 
@@ -49,6 +50,7 @@ finished_key = pytest.StashKey[ProfiledTest]()
 """The test's figures, from the end of its call phase until its call report is made."""
 stepped_aside_key = pytest.StashKey[bool]()
 scopes_left_key = pytest.StashKey[int]()
+threads_before_key = pytest.StashKey[frozenset[threading.Thread]]()
 
 
 def _overrides(settings: TestSettings) -> dict[str, float]:
@@ -87,6 +89,8 @@ class Worker:
         self._acquired: list[Source] = []
         self._capacity: int | None = None  # the event limit before this session set its own
         self._probe = ContentionProbe()
+        self._muted: dict[int, str] = {}
+        """OS thread id -> name of the threads tests left running, left out of the figures."""
 
     # -- session lifecycle -------------------------------------------------
 
@@ -145,6 +149,9 @@ class Worker:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         settings = item.stash[settings_key]
         self._acquire()
+        running = threading.enumerate()
+        item.stash[threads_before_key] = frozenset(running)
+        self._mute(running)
         rounds = Rounds()
         # The pools keep their pinned size from the warmup (which warms them at that size)
         # to the last round, and get their own back however the test ends.
@@ -202,6 +209,43 @@ class Worker:
             elif rounds.profiles:
                 item.stash[finished_key] = self._finish(item, settings, rounds)
 
+    def _mute(self, running: list[threading.Thread], new: dict[int, str] | None = None) -> None:
+        """Leave ``new`` threads out of the figures from the next round on, and stop
+        leaving out those that ended (their OS ids get reused)."""
+        alive = {t.native_id for t in running}
+        muted = {tid: name for tid, name in self._muted.items() if tid in alive}
+        muted.update(new or {})
+        if muted != self._muted:
+            _native.mute_threads(sorted(muted))
+            self._muted = muted
+
+    def _left_behind(self, item: pytest.Item) -> str | None:
+        """What the test left that would skew or break the tests after it (after its
+        teardown, so its own fixtures could still clean up), reset here: a profile still
+        recording is stopped, scopes left open were closed after each round, and threads
+        its call started that still run are left out of later tests' figures.  None when
+        it left nothing."""
+        left = []
+        scopes = item.stash.get(scopes_left_key, 0)
+        if scopes:
+            del item.stash[scopes_left_key]
+            left.append(f"{scopes} record_function scope(s) open")
+        if profiler.stop_abandoned():
+            left.append("a profile recording")
+        before = item.stash.get(threads_before_key, None)
+        if before is not None:
+            del item.stash[threads_before_key]
+            running = threading.enumerate()
+            new = {t.native_id: t.name for t in running if t not in before and t.native_id}
+            self._mute(running, new)
+            if new:
+                names = ", ".join(sorted(new.values())[:3])
+                left.append(
+                    f"{len(new)} thread(s) still running ({names}), whose ops are left out "
+                    "of later tests' figures"
+                )
+        return " and ".join(left) or None
+
     def _finish(self, item: pytest.Item, settings: TestSettings, rounds: Rounds) -> ProfiledTest:
         figures = rounds.summarised(settings)
         shown = rounds.shown()
@@ -237,7 +281,7 @@ class Worker:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         if call.when == "teardown":
-            left = _left_behind(item)
+            left = self._left_behind(item)
             if left is not None:
                 setattr(report, LEFT_BEHIND_ATTRIBUTE, left)
             return report
@@ -276,20 +320,6 @@ class Worker:
             setattr(report, REPORT_ATTRIBUTE, data)
         item.user_properties.extend(junit_properties(result.summary, verdict, busy, work))
         return report
-
-
-def _left_behind(item: pytest.Item) -> str | None:
-    """What the test left that would break the tests after it, reset here (after its
-    teardown, so its own fixtures could still stop it): a profile still recording, or
-    scopes left open (closed after each round).  None when it left nothing."""
-    left = []
-    scopes = item.stash.get(scopes_left_key, 0)
-    if scopes:
-        del item.stash[scopes_left_key]
-        left.append(f"{scopes} record_function scope(s) open")
-    if profiler.stop_abandoned():
-        left.append("a profile recording")
-    return " and ".join(left) or None
 
 
 def junit_properties(
