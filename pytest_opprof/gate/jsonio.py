@@ -35,6 +35,11 @@ def dumps_stable(data: object) -> str:
     return _dump(data, 0) + "\n"
 
 
+def dumps_nested(value: object, level: int) -> str:
+    """``value`` as :func:`dumps_stable` writes it at nesting ``level`` (no newline)."""
+    return _dump(value, level)
+
+
 def _dump(value: object, level: int) -> str:
     pad = "  " * (level + 1)
     if isinstance(value, dict):
