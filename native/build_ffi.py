@@ -21,6 +21,7 @@ SOURCES = [
     "strtab.c",
     "cuda.c",
     "core.c",
+    "muted.c",
     "drain.c",
     "drain_pool.c",
     "memory_count.c",

@@ -209,6 +209,7 @@ __attribute__((noinline)) void core_thread_reset(opprof_thread *t, uint32_t gen)
         t->open[i].active = 0;
     t->innermost = -1;
     t->active_depth = 0;
+    t->muted = opprof_thread_muted(t->tid);
     t->seq = 0;
     t->room = 0;
     t->reserved_left = 0;
@@ -519,7 +520,7 @@ void opprof_op_capture_stack(opprof_thread *t)
 void opprof_mem_record(opprof_thread *t, int64_t alloc_bytes, int64_t freed_bytes)
 {
     uint32_t active = opprof_hot_active();
-    if (!t || !active)
+    if (!t || !active || t->muted)
         return;
     if (t->innermost >= 0) {
         opprof_event *ev = &t->open[t->innermost].ev;
@@ -607,6 +608,27 @@ int opprof_scope_pop(uint32_t flags)
         return opprof_fail(OPPROF_E_STATE, "opprof_scope_pop: no open scope on this thread");
     opprof_hot_end(t, (uint16_t)flags);
     return OPPROF_OK;
+}
+
+int32_t opprof_scope_depth(void)
+{
+    const opprof_thread *t = opprof_tls_state;
+    return t ? t->depth : 0;
+}
+
+/* A test that left scopes open would push every later event past
+ * OPPROF_MAX_DEPTH (not recorded): the plugin closes them after its round. */
+int32_t opprof_scope_unwind(int32_t depth)
+{
+    opprof_thread *t = opprof_tls_state;
+    int32_t closed = 0;
+    if (depth < 0)
+        depth = 0;
+    while (t && t->depth > depth) {
+        opprof_hot_end(t, OPPROF_FLAG_TRUNCATED);
+        closed++;
+    }
+    return closed;
 }
 
 /* ---- sessions ---------------------------------------------------------- */

@@ -62,6 +62,7 @@ struct opprof_thread {
     int32_t alive;        /* 0 once the OS thread exited (registry lock) */
     int32_t holes;        /* open[] entries closed out of order, not yet popped */
     uint64_t scope_token; /* last token handed to a scope of this thread */
+    int32_t muted;        /* records nothing this session (muted.c); owner-written */
     /* Record buffer: chunks filled in order; count is published with release. */
     core_chunk *head;
     core_chunk *cur;

@@ -121,6 +121,10 @@ OPPROF_HOT int opprof_hot_begin_recording(opprof_thread *t, uint32_t active, uin
         opprof_hot_count_drop(t);
         return -1;
     }
+    if (__builtin_expect(t->muted, 0)) {
+        t->open[d].active = 0; /* the end must balance, as when not recording */
+        return -1;
+    }
     core_open *o = &t->open[d];
     int32_t up = t->innermost;
     o->active = 1;

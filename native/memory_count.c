@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "opprof_internal.h"
 #include "memory.h"
@@ -83,11 +85,13 @@ opprof_mem_tls *opprof_mem_tls_slow(uint32_t window)
         }
         pthread_setspecific(g_tls_key, tl);
         opprof_mem_tl = tl;
+        tl->tid = (uint64_t)syscall(SYS_gettid);
     }
     /* Zero first, then publish the window: a reader that sees the new window
      * never sees the old counts. */
     tl->alloc_bytes = tl->alloc_count = tl->freed_bytes = tl->freed_tagged = 0;
     tl->core = NULL; /* fetched again at the window's first attribution */
+    tl->muted = opprof_thread_muted(tl->tid);
     __atomic_store_n(&tl->window, window, __ATOMIC_RELEASE);
     return tl;
 }

@@ -41,7 +41,9 @@ typedef struct opprof_mem_tls {
     int64_t freed_tagged; /* bytes of freed blocks tagged with `window` */
     opprof_thread *core;  /* the core's state for this thread (see opprof_mem_attribute) */
     struct opprof_mem_tls *next;
-    int dead; /* owner thread exited; counts kept until reused */
+    int dead;     /* owner thread exited; counts kept until reused */
+    uint64_t tid; /* OS thread id of the owner */
+    int muted;    /* this window counts nothing of this thread (muted.c) */
 } opprof_mem_tls;
 
 extern _Atomic int64_t opprof_mem_net;
@@ -134,7 +136,7 @@ static inline uint32_t opprof_mem_count_alloc(int64_t n)
     }
     uint32_t w = opprof_mem_window();
     opprof_mem_tls *tl = opprof_mem_tls_get(w);
-    if (tl == NULL) {
+    if (tl == NULL || tl->muted) {
         return 0;
     }
     tl->alloc_bytes += n;
@@ -158,7 +160,8 @@ static inline void opprof_mem_count_free(int64_t n, uint32_t tag)
     if (tag == w) {
         tl->freed_tagged += n;
     }
-    if (recording) {
+    /* A muted thread's frees count only for blocks of the window (not its own). */
+    if (recording && (!tl->muted || tag == w)) {
         tl->freed_bytes += n;
         opprof_mem_attribute(tl, 0, n, opprof_mem_move_net(-n));
     }
@@ -183,6 +186,13 @@ static inline uint32_t opprof_mem_count_realloc(int64_t old_n, int64_t new_n, ui
         tl->freed_tagged += old_n;
     }
     if (!recording) {
+        return 0;
+    }
+    if (tl->muted) { /* as in a free: the old block counts only if the window's */
+        if (old_tag == w) {
+            tl->freed_bytes += old_n;
+            opprof_mem_move_net(-old_n);
+        }
         return 0;
     }
     tl->alloc_bytes += new_n;

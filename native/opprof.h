@@ -108,6 +108,14 @@ uint32_t opprof_stack_count(void);
 /* ---- record_function scopes ------------------------------------------- */
 int opprof_scope_push(uint32_t name_id);
 int opprof_scope_pop(uint32_t flags);
+int32_t opprof_scope_depth(void); /* events open on the calling thread (scopes and ops) */
+/* Closes the calling thread's open events down to `depth`; returns how many. */
+int32_t opprof_scope_unwind(int32_t depth);
+
+/* ---- threads left out of the figures ------------------------------------- */
+/* Replace the list of OS thread ids whose ops, scopes and allocations are not
+ * recorded, from the next session on (the plugin: threads a test left running). */
+int opprof_mute_threads(const uint64_t *tids, int64_t n);
 
 /* ---- tree helper for events from sources without native parents -------- */
 /* Given n events sorted by (thread, start asc, end desc), write into parent[i]

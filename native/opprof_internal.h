@@ -46,6 +46,10 @@ extern volatile uint32_t opprof_g_active;
  * memory.  Cheap: one TLS load and a generation compare on the fast path. */
 opprof_thread *opprof_thread_get(void);
 
+/* muted.c: whether OS thread `tid` is left out of the figures (read once per
+ * session by each thread, see opprof_mute_threads). */
+int opprof_thread_muted(uint64_t tid);
+
 /* Raw clock ticks (rdtsc or clock_gettime ns); converted at drain time. */
 uint64_t opprof_ticks(void);
 

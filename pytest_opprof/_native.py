@@ -190,6 +190,23 @@ def scope_pop(flags: int = 0) -> None:
     check(lib.opprof_scope_pop(flags))
 
 
+def scope_depth() -> int:
+    """Events open on the calling thread (scopes, and ops that are running)."""
+    return int(lib.opprof_scope_depth())
+
+
+def scope_unwind(depth: int) -> int:
+    """Close the calling thread's open events down to ``depth``; how many were closed."""
+    return int(lib.opprof_scope_unwind(depth))
+
+
+def mute_threads(tids: list[int]) -> None:
+    """Leave the ops, scopes and allocations of these OS threads (``native_id``) out of
+    every session from the next one on (replaces the previous list)."""
+    arr = ffi.new("uint64_t[]", tids) if tids else ffi.NULL
+    check(lib.opprof_mute_threads(arr, len(tids)))
+
+
 # ---- core: drain -----------------------------------------------------------
 
 

@@ -415,6 +415,49 @@ def test_json_report_markdown_and_junit_properties(
     assert int(props["test_add"]["opprof_op_count"]) >= 3
 
 
+XPASS_TESTS = """
+import os
+import numpy as np
+import pytest
+
+@pytest.mark.xfail(reason="flaky on some machines")
+def test_xpassed():
+    n = int(os.environ.get("MATMUL_N", "32"))
+    a = np.ones((n, n))
+    assert (a @ a)[0, 0] == n
+
+@pytest.mark.xfail(reason="fails", strict=True)
+def test_xfailed():
+    assert np.ones(3).sum() == 4
+"""
+
+
+def test_xpassed_test_is_baselined_judged_and_fails_when_it_regresses(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
+) -> None:
+    # Issue 20, item 14: an xpassed test (non-strict xfail that passed) was profiled and
+    # printed but never baselined, judged or listed as new.
+    pytester.makepyfile(test_x=XPASS_TESTS)
+    first = update(run_pytest, "--junitxml", "junit.xml")
+    first.assert_outcomes(xpassed=1, xfailed=1)
+    first.stdout.fnmatch_lines(["new (no baseline):", "  test_x.py::test_xpassed"])
+    assert sorted(stored(pytester, "test_x.json")) == ["test_xpassed"]
+
+    run(run_pytest).assert_outcomes(xpassed=1, xfailed=1)
+    monkeypatch.setenv("MATMUL_N", "48")
+    worse = run(run_pytest, "--junitxml", "junit.xml")
+    worse.assert_outcomes(failed=1, xfailed=1)
+    worse.stdout.fnmatch_lines(["FAILED test_x.py::test_xpassed - opprof REGRESSED*"])
+    assert "numpy.matmul  more flops" in failed_section(worse, "test_xpassed")
+    # JUnit XML reports the regression as a failure, not as an xfail-marked skip.
+    case = next(
+        c
+        for c in ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
+        if c.get("name") == "test_xpassed"
+    )
+    assert case.find("failure") is not None and case.find("skipped") is None
+
+
 def test_require_baselines_fails_new_tests_only(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

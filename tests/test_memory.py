@@ -392,6 +392,8 @@ def full_collections() -> Any:
 def test_leak_figure_collects_cycles_and_skips_collection_when_nothing_is_held(
     full_collections: list[int],
 ) -> None:
+    import gc
+
     with opprof.profile(capture=["none"]) as prof:
         a = np.empty(10**6)
         del a
@@ -409,4 +411,17 @@ def test_leak_figure_collects_cycles_and_skips_collection_when_nothing_is_held(
         del h
     assert prof.memory is not None
     assert prof.memory.leaked_bytes == 0
+    assert full_collections == []  # a young cycle: the young generations' collection frees it
+
+    keep = []
+    with opprof.profile(capture=["none"]) as prof:
+        h = Holder()
+        h.self = h  # type: ignore[attr-defined]
+        h.data = np.empty(10**6)  # type: ignore[attr-defined]
+        keep.append(h)
+        gc.collect(1)  # survives it: now in the oldest generation
+        keep.clear()
+        del h
+    assert prof.memory is not None
+    assert prof.memory.leaked_bytes == 0  # an old cycle: only a full collection frees it
     assert full_collections == [1]

@@ -1,4 +1,5 @@
-"""Resident memory stays flat across many profiled sessions in one process.
+"""Resident memory stays flat across many profiled sessions in one process, and a
+profiled pytest session keeps little per test.
 
 Runs in a fresh interpreter so other tests' allocations do not blur the
 measurement.  Each session installs and removes the numpy handler (every other
@@ -8,11 +9,16 @@ events, drains, and builds the key averages, like a plugin run per test.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 SESSIONS = 1000
 LIMIT_BYTES = 5 * 1024 * 1024
@@ -60,3 +66,59 @@ def test_rss_stays_flat_over_many_sessions() -> None:
     growth = int(out.stdout.strip().splitlines()[-1])
     print(f"RSS growth over {SESSIONS} profiled sessions: {growth / 1024:.0f} KiB")
     assert growth < LIMIT_BYTES
+
+
+RSS_CONFTEST = """
+import gc
+import os
+
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    gc.collect()
+    with open("/proc/self/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    with open(os.environ["RSS_OUT"], "w") as f:
+        f.write(str(rss))
+"""
+
+MANY_TESTS = """
+import os
+
+import numpy as np
+import pytest
+
+@pytest.mark.parametrize("i", range(int(os.environ["N_TESTS"])))
+def test_op(i):
+    a = np.ones((8, 8))
+    assert (a @ a + a).sum() > 0
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
+@pytest.mark.slow
+def test_profiled_session_rss_per_test_stays_small(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 20, item 11: the results kept for the end of the session made RSS grow
+    # 16-34 KiB per profiled test.  The slope between a 200- and a 2,200-test session,
+    # less the same slope without --opprof (pytest's own reports), stays under 4 KiB.
+    pytester.makeconftest(RSS_CONFTEST)
+    pytester.makepyfile(test_many=MANY_TESTS)
+    rss: dict[tuple[bool, int], int] = {}
+    for profiled in (False, True):
+        for n in (200, 2200):
+            out = pytester.path / f"rss-{profiled}-{n}.txt"
+            monkeypatch.setenv("N_TESTS", str(n))
+            monkeypatch.setenv("RSS_OUT", str(out))
+            args = ["--opprof", "--opprof-report", "report.json"] if profiled else []
+            run_pytest("-p", "no:randomly", "-q", *args).assert_outcomes(passed=n)
+            rss[profiled, n] = int(out.read_text())
+    per_test = {p: (rss[p, 2200] - rss[p, 200]) / 2000 for p in (False, True)}
+    added = per_test[True] - per_test[False]
+    kib = {p: round(v / 1024, 1) for p, v in per_test.items()}
+    print(f"RSS per test: {kib[True]} KiB profiled, {kib[False]} KiB plain")
+    assert added < 4096, per_test
+    report = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))
+    assert len(report["tests"]) == 2200  # every result came back from the spool

@@ -273,6 +273,75 @@ def test_depth_beyond_the_bound_is_counted_as_dropped() -> None:
     assert sorted(records.events["depth"]) == list(range(MAX_DEPTH))
 
 
+def test_unwind_closes_scopes_left_open_so_later_sessions_record_again() -> None:
+    # Issue 20, item 9: 300 scopes left open pushed every later event past the bound.
+    name, later = _native.intern("left open"), _native.intern("later")
+    depth = _native.scope_depth()
+    _native.start(0)
+    try:
+        for _ in range(300):
+            _native.scope_push(name)
+    finally:
+        _native.stop()
+    _native.drain()
+    assert _native.scope_depth() == depth + 300
+    assert _native.scope_unwind(depth) == 300
+    assert _native.scope_depth() == depth
+
+    def body() -> None:
+        _native.scope_push(later)
+        _native.scope_pop()
+
+    records = record(body)
+    assert [records.names[n] for n in records.events["name"]] == ["later"]
+    assert records.dropped == 0
+
+
+def test_muted_threads_record_no_scope_op_or_allocation() -> None:
+    # Issue 20, item 8: a thread a test left running is kept out of later figures.
+    from pytest_opprof.capture.sources.memory_source import MemorySource, memory_stats
+
+    name = _native.intern("in thread")
+    go, done, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            go.wait()
+            _native.scope_push(name)
+            kept = np.ones(100_000)  # 800 kB
+            _native.scope_pop()
+            del kept
+            go.clear()
+            done.set()
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    memory = MemorySource()
+    memory.acquire()
+    try:
+        for muted in (False, True):
+            assert thread.native_id is not None
+            _native.mute_threads([thread.native_id] if muted else [])
+            _native.start(memory.start_options())
+            try:
+                done.clear()
+                go.set()
+                assert done.wait(10)
+            finally:
+                _native.stop()
+            records = _native.drain()
+            stats = memory_stats()
+            in_thread = [records.names[n] == "in thread" for n in records.events["name"]]
+            assert any(in_thread) is not muted
+            assert (stats.allocated_bytes >= 800_000) is not muted, stats
+    finally:
+        stop.set()
+        go.set()
+        thread.join()
+        _native.mute_threads([])
+        memory.release()
+
+
 # ---- session buffers ----------------------------------------------------------
 
 

@@ -292,6 +292,16 @@ class profile:  # lower case: torch.profiler's spelling
         self.events().export_stacks(path, metric)
 
 
+def stop_abandoned() -> bool:
+    """Stop the profile still recording, if any (one a test started and never stopped,
+    which would make every later profile's start fail); True when there was one."""
+    with _lock:
+        if _active is None:
+            return False
+        _active._stop_locked()
+        return True
+
+
 def _overhead(options: int, acquired: list[sources.Source]) -> Overhead:
     """The calibrated cost per event for these options (measured at first need)."""
     numpy_hooked = any(source.name == "numpy" for source in acquired)

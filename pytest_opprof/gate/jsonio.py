@@ -82,6 +82,11 @@ def dumps_stable(data: object, *, flat_objects: bool = False) -> str:
     return _dump(data, 0, flat_objects) + "\n"
 
 
+def dumps_nested(value: object, level: int) -> str:
+    """``value`` as :func:`dumps_stable` writes it at nesting ``level`` (no newline)."""
+    return _dump(value, level)
+
+
 def _flat(value: object) -> bool:
     return not isinstance(value, dict | list | tuple) or (
         isinstance(value, list | tuple)

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from pytest_opprof.errors import BaselineError, FieldError
 from pytest_opprof.gate.files import read_text, write_file
-from pytest_opprof.gate.jsonio import DocumentError, Fields, dumps_stable, parse
+from pytest_opprof.gate.jsonio import DocumentError, Fields, dumps_nested, dumps_stable, parse
 from pytest_opprof.gate.machine import MachineInfo
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import TestSummary
@@ -70,32 +70,60 @@ def _stamp() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_report(results: Sequence[TestResult], *, machine: MachineInfo) -> dict[str, object]:
-    """The JSON report of a run as a dict (schema in this module's docstring)."""
-    totals: Counter[str] = Counter(r.verdict.status for r in results)
+def _test_entry(r: TestResult) -> dict[str, object]:
+    return {
+        "status": r.verdict.status,
+        "baseline_file": r.baseline_file,
+        **r.summary.to_json(),
+        "verdict": r.verdict.to_json(),
+    }
+
+
+def _head(totals: Counter[str], machine: MachineInfo, tests: object) -> dict[str, object]:
     return {
         "kind": REPORT_KIND,
         "schema": REPORT_SCHEMA,
         "created_at": _stamp(),
         "machine": machine.to_json(),
         "totals": {status: totals.get(status, 0) for status in STATUSES},
-        "tests": {
-            r.nodeid: {
-                "status": r.verdict.status,
-                "baseline_file": r.baseline_file,
-                **r.summary.to_json(),
-                "verdict": r.verdict.to_json(),
-            }
-            for r in results
-        },
+        "tests": tests,
     }
+
+
+def build_report(results: Sequence[TestResult], *, machine: MachineInfo) -> dict[str, object]:
+    """The JSON report of a run as a dict (schema in this module's docstring)."""
+    totals: Counter[str] = Counter(r.verdict.status for r in results)
+    return _head(totals, machine, {r.nodeid: _test_entry(r) for r in results})
+
+
+_TESTS_MARK = "\x00opprof-tests\x00"
+
+
+def report_text(results: Sequence[TestResult], *, machine: MachineInfo) -> str:
+    """``dumps_stable(build_report(...))``, one test at a time: the results of a long
+    session stay in their spool (``spool.py``) instead of all becoming dicts at once."""
+    totals: Counter[str] = Counter()
+    last: dict[str, int] = {}  # a node id judged twice keeps its last result, as in a dict
+    for i, r in enumerate(results):
+        totals[r.verdict.status] += 1
+        last[r.nodeid] = i
+    pad = "  " * 2
+    tests = "{}"
+    if last:
+        entries = (
+            f"{pad}{dumps_nested(nodeid, 2)}: {dumps_nested(_test_entry(results[last[nodeid]]), 2)}"
+            for nodeid in sorted(last)
+        )
+        tests = "{\n" + ",\n".join(entries) + "\n  }"
+    text = dumps_stable(_head(totals, machine, _TESTS_MARK))
+    return text.replace(dumps_nested(_TESTS_MARK, 0), tests)
 
 
 def write_json_report(
     path: str | os.PathLike[str], results: Sequence[TestResult], *, machine: MachineInfo
 ) -> None:
     """Write the JSON report of a run (sorted keys; see ``files.write_file``)."""
-    write_file(Path(path), dumps_stable(build_report(results, machine=machine)))
+    write_file(Path(path), report_text(results, machine=machine))
 
 
 def read_report(path: str | os.PathLike[str]) -> dict[str, BaselineEntry]:

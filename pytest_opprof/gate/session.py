@@ -35,6 +35,7 @@ from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.pooling import pool, replace_reason
 from pytest_opprof.gate.results import TestResult, write_json_report
+from pytest_opprof.gate.spool import Spool
 from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_nodeid, update
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.tolerance import DEFAULT_MAX_WAIT
@@ -100,7 +101,8 @@ class BaselineSession:
         self.baseline_dir = Path(options.baseline_dir)
         self.tolerances = options.tolerances()
         self._machine = machine
-        self.results: list[TestResult] = []
+        self.results: Spool[TestResult] = Spool()
+        """Every judged test's result, on disk until the reports read them (see spool.py)."""
         self.errors: dict[str, str] = {}
         """node id -> why its baseline could not be used (the message names the file)."""
         self.outside: dict[str, None] = {}
@@ -220,7 +222,8 @@ class BaselineSession:
             shown = path.relative_to(self.baseline_dir.parent).as_posix()
         except ValueError:
             shown = str(path)
-        self._verdicts[nodeid] = (verdict, tolerances)
+        if self.options.update:  # only staging reads it
+            self._verdicts[nodeid] = (verdict, tolerances)
         result = TestResult(nodeid, summary, verdict, baseline_file=shown)
         self.results.append(result)
         return Judgement(result, None, self.fails(result))
@@ -243,20 +246,26 @@ class BaselineSession:
     def teardown_done(self, nodeid: str, passed: bool) -> None:
         """Stage the test's figures when its call and teardown passed."""
         summary = self._passed_calls.pop(nodeid, None)
+        judged = self._verdicts.pop(nodeid, None)
         if summary is None or not passed or nodeid in self.outside:
             return
         try:
             if self.path_of(nodeid) in self._bad_paths:
                 return
-            self.stage(nodeid, summary)
+            self.stage(nodeid, summary, judged)
         except BaselineError as exc:
             self.errors.setdefault(nodeid, f"opprof: unusable baseline: {exc}")
 
-    def stage(self, nodeid: str, summary: TestSummary) -> None:
+    def stage(
+        self,
+        nodeid: str,
+        summary: TestSummary,
+        judged: tuple[Verdict, Tolerances] | None = None,
+    ) -> None:
         """Record ``summary`` as the test's new baseline when :meth:`write` runs: pooled
-        with the stored rounds unless it changed for real, else replacing them."""
+        with the stored rounds unless it changed for real (by ``judged``, the verdict
+        reached on it), else replacing them."""
         stored = self.stored(nodeid)
-        judged = self._verdicts.get(nodeid)
         if stored is not None and judged is not None:
             verdict, tolerances = judged
             why = replace_reason(summary, stored, verdict, self.machine.fingerprint, tolerances)

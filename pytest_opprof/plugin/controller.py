@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,15 @@ from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.session import BaselineSession
+from pytest_opprof.gate.spool import Spool
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.options import OpprofOptions
-from pytest_opprof.plugin.payload import REPORT_ATTRIBUTE, STEPPED_ASIDE_ATTRIBUTE, ProfiledTest
+from pytest_opprof.plugin.payload import (
+    LEFT_BEHIND_ATTRIBUTE,
+    REPORT_ATTRIBUTE,
+    STEPPED_ASIDE_ATTRIBUTE,
+    ProfiledTest,
+)
 from pytest_opprof.render.report import session_lines, write_markdown
 from pytest_opprof.render.units import format_memory, format_time
 
@@ -35,11 +42,13 @@ class Controller:
         self.options = options
         self.gate = gate
         self.plan = chosen
-        self.results: list[ProfiledTest] = []
+        self.results: Spool[ProfiledTest] = Spool()
+        """Every profiled test's payload, on disk until the summary reads it (spool.py)."""
         self.not_measured: set[str] = set()
         """"what: why" lines from the profiles run in this process (a pytest-xdist
         controller runs none, so it has none)."""
         self.own_profile: list[str] = []  # tests that ran their own profile (not profiled)
+        self.left_behind: list[tuple[str, str]] = []  # (test, what it left that was reset)
         self._handed: dict[str, ProfiledTest] = {}  # from this process's worker side
 
     def take(self, payload: ProfiledTest) -> None:
@@ -68,6 +77,9 @@ class Controller:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown":
             self.gate.teardown_done(report.nodeid, report.passed)
+            left = getattr(report, LEFT_BEHIND_ATTRIBUTE, None)
+            if left is not None:
+                self.left_behind.append((report.nodeid, str(left)))
         if getattr(report, STEPPED_ASIDE_ATTRIBUTE, False):
             self.own_profile.append(report.nodeid)
         if report.when != "call":
@@ -105,6 +117,13 @@ class Controller:
                 f"opprof: not profiled: {len(self.own_profile)} test(s) started their own "
                 f"opprof profile (e.g. {self.own_profile[0]}); the plugin stepped aside for them"
             )
+        if self.left_behind:
+            nodeid, left = self.left_behind[0]
+            tr.write_line(
+                f"opprof: {len(self.left_behind)} test(s) left something behind (e.g. "
+                f"{nodeid}: {left}); the plugin reset it after each, so later tests were "
+                "measured as usual"
+            )
         if not self.results:
             tr.write_line("no test was profiled")
             return
@@ -138,7 +157,7 @@ class Controller:
             tr.write_line(line)
 
 
-def trace_line(results: list[ProfiledTest], trace_dir: Path, which: str) -> str:
+def trace_line(results: Sequence[ProfiledTest], trace_dir: Path, which: str) -> str:
     """How many traces ``--opprof-trace-dir`` got this session, and their size on disk."""
     sizes = []
     for r in results:
@@ -159,7 +178,7 @@ op figures miss most of what a regression could change."""
 
 
 def summary_lines(
-    results: list[ProfiledTest], *, min_wall_ns: int = 1_000_000, flag_low: bool = True
+    results: Sequence[ProfiledTest], *, min_wall_ns: int = 1_000_000, flag_low: bool = True
 ) -> list[str]:
     """A header and one line per test: self CPU time in captured ops, op count, the share
     of its wall time in library ops (``op_time_share``), top op; then a note on the tests

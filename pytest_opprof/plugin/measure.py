@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from pytest_opprof import _native
 from pytest_opprof.capture import speed_probe
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.profiler import profile
@@ -36,6 +37,8 @@ class Rounds:
     """Per round, ns the test's thread waited for a CPU (None: not measured)."""
     preempted: bool = False
     """The test started its own profile inside a round: the plugin stepped aside."""
+    scopes_left_open: int = 0
+    """Most events a round left open on the test's thread (closed after the round)."""
     figures: list[RoundFigures] = field(default_factory=list)
     averages: list[EventList] = field(default_factory=list)
     """Per summarised round: its figures and its ``key_averages()`` (for the table)."""
@@ -61,6 +64,7 @@ class Rounds:
         # lands in the reading after it, so a reading inside would miss it.
         probe.start()
         own_begin = probe.own()
+        depth = _native.scope_depth()
         prof.yields = True  # a profile the test starts itself stops this one
         prof.start()
         # CPU time of the body only, like the wall time: the first start installs
@@ -73,6 +77,9 @@ class Rounds:
             thread_ns = time.thread_time_ns() - thread_start_ns
             cpu_ns = time.process_time_ns() - cpu_start_ns
             prof.stop()
+            # Scopes the body entered and never left would stay open on this thread and
+            # push every later test's ops past the depth bound, where none is recorded.
+            self.scopes_left_open = max(self.scopes_left_open, _native.scope_unwind(depth))
             contention = probe.stop(own_begin, probe.own())
             if prof.preempted:
                 self.preempted = True

@@ -27,6 +27,9 @@ REPORT_ATTRIBUTE = "opprof"
 STEPPED_ASIDE_ATTRIBUTE = "opprof_stepped_aside"
 """Set on the call report of a test that started its own profile (the plugin stepped
 aside), so a pytest-xdist controller learns it from its workers too."""
+LEFT_BEHIND_ATTRIBUTE = "opprof_left_behind"
+"""Set on the teardown report of a test that left a profile recording or scopes open
+(what it left, which the plugin reset), for the same reason."""
 
 
 @dataclass

@@ -16,16 +16,16 @@ side: in memory in a single process, on the report through pytest-xdist.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pytest
 
 from pytest_opprof import _native
-from pytest_opprof.capture import speed_probe, threadpools
+from pytest_opprof.capture import profiler, speed_probe, threadpools
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.sources import Source
@@ -38,7 +38,12 @@ from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.marker import MARKER_NAME, TestSettings, settings_for
 from pytest_opprof.plugin.measure import Rounds
 from pytest_opprof.plugin.options import OpprofOptions
-from pytest_opprof.plugin.payload import REPORT_ATTRIBUTE, STEPPED_ASIDE_ATTRIBUTE, ProfiledTest
+from pytest_opprof.plugin.payload import (
+    LEFT_BEHIND_ATTRIBUTE,
+    REPORT_ATTRIBUTE,
+    STEPPED_ASIDE_ATTRIBUTE,
+    ProfiledTest,
+)
 from pytest_opprof.render.report import failure_text
 
 settings_key = pytest.StashKey[TestSettings]()
@@ -48,6 +53,8 @@ stepped_aside_key = pytest.StashKey[bool]()
 pending_trace_key = pytest.StashKey[Callable[[], str | None]]()
 """Writes the test's trace and returns its path: with ``--opprof-trace-which regressed``,
 called once the verdict says the test regressed (and dropped either way)."""
+scopes_left_key = pytest.StashKey[int]()
+threads_before_key = pytest.StashKey[frozenset[threading.Thread]]()
 
 
 def _overrides(settings: TestSettings) -> dict[str, float]:
@@ -85,8 +92,9 @@ class Worker:
         self.not_measured = not_measured if not_measured is not None else set()
         self._acquired: list[Source] = []
         self._capacity: int | None = None  # the event limit before this session set its own
-        self._frozen = False
         self._probe = ContentionProbe()
+        self._muted: dict[int, str] = {}
+        """OS thread id -> name of the threads tests left running, left out of the figures."""
 
     # -- session lifecycle -------------------------------------------------
 
@@ -106,12 +114,6 @@ class Worker:
             source.acquire()
             self._acquired.append(source)
         speed_probe.warm_up()
-        if self.plan.helpers and not self._frozen:
-            # Memory figures run gc.collect() after every test; freezing what exists
-            # now (collected items, imported modules) keeps that scan to the objects
-            # tests create, instead of tens of milliseconds per test in a big session.
-            gc.freeze()
-            self._frozen = True
 
     def close(self) -> None:
         """Remove every hook this worker installed (called from ``pytest_unconfigure``)."""
@@ -125,9 +127,6 @@ class Worker:
             if isinstance(source, PythonMemorySource) and source.note:
                 self._note(source.note)
         self._probe.close()
-        if self._frozen:
-            gc.unfreeze()
-            self._frozen = False
         if self._capacity is not None:
             _native.set_capacity(self._capacity)
             self._capacity = None
@@ -162,6 +161,9 @@ class Worker:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         settings = item.stash[settings_key]
         self._acquire()
+        running = threading.enumerate()
+        item.stash[threads_before_key] = frozenset(running)
+        self._mute(running)
         rounds = Rounds()
         # The pools keep their pinned size from the warmup (which warms them at that size)
         # to the last round, and get their own back however the test ends.
@@ -212,10 +214,49 @@ class Worker:
             return result
         finally:
             pin.__exit__(None, None, None)
+            if rounds.scopes_left_open:
+                item.stash[scopes_left_key] = rounds.scopes_left_open
             if rounds.preempted:
                 item.stash[stepped_aside_key] = True
             elif rounds.profiles:
                 item.stash[finished_key] = self._finish(item, settings, rounds)
+
+    def _mute(self, running: list[threading.Thread], new: dict[int, str] | None = None) -> None:
+        """Leave ``new`` threads out of the figures from the next round on, and stop
+        leaving out those that ended (their OS ids get reused)."""
+        alive = {t.native_id for t in running}
+        muted = {tid: name for tid, name in self._muted.items() if tid in alive}
+        muted.update(new or {})
+        if muted != self._muted:
+            _native.mute_threads(sorted(muted))
+            self._muted = muted
+
+    def _left_behind(self, item: pytest.Item) -> str | None:
+        """What the test left that would skew or break the tests after it (after its
+        teardown, so its own fixtures could still clean up), reset here: a profile still
+        recording is stopped, scopes left open were closed after each round, and threads
+        its call started that still run are left out of later tests' figures.  None when
+        it left nothing."""
+        left = []
+        scopes = item.stash.get(scopes_left_key, 0)
+        if scopes:
+            del item.stash[scopes_left_key]
+            left.append(f"{scopes} record_function scope(s) open")
+        if profiler.stop_abandoned():
+            left.append("a profile recording")
+        before = item.stash.get(threads_before_key, None)
+        if before is not None:
+            del item.stash[threads_before_key]
+            running = threading.enumerate()
+            new = {t.native_id: t.name for t in running if t not in before and t.native_id}
+            self._mute(running, new)
+            if new:
+                names = ", ".join(sorted(new.values())[:3])
+                left.append(
+                    f"{len(new)} thread(s) still running ({names}), whose ops are left out "
+                    "of later tests' figures"
+                )
+        return " and ".join(left) or None
 
     def _finish(self, item: pytest.Item, settings: TestSettings, rounds: Rounds) -> ProfiledTest:
         figures = rounds.summarised(settings)
@@ -263,6 +304,11 @@ class Worker:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
+        if call.when == "teardown":
+            left = self._left_behind(item)
+            if left is not None:
+                setattr(report, LEFT_BEHIND_ATTRIBUTE, left)
+            return report
         if call.when != "call":
             return report
         if item.stash.get(stepped_aside_key, False):
@@ -278,7 +324,9 @@ class Worker:
         verdict = "not judged"
         busy: str | None = None
         work = False
-        result.judged = report.passed and not hasattr(report, "wasxfail")
+        # An xpassed test (non-strict xfail that passed) ran its body to the end like a
+        # passed one: judged and baselined the same, or a flaky test would never be gated.
+        result.judged = report.passed
         data, sent = result.as_sent()
         if result.judged:
             judgement = self.gate.judge(item.nodeid, sent.summary, sent.tolerances)
@@ -288,6 +336,9 @@ class Worker:
                 work = judgement.result.verdict.work_time
             if judgement.fails:
                 report.outcome = "failed"
+                # A failed report that keeps wasxfail reads as "xpassed"/skipped in JUnit XML.
+                if hasattr(report, "wasxfail"):
+                    del report.wasxfail
                 report.longrepr = failure_text(judgement, row_limit=self.options.row_limit)
             sent.judgement = judgement
             if write_trace is not None and verdict == "regressed":
