@@ -111,6 +111,16 @@ def capacity() -> int:
 # ---- core: names -----------------------------------------------------------
 
 _names_lock = threading.Lock()
+
+
+def _new_names_lock_in_child() -> None:
+    """A forked child starts with this lock free: the parent may have held it (a native
+    call under it releases the GIL) while another of its threads forked."""
+    global _names_lock
+    _names_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_names_lock_in_child)
 _name_ids: dict[str, int] = {}
 _names: list[str] = []
 # Scope names (record_function) are forgotten between sessions: a suite that names

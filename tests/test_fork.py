@@ -113,3 +113,49 @@ def test_children_forked_while_threads_use_numpy_do_not_hang(run_pytest: PytestR
     run_pytest.pytester.makepyfile(test_forking=FORKING_TESTS)
     result = run_pytest("-q", "--opprof", "-p", "no:randomly")
     result.assert_outcomes(passed=2)
+
+
+LOCK_HELD_AT_FORK = """
+import os, sys, threading
+import numpy as np
+import pytest_opprof as opprof
+from pytest_opprof import _native
+from pytest_opprof.capture import profiler, sources
+
+# Another thread of the parent holds the Python-side locks as the fork happens.
+held = threading.Event()
+release = threading.Event()
+
+def holder():
+    with profiler._lock, sources._lock, _native._names_lock:
+        held.set()
+        release.wait(30)
+
+threading.Thread(target=holder, daemon=True).start()
+held.wait(10)
+pid = os.fork()
+if pid == 0:
+    with opprof.profile() as prof:
+        np.add(np.ones(3), 1.0)
+    names = {prof.records().names[n] for n in prof.records().events["name"]}
+    os._exit(0 if "numpy.add" in names else 3)
+release.set()
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_child_forked_while_python_locks_are_held_can_profile() -> None:
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    done = subprocess.run(
+        [sys.executable, "-c", LOCK_HELD_AT_FORK],
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -11,6 +11,7 @@ records.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +39,16 @@ _lib = _native.lib
 _scope_push = _native.scope_push_fast
 _scope_pop = _native.scope_pop_fast
 _lock = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A forked child starts with this lock free: the parent may have held it (a native
+    call under it releases the GIL) while another of its threads forked."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 _active: profile | None = None
 # Read by record_function before any native call; written under _lock.
 _recording = False

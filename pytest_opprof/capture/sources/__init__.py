@@ -13,6 +13,7 @@ Capture sources are user-facing names (``--opprof-capture``); helper sources
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
@@ -59,6 +60,16 @@ HELPER_SOURCES: dict[str, str] = {
 NONE = "none"
 
 _lock = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A forked child starts with this lock free: the parent may have held it (a native
+    call under it releases the GIL) while another of its threads forked."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
 _loaded: dict[str, Source | None] = {}
 
 
