@@ -20,10 +20,18 @@ JSON report schema (``--opprof-report``, version :data:`REPORT_SCHEMA`)::
                          "status", "note"}],
             "reasons": [{"op", "kind", "unit", "baseline", "now", "change",
                          "status", "impact"}]      # regressions first, then by impact
-          }
+          },
+          "marked": true,                          # only for tests with a profile marker
+          "flame": {...}                           # only for some tests, see below
         }
-      }
+      },
+      "flames_omitted": int                        # tests whose flame the cap left out
     }
+
+``flame`` is the merged event tree of the test's median round
+(:mod:`pytest_opprof.render.flame`), kept for tests that regressed, improved or
+carry a marker, at most :data:`MAX_FLAMES` of them (regressions first), so a
+report of a large suite stays small; the HTML report draws it.
 
 ``change`` is relative (0.25 = +25%; null when the baseline is 0), ``unit`` one
 of ``ns``, ``bytes``, ``flops``, ``ops``, ``allocations``, ``share``.  Statuses of
@@ -38,7 +46,7 @@ import datetime
 import json
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +60,8 @@ from pytest_opprof.gate.verdict import Verdict
 REPORT_SCHEMA = 1
 REPORT_KIND = "opprof-report"
 STATUSES = ("regressed", "improved", "new", "pass")
+MAX_FLAMES = 500
+"""Tests with a flame tree in one report (each is at most ~15 KB of JSON)."""
 
 
 @dataclass(frozen=True)
@@ -70,32 +80,71 @@ def _stamp() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_report(results: Sequence[TestResult], *, machine: MachineInfo) -> dict[str, object]:
-    """The JSON report of a run as a dict (schema in this module's docstring)."""
+def wants_flame(status: str, marked: bool) -> bool:
+    """Whether a test's flame tree goes into the report: it changed, or it is marked."""
+    return marked or status in ("regressed", "improved")
+
+
+def build_report(
+    results: Sequence[TestResult],
+    *,
+    machine: MachineInfo,
+    flames: Mapping[str, Mapping[str, object]] | None = None,
+    marked: Collection[str] = (),
+) -> dict[str, object]:
+    """The JSON report of a run as a dict (schema in this module's docstring).
+
+    ``flames``: node id -> flame tree, kept for the tests :func:`wants_flame` picks,
+    regressions first, up to :data:`MAX_FLAMES`; ``marked``: node ids of marked tests."""
     totals: Counter[str] = Counter(r.verdict.status for r in results)
-    return {
+    order = {s: i for i, s in enumerate(STATUSES)}
+    flames = flames or {}
+    candidates = sorted(
+        (
+            r
+            for r in results
+            if r.nodeid in flames and wants_flame(r.verdict.status, r.nodeid in marked)
+        ),
+        key=lambda r: order[r.verdict.status],
+    )
+    kept = {r.nodeid for r in candidates[:MAX_FLAMES]}
+    tests: dict[str, object] = {}
+    for r in results:
+        test: dict[str, object] = {
+            "status": r.verdict.status,
+            "baseline_file": r.baseline_file,
+            **r.summary.to_json(),
+            "verdict": r.verdict.to_json(),
+        }
+        if r.nodeid in marked:
+            test["marked"] = True
+        if r.nodeid in kept:
+            test["flame"] = flames[r.nodeid]
+        tests[r.nodeid] = test
+    report: dict[str, object] = {
         "kind": REPORT_KIND,
         "schema": REPORT_SCHEMA,
         "created_at": _stamp(),
         "machine": machine.to_json(),
         "totals": {status: totals.get(status, 0) for status in STATUSES},
-        "tests": {
-            r.nodeid: {
-                "status": r.verdict.status,
-                "baseline_file": r.baseline_file,
-                **r.summary.to_json(),
-                "verdict": r.verdict.to_json(),
-            }
-            for r in results
-        },
+        "tests": tests,
     }
+    if len(candidates) > len(kept):
+        report["flames_omitted"] = len(candidates) - len(kept)
+    return report
 
 
 def write_json_report(
-    path: str | os.PathLike[str], results: Sequence[TestResult], *, machine: MachineInfo
+    path: str | os.PathLike[str],
+    results: Sequence[TestResult],
+    *,
+    machine: MachineInfo,
+    flames: Mapping[str, Mapping[str, object]] | None = None,
+    marked: Collection[str] = (),
 ) -> None:
     """Write the JSON report of a run (atomically, sorted keys)."""
-    write_atomic(Path(path), dumps_stable(build_report(results, machine=machine)))
+    report = build_report(results, machine=machine, flames=flames, marked=marked)
+    write_atomic(Path(path), dumps_stable(report))
 
 
 def read_report(path: str | os.PathLike[str]) -> dict[str, BaselineEntry]:

@@ -59,6 +59,7 @@ class GateOptions:
     require_baselines: bool = False
     report_path: Path | None = None
     markdown_path: Path | None = None
+    html_path: Path | None = None
     blas_threads: int | None = None
     """The pools' size in the measured rounds where pinned (``--opprof-blas-threads``)."""
 
@@ -116,6 +117,15 @@ class BaselineSession:
         self._verdicts: dict[str, tuple[Verdict, Tolerances]] = {}
         self._passed_calls: dict[str, TestSummary] = {}
         self._staged: dict[Path, dict[str, BaselineEntry]] = {}
+        self.flames: dict[str, Mapping[str, object]] = {}
+        """Node id -> flame tree of its median round (``render.flame``), for the reports."""
+        self.marked: set[str] = set()
+        """Node ids of tests with a ``profile`` marker (the reports flag them)."""
+
+    @property
+    def wants_flames(self) -> bool:
+        """Whether a report that draws flame trees is written (JSON or HTML)."""
+        return self.options.report_path is not None or self.options.html_path is not None
 
     @property
     def machine(self) -> MachineInfo:
@@ -285,7 +295,13 @@ class BaselineSession:
                 ok = False
         if self.options.report_path is not None:
             try:
-                write_json_report(self.options.report_path, self.results, machine=self.machine)
+                write_json_report(
+                    self.options.report_path,
+                    self.results,
+                    machine=self.machine,
+                    flames=self.flames,
+                    marked=self.marked,
+                )
             except BaselineError as exc:
                 self.report_failed(exc)
                 ok = False

@@ -261,6 +261,25 @@ def write_atomic(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
+def write_output(path: Path, text: str) -> None:
+    """Write a report to ``path`` the way pytest's ``--junitxml`` does: through a symlink
+    or into a non-regular file (``/dev/stdout``, a FIFO) as it is; a regular file, or
+    none yet, is replaced atomically (:func:`write_atomic`), so a reader never sees half.
+    Raises :class:`~pytest_opprof.errors.BaselineError` naming ``path``."""
+    try:
+        through = path.is_symlink() or (path.exists() and not path.is_file())
+    except OSError:
+        through = False
+    if not through:
+        write_atomic(path, text)
+        return
+    try:
+        with open(path, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+    except OSError as exc:
+        raise BaselineError(path, f"cannot be written: {exc.strerror or exc}") from None
+
+
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

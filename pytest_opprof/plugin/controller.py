@@ -16,10 +16,12 @@ import pytest
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.errors import BaselineError
+from pytest_opprof.gate.results import build_report
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.options import OpprofOptions
 from pytest_opprof.plugin.payload import REPORT_ATTRIBUTE, STEPPED_ASIDE_ATTRIBUTE, ProfiledTest
+from pytest_opprof.render.html import write_html
 from pytest_opprof.render.report import session_lines, write_markdown
 from pytest_opprof.render.units import format_time
 
@@ -72,6 +74,10 @@ class Controller:
         if result is None:
             return
         self.results.append(result)
+        if result.marked:
+            self.gate.marked.add(report.nodeid)
+        if result.flame is not None:
+            self.gate.flames[report.nodeid] = result.flame
         if not result.judged:
             return
         if result.judgement is None:  # judged on a pytest-xdist worker
@@ -85,6 +91,21 @@ class Controller:
         if markdown is not None:
             try:
                 write_markdown(markdown, self.gate.results, machine=self.gate.machine)
+            except BaselineError as exc:
+                self.gate.report_failed(exc)
+                ok = False
+        html = self.options.gate.html_path
+        if html is not None:
+            try:
+                write_html(
+                    html,
+                    build_report(
+                        self.gate.results,
+                        machine=self.gate.machine,
+                        flames=self.gate.flames,
+                        marked=self.gate.marked,
+                    ),
+                )
             except BaselineError as exc:
                 self.gate.report_failed(exc)
                 ok = False

@@ -420,6 +420,14 @@ MARKDOWN: Setting[Path | None] = Setting(
     kind="path",
     ini=False,
 )
+HTML: Setting[Path | None] = Setting(
+    "html",
+    _parse_path,
+    None,
+    "write the run as one self-contained HTML page (needs the html extra: Jinja2)",
+    metavar="PATH",
+    kind="path",
+)
 
 SETTINGS: tuple[Setting[Any], ...] = (
     CAPTURE,
@@ -445,6 +453,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     REQUIRE_BASELINES,
     REPORT,
     MARKDOWN,
+    HTML,
 )
 """Every setting, in the order ``pytest --help`` lists them."""
 
@@ -545,5 +554,6 @@ def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None)
         require_baselines=REQUIRE_BASELINES.read(config),
         report_path=REPORT.read(config),
         markdown_path=MARKDOWN.read(config),
+        html_path=HTML.read(config),
         blas_threads=blas_threads,
     )
