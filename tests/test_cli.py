@@ -10,7 +10,7 @@ from pathlib import Path
 
 from baseline_helpers import entry, machine, simple_summary
 
-from pytest_opprof.gate.results import TestResult, read_report, write_json_report
+from pytest_opprof.gate.results import TestResult, build_report, read_report, write_json_report
 from pytest_opprof.gate.store import update
 from pytest_opprof.gate.verdict import compare
 from pytest_opprof.render.report import render_markdown, write_markdown
@@ -74,9 +74,8 @@ def test_compare_report_against_baseline_file(tmp_path: Path) -> None:
     now = simple_summary(matmul_flops=8_000_000)
     verdict = compare(now, entry(simple_summary()), fingerprint=machine().fingerprint)
     report = tmp_path / "report.json"
-    write_json_report(
-        report, [TestResult("tests/test_a.py::test_x", now, verdict)], machine=machine()
-    )
+    results = [TestResult("tests/test_a.py::test_x", now, verdict)]
+    write_json_report(report, build_report(results, machine=machine()))
     done = cli("compare", old, report, cwd=tmp_path)
     assert done.returncode == 1
     assert "opprof REGRESSED: tests/test_a.py::test_x" in done.stdout
@@ -109,7 +108,7 @@ def test_json_report_schema_and_roundtrip(tmp_path: Path) -> None:
         TestResult("tests/test_a.py::test_n", simple_summary(), new),
     ]
     path = tmp_path / "out" / "report.json"
-    write_json_report(path, results, machine=machine())
+    write_json_report(path, build_report(results, machine=machine()))
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["kind"] == "opprof-report" and data["schema"] == 1
     assert data["totals"] == {"pass": 0, "regressed": 1, "improved": 0, "new": 1}

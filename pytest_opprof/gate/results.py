@@ -134,16 +134,8 @@ def build_report(
     return report
 
 
-def write_json_report(
-    path: str | os.PathLike[str],
-    results: Sequence[TestResult],
-    *,
-    machine: MachineInfo,
-    flames: Mapping[str, Mapping[str, object]] | None = None,
-    marked: Collection[str] = (),
-) -> None:
-    """Write the JSON report of a run (atomically, sorted keys)."""
-    report = build_report(results, machine=machine, flames=flames, marked=marked)
+def write_json_report(path: str | os.PathLike[str], report: Mapping[str, object]) -> None:
+    """Write a JSON report (:func:`build_report`) atomically, keys sorted."""
     write_atomic(Path(path), dumps_stable(report))
 
 

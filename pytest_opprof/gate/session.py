@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.pooling import pool, replace_reason
-from pytest_opprof.gate.results import TestResult, write_json_report
+from pytest_opprof.gate.results import TestResult, build_report, write_json_report
 from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_nodeid, update
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.tolerance import DEFAULT_MAX_WAIT
@@ -121,6 +121,7 @@ class BaselineSession:
         """Node id -> flame tree of its median round (``render.flame``), for the reports."""
         self.marked: set[str] = set()
         """Node ids of tests with a ``profile`` marker (the reports flag them)."""
+        self._report: dict[str, object] | None = None
 
     @property
     def wants_flames(self) -> bool:
@@ -295,17 +296,20 @@ class BaselineSession:
                 ok = False
         if self.options.report_path is not None:
             try:
-                write_json_report(
-                    self.options.report_path,
-                    self.results,
-                    machine=self.machine,
-                    flames=self.flames,
-                    marked=self.marked,
-                )
+                write_json_report(self.options.report_path, self.report())
             except BaselineError as exc:
                 self.report_failed(exc)
                 ok = False
         return ok
+
+    def report(self) -> dict[str, object]:
+        """The JSON report of the session (built once: the JSON and HTML reports of a run
+        carry the same figures and time stamp)."""
+        if self._report is None:
+            self._report = build_report(
+                self.results, machine=self.machine, flames=self.flames, marked=self.marked
+            )
+        return self._report
 
     def report_failed(self, exc: BaselineError) -> None:
         """Keep a report's write error for the summary, beside any baseline write error."""

@@ -16,7 +16,6 @@ import pytest
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.errors import BaselineError
-from pytest_opprof.gate.results import build_report
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.options import OpprofOptions
@@ -97,15 +96,7 @@ class Controller:
         html = self.options.gate.html_path
         if html is not None:
             try:
-                write_html(
-                    html,
-                    build_report(
-                        self.gate.results,
-                        machine=self.gate.machine,
-                        flames=self.gate.flames,
-                        marked=self.gate.marked,
-                    ),
-                )
+                write_html(html, self.gate.report())
             except BaselineError as exc:
                 self.gate.report_failed(exc)
                 ok = False

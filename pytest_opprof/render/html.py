@@ -184,8 +184,9 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _script_json(data: object) -> str:
-    """JSON that is safe inside ``<script>``: no ``<``, ``>`` or ``&`` left to end it."""
-    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    """JSON that is safe inside ``<script>`` (no ``<``, ``>`` or ``&`` to end it), keys sorted:
+    a report read back from its file (keys sorted) gives the same page."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False, sort_keys=True)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

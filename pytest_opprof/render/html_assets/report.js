@@ -6,6 +6,7 @@
   var ROWS = JSON.parse(document.getElementById("opprof-data").textContent).rows;
   var PAGE = 200;
   var CARDS = 20;
+  var OPS_SHOWN = 10;
   var ORDER = { regressed: 0, improved: 1, new: 2, pass: 3 };
   var state = { key: "st", asc: true, status: "", text: "", limit: PAGE };
   var tip = document.getElementById("tip");
@@ -215,11 +216,21 @@
       box.appendChild(el("p", "note", "Only the top ops of this test are embedded; the JSON report has its full figures."));
     }
     if (row.ops.length) {
-      box.appendChild(el("h4", null, "ops of the median round, by self time"));
-      box.appendChild(simpleTable("ops", ["op", "calls", "self CPU", "CPU total", "self memory", "FLOPs"],
-        row.ops.map(function (o) {
-          return [o[0], fmtValue(o[1], "ops"), fmtTime(o[2]), fmtTime(o[3]), fmtBytes(o[4]), o[5] ? fmtFlops(o[5]) : ""];
-        }), [3, 4]));
+      box.appendChild(el("h4", null, "ops (median over rounds), by self time"));
+      var opsTable = function (ops) {
+        return simpleTable("ops", ["op", "calls", "self CPU", "CPU total", "self memory", "FLOPs"],
+          ops.map(function (o) {
+            return [o[0], fmtValue(o[1], "ops"), fmtTime(o[2]), fmtTime(o[3]), fmtBytes(o[4]), o[5] ? fmtFlops(o[5]) : ""];
+          }), [3, 4]);
+      };
+      var table = opsTable(row.ops.slice(0, OPS_SHOWN));
+      box.appendChild(table);
+      if (row.ops.length > OPS_SHOWN) {
+        var all = el("button", "all-ops", "show all " + row.ops.length + " ops");
+        all.type = "button";
+        all.addEventListener("click", function () { table.replaceWith(opsTable(row.ops)); all.remove(); });
+        box.appendChild(all);
+      }
     }
     if (d && d.flame) {
       box.appendChild(el("h4", null, "flame view of the median round"));
