@@ -11,6 +11,9 @@ same verdict), which is what lets this side stage and write the baselines.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
+
 import pytest
 
 from pytest_opprof.capture.plan import Plan
@@ -103,6 +106,15 @@ class Controller:
         if not ok and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+    def _statuses(self) -> dict[str, str]:
+        """Node id -> what the gate made of the test, as the summary shows it."""
+        statuses = {r.nodeid: "not judged" for r in self.results}
+        statuses.update(dict.fromkeys(self.gate.errors, "error"))
+        for r in self.gate.results:
+            busy = r.verdict.time_not_judged is not None and r.verdict.status == "pass"
+            statuses[r.nodeid] = "time not judged" if busy else r.verdict.status
+        return statuses
+
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         tr = terminalreporter
         tr.write_sep("=", "opprof")
@@ -125,7 +137,8 @@ class Controller:
                 f"{worst.nodeid} ({worst.summary.dropped_events:,} dropped): their op figures "
                 "cover part of the test and are not judged (wall time and memory are)"
             )
-        for line in summary_lines(self.results):
+        show_all = self.options.summary == "all" or tr.config.get_verbosity() >= 1
+        for line in summary_lines(self.results, self._statuses(), show_all=show_all):
             tr.write_line(line)
         for result in self.results:
             if result.table is not None:
@@ -138,17 +151,68 @@ class Controller:
             tr.write_line(line)
 
 
-def summary_lines(results: list[ProfiledTest]) -> list[str]:
-    """A header and one line per test: self CPU time in captured ops, op count, top op."""
+SLOWEST_SHOWN = 10
+"""The slowest passing tests (by median wall time) listed beside those needing attention."""
+
+
+def summary_lines(
+    results: list[ProfiledTest],
+    statuses: Mapping[str, str] | None = None,
+    *,
+    show_all: bool = True,
+    slowest: int = SLOWEST_SHOWN,
+) -> list[str]:
+    """A header, a line per listed test (self CPU time in captured ops, op count, top op,
+    the gate's status), and a totals line.
+
+    ``show_all=False`` lists what needs attention: every test whose status is not
+    ``pass``, the marked ones and the ``slowest``; the totals line counts the rest.
+    """
+    statuses = statuses or {}
+    shown = results
+    if not show_all:
+        by_wall = sorted(results, key=lambda r: -r.summary.wall_time.median_ns)[:slowest]
+        slow = {r.nodeid for r in by_wall}
+        shown = [
+            r
+            for r in results
+            if r.nodeid in slow or r.marked or statuses.get(r.nodeid, "pass") != "pass"
+        ]
     rows = []
-    for r in results:
+    for r in shown:
         ops = [op for key, op in r.summary.ops.items() if key != MEMORY_EVENT_NAME]
         self_us = sum(op.self_cpu_time.median_ns for op in ops) / 1000
         top = max(ops, key=lambda op: op.self_cpu_time.median_ns, default=None)
         top_text = f"{top.key} {format_time(top.self_cpu_time.median_ns / 1000)}" if top else "-"
-        rows.append((format_time(self_us), str(r.summary.op_count), top_text, r.nodeid))
-    top_width = min(max(len(row[2]) for row in rows), 48)
-    header = f"{'self CPU':>11} {'ops':>6}  {'top op':<{top_width}}  test"
-    return [header] + [
-        f"{cpu:>11} {count:>6}  {top:<{top_width}}  {nodeid}" for cpu, count, top, nodeid in rows
-    ]
+        status = statuses.get(r.nodeid, "-")
+        rows.append((format_time(self_us), str(r.summary.op_count), top_text, status, r.nodeid))
+    lines = []
+    if rows:
+        top_width = min(max(len(row[2]) for row in rows), 48)
+        status_width = max(len("status"), *(len(row[3]) for row in rows))
+        lines.append(
+            f"{'self CPU':>11} {'ops':>6}  {'top op':<{top_width}}  "
+            f"{'status':<{status_width}}  test"
+        )
+        lines += [
+            f"{cpu:>11} {count:>6}  {top:<{top_width}}  {status:<{status_width}}  {nodeid}"
+            for cpu, count, top, status, nodeid in rows
+        ]
+    counts = Counter(statuses.get(r.nodeid, "-") for r in results)
+    counted = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=_by_status))
+    total = f"opprof: {len(results)} profiled test(s) ({counted})"
+    hidden = len(results) - len(shown)
+    if hidden:
+        total += (
+            f"; {hidden} passing test(s) not listed: -v or --opprof-summary all lists every "
+            "test, and the JSON and HTML reports have them all"
+        )
+    return [*lines, total]
+
+
+_STATUS_ORDER = ("regressed", "improved", "new", "not judged", "error", "time not judged", "pass")
+
+
+def _by_status(item: tuple[str, int]) -> tuple[int, str]:
+    status = item[0]
+    return (_STATUS_ORDER.index(status) if status in _STATUS_ORDER else len(_STATUS_ORDER), status)

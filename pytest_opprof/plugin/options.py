@@ -77,6 +77,16 @@ def rounds_text(rounds: int | None) -> str:
     return "auto" if rounds is None else str(rounds)
 
 
+SUMMARY_CHOICES = ("attention", "all")
+
+
+def parse_summary(text: object) -> str:
+    value = str(text).strip().lower() if isinstance(text, str) else ""
+    if value not in SUMMARY_CHOICES:
+        raise OptionValueError(f"expected attention or all, got {text!r}")
+    return value
+
+
 def parse_capture(text: object) -> tuple[str, ...]:
     """Source names from ``"numpy,torch"``; ``"none"`` stands alone.
 
@@ -420,6 +430,14 @@ MARKDOWN: Setting[Path | None] = Setting(
     kind="path",
     ini=False,
 )
+SUMMARY = Setting(
+    "summary",
+    parse_summary,
+    "attention",
+    "which profiled tests get a line in the terminal summary: attention (regressed, "
+    "improved, new, not judged, marked, and the slowest; the default) or all (so does -v)",
+    metavar="WHICH",
+)
 HTML: Setting[Path | None] = Setting(
     "html",
     _parse_path,
@@ -432,6 +450,7 @@ HTML: Setting[Path | None] = Setting(
 SETTINGS: tuple[Setting[Any], ...] = (
     CAPTURE,
     ROW_LIMIT,
+    SUMMARY,
     TRACE_DIR,
     ROUNDS,
     WARMUP,
@@ -509,6 +528,8 @@ class OpprofOptions:
     max_events: int = MAX_EVENTS.default
     blas_threads: int | None = None
     """The pools' size for the measured rounds (``auto`` resolved), None: left alone."""
+    summary: str = SUMMARY.default
+    """Which tests get a line in the terminal summary (``attention`` or ``all``)."""
 
 
 def is_enabled(config: pytest.Config) -> bool:
@@ -531,6 +552,7 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         max_events=MAX_EVENTS.read(config),
         blas_threads=blas_threads,
         gate=read_gate_options(config, blas_threads=blas_threads),
+        summary=SUMMARY.read(config),
     )
 
 
