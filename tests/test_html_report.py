@@ -20,7 +20,7 @@ from html_helpers import MARKED, REGRESSED, Reports, make_reports
 import pytest_opprof as opprof
 from pytest_opprof.model import build_tree
 from pytest_opprof.render.flame import flame_tree
-from pytest_opprof.render.html import DETAIL_LIMIT, page_data, render_html
+from pytest_opprof.render.html import DETAIL_LIMIT, ROW_OPS, page_data, render_html
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +189,7 @@ def test_page_data_embeds_full_figures_for_attention_first(reports: Reports) -> 
     assert rows[0]["id"] == "t.py::test_bad" and rows[0]["d"]["reasons"]
     assert digest["detailed"] == DETAIL_LIMIT
     assert sum("d" in r for r in rows) == DETAIL_LIMIT
-    assert all(len(r["ops"]) <= 5 for r in rows if "d" not in r)
+    assert all(len(r["ops"]) <= ROW_OPS for r in rows if "d" not in r)
+    assert digest["names"][rows[0]["ops"][0][0]] == "numpy.matmul"  # names by index
     page = render_html({"tests": tests})
     assert f"Full figures are embedded for {DETAIL_LIMIT} of {DETAIL_LIMIT + 51} tests" in page

@@ -8,10 +8,10 @@ template; the browser script draws the table, the per-test panels and the flame
 views from the embedded data.
 
 The embedded data is a digest, sized for suites of tens of thousands of tests:
-every test has a table row and its top ops; the full figures (metric rows, op
-reasons, op table, flame tree) go with the tests that need attention (not
-``pass``, marked, or whose time was not judged) and with the slowest of the rest,
-up to :data:`DETAIL_LIMIT` tests in all.
+every test has a table row and its top ops (op names stored once, by index); the
+full figures (metric rows, op reasons, op table, flame tree) go with the tests that
+need attention (not ``pass``, marked, or whose time was not judged) and with the
+slowest of the rest, up to :data:`DETAIL_LIMIT` tests in all.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ DETAIL_LIMIT = 2000
 """Tests whose full figures are embedded (all tests needing attention come first)."""
 DETAIL_OPS = 25
 """Op rows embedded per test with full figures."""
-ROW_OPS = 5
+ROW_OPS = 3
 """Op rows embedded for the other tests."""
 MEMORY_OP = "[memory]"
 
@@ -120,7 +120,6 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
             "f": _get(test, "summary", "flops"),
             "m": _get(test, "summary", "memory", "peak_bytes"),
             "sh": _get(test, "summary", "op_time_share"),
-            "top": ops[0][0] if ops else None,
             "ops": ops,
         }
         if test.get("marked"):
@@ -176,8 +175,14 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
             "rounds": test.get("rounds"),
             "flame": test.get("flame"),
         }
+    # Op names repeat across tests: each is stored once, the op rows hold its index.
+    names: dict[str, int] = {}
+    for row in rows:
+        for op in row["ops"]:
+            op[0] = names.setdefault(str(op[0]), len(names))
     return {
         "rows": rows,
+        "names": list(names),
         "detailed": len(detailed),
         "speed_change": statistics.median(speed) if speed else None,
     }
@@ -223,7 +228,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         detailed=data["detailed"],
         style=Markup(_asset("report.css")),
         script=Markup(_asset("report.js")),
-        data=Markup(_script_json({"rows": data["rows"]})),
+        data=Markup(_script_json({"rows": data["rows"], "names": data["names"]})),
     )
 
 

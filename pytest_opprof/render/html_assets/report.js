@@ -3,10 +3,16 @@
 // test id or op name can never become markup.
 (function () {
   "use strict";
-  var ROWS = JSON.parse(document.getElementById("opprof-data").textContent).rows;
+  var DATA = JSON.parse(document.getElementById("opprof-data").textContent);
+  var ROWS = DATA.rows;
+  // Op names come once, in DATA.names; each op row holds an index into it.
+  ROWS.forEach(function (row) {
+    row.ops.forEach(function (op) { op[0] = DATA.names[op[0]]; });
+    row.top = row.ops.length ? row.ops[0][0] : null;
+  });
   var PAGE = 200;
   var CARDS = 20;
-  var OPS_SHOWN = 10;
+  var ROWS_SHOWN = 8;
   var ORDER = { regressed: 0, improved: 1, new: 2, pass: 3 };
   var state = { key: "st", asc: true, status: "", text: "", limit: PAGE };
   var tip = document.getElementById("tip");
@@ -168,6 +174,18 @@
     var wrap = el("div", "table-wrap"); wrap.appendChild(table);
     return wrap;
   }
+  // The first ROWS_SHOWN rows of a table, and a button that shows them all.
+  function shortened(items, make, what) {
+    var wrap = el("div"), table = make(items.slice(0, ROWS_SHOWN));
+    wrap.appendChild(table);
+    if (items.length > ROWS_SHOWN) {
+      var all = el("button", "show-all", "show all " + items.length + " " + what);
+      all.type = "button";
+      all.addEventListener("click", function () { table.replaceWith(make(items)); all.remove(); });
+      wrap.appendChild(all);
+    }
+    return wrap;
+  }
   function bars(metrics) {
     var box = el("div", "bars");
     metrics.forEach(function (m) {
@@ -204,11 +222,14 @@
         (d.baseline_at ? "; baseline recorded " + d.baseline_at : "; no baseline")));
       if (d.metrics.length) { box.appendChild(el("h4", null, "figures: baseline vs now")); box.appendChild(bars(d.metrics)); }
       if (d.reasons.length) {
-        box.appendChild(el("h4", null, "op-level reasons"));
-        box.appendChild(simpleTable("reasons", ["op", "change", "baseline", "now", "Δ", "status"],
-          d.reasons.map(function (r) {
-            return [r[0], r[1], fmtValue(r[3], r[2]), fmtValue(r[4], r[2]), fmtChange(r[5]), r[6]];
-          }), [2, 3]));
+        box.appendChild(el("h4", null, "op-level reasons, by impact"));
+        var reasonsTable = function (reasons) {
+          return simpleTable("reasons", ["op", "change", "baseline", "now", "Δ", "status"],
+            reasons.map(function (r) {
+              return [r[0], r[1], fmtValue(r[3], r[2]), fmtValue(r[4], r[2]), fmtChange(r[5]), r[6]];
+            }), [2, 3]);
+        };
+        box.appendChild(shortened(d.reasons, reasonsTable, "op changes"));
         if (d.more_reasons) box.appendChild(el("p", "note", "… " + d.more_reasons + " more op changes in the JSON report"));
       }
       d.notes.forEach(function (note) { box.appendChild(el("p", "note", "note: " + note)); });
@@ -223,14 +244,7 @@
             return [o[0], fmtValue(o[1], "ops"), fmtTime(o[2]), fmtTime(o[3]), fmtBytes(o[4]), o[5] ? fmtFlops(o[5]) : ""];
           }), [3, 4]);
       };
-      var table = opsTable(row.ops.slice(0, OPS_SHOWN));
-      box.appendChild(table);
-      if (row.ops.length > OPS_SHOWN) {
-        var all = el("button", "all-ops", "show all " + row.ops.length + " ops");
-        all.type = "button";
-        all.addEventListener("click", function () { table.replaceWith(opsTable(row.ops)); all.remove(); });
-        box.appendChild(all);
-      }
+      box.appendChild(shortened(row.ops, opsTable, "ops"));
     }
     if (d && d.flame) {
       box.appendChild(el("h4", null, "flame view of the median round"));
