@@ -193,3 +193,21 @@ def test_page_data_embeds_full_figures_for_attention_first(reports: Reports) -> 
     assert digest["names"][rows[0]["ops"][0][0]] == "numpy.matmul"  # names by index
     page = render_html({"tests": tests})
     assert f"Full figures are embedded for {DETAIL_LIMIT} of {DETAIL_LIMIT + 51} tests" in page
+
+
+def test_flames_travel_from_xdist_workers(tmp_path: Path) -> None:
+    from html_helpers import PROJECT, run
+
+    (tmp_path / "test_project.py").write_text(PROJECT, encoding="utf-8")
+    recorded = run(tmp_path, "--opprof-update-baselines", "--opprof-rounds", "1", n=48)
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    args = ("--opprof", "--opprof-rounds", "1", "--opprof-warn-only", "-p", "xdist", "-n", "2")
+    done = run(tmp_path, *args, "--opprof-report", "r.json", "--opprof-html", "r.html", n=96)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "created: 2/2 workers" in done.stdout
+    tests = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["tests"]
+    assert {k for k, t in tests.items() if "flame" in t} == {REGRESSED, MARKED}
+    assert tests[MARKED]["marked"] is True
+    flame = tests[REGRESSED]["flame"]
+    assert "solve step" in flame["names"] and "numpy.matmul" in flame["names"]
+    assert "solve step" in (tmp_path / "r.html").read_text(encoding="utf-8")

@@ -21,7 +21,6 @@ import hashlib
 import re
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,6 +28,7 @@ from pytest_opprof import _native
 from pytest_opprof.capture import speed_probe, threadpools
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
+from pytest_opprof.capture.profiler import profile
 from pytest_opprof.capture.sources import Source
 from pytest_opprof.errors import MarkerUsageError
 from pytest_opprof.gate.results import wants_flame
@@ -279,7 +279,7 @@ class Worker:
         return report
 
 
-def _flame(prof: Any) -> dict[str, object]:
+def _flame(prof: profile) -> dict[str, object]:
     """The flame tree of a measured round's profile (its records are drained already)."""
     return flame_tree(build_tree(prof.records()), wall_time_ns=prof.wall_time_ns)
 
