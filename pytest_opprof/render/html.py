@@ -126,6 +126,8 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
             row["mk"] = 1
         if verdict.get("time_not_judged"):
             row["tn"] = verdict["time_not_judged"]
+        elif wall.get("status") == "not judged":  # too few rounds, another machine
+            row["nj"] = 1
         change = _num(verdict.get("speed_change"))
         if change is not None:
             speed.append(change)
@@ -224,6 +226,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         total=len(data["rows"]),
         speed_change=data["speed_change"],
         not_judged=not_judged,
+        times_unjudged=any(r.get("tn") or r.get("nj") for r in data["rows"]),
         flames_omitted=report.get("flames_omitted") or 0,
         detailed=data["detailed"],
         style=Markup(_asset("report.css")),

@@ -58,9 +58,11 @@
     if (c === null || c === undefined) return "";
     return (c >= 0 ? "+" : "") + (c * 100).toFixed(1) + "%";
   }
-  function changeCell(c) {
-    var td = el("td", "num", fmtChange(c));
-    if (c > 0) td.classList.add("up");
+  // A wall-time change whose time was not judged (a busy machine) is shown muted, marked *.
+  function changeCell(c, notJudged) {
+    var td = el("td", "num", fmtChange(c) + (notJudged && c !== null && c !== undefined ? " *" : ""));
+    if (notJudged) { td.classList.add("nj"); td.title = "time not judged: " + notJudged; }
+    else if (c > 0) td.classList.add("up");
     else if (c < 0) td.classList.add("down");
     return td;
   }
@@ -93,11 +95,13 @@
   function tableRow(row) {
     var tr = el("tr", "row st-" + row.st);
     tr.dataset.id = row.id;
-    tr.appendChild(el("td", "badge st-" + row.st, row.st + (row.mk ? " ★" : "")));
+    var badge = el("td", "badge st-" + row.st, row.st + (row.mk ? " ★" : ""));
+    if (row.mk) badge.title = "★ carries a profile marker";
+    tr.appendChild(badge);
     tr.appendChild(el("td", "id", row.id));
-    tr.appendChild(el("td", "num", fmtTime(row.w)));
+    tr.appendChild(el("td", "num opt", fmtTime(row.w)));
     tr.appendChild(el("td", "num opt", fmtTime(row.wb)));
-    tr.appendChild(changeCell(row.wc));
+    tr.appendChild(changeCell(row.wc, row.tn || (row.nj ? "see the test's notes" : null)));
     tr.appendChild(el("td", "num opt", fmtFlops(row.f)));
     tr.appendChild(el("td", "num opt", fmtBytes(row.m)));
     tr.appendChild(el("td", "num opt", fmtValue(row.sh, "share")));
