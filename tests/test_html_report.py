@@ -211,3 +211,14 @@ def test_flames_travel_from_xdist_workers(tmp_path: Path) -> None:
     flame = tests[REGRESSED]["flame"]
     assert "solve step" in flame["names"] and "numpy.matmul" in flame["names"]
     assert "solve step" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+def test_unwritable_page_fails_the_session_naming_it(run_pytest, pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one=PROJECT)
+    (pytester.path / "blocked").write_text("a file, not a directory", encoding="utf-8")
+    result = run_pytest("--opprof", "--opprof-html", "blocked/run.html")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["opprof: report not written: *blocked/run.html: cannot be written*"]
+    )
