@@ -1,11 +1,14 @@
-"""``python -m pytest_opprof``: compare two runs, or show a stored baseline.
+"""``pytest-opprof`` (also ``python -m pytest_opprof``): compare two runs, show a
+stored baseline, or render a saved report as HTML.
 
 ``compare A B`` judges B against A (each a JSON report from ``--opprof-report``, a
 baseline file, or a directory of them, such as a baseline directory) and prints
 the op-level diff of each test that regressed (of every test with ``-v``/``--all``)
 and a line of totals; exit status 1 when something regressed.  ``show PATH`` prints
 a baseline file, a report or a directory of them as tables (``-k`` and ``--op``
-filter by test and op).  Errors print one line and exit with status 2.
+filter by test and op).  ``html REPORT.json -o OUT.html`` writes the HTML report of a
+JSON report (what ``--opprof-html`` writes at the end of a run).  Errors print one
+line and exit with status 2.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from pytest_opprof.errors import BaselineError
+from pytest_opprof.errors import BaselineError, OpprofError
 from pytest_opprof.gate.files import read_text
 from pytest_opprof.gate.jsonio import DocumentError, parse
 from pytest_opprof.gate.results import REPORT_KIND, TestResult, read_report
@@ -202,10 +205,36 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _html(args: argparse.Namespace) -> int:
+    from pytest_opprof.render.html import check_available, write_html
+
+    check_available()
+    source = Path(args.report)
+    try:
+        data = parse(read_text(source))  # refuses a FIFO or device without blocking
+    except FileNotFoundError:
+        raise BaselineError(args.report, "no such file") from None
+    except DocumentError as exc:
+        raise BaselineError(args.report, str(exc)) from None
+    if not isinstance(data, dict) or data.get("kind") != REPORT_KIND:
+        raise BaselineError(
+            args.report,
+            f"not a JSON report (kind is not {REPORT_KIND!r}); write one with --opprof-report",
+        )
+    out = Path(args.output) if args.output else source.with_suffix(".html")
+    write_html(out, data)
+    print(f"wrote {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m pytest_opprof`` argument parser."""
     default = Tolerances()
-    parser = argparse.ArgumentParser(prog="python -m pytest_opprof", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="pytest-opprof",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     cmp = commands.add_parser("compare", help="judge run B against run A, op by op")
     cmp.add_argument(
@@ -274,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
     )
     show.set_defaults(run=_show)
+    html = commands.add_parser("html", help="write the HTML report of a JSON report")
+    html.add_argument("report", metavar="REPORT.json", help="a JSON report (--opprof-report)")
+    html.add_argument(
+        "-o", "--output", metavar="OUT.html", help="where to write it (default: beside REPORT)"
+    )
+    html.set_defaults(run=_html)
     return parser
 
 
@@ -286,11 +321,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     try:
         status: int = args.run(args)
-    except BaselineError as exc:
+    except OpprofError as exc:  # BaselineError among them: one line naming the file
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return status
 
 
-if __name__ == "__main__":
+def main_exit() -> None:
+    """The ``pytest-opprof`` console script."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    main_exit()

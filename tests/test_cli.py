@@ -10,10 +10,10 @@ from pathlib import Path
 
 from baseline_helpers import entry, machine, simple_summary
 
-from pytest_opprof.gate.results import TestResult, read_report, write_json_report
+from pytest_opprof.gate.results import TestResult, build_report, read_report, write_json_report
 from pytest_opprof.gate.store import update
 from pytest_opprof.gate.verdict import compare
-from pytest_opprof.render.report import render_markdown, write_markdown
+from pytest_opprof.render.report import MARKDOWN_LIMIT, render_markdown, write_markdown
 
 ROOT = Path(__file__).parent.parent
 
@@ -82,9 +82,8 @@ def test_compare_report_against_baseline_file(tmp_path: Path) -> None:
     now = simple_summary(matmul_flops=8_000_000)
     verdict = compare(now, entry(simple_summary()), fingerprint=machine().fingerprint)
     report = tmp_path / "report.json"
-    write_json_report(
-        report, [TestResult("tests/test_a.py::test_x", now, verdict)], machine=machine()
-    )
+    results = [TestResult("tests/test_a.py::test_x", now, verdict)]
+    write_json_report(report, build_report(results, machine=machine()))
     done = cli("compare", old, report, cwd=tmp_path)
     assert done.returncode == 1
     assert "opprof REGRESSED: tests/test_a.py::test_x" in done.stdout
@@ -125,7 +124,7 @@ def test_json_report_schema_and_roundtrip(tmp_path: Path) -> None:
         TestResult("tests/test_a.py::test_n", simple_summary(), new),
     ]
     path = tmp_path / "out" / "report.json"
-    write_json_report(path, results, machine=machine())
+    write_json_report(path, build_report(results, machine=machine()))
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["kind"] == "opprof-report" and data["schema"] == 1
     assert data["totals"] == {"pass": 0, "regressed": 1, "improved": 0, "new": 1}
@@ -208,3 +207,28 @@ def test_show_filters_by_test_and_op(tmp_path: Path) -> None:
     assert (
         nothing.returncode == 0 and nothing.stdout.strip() == f"{path}: no test matches --op 'svd'"
     )
+
+
+def test_markdown_stays_under_the_comment_limit(tmp_path: Path) -> None:
+    now = simple_summary(matmul_flops=4_000_000)
+    regressed = compare(now, entry(simple_summary()), fingerprint=machine().fingerprint)
+    steady = compare(simple_summary(), entry(simple_summary()), fingerprint=machine().fingerprint)
+    long = "x" * 60  # parametrised ids of a real suite are long too
+    results = [TestResult(f"tests/test_a.py::test_r{i}[{long}]", now, regressed) for i in range(40)]
+    results += [
+        TestResult(f"tests/test_b.py::test_p{i}[{long}]", simple_summary(), steady)
+        for i in range(3_000)
+    ]
+    text = render_markdown(results, machine=machine())
+    assert len(text) < MARKDOWN_LIMIT
+    # Every regression is there with its op table; the passing tests that do not fit
+    # are counted.
+    for i in range(40):
+        assert f"test_r{i}[{long}]`" in text
+    assert text.count("<details>") == 40
+    listed = text.count("✅ pass")
+    assert 0 < listed < 3_000
+    assert f"{3_000 - listed} test(s) not listed ({3_000 - listed} pass)" in text
+    # A run that fits is listed whole, with no such line.
+    small = render_markdown(results[38:45], machine=machine())
+    assert "not listed" not in small and small.count("| `tests/") == 7

@@ -34,7 +34,13 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.pooling import pool, replace_reason
-from pytest_opprof.gate.results import TestResult, write_json_report
+from pytest_opprof.gate.results import (
+    TestResult,
+    build_report,
+    report_text,
+    stamp,
+    write_json_report,
+)
 from pytest_opprof.gate.spool import Spool
 from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_nodeid, update
 from pytest_opprof.gate.summary import TestSummary
@@ -60,6 +66,7 @@ class GateOptions:
     require_baselines: bool = False
     report_path: Path | None = None
     markdown_path: Path | None = None
+    html_path: Path | None = None
     blas_threads: int | None = None
     """The pools' size in the measured rounds where pinned (``--opprof-blas-threads``)."""
 
@@ -120,6 +127,18 @@ class BaselineSession:
         self._verdicts: dict[str, tuple[Verdict, Tolerances]] = {}
         self._passed_calls: dict[str, TestSummary] = {}
         self._staged: dict[Path, dict[str, BaselineEntry]] = {}
+        self.flames: dict[str, Mapping[str, object]] = {}
+        """Node id -> flame tree of its median round (``render.flame``), for the reports."""
+        self.marked: set[str] = set()
+        """Node ids of tests with a ``profile`` marker (the reports flag them)."""
+        self._report: dict[str, object] | None = None
+        self.created_at = stamp()
+        """The time stamp of the session's JSON and HTML reports (the same in both)."""
+
+    @property
+    def wants_flames(self) -> bool:
+        """Whether a report that draws flame trees is written (JSON or HTML)."""
+        return self.options.report_path is not None or self.options.html_path is not None
 
     @property
     def machine(self) -> MachineInfo:
@@ -305,11 +324,37 @@ class BaselineSession:
                 ok = False
         if self.options.report_path is not None:
             try:
-                write_json_report(self.options.report_path, self.results, machine=self.machine)
+                # With an HTML page the report's dict is built anyway; without one the
+                # JSON is written one test at a time from the spool (flat memory).
+                write_json_report(
+                    self.options.report_path,
+                    self.report()
+                    if self.options.html_path is not None
+                    else report_text(
+                        self.results,
+                        machine=self.machine,
+                        flames=self.flames,
+                        marked=self.marked,
+                        created_at=self.created_at,
+                    ),
+                )
             except BaselineError as exc:
                 self.report_failed(exc)
                 ok = False
         return ok
+
+    def report(self) -> dict[str, object]:
+        """The JSON report of the session (built once: the JSON and HTML reports of a run
+        carry the same figures and time stamp)."""
+        if self._report is None:
+            self._report = build_report(
+                self.results,
+                machine=self.machine,
+                flames=self.flames,
+                marked=self.marked,
+                created_at=self.created_at,
+            )
+        return self._report
 
     def report_failed(self, exc: BaselineError) -> None:
         """Keep a report's write error for the summary, beside any baseline write error."""

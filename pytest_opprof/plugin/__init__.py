@@ -52,6 +52,13 @@ def pytest_configure(config: pytest.Config) -> None:
         chosen = plan(options.capture, python_memory=options.python_memory)
     except OpprofError as exc:
         raise pytest.UsageError(f"--opprof-capture / opprof_capture: {exc}") from None
+    if options.gate.html_path is not None:
+        from pytest_opprof.render.html import check_available
+
+        try:
+            check_available()
+        except OpprofError as exc:
+            raise pytest.UsageError(f"--opprof-html / opprof_html: {exc}") from None
     gate = BaselineSession(options.gate)
     controller = None
     if not hasattr(config, "workerinput"):  # not a pytest-xdist worker

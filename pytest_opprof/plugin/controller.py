@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from pytest_opprof.plugin.payload import (
     STEPPED_ASIDE_ATTRIBUTE,
     ProfiledTest,
 )
+from pytest_opprof.render.html import write_html
 from pytest_opprof.render.report import session_lines, write_markdown
 from pytest_opprof.render.units import format_memory, format_time
 
@@ -88,6 +90,10 @@ class Controller:
         if result is None:
             return
         self.results.append(result)
+        if result.marked:
+            self.gate.marked.add(report.nodeid)
+        if result.flame is not None:
+            self.gate.flames[report.nodeid] = result.flame
         if not result.judged:
             return
         if result.judgement is None:  # judged on a pytest-xdist worker
@@ -104,8 +110,24 @@ class Controller:
             except BaselineError as exc:
                 self.gate.report_failed(exc)
                 ok = False
+        html = self.options.gate.html_path
+        if html is not None:
+            try:
+                write_html(html, self.gate.report())
+            except BaselineError as exc:
+                self.gate.report_failed(exc)
+                ok = False
         if not ok and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _statuses(self) -> dict[str, str]:
+        """Node id -> what the gate made of the test, as the summary shows it."""
+        statuses = {r.nodeid: "not judged" for r in self.results}
+        statuses.update(dict.fromkeys(self.gate.errors, "error"))
+        for r in self.gate.results:
+            busy = r.verdict.time_not_judged is not None and r.verdict.status == "pass"
+            statuses[r.nodeid] = "time not judged" if busy else r.verdict.status
+        return statuses
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         tr = terminalreporter
@@ -138,8 +160,13 @@ class Controller:
             )
         # With no op source (--opprof-capture none) every test would read 0% in ops.
         flag_low = bool(self.plan.capture)
+        show_all = self.options.summary == "all" or tr.config.get_verbosity() >= 1
         for line in summary_lines(
-            self.results, min_wall_ns=self.options.gate.min_time_ns, flag_low=flag_low
+            self.results,
+            self._statuses(),
+            show_all=show_all,
+            min_wall_ns=self.options.gate.min_time_ns,
+            flag_low=flag_low,
         ):
             tr.write_line(line)
         for result in self.results:
@@ -175,19 +202,44 @@ LOW_CAPTURE_SHARE = 0.5
 """Below this share of its wall time in captured ops a test is flagged: most of its time
 is in code the op tables cannot see (Python, or a library no source captures), so its
 op figures miss most of what a regression could change."""
+SLOWEST_SHOWN = 10
+"""The slowest passing tests (by median wall time) listed beside those needing attention."""
 
 
 def summary_lines(
-    results: Sequence[ProfiledTest], *, min_wall_ns: int = 1_000_000, flag_low: bool = True
+    results: Sequence[ProfiledTest],
+    statuses: Mapping[str, str] | None = None,
+    *,
+    show_all: bool = True,
+    slowest: int = SLOWEST_SHOWN,
+    min_wall_ns: int = 1_000_000,
+    flag_low: bool = True,
 ) -> list[str]:
-    """A header and one line per test: self CPU time in captured ops, op count, the share
-    of its wall time in library ops (``op_time_share``), top op; then a note on the tests
-    whose share is below :data:`LOW_CAPTURE_SHARE` (unless not ``flag_low``).  Tests
-    shorter than ``min_wall_ns`` (the time floor, ``--opprof-min-time``) are not flagged:
-    their time is not judged."""
+    """A header, a line per listed test (self CPU time in captured ops, op count, the share
+    of its wall time in library ops (``op_time_share``), top op, the gate's status), a
+    totals line, and a note on the tests whose share is below :data:`LOW_CAPTURE_SHARE`
+    (unless not ``flag_low``; tests shorter than ``min_wall_ns``, the time floor, are not
+    flagged: their time is not judged).
+
+    ``show_all=False`` lists what needs attention: every test whose status is not
+    ``pass``, the marked ones and the ``slowest``; the totals line counts the rest.
+    """
+    statuses = statuses or {}
+    shown: Sequence[ProfiledTest] = results
+    if not show_all:
+        by_wall = sorted(results, key=lambda r: -r.summary.wall_time.median_ns)[:slowest]
+        slow = {r.nodeid for r in by_wall}
+        shown = [
+            r
+            for r in results
+            if r.nodeid in slow or r.marked or statuses.get(r.nodeid, "pass") != "pass"
+        ]
     rows = []
-    low = []
+    low = 0
     for r in results:
+        long_enough = r.summary.wall_time.median_ns >= min_wall_ns
+        low += flag_low and r.summary.op_time_share < LOW_CAPTURE_SHARE and long_enough
+    for r in shown:
         ops = [op for key, op in r.summary.ops.items() if key != MEMORY_EVENT_NAME]
         self_us = sum(op.self_cpu_time.median_ns for op in ops) / 1000
         top = max(ops, key=lambda op: op.self_cpu_time.median_ns, default=None)
@@ -195,21 +247,45 @@ def summary_lines(
         share = r.summary.op_time_share
         long_enough = r.summary.wall_time.median_ns >= min_wall_ns
         flag = " LOW" if flag_low and share < LOW_CAPTURE_SHARE and long_enough else ""
-        if flag:
-            low.append(r)
-        share_text = f"{share:.0%}{flag}"
-        rows.append((format_time(self_us), str(r.summary.op_count), share_text, top_text, r.nodeid))
-    top_width = min(max(len(row[3]) for row in rows), 48)
-    header = f"{'self CPU':>11} {'ops':>6} {'in ops':>8}  {'top op':<{top_width}}  test"
-    lines = [header] + [
-        f"{cpu:>11} {count:>6} {share:>8}  {top:<{top_width}}  {nodeid}"
-        for cpu, count, share, top, nodeid in rows
-    ]
+        status = statuses.get(r.nodeid, "-")
+        cpu, count = format_time(self_us), str(r.summary.op_count)
+        rows.append((cpu, count, f"{share:.0%}{flag}", top_text, status, r.nodeid))
+    lines = []
+    if rows:
+        top_width = min(max(len(row[3]) for row in rows), 48)
+        status_width = max(len("status"), *(len(row[4]) for row in rows))
+        lines.append(
+            f"{'self CPU':>11} {'ops':>6} {'in ops':>8}  {'top op':<{top_width}}  "
+            f"{'status':<{status_width}}  test"
+        )
+        lines += [
+            f"{cpu:>11} {count:>6} {share:>8}  {top:<{top_width}}  {status:<{status_width}}  "
+            f"{nodeid}"
+            for cpu, count, share, top, status, nodeid in rows
+        ]
+    counts = Counter(statuses.get(r.nodeid, "-") for r in results)
+    counted = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=_by_status))
+    total = f"opprof: {len(results)} profiled test(s) ({counted})"
+    hidden = len(results) - len(shown)
+    if hidden:
+        total += (
+            f"; {hidden} passing test(s) not listed: -v or --opprof-summary all lists every "
+            "test, and the JSON and HTML reports have them all"
+        )
+    lines.append(total)
     if low:
         lines.append(
-            f"LOW: {len(low)} test(s) spent under {LOW_CAPTURE_SHARE:.0%} of their time in "
+            f"LOW: {low} test(s) spent under {LOW_CAPTURE_SHARE:.0%} of their time in "
             "captured library ops (in ops: library ops' self time / wall time; "
             "record_function scopes do not count): their time lives in code the op tables "
             "cannot see, so their op figures gate little of it"
         )
     return lines
+
+
+_STATUS_ORDER = ("regressed", "improved", "new", "not judged", "error", "time not judged", "pass")
+
+
+def _by_status(item: tuple[str, int]) -> tuple[int, str]:
+    status = item[0]
+    return (_STATUS_ORDER.index(status) if status in _STATUS_ORDER else len(_STATUS_ORDER), status)

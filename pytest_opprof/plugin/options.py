@@ -124,6 +124,16 @@ def rounds_text(rounds: int | None) -> str:
     return "auto" if rounds is None else str(rounds)
 
 
+SUMMARY_CHOICES = ("attention", "all")
+
+
+def parse_summary(text: object) -> str:
+    value = str(text).strip().lower() if isinstance(text, str) else ""
+    if value not in SUMMARY_CHOICES:
+        raise OptionValueError(f"expected attention or all, got {text!r}")
+    return value
+
+
 def parse_capture(text: object) -> tuple[str, ...]:
     """Source names from ``"numpy,torch"``; ``"none"`` stands alone.
 
@@ -487,10 +497,27 @@ MARKDOWN: Setting[Path | None] = Setting(
     kind="path",
     ini=False,
 )
+SUMMARY = Setting(
+    "summary",
+    parse_summary,
+    "attention",
+    "which profiled tests get a line in the terminal summary: attention (regressed, "
+    "improved, new, not judged, marked, and the slowest; the default) or all (so does -v)",
+    metavar="WHICH",
+)
+HTML: Setting[Path | None] = Setting(
+    "html",
+    _parse_path,
+    None,
+    "write the run as one self-contained HTML page (needs the html extra: Jinja2)",
+    metavar="PATH",
+    kind="path",
+)
 
 SETTINGS: tuple[Setting[Any], ...] = (
     CAPTURE,
     ROW_LIMIT,
+    SUMMARY,
     TRACE_DIR,
     TRACE_WHICH,
     ROUNDS,
@@ -513,6 +540,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     REQUIRE_BASELINES,
     REPORT,
     MARKDOWN,
+    HTML,
 )
 """Every setting, in the order ``pytest --help`` lists them."""
 
@@ -570,6 +598,8 @@ class OpprofOptions:
     """The pools' size for the measured rounds (``auto`` resolved), None: left alone."""
     trace_which: str = TRACE_WHICH.default
     """``all`` or ``regressed``: which tests ``trace_dir`` gets a trace of."""
+    summary: str = SUMMARY.default
+    """Which tests get a line in the terminal summary (``attention`` or ``all``)."""
 
 
 def is_enabled(config: pytest.Config) -> bool:
@@ -593,6 +623,7 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         max_events=MAX_EVENTS.read(config),
         blas_threads=blas_threads,
         gate=read_gate_options(config, blas_threads=blas_threads),
+        summary=SUMMARY.read(config),
     )
 
 
@@ -637,5 +668,6 @@ def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None)
         require_baselines=REQUIRE_BASELINES.read(config),
         report_path=REPORT.read(config),
         markdown_path=MARKDOWN.read(config),
+        html_path=HTML.read(config),
         blas_threads=blas_threads,
     )

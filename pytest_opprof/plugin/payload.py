@@ -18,6 +18,7 @@ when no figures do.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.session import Judgement
@@ -50,6 +51,11 @@ class ProfiledTest:
     judgement: Judgement | None = field(default=None, compare=False)
     """The verdict reached where the test ran, when that process is also the collector
     (never sent: a pytest-xdist controller judges a worker's figures itself)."""
+    flame: dict[str, object] | None = None
+    """The median round's flame tree (``render.flame``), for tests the reports draw it of."""
+    shown_round: Any = field(default=None, compare=False, repr=False)
+    """The median round's profile, held from the end of the call phase until the verdict
+    says whether its flame tree is wanted (never sent)."""
 
     def to_json(self) -> dict[str, object]:
         """Plain JSON, small enough to ride on a ``TestReport`` through pytest-xdist."""
@@ -60,6 +66,7 @@ class ProfiledTest:
             "trace_path": self.trace_path,
             "tolerances": self.tolerances,
             "judged": self.judged,
+            "flame": self.flame,
         }
 
     @classmethod
@@ -79,6 +86,7 @@ class ProfiledTest:
                 else {}
             ),
             judged=bool(raw.get("judged")),
+            flame=raw["flame"] if isinstance(raw.get("flame"), dict) else None,
         )
 
     def as_sent(self) -> tuple[dict[str, object], ProfiledTest]:

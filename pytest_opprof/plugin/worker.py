@@ -28,12 +28,15 @@ from pytest_opprof import _native
 from pytest_opprof.capture import profiler, speed_probe, threadpools
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
+from pytest_opprof.capture.profiler import profile
 from pytest_opprof.capture.sources import Source
 from pytest_opprof.capture.sources.memory_source import PythonMemorySource
 from pytest_opprof.errors import MarkerUsageError
+from pytest_opprof.gate.results import wants_flame
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import TestSummary, summarize_rounds
 from pytest_opprof.gate.waiting import WORK_WAIT_LIMIT
+from pytest_opprof.model.tree import build_tree
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.marker import MARKER_NAME, TestSettings, settings_for
 from pytest_opprof.plugin.measure import Rounds
@@ -44,6 +47,7 @@ from pytest_opprof.plugin.payload import (
     STEPPED_ASIDE_ATTRIBUTE,
     ProfiledTest,
 )
+from pytest_opprof.render.flame import flame_tree
 from pytest_opprof.render.report import failure_text
 
 settings_key = pytest.StashKey[TestSettings]()
@@ -297,6 +301,7 @@ class Worker:
             table=table,
             trace_path=trace_path,
             tolerances=_overrides(settings),
+            shown_round=rounds.profiles[shown] if self.gate.wants_flames else None,
         )
 
     @pytest.hookimpl(wrapper=True)
@@ -343,12 +348,20 @@ class Worker:
             sent.judgement = judgement
             if write_trace is not None and verdict == "regressed":
                 result.trace_path = sent.trace_path = data["trace_path"] = write_trace()
+            if result.shown_round is not None and wants_flame(verdict, result.marked):
+                sent.flame = data["flame"] = _flame(result.shown_round)
+        result.shown_round = None  # the events go now, whatever the verdict
         if self.deliver is not None:
             self.deliver(sent)
         else:
             setattr(report, REPORT_ATTRIBUTE, data)
         item.user_properties.extend(junit_properties(result.summary, verdict, busy, work))
         return report
+
+
+def _flame(prof: profile) -> dict[str, object]:
+    """The flame tree of a measured round's profile (its records are drained already)."""
+    return flame_tree(build_tree(prof.records()), wall_time_ns=prof.wall_time_ns)
 
 
 def junit_properties(

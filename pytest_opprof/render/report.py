@@ -153,7 +153,8 @@ def _work_note(verdict: Verdict) -> str:
 def render_markdown(
     results: Sequence[TestResult], *, machine: MachineInfo, row_limit: int = 10
 ) -> str:
-    """A run's summary as GitHub-flavoured Markdown (step summaries, PR comments)."""
+    """A run's summary as GitHub-flavoured Markdown (step summaries, PR comments), always
+    under :data:`MARKDOWN_LIMIT` characters: regressions first, the rest counted."""
     totals: Counter[str] = Counter(r.verdict.status for r in results)
     counts = ", ".join(f"{totals[s]} {s}" for s in STATUSES if totals.get(s))
     out = [
@@ -185,41 +186,87 @@ def render_markdown(
         ]
     if not results:
         return "\n".join(out)
-    out += [
+    order = {s: i for i, s in enumerate(STATUSES)}
+    ranked = sorted(results, key=lambda r: (order[r.verdict.status], r.nodeid))
+    head = [
         "| test | status | wall time | change | FLOPs | change | peak memory | change |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    order = {s: i for i, s in enumerate(STATUSES)}
-    ranked = sorted(results, key=lambda r: (order[r.verdict.status], r.nodeid))
+    # Rows and details go in while they fit under GitHub's comment limit: first each
+    # changed test's row and op table (regressions first), then the other rows, so what
+    # failed is always there in full unless it alone overflows; the rest is counted.
+    budget = MARKDOWN_LIMIT - _length(out) - _length(head) - 200
+    rows: dict[str, str] = {}
+    blocks: dict[str, list[str]] = {}
+    changed = [r for r in ranked if r.verdict.status in ("regressed", "improved")]
+    for r in changed:
+        row, block = _markdown_row(r), _markdown_details(r, row_limit)
+        if len(row) + 1 + _length(block) > budget:
+            break
+        rows[r.nodeid], blocks[r.nodeid] = row, block
+        budget -= len(row) + 1 + _length(block)
     for r in ranked:
-        s = r.summary
-        cells = [f"`{_md(r.nodeid)}`", f"{_ICONS[r.verdict.status]} {r.verdict.status}"]
-        peak = s.memory.peak_bytes if s.memory else None
-        for name, unit, now in (
-            ("wall time", "ns", s.wall_time.median_ns),
-            ("flops", "flops", s.flops),
-            ("peak memory", "bytes", peak),
-        ):
-            row = _metric(r.verdict, name)
-            cells += [format_value(now, unit), format_change(row.change) if row else ""]
-        out.append("| " + " | ".join(cells) + " |")
-    for r in ranked:
-        if r.verdict.status not in ("regressed", "improved"):
+        if r.nodeid in rows:  # a changed test whose op table did not fit still gets its row
             continue
-        out += ["", f"<details><summary>{_md(r.nodeid)}: {r.verdict.status}</summary>", ""]
-        out += [
-            "| op | change | baseline | now | Δ | status |",
-            "| --- | --- | ---: | ---: | ---: | --- |",
-        ]
-        for reason in r.verdict.reasons[:row_limit]:
-            out.append(
-                f"| `{_md(reason.op)}` | {reason.kind} | "
-                f"{format_value(reason.baseline, reason.unit)} | "
-                f"{format_value(reason.now, reason.unit)} | {format_change(reason.change)} | "
-                f"{reason.status} |"
-            )
-        out += [""] + [f"> {_md(note)}" for note in r.verdict.notes] + ["", "</details>"]
+        row = _markdown_row(r)
+        if len(row) + 1 > budget:
+            break
+        rows[r.nodeid] = row
+        budget -= len(row) + 1
+    detailed = len(blocks)
+    listed = [r for r in ranked if r.nodeid in rows]
+    details = [line for r in listed if r.nodeid in blocks for line in blocks[r.nodeid]]
+    out += head + [rows[r.nodeid] for r in listed] + details
+    left = [r for r in ranked if r.nodeid not in rows]
+    if left or detailed < len(changed):
+        counts_left: Counter[str] = Counter(r.verdict.status for r in left)
+        parts = [f"{counts_left[s]} {s}" for s in STATUSES if counts_left.get(s)]
+        what = f"{len(left)} test(s) not listed ({', '.join(parts)})" if left else ""
+        if detailed < len(changed):
+            skipped = f"op tables of {len(changed) - detailed} changed test(s) left out"
+            what = f"{what}; {skipped}" if what else skipped
+        out += ["", f"_{what} to stay under GitHub's comment limit: the JSON and HTML reports "
+                "have every test._"]  # fmt: skip
     return "\n".join(out) + "\n"
+
+
+MARKDOWN_LIMIT = 65_536
+"""GitHub's limit on a comment (and a step summary's practical size), in characters."""
+
+
+def _length(lines: Sequence[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
+
+
+def _markdown_row(r: TestResult) -> str:
+    s = r.summary
+    cells = [f"`{_md(r.nodeid)}`", f"{_ICONS[r.verdict.status]} {r.verdict.status}"]
+    peak = s.memory.peak_bytes if s.memory else None
+    for name, unit, now in (
+        ("wall time", "ns", s.wall_time.median_ns),
+        ("flops", "flops", s.flops),
+        ("peak memory", "bytes", peak),
+    ):
+        row = _metric(r.verdict, name)
+        cells += [format_value(now, unit), format_change(row.change) if row else ""]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _markdown_details(r: TestResult, row_limit: int) -> list[str]:
+    out = ["", f"<details><summary>{_md(r.nodeid)}: {r.verdict.status}</summary>", ""]
+    out += [
+        "| op | change | baseline | now | Δ | status |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for reason in r.verdict.reasons[:row_limit]:
+        out.append(
+            f"| `{_md(reason.op)}` | {reason.kind} | "
+            f"{format_value(reason.baseline, reason.unit)} | "
+            f"{format_value(reason.now, reason.unit)} | {format_change(reason.change)} | "
+            f"{reason.status} |"
+        )
+    out += [""] + [f"> {_md(note)}" for note in r.verdict.notes] + ["", "</details>"]
+    return out
 
 
 def write_markdown(

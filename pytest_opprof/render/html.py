@@ -1,0 +1,255 @@
+"""The HTML report: one self-contained page drawn from a JSON report.
+
+The plugin (``--opprof-html``) and ``pytest-opprof html REPORT.json`` both render
+from the JSON report's dict (:func:`~pytest_opprof.gate.results.build_report`),
+so the two pages are the same.  The page fetches nothing when opened: the style,
+the script and the data are inline.  Jinja2 (the ``html`` extra) fills the
+template; the browser script draws the table, the per-test panels and the flame
+views from the embedded data.
+
+The embedded data is a digest, sized for suites of tens of thousands of tests:
+every test has a table row and its top ops (op names stored once, by index); the
+full figures (metric rows, op reasons, op table, flame tree) go with the tests that
+need attention (not ``pass``, marked, or whose time was not judged) and with the
+slowest of the rest, up to :data:`DETAIL_LIMIT` tests in all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pytest_opprof.errors import OpprofError
+from pytest_opprof.gate.files import write_file
+from pytest_opprof.gate.results import STATUSES
+
+DETAIL_LIMIT = 2000
+"""Tests whose full figures are embedded (all tests needing attention come first)."""
+DETAIL_OPS = 25
+"""Op rows embedded per test with full figures."""
+ROW_OPS = 3
+"""Op rows embedded for the other tests."""
+MEMORY_OP = "[memory]"
+
+HTML_EXTRA_HINT = "the HTML report needs Jinja2: pip install 'pytest-opprof[html]'"
+
+
+def check_available() -> None:
+    """Raise :class:`OpprofError` with the install hint when Jinja2 is missing."""
+    try:
+        import jinja2  # noqa: F401
+    except ImportError:
+        raise OpprofError(HTML_EXTRA_HINT) from None
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _get(data: object, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _ops(test: Mapping[str, Any], limit: int) -> list[list[object]]:
+    """Top ops by self time: ``[name, count, self_ns, total_ns, self_bytes, flops]``."""
+    ops = test.get("ops")
+    if not isinstance(ops, Mapping):
+        return []
+    rows = []
+    for name, op in ops.items():
+        if name == MEMORY_OP or not isinstance(op, Mapping):
+            continue
+        rows.append(
+            [
+                str(name),
+                op.get("count"),
+                _get(op, "self_cpu_time", "median_ns"),
+                _get(op, "cpu_time", "median_ns"),
+                op.get("self_memory_bytes"),
+                op.get("flops"),
+            ]
+        )
+    rows.sort(key=lambda r: (-(_num(r[2]) or 0.0), str(r[0])))
+    return rows[:limit]
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _metric(verdict: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    for row in verdict.get("metrics") or ():
+        if isinstance(row, Mapping) and row.get("metric") == name:
+            return row
+    return {}
+
+
+def _attention(row: Mapping[str, Any]) -> bool:
+    return row["st"] != "pass" or bool(row.get("mk")) or bool(row.get("tn"))
+
+
+def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The digest the page's script reads (keys kept short: 20,000 tests fit in a few MB)."""
+    tests = report.get("tests")
+    if not isinstance(tests, Mapping):
+        raise OpprofError("not an opprof JSON report: it has no 'tests' object")
+    rows: list[dict[str, Any]] = []
+    full: dict[str, Mapping[str, Any]] = {}
+    speed: list[float] = []
+    for nodeid, test in tests.items():
+        if not isinstance(test, Mapping):
+            continue
+        verdict = _mapping(test.get("verdict"))
+        wall = _metric(verdict, "wall time")
+        ops = _ops(test, DETAIL_OPS)
+        row: dict[str, Any] = {
+            "id": str(nodeid),
+            "st": test.get("status") if test.get("status") in STATUSES else "pass",
+            "w": _get(test, "summary", "wall_time", "median_ns"),
+            "wb": wall.get("baseline"),
+            "wc": wall.get("change"),
+            "f": _get(test, "summary", "flops"),
+            "m": _get(test, "summary", "memory", "peak_bytes"),
+            "sh": _get(test, "summary", "op_time_share"),
+            "ops": ops,
+        }
+        if test.get("marked"):
+            row["mk"] = 1
+        if verdict.get("time_not_judged"):
+            row["tn"] = verdict["time_not_judged"]
+        elif wall.get("status") == "not judged":  # too few rounds, another machine
+            row["nj"] = 1
+        change = _num(verdict.get("speed_change"))
+        if change is not None:
+            speed.append(change)
+        rows.append(row)
+        full[row["id"]] = test
+    order = {s: i for i, s in enumerate(STATUSES)}
+    rows.sort(key=lambda r: (order[r["st"]], -abs(_num(r["wc"]) or 0.0), r["id"]))
+    ranked = [r for r in rows if _attention(r)]
+    ranked += sorted((r for r in rows if not _attention(r)), key=lambda r: -(_num(r["w"]) or 0.0))
+    detailed = {id(r) for r in ranked[:DETAIL_LIMIT]}
+    for row in rows:
+        test = full[row["id"]]
+        if id(row) not in detailed:
+            row["ops"] = row["ops"][:ROW_OPS]
+            continue
+        verdict = _mapping(test.get("verdict"))
+        row["d"] = {
+            "metrics": [
+                [
+                    m.get("metric"),
+                    m.get("unit"),
+                    m.get("baseline"),
+                    m.get("now"),
+                    m.get("change"),
+                    m.get("tolerance"),
+                    m.get("status"),
+                ]
+                for m in verdict.get("metrics") or ()
+                if isinstance(m, Mapping)
+            ],
+            "reasons": [
+                [
+                    r.get("op"),
+                    r.get("kind"),
+                    r.get("unit"),
+                    r.get("baseline"),
+                    r.get("now"),
+                    r.get("change"),
+                    r.get("status"),
+                ]
+                for r in (verdict.get("reasons") or ())[:DETAIL_OPS]
+                if isinstance(r, Mapping)
+            ],
+            "more_reasons": max(0, len(verdict.get("reasons") or ()) - DETAIL_OPS),
+            "notes": [str(n) for n in verdict.get("notes") or ()],
+            "baseline_at": verdict.get("baseline_recorded_at"),
+            "rounds": test.get("rounds"),
+            "flame": test.get("flame"),
+        }
+    # Op names repeat across tests: each is stored once, the op rows hold its index.
+    names: dict[str, int] = {}
+    for row in rows:
+        for op in row["ops"]:
+            op[0] = names.setdefault(str(op[0]), len(names))
+    return {
+        "rows": rows,
+        "names": list(names),
+        "detailed": len(detailed),
+        "speed_change": statistics.median(speed) if speed else None,
+    }
+
+
+def _script_json(data: object) -> str:
+    """JSON that is safe inside ``<script>`` (no ``<``, ``>`` or ``&`` to end it), keys sorted:
+    a report read back from its file (keys sorted) gives the same page."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False, sort_keys=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _asset(name: str) -> str:
+    return (
+        resources.files("pytest_opprof.render")
+        .joinpath("html_assets")
+        .joinpath(name)
+        .read_text(encoding="utf-8")
+    )
+
+
+def render_html(report: Mapping[str, Any]) -> str:
+    """The page of a JSON report (the dict :func:`build_report` makes, or one read back)."""
+    check_available()
+    import jinja2
+    from markupsafe import Markup
+
+    data = page_data(report)
+    totals = _mapping(report.get("totals"))
+    counts = [(s, int(totals.get(s, 0) or 0)) for s in STATUSES]
+    not_judged = [r for r in data["rows"] if r.get("tn")]
+    machine = _mapping(report.get("machine"))
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    template = env.from_string(_asset("report.html.j2"))
+    return template.render(
+        created_at=str(report.get("created_at") or ""),
+        machine=_describe(machine),
+        counts=counts,
+        total=len(data["rows"]),
+        speed_change=data["speed_change"],
+        not_judged=not_judged,
+        times_unjudged=any(r.get("tn") or r.get("nj") for r in data["rows"]),
+        flames_omitted=report.get("flames_omitted") or 0,
+        detailed=data["detailed"],
+        style=Markup(_asset("report.css")),
+        script=Markup(_asset("report.js")),
+        data=Markup(_script_json({"rows": data["rows"], "names": data["names"]})),
+    )
+
+
+def _describe(machine: Mapping[str, Any]) -> str:
+    """``AMD EPYC, 2 CPUs, x86_64, CPython 3.11, numpy 2.4.6, BLAS ...`` from the JSON form."""
+    parts = [
+        str(machine.get("cpu_model") or ""),
+        f"{machine['cpu_count']} CPUs" if machine.get("cpu_count") else "",
+        str(machine.get("arch") or ""),
+        str(machine.get("python") or ""),
+        f"numpy {machine['numpy']}" if machine.get("numpy") else "",
+        f"torch {machine['torch']}" if machine.get("torch") else "",
+        f"BLAS {machine['blas']}" if machine.get("blas") else "",
+    ]
+    return ", ".join(p for p in parts if p) or "unknown machine"
+
+
+def write_html(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
+    """Render ``report`` and write it to ``path`` (see ``gate.files.write_file``: through a
+    symlink or FIFO, atomically where it is a regular file)."""
+    write_file(Path(path), render_html(report))

@@ -1,0 +1,76 @@
+"""The terminal summary at scale: by default a line for each test that needs attention
+(not ``pass``, marked, or among the slowest) and one totals line; ``-v`` or
+``--opprof-summary all`` lists every profiled test."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import PytestRunner
+
+MANY = """
+import numpy as np
+import pytest
+
+
+@pytest.mark.parametrize("k", range(30))
+def test_many(k):
+    np.add(np.ones(8), k)
+
+
+@pytest.mark.profile
+def test_marked():
+    np.multiply(np.ones(8), 2)
+
+
+def test_slow():
+    a = np.ones((120, 120))
+    for _ in range(40):
+        a = a @ a / 120
+"""
+
+STEADY = ("--opprof-time-tolerance", "1000%", "--opprof-rounds", "3")
+
+
+def listed(lines: list[str]) -> list[str]:
+    """Node ids of the summary's test lines (between its header and its totals line)."""
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("self CPU"))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("opprof: "))
+    return [line.split()[-1] for line in lines[start + 1 : end]]
+
+
+def test_default_lists_what_needs_attention(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    pytester.makepyfile(test_many=MANY)
+    recorded = run_pytest("--opprof-update-baselines", *STEADY)
+    recorded.assert_outcomes(passed=32)
+    pytester.makepyfile(test_new="import numpy as np\n\ndef test_new():\n    np.ones(3)\n")
+    result = run_pytest("--opprof", *STEADY)
+    result.assert_outcomes(passed=33)
+    shown = listed(result.outlines)
+    assert "test_many.py::test_slow" in shown  # the slowest
+    assert "test_many.py::test_marked" in shown  # marked
+    assert "test_new.py::test_new" in shown  # no baseline: new
+    # The 10 slowest, the marked one, the new one, and those whose times a busy machine
+    # kept from being judged (a busy CI box has some), at most.
+    busy = [x for x in result.outlines if " time not judged " in x and "::" in x]
+    assert len(shown) <= 12 + len(busy)
+    hidden = 33 - len(shown)
+    line = next(line for line in result.outlines if line.startswith("opprof: 33 profiled"))
+    assert f"; {hidden} passing test(s) not listed: -v or --opprof-summary all" in line
+    assert "1 new" in line and "pass)" in line
+    new_line = next(x for x in result.outlines if x.endswith("test_new.py::test_new"))
+    assert " new " in new_line
+
+    for every in (("-v",), ("--opprof-summary", "all")):
+        full = run_pytest("--opprof", *STEADY, *every)
+        full.assert_outcomes(passed=33)
+        assert len(listed(full.outlines)) == 33
+        assert "not listed" not in full.stdout.str()
+
+
+def test_summary_option_is_checked(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
+    pytester.makepyfile("def test_a(): pass")
+    result = run_pytest.inprocess("--opprof", "--opprof-summary", "some")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--opprof-summary*expected attention or all, got 'some'*"])
