@@ -39,7 +39,12 @@ enum {
     OPPROF_OPT_PROFILE_MEMORY = 2,
     OPPROF_OPT_WITH_STACK = 4,
     OPPROF_OPT_CAPTURE_NUMPY = 8, /* numpy hooks record only with this bit set */
-    OPPROF_OPT_CUDA = 16          /* CUDA event pair per sampled op/scope (native/cuda.h) */
+    OPPROF_OPT_CUDA = 16,         /* CUDA event pair per sampled op/scope (native/cuda.h) */
+    /* With OPPROF_OPT_PROFILE_MEMORY: one "[memory]" event per allocation or
+     * free outside any open event (what a trace shows as instants).  Without
+     * it they are summed into one "[memory]" record per thread at the time of
+     * the first: the same bytes, no event per allocation. */
+    OPPROF_OPT_MEMORY_EVENTS = 32
 };
 
 /* One finished event.  Fixed size; per-thread buffers hold these, and

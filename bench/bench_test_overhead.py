@@ -1,0 +1,150 @@
+"""Per-test and per-allocation overhead of the plugin (issue 18, items 1 and 2).
+
+1. Allocations: 10,000 ``np.ones(10)`` (one numpy data allocation and one free
+   each) plain and under ``profile()`` as the plugin starts it, memory only
+   (``capture=["none"]``) and with numpy capture; the *total* added ns per
+   ``np.ones`` includes start, stop, drain and ``key_averages``.  Variants run
+   interleaved, medians over repeats.
+2. Per test: a generated module of ``--tests`` trivial tests run by a fresh
+   ``python -m pytest`` plain, with ``--opprof --opprof-rounds 1`` and with the
+   defaults, interleaved per repeat; added ms per test against plain.  The
+   speed references' own share is timed in-process and reported beside it.
+
+    python bench/bench_test_overhead.py [--repeats 5] [--tests 1000] [--only alloc|tests]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import fmt_spread, loadavg, plugin_args, spread, subprocess_env
+
+N_ALLOC = 10_000
+
+
+def _loop(n: int) -> None:
+    ones = np.ones
+    for _ in range(n):
+        ones(10)
+
+
+def _alloc_variant(kind: str, **profile_kwargs: object) -> float:
+    """ns for the loop under one variant (plain: no profile), whole profile cost included."""
+    from pytest_opprof.capture.profiler import profile
+
+    t0 = time.perf_counter_ns()
+    if kind == "plain":
+        _loop(N_ALLOC)
+    else:
+        prof = profile(record_shapes=True, profile_memory=True, with_flops=True, **profile_kwargs)  # type: ignore[arg-type]
+        prof.start()
+        _loop(N_ALLOC)
+        prof.stop()
+        prof.key_averages()
+    return float(time.perf_counter_ns() - t0)
+
+
+def bench_alloc(repeats: int) -> None:
+    import inspect
+
+    from pytest_opprof.capture.profiler import profile
+
+    # The plugin's setting; a checkout from before it had events only.
+    summed = "memory_events" in inspect.signature(profile).parameters
+    kwargs: dict[str, object] = {"memory_events": False} if summed else {}
+    variants: dict[str, dict[str, object]] = {
+        "plain": {},
+        "memory only": {"capture": ["none"], **kwargs},
+        "numpy + memory": {"capture": ["numpy"], **kwargs},
+    }
+    if kwargs:
+        variants["numpy + memory, per-allocation events"] = {
+            "capture": ["numpy"],
+            "memory_events": True,
+        }
+    for name, kw in variants.items():  # warm: hooks, calibration, first-use allocations
+        _alloc_variant(name if name == "plain" else "p", **kw)
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(repeats):
+        for name, kw in variants.items():
+            times[name].append(_alloc_variant(name if name == "plain" else "p", **kw))
+    plain = statistics.median(times["plain"])
+    print(f"{N_ALLOC} np.ones(10), {repeats} interleaved repeats; load {loadavg():.1f}")
+    print(f"  {'variant':40s} {'ns/np.ones':>11s} {'+ns/np.ones':>12s}")
+    for name, t in times.items():
+        per = statistics.median(t) / N_ALLOC
+        print(f"  {name:40s} {per:11.1f} {per - plain / N_ALLOC:+12.1f}")
+
+
+def _write_suite(tmp: Path, n: int) -> Path:
+    body = "".join(f"def test_{i}():\n    assert {i} >= 0\n\n" for i in range(n))
+    (tmp / "test_trivial.py").write_text(body)
+    (tmp / "pytest.ini").write_text("[pytest]\n")
+    return tmp
+
+
+def _run(tmp: Path, extra: list[str]) -> float:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(), *extra]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=tmp, env=subprocess_env(), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{cmd} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return wall
+
+
+def _speed_refs_ms(rounds: int = 200) -> float:
+    from pytest_opprof.capture import speed_probe
+
+    speed_probe.references_ns()
+    t0 = time.perf_counter_ns()
+    for _ in range(rounds):
+        speed_probe.references_ns()
+    return (time.perf_counter_ns() - t0) / rounds / 1e6
+
+
+def bench_tests(repeats: int, n: int) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = _write_suite(Path(d), n)
+        variants = {
+            "plain": [],
+            "--opprof --opprof-rounds 1": ["--opprof", "--opprof-rounds", "1"],
+            "--opprof (defaults)": ["--opprof"],
+        }
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(repeats):
+            for name, extra in variants.items():
+                times[name].append(_run(tmp, extra))
+    refs = _speed_refs_ms()
+    plain = times["plain"]
+    print(f"{n} trivial tests, {repeats} interleaved repeats; load {loadavg():.1f}")
+    print(f"speed references (2 per round, in-process): {2 * refs:.3f} ms per round")
+    for name, t in times.items():
+        added = [(a - b) * 1000 / n for a, b in zip(t, plain, strict=True)]
+        print(
+            f"  {name:28s} wall s {fmt_spread(spread(t), 2):24s} "
+            f"added ms/test {fmt_spread(spread(added), 3)}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--tests", type=int, default=1000)
+    parser.add_argument("--only", choices=["alloc", "tests"])
+    args = parser.parse_args()
+    if args.only != "tests":
+        bench_alloc(max(args.repeats, 15))
+    if args.only != "alloc":
+        bench_tests(args.repeats, args.tests)
+
+
+if __name__ == "__main__":
+    main()
