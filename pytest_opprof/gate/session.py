@@ -111,6 +111,7 @@ class BaselineSession:
         """Node id -> why its staged entry replaces the stored one (``pooling.replace_reason``)."""
         self.written: list[Path] = []
         self.write_error: str | None = None
+        self._paths: dict[str, Path | BaselineError] = {}
         self._files: dict[Path, Mapping[str, BaselineEntry]] = {}
         self._bad_paths: dict[Path, BaselineError] = {}
         self._verdicts: dict[str, tuple[Verdict, Tolerances]] = {}
@@ -127,8 +128,21 @@ class BaselineSession:
     # -- reading -----------------------------------------------------------------
 
     def path_of(self, nodeid: str) -> Path:
-        """The baseline file of a test (raises ``BaselineError`` for an unsafe module path)."""
-        return baseline_path(self.baseline_dir, split_nodeid(nodeid)[0])
+        """The baseline file of a test (raises ``BaselineError`` for an unsafe module path).
+
+        Once per module and session: resolving it (symlinks included) took two
+        ``realpath`` walks, a third of a trivial test's cost, asked for twice per test."""
+        module = split_nodeid(nodeid)[0]
+        known = self._paths.get(module)
+        if known is None:
+            try:
+                known = baseline_path(self.baseline_dir, module)
+            except BaselineError as exc:
+                known = exc
+            self._paths[module] = known
+        if isinstance(known, BaselineError):
+            raise known.with_traceback(None)
+        return known
 
     def stored(self, nodeid: str) -> BaselineEntry | None:
         """The test's stored entry, if any (raises ``BaselineError`` for an unusable file)."""

@@ -252,7 +252,11 @@ class Worker:
         busy: str | None = None
         work = False
         result.judged = report.passed and not hasattr(report, "wasxfail")
-        data, sent = result.as_sent()
+        data: dict[str, object] | None = None
+        if self.deliver is None:  # a pytest-xdist worker: the figures travel as JSON
+            data, sent = result.as_sent()
+        else:
+            sent = result.as_stored()
         if result.judged:
             judgement = self.gate.judge(item.nodeid, sent.summary, sent.tolerances)
             verdict = judgement.label
