@@ -7,15 +7,20 @@
    interleaved, medians over repeats.
 2. Per test: a generated module of ``--tests`` trivial tests run by a fresh
    ``python -m pytest`` plain, with ``--opprof --opprof-rounds 1`` and with the
-   defaults, interleaved per repeat; added ms per test against plain.  The
-   speed references' own share is timed in-process and reported beside it.
+   defaults, interleaved per repeat; added ms per test against plain, in wall time
+   and in the child's CPU time (steadier on a shared machine).  The speed
+   references' own share is timed in-process and reported beside it.
+   ``--trees A B`` runs each variant with ``PYTHONPATH=A`` and ``=B``
+   interleaved (before/after checkouts with their extensions built).
 
     python bench/bench_test_overhead.py [--repeats 5] [--tests 1000] [--only alloc|tests]
+                                        [--trees BEFORE AFTER]
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -90,14 +95,22 @@ def _write_suite(tmp: Path, n: int) -> Path:
     return tmp
 
 
-def _run(tmp: Path, extra: list[str]) -> float:
+def _run(tmp: Path, extra: list[str], tree: str | None) -> tuple[float, float]:
+    """(wall s, CPU s of the child) of one pytest run; ``tree``: a checkout to import
+    pytest_opprof from instead of this one (a before/after comparison)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(), *extra]
+    env = subprocess_env()
+    if tree is not None:
+        env["PYTHONPATH"] = tree
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, cwd=tmp, env=subprocess_env(), capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{cmd} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    return wall
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 def _speed_refs_ms(rounds: int = 200) -> float:
@@ -110,27 +123,32 @@ def _speed_refs_ms(rounds: int = 200) -> float:
     return (time.perf_counter_ns() - t0) / rounds / 1e6
 
 
-def bench_tests(repeats: int, n: int) -> None:
+def bench_tests(repeats: int, n: int, trees: list[str]) -> None:
+    variants = {
+        "plain": [],
+        "--opprof --opprof-rounds 1": ["--opprof", "--opprof-rounds", "1"],
+        "--opprof (defaults)": ["--opprof"],
+    }
+    runs = [(tree, name) for tree in trees or [None] for name in variants]
+    times: dict[tuple[str | None, str], list[tuple[float, float]]] = {k: [] for k in runs}
     with tempfile.TemporaryDirectory() as d:
         tmp = _write_suite(Path(d), n)
-        variants = {
-            "plain": [],
-            "--opprof --opprof-rounds 1": ["--opprof", "--opprof-rounds", "1"],
-            "--opprof (defaults)": ["--opprof"],
-        }
-        times: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(repeats):
-            for name, extra in variants.items():
-                times[name].append(_run(tmp, extra))
+            for tree, name in runs:
+                times[tree, name].append(_run(tmp, variants[name], tree))
     refs = _speed_refs_ms()
-    plain = times["plain"]
     print(f"{n} trivial tests, {repeats} interleaved repeats; load {loadavg():.1f}")
     print(f"speed references (2 per round, in-process): {2 * refs:.3f} ms per round")
-    for name, t in times.items():
-        added = [(a - b) * 1000 / n for a, b in zip(t, plain, strict=True)]
+    for tree, name in runs:
+        t = times[tree, name]
+        plain = times[tree, "plain"]
+        added_wall = [(a[0] - b[0]) * 1000 / n for a, b in zip(t, plain, strict=True)]
+        added_cpu = [(a[1] - b[1]) * 1000 / n for a, b in zip(t, plain, strict=True)]
+        walls = spread([w for w, _ in t])
         print(
-            f"  {name:28s} wall s {fmt_spread(spread(t), 2):24s} "
-            f"added ms/test {fmt_spread(spread(added), 3)}"
+            f"  {tree or 'this checkout'}: {name:28s} wall s {fmt_spread(walls, 2)}"
+            f"  added ms/test: wall {fmt_spread(spread(added_wall), 3)},"
+            f" CPU {fmt_spread(spread(added_cpu), 3)}"
         )
 
 
@@ -139,11 +157,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--tests", type=int, default=1000)
     parser.add_argument("--only", choices=["alloc", "tests"])
+    parser.add_argument(
+        "--trees", nargs="+", default=[], help="checkouts to compare (PYTHONPATH of each run)"
+    )
     args = parser.parse_args()
     if args.only != "tests":
         bench_alloc(max(args.repeats, 15))
     if args.only != "alloc":
-        bench_tests(args.repeats, args.tests)
+        bench_tests(args.repeats, args.tests, args.trees)
 
 
 if __name__ == "__main__":
