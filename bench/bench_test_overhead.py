@@ -9,7 +9,11 @@
    ``python -m pytest`` plain, with ``--opprof --opprof-rounds 1`` and with the
    defaults, interleaved per repeat; added ms per test against plain, in wall time
    and in the child's CPU time (steadier on a shared machine).  The speed
-   references' own share is timed in-process and reported beside it.
+   references' own share is timed in-process and reported beside it, and a
+   variant stubs them out (a conftest.py replaces ``speed_probe.references_ns``):
+   the cost outside them.  Last, the same stubbed variant as the slope from a
+   1-test to a 500-test session: the per-test cost without the session's fixed
+   cost (imports, calibration) spread over the tests.
    ``--trees A B`` runs each variant with ``PYTHONPATH=A`` and ``=B``
    interleaved (before/after checkouts with their extensions built).
 
@@ -88,18 +92,33 @@ def bench_alloc(repeats: int) -> None:
         print(f"  {name:40s} {per:11.1f} {per - plain / N_ALLOC:+12.1f}")
 
 
+NO_REFS_CONFTEST = """
+import os
+
+if os.environ.get("OPPROF_BENCH_NO_REFS"):
+    # The variant that measures the cost outside the speed references: they answer at once.
+    from pytest_opprof.capture import speed_probe
+
+    speed_probe.references_ns = lambda: (1, 1)
+"""
+
+
 def _write_suite(tmp: Path, n: int) -> Path:
     body = "".join(f"def test_{i}():\n    assert {i} >= 0\n\n" for i in range(n))
     (tmp / "test_trivial.py").write_text(body)
     (tmp / "pytest.ini").write_text("[pytest]\n")
+    (tmp / "conftest.py").write_text(NO_REFS_CONFTEST)
     return tmp
 
 
 def _run(tmp: Path, extra: list[str], tree: str | None) -> tuple[float, float]:
     """(wall s, CPU s of the child) of one pytest run; ``tree``: a checkout to import
     pytest_opprof from instead of this one (a before/after comparison)."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(), *extra]
     env = subprocess_env()
+    if "no-refs" in extra:
+        extra = [a for a in extra if a != "no-refs"]
+        env["OPPROF_BENCH_NO_REFS"] = "1"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(), *extra]
     if tree is not None:
         env["PYTHONPATH"] = tree
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -127,6 +146,7 @@ def bench_tests(repeats: int, n: int, trees: list[str]) -> None:
     variants = {
         "plain": [],
         "--opprof --opprof-rounds 1": ["--opprof", "--opprof-rounds", "1"],
+        "the same, speed refs stubbed": ["--opprof", "--opprof-rounds", "1", "no-refs"],
         "--opprof (defaults)": ["--opprof"],
     }
     runs = [(tree, name) for tree in trees or [None] for name in variants]
@@ -152,6 +172,29 @@ def bench_tests(repeats: int, n: int, trees: list[str]) -> None:
         )
 
 
+def bench_slope(repeats: int, n: int, trees: list[str]) -> None:
+    """Added child CPU per test as the slope from a 1-test to an n-test session (speed
+    references stubbed): the per-test cost without the session's fixed cost (imports,
+    calibration), which a plain division by n spreads over the tests."""
+    opprof = ["--opprof", "--opprof-rounds", "1", "no-refs"]
+    keys = [(tree, size, o) for tree in trees or [None] for size in (1, n) for o in (False, True)]
+    cpu: dict[tuple[str | None, int, bool], list[float]] = {k: [] for k in keys}
+    with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as dn:
+        dirs = {1: _write_suite(Path(d1), 1), n: _write_suite(Path(dn), n)}
+        for _ in range(repeats):
+            for tree, size, o in keys:
+                cpu[tree, size, o].append(_run(dirs[size], opprof if o else [], tree)[1])
+    print(f"slope 1 -> {n} tests, refs stubbed, {repeats} repeats; load {loadavg():.1f}")
+    for tree in trees or [None]:
+        m = {k[1:]: statistics.median(v) for k, v in cpu.items() if k[0] == tree}
+        fixed = m[1, True] - m[1, False]
+        per_test = ((m[n, True] - m[n, False]) - fixed) / (n - 1)
+        print(
+            f"  {tree or 'this checkout'}: session fixed CPU added {fixed * 1000:.0f} ms, "
+            f"per test {per_test * 1000:.3f} ms"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -165,6 +208,7 @@ def main() -> None:
         bench_alloc(max(args.repeats, 15))
     if args.only != "alloc":
         bench_tests(args.repeats, args.tests, args.trees)
+        bench_slope(max(args.repeats, 4), min(args.tests, 500), args.trees)
 
 
 if __name__ == "__main__":
