@@ -160,7 +160,8 @@ def bench_tests(repeats: int, n: int, trees: list[str]) -> None:
         "the same, speed refs stubbed": ["--opprof", "--opprof-rounds", "1", "no-refs"],
         "--opprof (defaults)": ["--opprof"],
     }
-    runs = [(tree, name) for tree in trees or [None] for name in variants]
+    checkouts: list[str | None] = [*trees] or [None]
+    runs = [(tree, name) for tree in checkouts for name in variants]
     times: dict[tuple[str | None, str], list[tuple[float, float]]] = {k: [] for k in runs}
     with tempfile.TemporaryDirectory() as d:
         tmp = _write_suite(Path(d), n)
@@ -188,7 +189,8 @@ def bench_slope(repeats: int, n: int, trees: list[str]) -> None:
     references stubbed): the per-test cost without the session's fixed cost (imports,
     calibration), which a plain division by n spreads over the tests."""
     opprof = ["--opprof", "--opprof-rounds", "1", "no-refs"]
-    keys = [(tree, size, o) for tree in trees or [None] for size in (1, n) for o in (False, True)]
+    checkouts: list[str | None] = [*trees] or [None]
+    keys = [(tree, size, o) for tree in checkouts for size in (1, n) for o in (False, True)]
     cpu: dict[tuple[str | None, int, bool], list[float]] = {k: [] for k in keys}
     with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as dn:
         dirs = {1: _write_suite(Path(d1), 1), n: _write_suite(Path(dn), n)}
@@ -196,7 +198,7 @@ def bench_slope(repeats: int, n: int, trees: list[str]) -> None:
             for tree, size, o in keys:
                 cpu[tree, size, o].append(_run(dirs[size], opprof if o else [], tree)[1])
     print(f"slope 1 -> {n} tests, refs stubbed, {repeats} repeats; load {loadavg():.1f}")
-    for tree in trees or [None]:
+    for tree in checkouts:
         m = {k[1:]: statistics.median(v) for k, v in cpu.items() if k[0] == tree}
         fixed = m[1, True] - m[1, False]
         per_test = ((m[n, True] - m[n, False]) - fixed) / (n - 1)
