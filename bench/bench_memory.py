@@ -43,6 +43,7 @@ from pytest_opprof.capture.sources.memory_source import (
 )
 
 OPT_MEMORY = int(_native.lib.OPPROF_OPT_PROFILE_MEMORY)
+OPT_MEMORY_EVENTS = int(_native.lib.OPPROF_OPT_MEMORY_EVENTS)
 
 
 def numpy_loop(n: int) -> None:
@@ -186,7 +187,20 @@ def handler_alone(repeats: int) -> None:
     try:
         ours = handler_address(np.empty(1))
         n = 200_000
-        times: dict[str, list[float]] = {"default": [], "ours idle": [], "ours recording": []}
+        times: dict[str, list[float]] = {
+            "default": [],
+            "ours idle": [],
+            "ours recording": [],
+            "ours, no op open": [],
+            "ours, no op, events": [],
+        }
+        # Outside any open op: summed into one [memory] record per thread (the plugin's
+        # setting), or one [memory] event per allocation and free (a trace's); the events'
+        # run is shorter (its buffers would grow by a chunk of huge pages every 65,536).
+        loose = {
+            "ours, no op open": (OPT_MEMORY, n),
+            "ours, no op, events": (OPT_MEMORY | OPT_MEMORY_EVENTS, n // 10),
+        }
         for _ in range(repeats):
             times["default"].append(lib.loop(default, n, 64))
             times["ours idle"].append(lib.loop(ours, n, 64))
@@ -196,14 +210,20 @@ def handler_alone(repeats: int) -> None:
             times["ours recording"].append(lib.loop(ours, n, 64))
             _native.scope_pop()
             _native.stop()
+            for name, (options, count) in loose.items():
+                _native.memory_reset()
+                _native.start(options)
+                times[name].append(lib.loop(ours, count, 64))
+                _native.stop()
+                _native.drain()
     finally:
         source.release()
     base, low = statistics.median(times["default"]), min(times["default"])
     print(f"\nhandler alone, C loop of malloc+free (64 bytes), n={n}, repeats={repeats}")
-    print(f"  {'variant':<15} {'ns/pair':>8} {'+ns/pair':>9} {'+ns/pair(min)':>14}")
+    print(f"  {'variant':<20} {'ns/pair':>8} {'+ns/pair':>9} {'+ns/pair(min)':>14}")
     for name, vals in times.items():
         med = statistics.median(vals)
-        print(f"  {name:<15} {med:8.1f} {med - base:+9.1f} {min(vals) - low:+14.1f}")
+        print(f"  {name:<20} {med:8.1f} {med - base:+9.1f} {min(vals) - low:+14.1f}")
 
 
 def workload() -> list[np.ndarray]:

@@ -69,6 +69,14 @@ SECTIONS = [
         json=False,
     ),
     Section("accuracy", "Accuracy and overhead subtraction", "bench_accuracy.py"),
+    Section(
+        "test_overhead",
+        "Per-test and per-allocation overhead",
+        "bench_test_overhead.py",
+        quick_args=["--repeats", "3", "--tests", "200"],
+        json=False,
+        timeout_s=1200,
+    ),
     Section("suite", "Whole-suite overhead", "bench_suite_overhead.py", timeout_s=1200),
     Section(
         "verdict", "Verdict quality", "verdict_study.py", args=["--rounds", "9"], timeout_s=1800

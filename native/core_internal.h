@@ -77,6 +77,11 @@ struct opprof_thread {
     uint32_t last_shape; /* ref of the last whole entry opprof_op_shapes wrote, 0 none */
     int32_t last_shape_words;
     core_arena stacks; /* written and released only under the GIL */
+    /* Without OPPROF_OPT_MEMORY_EVENTS: the thread's allocations and frees
+     * outside any open event, summed (opprof_mem_record), drained after the
+     * buffer.  Owner-only writes; the drain reads it after stop. */
+    opprof_event loose;
+    int32_t loose_used;
     struct opprof_thread *next;
     core_open open[OPPROF_MAX_DEPTH];
 };

@@ -22,7 +22,7 @@ int64_t opprof_pending(void)
     uint32_t gen = atomic_load(&core_g.generation);
     for (opprof_thread *t = core_g.threads; t; t = t->next)
         if (atomic_load_explicit(&t->generation, memory_order_acquire) == gen)
-            total += atomic_load_explicit(&t->count, memory_order_acquire);
+            total += atomic_load_explicit(&t->count, memory_order_acquire) + t->loose_used;
     pthread_mutex_unlock(&core_g.registry);
     pthread_mutex_unlock(&core_g.ctl);
     return total;
@@ -101,6 +101,12 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
                     lost++;
             }
             i += k;
+        }
+        if (t->loose_used) {
+            if (n < capacity)
+                convert(&out[n++], &t->loose, &cur, clk);
+            else
+                lost++;
         }
     }
     /* Released only after every thread is resolved: a freed code object's

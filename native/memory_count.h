@@ -26,7 +26,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "opprof_internal.h"
+#include "hotpath.h"
 
 #define OPPROF_MEM_TAG_MASK 0xFFFFFFu /* window tags fit the Python table's 24 bits */
 #define OPPROF_MEM_SAMPLE_MIN 4096    /* smallest allocation or free that takes a sample */
@@ -101,6 +101,31 @@ static inline int64_t opprof_mem_move_net(int64_t delta)
     return net;
 }
 
+/* The per-allocation part of opprof_mem_record, inlined (a call into the
+ * core per allocation and free cost more than the counting): the innermost
+ * open event's counters, or the thread's summed "[memory]" record.  Returns 0
+ * when opprof_mem_record must do it: the thread's first loose allocation of a
+ * session, a "[memory]" event per allocation, a state from an older session. */
+static inline int opprof_mem_record_fast(opprof_thread *t, int64_t alloc, int64_t freed)
+{
+    if (t->innermost >= 0) {
+        opprof_event *ev = &t->open[t->innermost].ev;
+        ev->self_alloc_bytes += alloc;
+        ev->self_free_bytes += freed;
+        ev->self_alloc_count += alloc > 0;
+        return 1;
+    }
+    if ((opprof_hot_active() & OPPROF_OPT_MEMORY_EVENTS) || !t->loose_used ||
+        atomic_load_explicit(&t->generation, OPPROF_RELAXED) !=
+            atomic_load_explicit(&core_g.generation, memory_order_acquire)) {
+        return 0;
+    }
+    t->loose.self_alloc_bytes += alloc;
+    t->loose.self_free_bytes += freed;
+    t->loose.self_alloc_count += alloc > 0;
+    return 1;
+}
+
 /* Attribute to the calling thread's innermost open event (or a "[memory]"
  * event) and sample the net bytes for the counter track.  The busy flag stops
  * recursion when the core itself allocates through a hooked allocator. */
@@ -110,22 +135,24 @@ static inline void opprof_mem_attribute(opprof_mem_tls *tl, int64_t alloc, int64
     if (tl->busy) {
         return;
     }
-    tl->busy = 1;
     /* The core's state pointer is stable for the thread's life: fetching it
      * once a window keeps its lookup and generation check off the
-     * per-allocation path (opprof_mem_record checks the session itself).
-     * Fetched only here, while recording, never from a free on a control
-     * path that may hold the core's locks. */
-    if (tl->core == NULL) {
-        tl->core = opprof_thread_get();
-    }
-    if (tl->core != NULL) {
-        opprof_mem_record(tl->core, alloc, freed);
+     * per-allocation path.  Fetched only here, while recording, never from a
+     * free on a control path that may hold the core's locks. */
+    opprof_thread *t = tl->core;
+    if (__builtin_expect(t == NULL || !opprof_mem_record_fast(t, alloc, freed), 0)) {
+        tl->busy = 1;
+        if (tl->core == NULL) {
+            tl->core = opprof_thread_get();
+        }
+        if (tl->core != NULL) {
+            opprof_mem_record(tl->core, alloc, freed);
+        }
+        tl->busy = 0;
     }
     if (alloc >= OPPROF_MEM_SAMPLE_MIN || freed >= OPPROF_MEM_SAMPLE_MIN) {
         opprof_mem_sample(net);
     }
-    tl->busy = 0;
 }
 
 /* A new block of n bytes.  Returns its window tag (0 outside a window). */

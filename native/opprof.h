@@ -40,7 +40,12 @@ enum {
     OPPROF_OPT_WITH_STACK = 4,
     OPPROF_OPT_CAPTURE_NUMPY = 8, /* numpy hooks record only with this bit set */
     OPPROF_OPT_CUDA = 16,         /* CUDA event pair per sampled op/scope (native/cuda.h) */
-    OPPROF_OPT_CAPTURE_SCIPY = 64 /* f2py routine hooks record only with this bit set */
+    /* With OPPROF_OPT_PROFILE_MEMORY: one "[memory]" event per allocation or
+     * free outside any open event (what a trace shows as instants).  Without
+     * it they are summed into one "[memory]" record per thread at the time of
+     * the first: the same bytes, no event per allocation. */
+    OPPROF_OPT_MEMORY_EVENTS = 32,
+    OPPROF_OPT_CAPTURE_SCIPY = 64 /* scipy's f2py and Cython hooks record only with this bit */
 };
 
 /* One finished event.  Fixed size; per-thread buffers hold these, and

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +107,31 @@ def test_json_roundtrip_is_stable(rounds: list[tuple[float, list[Row]]]) -> None
     for key, op in summary.ops.items():
         assert (back.ops[key].count, back.ops[key].flops) == (op.count, op.flops)
         assert back.ops[key].self_memory_bytes == op.self_memory_bytes
+
+
+@given(st.lists(st.tuples(st.floats(0.001, 1e7), _rows), min_size=1, max_size=6))
+def test_as_stored_is_what_the_json_reads_back_as(rounds: list[tuple[float, list[Row]]]) -> None:
+    summary = summary_of(rounds)
+    assert summary.as_stored() == TestSummary.from_json(Fields(summary.to_json()))
+    assert summary.as_stored().as_stored() == summary.as_stored()
+
+
+def test_as_stored_covers_every_optional_figure() -> None:
+    stats = TimeStats.from_samples([123_456, 98_765])
+    summary = replace(
+        summary_of([(123_456.7, [Row(key="numpy.add", count=3, self_cpu_time_total=12.345)])]),
+        device_time=stats,
+        speed_ref=stats,
+        native_ref=stats,
+        wait_time=stats,
+        device_memory_bytes=77,
+        dropped_events=4,
+        op_time_share=0.123456,
+    )
+    stored = summary.as_stored()
+    assert stored == TestSummary.from_json(Fields(summary.to_json()))
+    assert stored.speed_ref is not None and stored.speed_ref.median_ns == 111_000
+    assert stored.op_time_share == 0.123
 
 
 def _measure(work: int, rounds: int = 3) -> TestSummary:

@@ -170,6 +170,16 @@ def test_count_changes_reported_and_judged_when_asked() -> None:
     assert judged.failed and judged.reasons[0].status == "regressed"
 
 
+def test_memory_event_count_is_no_change_but_its_bytes_are() -> None:
+    # 63 [memory] events recorded one per allocation, now summed into one: the same code.
+    base = summary_of([(1000.0, [Row("[memory]", 63, self_cpu_memory_usage=800)])])
+    now = summary_of([(1000.0, [Row("[memory]", 1, self_cpu_memory_usage=800)])])
+    assert not judge(now, base, tolerances=Tolerances(count=0.5)).reasons
+    grown = summary_of([(1000.0, [Row("[memory]", 1, self_cpu_memory_usage=8000)])])
+    (reason,) = judge(grown, base).reasons
+    assert (reason.op, reason.unit) == ("[memory]", "bytes")
+
+
 def test_no_baseline_is_new() -> None:
     verdict = compare(simple_summary(), None, fingerprint=HERE)
     assert verdict.status == "new" and not verdict.failed

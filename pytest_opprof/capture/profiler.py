@@ -75,6 +75,10 @@ class profile:  # lower case: torch.profiler's spelling
     at the first profile of the process, see ``calibration``) from self times in
     :meth:`events` and :meth:`key_averages`; ``overhead`` holds it, and every
     row keeps ``self_cpu_time_total_raw``.
+    ``memory_events``: one ``[memory]`` event per allocation or free outside any
+    op (the trace's instants, torch's model); False sums each thread's into one
+    ``[memory]`` event (the same bytes, much cheaper; torch capture keeps them
+    per allocation, as it nests them under torch ops by time).
     After stop: :meth:`records`, :meth:`events`, :meth:`key_averages`, the
     exports, ``memory`` (bytes, when ``profile_memory``) and ``wall_time_ns``.
     """
@@ -90,6 +94,7 @@ class profile:  # lower case: torch.profiler's spelling
         cuda: bool | None = None,
         cuda_sample_rate: int = 1,
         subtract_overhead: bool = True,
+        memory_events: bool = True,
     ) -> None:
         if isinstance(capture, str):
             raise OpprofError(f"capture must be a list of source names, not the string {capture!r}")
@@ -102,6 +107,7 @@ class profile:  # lower case: torch.profiler's spelling
         self.cuda = cuda
         self.cuda_sample_rate = cuda_sample_rate
         self.subtract_overhead = subtract_overhead
+        self.memory_events = memory_events
         self.overhead: Overhead | None = None
         self.device_memory: DeviceMemoryStats | None = None
         self.not_measured: list[str] = []
@@ -190,6 +196,8 @@ class profile:  # lower case: torch.profiler's spelling
                 _native.forget_scope_names()
                 for source in acquired:
                     options |= source.start_options()
+                if self.memory_events or any(s.name == "torch" for s in acquired):
+                    options |= int(_lib.OPPROF_OPT_MEMORY_EVENTS)
                 self._records = None
                 self._events = None
                 self.memory = None

@@ -27,6 +27,7 @@ and :meth:`BaselineSession.write` merges them into their module files once.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -122,6 +123,7 @@ class BaselineSession:
         self.write_error: str | None = None
         self.write_failures: list[str] = []
         """Why each baseline file that could not be written was not (names the file)."""
+        self._paths: dict[str, Path | BaselineError] = {}
         self._files: dict[Path, Mapping[str, BaselineEntry]] = {}
         self._bad_paths: dict[Path, BaselineError] = {}
         self._verdicts: dict[str, tuple[Verdict, Tolerances]] = {}
@@ -150,8 +152,21 @@ class BaselineSession:
     # -- reading -----------------------------------------------------------------
 
     def path_of(self, nodeid: str) -> Path:
-        """The baseline file of a test (raises ``BaselineError`` for an unsafe module path)."""
-        return baseline_path(self.baseline_dir, split_nodeid(nodeid)[0])
+        """The baseline file of a test (raises ``BaselineError`` for an unsafe module path).
+
+        Once per module and session: resolving it (symlinks included) took two
+        ``realpath`` walks, a third of a trivial test's cost, asked for twice per test."""
+        module = split_nodeid(nodeid)[0]
+        known = self._paths.get(module)
+        if known is None:
+            try:
+                known = baseline_path(self.baseline_dir, module)
+            except BaselineError as exc:
+                known = exc
+            self._paths[module] = known
+        if isinstance(known, BaselineError):
+            raise known.with_traceback(None)
+        return known
 
     def stored(self, nodeid: str) -> BaselineEntry | None:
         """The test's stored entry, if any (raises ``BaselineError`` for an unusable file)."""
@@ -364,7 +379,13 @@ class BaselineSession:
 
 def _outside_rootdir(nodeid: str) -> bool:
     """Whether a node id's file part names no file under the rootdir (empty, absolute, ``..``)."""
-    module = split_nodeid(nodeid)[0]
+    return _module_outside_rootdir(split_nodeid(nodeid)[0])
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_outside_rootdir(module: str) -> bool:
+    """:func:`_outside_rootdir` of one module path, once per module (two pure paths each
+    time were a tenth of a trivial test's fixed cost)."""
     posix, windows = PurePosixPath(module), PureWindowsPath(module)
     return (
         not module

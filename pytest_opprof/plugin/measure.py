@@ -56,6 +56,8 @@ class Rounds:
             capture=list(options.capture) if options.capture is not None else None,
             python_memory=options.python_memory,
             cuda_sample_rate=options.cuda_sample_rate,
+            # A [memory] event per allocation only where a trace shows them as instants.
+            memory_events=options.trace_dir is not None,
         )
         # The machine-speed references bracket the round, outside the profile.
         py_before_ns, native_before_ns = speed_probe.references_ns()

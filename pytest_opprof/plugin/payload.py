@@ -1,14 +1,15 @@
 """What travels from the side that runs a test to the side that collects it.
 
-One :class:`ProfiledTest` per profiled test.  Its figures are always put through
-the JSON form once (times rounded like a baseline's) before anyone judges them,
-so a pytest-xdist controller judging a worker's figures again reaches the
-verdict the worker reached.  Then:
+One :class:`ProfiledTest` per profiled test.  Its figures are always judged as
+their JSON form reads back (times rounded like a baseline's), so a pytest-xdist
+controller judging a worker's figures again reaches the verdict the worker
+reached.  Then:
 
 * a pytest-xdist worker puts that JSON on the call report (attribute
   ``opprof``), which xdist carries to the controller;
-* a single process hands the parsed object, with the judgement already made,
-  to its controller side in memory: no second parse, no second verdict.
+* a single process builds the rounded figures directly (:meth:`ProfiledTest.as_stored`,
+  no text) and hands them, with the judgement already made, to its controller
+  side in memory: no parse, no second verdict.
 
 The stepped-aside flag (a test that started its own profile) rides on the
 report in both cases: it is one boolean, and it must reach a controller even
@@ -17,7 +18,7 @@ when no figures do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_opprof.gate.jsonio import Fields
@@ -88,6 +89,11 @@ class ProfiledTest:
             judged=bool(raw.get("judged")),
             flame=raw["flame"] if isinstance(raw.get("flame"), dict) else None,
         )
+
+    def as_stored(self) -> ProfiledTest:
+        """This test with the figures :meth:`as_sent` would give, built without the JSON
+        text: for a process that is its own collector."""
+        return replace(self, summary=self.summary.as_stored(), judgement=None)
 
     def as_sent(self) -> tuple[dict[str, object], ProfiledTest]:
         """(the JSON form, this test parsed back from it): the figures as they travel,

@@ -332,7 +332,11 @@ class Worker:
         # An xpassed test (non-strict xfail that passed) ran its body to the end like a
         # passed one: judged and baselined the same, or a flaky test would never be gated.
         result.judged = report.passed
-        data, sent = result.as_sent()
+        data: dict[str, object] | None = None
+        if self.deliver is None:  # a pytest-xdist worker: the figures travel as JSON
+            data, sent = result.as_sent()
+        else:
+            sent = result.as_stored()
         if result.judged:
             judgement = self.gate.judge(item.nodeid, sent.summary, sent.tolerances)
             verdict = judgement.label
@@ -347,9 +351,13 @@ class Worker:
                 report.longrepr = failure_text(judgement, row_limit=self.options.row_limit)
             sent.judgement = judgement
             if write_trace is not None and verdict == "regressed":
-                result.trace_path = sent.trace_path = data["trace_path"] = write_trace()
+                result.trace_path = sent.trace_path = write_trace()
+                if data is not None:
+                    data["trace_path"] = sent.trace_path
             if result.shown_round is not None and wants_flame(verdict, result.marked):
-                sent.flame = data["flame"] = _flame(result.shown_round)
+                sent.flame = _flame(result.shown_round)
+                if data is not None:
+                    data["flame"] = sent.flame
         result.shown_round = None  # the events go now, whatever the verdict
         if self.deliver is not None:
             self.deliver(sent)
