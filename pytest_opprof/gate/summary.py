@@ -429,7 +429,7 @@ class OpSummary:
         return replace(
             self,
             self_cpu_time=self.self_cpu_time.as_stored(),
-            cpu_time=self.cpu_time.as_stored(),
+            cpu_time=self.cpu_time.as_stored() if self.cpu_time is not None else None,
             self_device_time=self_device.as_stored() if paired and self_device else None,
             device_time=device.as_stored() if paired and device else None,
         )
@@ -564,7 +564,7 @@ class TestSummary:
         return replace(
             self,
             wall_time=self.wall_time.as_stored(),
-            cpu_time=self.cpu_time.as_stored(),
+            cpu_time=self.cpu_time.as_stored() if self.cpu_time is not None else None,
             op_time_share=round(self.op_time_share, 3),
             ops={key: op.as_stored() for key, op in sorted(self.ops.items())},
             device_time=stored(self.device_time),
