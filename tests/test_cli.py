@@ -184,8 +184,7 @@ def test_compare_takes_baseline_directories_and_reports_in_them(tmp_path: Path) 
     reports = tmp_path / "reports"
     write_json_report(
         reports / "run.json",
-        [TestResult("tests/test_a.py::test_x", now, verdict)],
-        machine=machine(),
+        build_report([TestResult("tests/test_a.py::test_x", now, verdict)], machine=machine()),
     )
     same = cli("compare", old, reports, cwd=tmp_path)
     assert same.returncode == 0, same.stdout + same.stderr

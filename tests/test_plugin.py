@@ -352,7 +352,7 @@ def test_trace_dir_gets_one_parseable_trace_per_test_inside_it(
         assert any(e.get("name") == "numpy.add" for e in events), path.name
     size = sum(p.stat().st_size for p in files)
     result.stdout.fnmatch_lines(
-        [f"opprof: 3 trace(s) written to {trace_dir}, *{size / 1024:.2f} Kb in all"]
+        [f"opprof: 3 trace(s) written to {trace_dir}, *{size / 1024:.2f} KB in all"]
     )
 
 
@@ -573,8 +573,8 @@ def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     # A baseline from another machine: its times are not judged, so one round.
     (path,) = Path(pytester.path, "baselines").rglob("*.json")
     data = json.loads(path.read_text())
-    for test in data["tests"].values():
-        test["machine"]["fingerprint"] = "0" * len(test["machine"]["fingerprint"])
+    for machine in data["machines"].values():  # schema 2: one table of machines per file
+        machine["fingerprint"] = "0" * len(machine["fingerprint"])
     path.write_text(json.dumps(data))
     result = run_pytest(EVERY_ROUND, "--opprof", "--opprof-capture", "none", "-s")
     result.stdout.fnmatch_lines(["*RUNS {'long': 1, 'short': 1, 'marked': 1, 'two': 2}*"])

@@ -12,6 +12,7 @@ same verdict), which is what lets this side stage and write the baselines.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -225,29 +226,28 @@ def summary_lines(
     ``pass``, the marked ones and the ``slowest``; the totals line counts the rest.
     """
     statuses = statuses or {}
-    shown: Sequence[ProfiledTest] = results
+    slow: set[str] = set()
     if not show_all:
-        by_wall = sorted(results, key=lambda r: -r.summary.wall_time.median_ns)[:slowest]
-        slow = {r.nodeid for r in by_wall}
-        shown = [
-            r
-            for r in results
-            if r.nodeid in slow or r.marked or statuses.get(r.nodeid, "pass") != "pass"
-        ]
+        # nlargest over (time, id) pairs, and rows made as the results are read: they may be
+        # a spool read back one at a time, and holding them would hold every test's figures.
+        by_wall = heapq.nlargest(
+            slowest, ((r.summary.wall_time.median_ns, r.nodeid) for r in results)
+        )
+        slow = {nodeid for _wall, nodeid in by_wall}
     rows = []
     low = 0
     for r in results:
+        share = r.summary.op_time_share
         long_enough = r.summary.wall_time.median_ns >= min_wall_ns
-        low += flag_low and r.summary.op_time_share < LOW_CAPTURE_SHARE and long_enough
-    for r in shown:
+        flag = " LOW" if flag_low and share < LOW_CAPTURE_SHARE and long_enough else ""
+        low += bool(flag)
+        status = statuses.get(r.nodeid, "-")
+        if not (show_all or r.nodeid in slow or r.marked or status not in ("pass", "-")):
+            continue
         ops = [op for key, op in r.summary.ops.items() if key != MEMORY_EVENT_NAME]
         self_us = sum(op.self_cpu_time.median_ns for op in ops) / 1000
         top = max(ops, key=lambda op: op.self_cpu_time.median_ns, default=None)
         top_text = f"{top.key} {format_time(top.self_cpu_time.median_ns / 1000)}" if top else "-"
-        share = r.summary.op_time_share
-        long_enough = r.summary.wall_time.median_ns >= min_wall_ns
-        flag = " LOW" if flag_low and share < LOW_CAPTURE_SHARE and long_enough else ""
-        status = statuses.get(r.nodeid, "-")
         cpu, count = format_time(self_us), str(r.summary.op_count)
         rows.append((cpu, count, f"{share:.0%}{flag}", top_text, status, r.nodeid))
     lines = []
@@ -266,7 +266,7 @@ def summary_lines(
     counts = Counter(statuses.get(r.nodeid, "-") for r in results)
     counted = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=_by_status))
     total = f"opprof: {len(results)} profiled test(s) ({counted})"
-    hidden = len(results) - len(shown)
+    hidden = sum(counts.values()) - len(rows)
     if hidden:
         total += (
             f"; {hidden} passing test(s) not listed: -v or --opprof-summary all lists every "

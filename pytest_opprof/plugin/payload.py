@@ -93,7 +93,8 @@ class ProfiledTest:
     def as_stored(self) -> ProfiledTest:
         """This test with the figures :meth:`as_sent` would give, built without the JSON
         text: for a process that is its own collector."""
-        return replace(self, summary=self.summary.as_stored(), judgement=None)
+        # shown_round (a profile) stays with the worker, as it never travels in as_sent.
+        return replace(self, summary=self.summary.as_stored(), judgement=None, shown_round=None)
 
     def as_sent(self) -> tuple[dict[str, object], ProfiledTest]:
         """(the JSON form, this test parsed back from it): the figures as they travel,
