@@ -180,6 +180,20 @@ def test_memory_event_count_is_no_change_but_its_bytes_are() -> None:
     assert (reason.op, reason.unit) == ("[memory]", "bytes")
 
 
+def test_a_memory_row_in_the_reasons_is_explained_where_it_appears() -> None:
+    from pytest_opprof.gate.results import TestResult
+    from pytest_opprof.render.report import MEMORY_ROW_MEANING, render_text
+
+    base = summary_of([(1000.0, [Row("[memory]", 1, self_cpu_memory_usage=800)])])
+    grown = summary_of([(1000.0, [Row("[memory]", 1, self_cpu_memory_usage=800_000)])])
+    text = render_text(TestResult("t.py::test_x", grown, judge(grown, base)))
+    assert "[memory]" in text and f"note: {MEMORY_ROW_MEANING}" in text
+    plain = summary_of([(1000.0, [Row("numpy.add", 1, self_cpu_memory_usage=800_000)])])
+    assert MEMORY_ROW_MEANING not in render_text(
+        TestResult("t.py::test_x", plain, judge(plain, base))
+    )
+
+
 def test_no_baseline_is_new() -> None:
     verdict = compare(simple_summary(), None, fingerprint=HERE)
     assert verdict.status == "new" and not verdict.failed

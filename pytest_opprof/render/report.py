@@ -73,11 +73,18 @@ def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> st
             if len(verdict.reasons) > len(shown):
                 lines.append(f"  ... {len(verdict.reasons) - len(shown)} more op changes")
     lines.extend(f"note: {note}" for note in verdict.notes)
+    if any(reason.op == MEMORY_ROW for reason in verdict.reasons[:row_limit]):
+        lines.append(f"note: {MEMORY_ROW_MEANING}")
     if verdict.varying:
         lines.append(f"note: {varying_note(verdict)}")
     return "\n".join(lines)
 
 
+MEMORY_ROW = "[memory]"
+MEMORY_ROW_MEANING = (
+    "[memory] is the memory allocated or freed outside any captured op: by the test's own "
+    "code, or by a library no capture source sees"
+)
 VARYING_MEANING = "judged beyond that range, so a change smaller than the spread cannot be seen"
 
 
