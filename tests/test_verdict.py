@@ -188,10 +188,11 @@ def test_a_memory_row_in_the_reasons_is_explained_where_it_appears() -> None:
     grown = summary_of([(1000.0, [Row("[memory]", 1, self_cpu_memory_usage=800_000)])])
     text = render_text(TestResult("t.py::test_x", grown, judge(grown, base)))
     assert "[memory]" in text and f"note: {MEMORY_ROW_MEANING}" in text
-    plain = summary_of([(1000.0, [Row("numpy.add", 1, self_cpu_memory_usage=800_000)])])
-    assert MEMORY_ROW_MEANING not in render_text(
-        TestResult("t.py::test_x", plain, judge(plain, base))
-    )
+    add = summary_of([(1000.0, [Row("numpy.add", 1, flops=1000)])])
+    more = summary_of([(1000.0, [Row("numpy.add", 1, flops=2000)])])
+    verdict = judge(more, add)
+    assert verdict.reasons
+    assert MEMORY_ROW_MEANING not in render_text(TestResult("t.py::test_x", more, verdict))
 
 
 def test_no_baseline_is_new() -> None:
