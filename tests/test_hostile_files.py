@@ -190,6 +190,10 @@ def test_cli_prints_one_line_and_exits_2(tmp_path: Path, what: str) -> None:
             "*--opprof-max-events: expected a positive integer*(at most 4294967296, 2**32)*",
         ),
         (
+            ["--opprof-cuda-sample-rate", str(2**63)],
+            "*--opprof-cuda-sample-rate: expected a positive integer*(at most 2147483648, 2**31)*",
+        ),
+        (
             ["--opprof-rounds", "99999999999"],
             "*--opprof-rounds: expected auto or a positive integer*(at most 1000)*",
         ),
@@ -279,7 +283,8 @@ def test_too_few_samples_fail_the_test_naming_the_field(
         _assert_clean(result)  # before: INTERNALERROR (no sample to scale)
         result.stdout.fnmatch_lines(
             [
-                "*test_np.json: tests.test_a.summary.wall_time*: expected one time per round (3), got 2*"
+                "*test_np.json: tests.test_a.summary.wall_time*: "
+                "expected one time per round (3), got 2*"
             ]
         )
         result.assert_outcomes(passed=1, failed=1)

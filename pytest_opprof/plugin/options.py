@@ -119,6 +119,25 @@ def parse_max_events(text: object) -> int:
     return events
 
 
+MAX_CUDA_SAMPLE_RATE = 2**31
+"""The native core counts calls per name in int64; a rate beyond this samples nothing anyway."""
+
+
+def parse_cuda_sample_rate(text: object) -> int:
+    """An integer from 1 to :data:`MAX_CUDA_SAMPLE_RATE`: the ``--opprof-cuda-sample-rate``
+    forms (2**63 overflowed the native int64 in every test)."""
+    try:
+        rate = parse_positive_int(text)
+    except OptionValueError:
+        rate = 0
+    if not 1 <= rate <= MAX_CUDA_SAMPLE_RATE:
+        raise OptionValueError(
+            f"expected a positive integer such as 10 (at most {MAX_CUDA_SAMPLE_RATE}, 2**31), "
+            f"got {text!r}"
+        )
+    return rate
+
+
 def rounds_text(rounds: int | None) -> str:
     """How a rounds setting reads: ``auto`` or its number."""
     return "auto" if rounds is None else str(rounds)
@@ -371,7 +390,7 @@ PYTHON_MEMORY = Setting(
 )
 CUDA_SAMPLE_RATE = Setting(
     "cuda_sample_rate",
-    parse_positive_int,
+    parse_cuda_sample_rate,
     1,
     "time every Nth call of each op with CUDA events and extrapolate by the count "
     "(default 1: every call; only when the process uses CUDA)",
