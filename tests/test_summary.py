@@ -119,7 +119,9 @@ def test_as_stored_is_what_the_json_reads_back_as(rounds: list[tuple[float, list
 def test_as_stored_covers_every_optional_figure() -> None:
     stats = TimeStats.from_samples([123_456, 98_765])
     summary = replace(
-        summary_of([(123_456.7, [Row(key="numpy.add", count=3, self_cpu_time_total=12.345)])]),
+        summary_of(  # two rounds: a time has one sample per round
+            [(123_456.7, [Row(key="numpy.add", count=3, self_cpu_time_total=12.345)])] * 2
+        ),
         device_time=stats,
         speed_ref=stats,
         native_ref=stats,
