@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import scipy
+import scipy  # type: ignore[import-untyped]
 
 SCIPY = Path(scipy.__file__).parent
 SUITES = {
