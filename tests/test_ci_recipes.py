@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import REPO_ROOT
+from conftest import REPO_ROOT
 
 yaml = pytest.importorskip("yaml")
 

@@ -48,8 +48,10 @@ EVENTS = 1 << 20
 
 def _peak_bytes(pytester: pytest.Pytester, run_pytest: PytestRunner, ops: int) -> int:
     pytester.makepyfile(test_ops=OPS_TEST.format(n=ops))
+    peak = pytester.path / "peak.json"
+    peak.unlink(missing_ok=True)  # a run that did not write it must not read the last one's
     run_pytest("-q", "--opprof", "--opprof-rounds", "1").assert_outcomes(passed=1)
-    return int(json.loads((pytester.path / "peak.json").read_text()))
+    return int(json.loads(peak.read_text()))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss in KiB")
@@ -60,6 +62,7 @@ def test_peak_memory_per_event_is_what_the_docs_quote(
     idle = _peak_bytes(pytester, run_pytest, 10)
     busy = _peak_bytes(pytester, run_pytest, EVENTS)
     per_event = (busy - idle) / EVENTS
+    assert busy != idle, f"the same peak ({busy} B) for 10 ops and {EVENTS}: nothing recorded?"
     print(f"peak RSS {idle / 2**20:.0f} -> {busy / 2**20:.0f} MiB: {per_event:.0f} B/event")
     # Twice the record's 88 bytes (both copies are held), about the quoted figure: huge
     # pages for the buffers and the allocator's slack move it by a few tens of bytes.

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import PytestRunner
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from tests.conftest import PytestRunner
 
 scipy_linalg = pytest.importorskip("scipy.linalg")
 scipy_special = pytest.importorskip("scipy.special")
