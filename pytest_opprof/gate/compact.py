@@ -51,6 +51,7 @@ from pytest_opprof.gate.summary import (
     ranges_from_json,
     ranges_json,
     read_left_out,
+    read_rounds,
 )
 from pytest_opprof.gate.trim import trim
 
@@ -148,14 +149,7 @@ def _op_to_json(op: OpSummary) -> dict[str, object]:
 
 def summary_from_json(f: Fields) -> TestSummary:
     """Read back :func:`summary_to_json` (raises ``FieldError``)."""
-    rounds = f.integer("rounds", minimum=1)
-    sessions = tuple(f.integers("sessions")) if f.has("sessions") else ()
-    if sessions and (min(sessions) < 1 or sum(sessions) != rounds):
-        raise FieldError(
-            field_path(f.path, "sessions"),
-            f"expected rounds per session (each >= 1) adding up to rounds {rounds}, "
-            f"got {list(sessions)}",
-        )
+    rounds, sessions = read_rounds(f)
     figures = f.obj("summary")
     memory = figures.opt_obj("memory")
 

@@ -583,14 +583,7 @@ class TestSummary:
         speed_ref = figures.opt_obj("speed_ref")
         native_ref = figures.opt_obj("native_ref")
         wait_time = figures.opt_obj("wait_time")
-        rounds = f.integer("rounds", minimum=1)
-        sessions = tuple(f.integers("sessions")) if f.has("sessions") else ()
-        if sessions and (min(sessions) < 1 or sum(sessions) != rounds):
-            raise FieldError(
-                field_path(f.path, "sessions"),
-                f"expected rounds per session (each >= 1) adding up to rounds {rounds}, "
-                f"got {list(sessions)}",
-            )
+        rounds, sessions = read_rounds(f)
         ops = {key: OpSummary.from_json(key, op, rounds) for key, op in f.obj("ops").entries()}
         summary = cls(
             rounds=rounds,
@@ -612,6 +605,20 @@ class TestSummary:
         )
         ranges = ranges_from_json(figures, TEST_RANGED, summary.exact_values())
         return replace(summary, ranges=ranges) if ranges else summary
+
+
+def read_rounds(f: Fields) -> tuple[int, tuple[int, ...]]:
+    """An entry's ``rounds`` and ``sessions`` (the rounds of each pooled run, adding up to
+    ``rounds``; empty when absent), checked (raises ``FieldError``)."""
+    rounds = f.integer("rounds", minimum=1)
+    sessions = tuple(f.integers("sessions")) if f.has("sessions") else ()
+    if sessions and (min(sessions) < 1 or sum(sessions) != rounds):
+        raise FieldError(
+            field_path(f.path, "sessions"),
+            f"expected rounds per session (each >= 1) adding up to rounds {rounds}, "
+            f"got {list(sessions)}",
+        )
+    return rounds, sessions
 
 
 def read_left_out(f: Fields, ops: Mapping[str, object]) -> LeftOut | None:
