@@ -96,11 +96,12 @@ static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t acti
         opprof_op_capture_stack(t);
 }
 
-/* The same for another library's routines (scipy_hooks.c): positional arguments only. */
-void opprof_numpy_capture_args(opprof_thread *t, uint32_t active, PyObject *const *args,
-                               Py_ssize_t n)
+/* The same for another library's routines (scipy_hooks.c): positional arguments and,
+ * with params, keyword arguments (a tp_call's dict) at their index. */
+void opprof_numpy_capture_call(opprof_thread *t, uint32_t active, PyObject *const *args,
+                               Py_ssize_t n, PyObject *kwdict, PyObject *params, int max_args)
 {
-    np_capture(t, active, NULL, args, n, NULL, NULL, NULL, 0, OPPROF_NP_DEFAULT_ARGS);
+    np_capture(t, active, NULL, args, n, NULL, kwdict, params, 0, max_args);
 }
 
 /* ---- call hooks: per-object vectorcall pointers --------------------------- */

@@ -12,16 +12,20 @@
 
 #include "scipy_hooks.h"
 #include "hotpath.h"
+#include "numpy_args.h"
 
-/* numpy_hooks.c: record_shapes/with_stack of a call's positional arguments. */
-void opprof_numpy_capture_args(opprof_thread *t, uint32_t active, PyObject *const *args,
-                               Py_ssize_t n);
+/* numpy_hooks.c: record_shapes/with_stack of a call's positional arguments and,
+ * with params, its keyword arguments at their index (at most max_args). */
+void opprof_numpy_capture_call(opprof_thread *t, uint32_t active, PyObject *const *args,
+                               Py_ssize_t n, PyObject *kwdict, PyObject *params, int max_args);
 
 #define F2PY_MAX_TYPES 64
 
 typedef struct f2py_entry {
-    PyObject *obj; /* NULL: empty cell */
+    PyObject *obj;    /* NULL: empty cell */
+    PyObject *params; /* parameter names (a tuple), NULL: positional arguments only */
     uint32_t name;
+    uint8_t max_args;
 } f2py_entry;
 
 typedef struct f2py_type {
@@ -42,15 +46,19 @@ static inline size_t f2py_hash(const void *p)
     return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 32);
 }
 
-static inline uint32_t f2py_name_of(PyObject *obj)
+static const f2py_entry g_unknown = {NULL, NULL, 0, OPPROF_NP_DEFAULT_ARGS};
+
+/* The entry of obj; for an object not in the table, one with no name (0: the
+ * caller uses g_other_name) that records positional arguments. */
+static inline const f2py_entry *f2py_entry_of(PyObject *obj)
 {
     if (g_table == NULL)
-        return g_other_name;
+        return &g_unknown;
     for (size_t i = f2py_hash(obj) & g_mask;; i = (i + 1) & g_mask) {
         if (g_table[i].obj == obj)
-            return g_table[i].name;
+            return &g_table[i];
         if (g_table[i].obj == NULL)
-            return g_other_name;
+            return &g_unknown;
     }
 }
 
@@ -73,9 +81,12 @@ static PyObject *f2py_tramp(PyObject *self, PyObject *args, PyObject *kwargs)
     opprof_thread *t;
     if (!(active & OPPROF_OPT_CAPTURE_SCIPY) || (t = opprof_hot_thread()) == NULL)
         return orig(self, args, kwargs);
-    if (opprof_hot_begin_recording(t, active, f2py_name_of(self), OPPROF_KIND_NUMPY) == 0 &&
+    const f2py_entry *e = f2py_entry_of(self);
+    uint32_t name = e->obj != NULL ? e->name : g_other_name;
+    if (opprof_hot_begin_recording(t, active, name, OPPROF_KIND_NUMPY) == 0 &&
         __builtin_expect(active & (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK), 0))
-        opprof_numpy_capture_args(t, active, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args));
+        opprof_numpy_capture_call(t, active, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args),
+                                  kwargs, e->params, e->max_args);
     PyObject *r = orig(self, args, kwargs);
     opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
@@ -88,7 +99,8 @@ static int f2py_type_ok(PyTypeObject *tp)
 }
 
 int opprof_f2py_install(const intptr_t *types, int64_t n_types, const intptr_t *objs,
-                        const uint32_t *names, int64_t n, uint32_t other_name)
+                        const uint32_t *names, const intptr_t *params, const uint8_t *max_args,
+                        int64_t n, uint32_t other_name)
 {
     PyGILState_STATE g = PyGILState_Ensure();
     int rc = OPPROF_OK;
@@ -112,6 +124,17 @@ int opprof_f2py_install(const intptr_t *types, int64_t n_types, const intptr_t *
             goto done;
         }
     }
+    for (int64_t i = 0; i < n; i++) {
+        PyObject *p = (PyObject *)params[i];
+        if ((p != NULL && !PyTuple_Check(p)) || max_args[i] < 1 ||
+            max_args[i] > OPPROF_MAX_SHAPE_ARGS) {
+            rc = opprof_fail(OPPROF_E_ARG,
+                             "f2py install: routine %lld: params must be a tuple of names "
+                             "and max_args 1..%d, got %u",
+                             (long long)i, OPPROF_MAX_SHAPE_ARGS, (unsigned)max_args[i]);
+            goto done;
+        }
+    }
     size_t size = 16;
     while (size < 2 * (size_t)n)
         size <<= 1;
@@ -131,6 +154,8 @@ int opprof_f2py_install(const intptr_t *types, int64_t n_types, const intptr_t *
             k = (k + 1) & g_mask;
         table[k].obj = obj;
         table[k].name = names[i];
+        table[k].params = (PyObject *)params[i];
+        table[k].max_args = max_args[i];
     }
     g_other_name = other_name;
     /* Keep stuck types first (their trampolines still look them up), then add. */
@@ -223,7 +248,8 @@ static PyObject *vc_tramp(PyObject *callable, PyObject *const *args, size_t narg
         return e->orig(callable, args, nargsf, kwnames);
     if (opprof_hot_begin_recording(t, active, e->name, OPPROF_KIND_NUMPY) == 0 &&
         __builtin_expect(active & (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK), 0))
-        opprof_numpy_capture_args(t, active, args, PyVectorcall_NARGS(nargsf));
+        opprof_numpy_capture_call(t, active, args, PyVectorcall_NARGS(nargsf), NULL, NULL,
+                                  OPPROF_NP_DEFAULT_ARGS);
     PyObject *r = e->orig(callable, args, nargsf, kwnames);
     opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;

@@ -12,10 +12,15 @@
 
 /* Swap the tp_call of each of the n_types types for the trampoline (every
  * routine in objs is of one of them); objs[i] records as names[i], any other
- * object of the types as other_name.  Fails (nothing changed) when already
- * hooked, a type has vectorcall or no tp_call, or there are more than 64. */
+ * object of the types as other_name.  params[i], when not 0, is the id of a
+ * tuple of objs[i]'s parameter names in positional order: with record_shapes
+ * its keyword arguments are recorded at their index, at most max_args[i]
+ * (1..8) arguments in all (what a FLOP formula reads: compute_uv=, trans_a=).
+ * Fails (nothing changed) when already hooked, a type has vectorcall or no
+ * tp_call, or there are more than 64. */
 int opprof_f2py_install(const intptr_t *types, int64_t n_types, const intptr_t *objs,
-                        const uint32_t *names, int64_t n, uint32_t other_name);
+                        const uint32_t *names, const intptr_t *params, const uint8_t *max_args,
+                        int64_t n, uint32_t other_name);
 
 /* Restore every tp_call still ours; *foreign counts those someone replaced
  * after us (their trampoline stays in place and keeps working). */

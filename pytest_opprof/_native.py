@@ -767,13 +767,30 @@ def _scope_doors() -> tuple[Callable[[int], int], Callable[[int, int], int]]:
 scope_push_fast, scope_pop_fast = _scope_doors()
 
 
-def f2py_install(type_ids: list[int], objects: list[tuple[int, int]], other_name: int) -> None:
+def f2py_install(
+    type_ids: list[int],
+    objects: list[tuple[int, int]],
+    other_name: int,
+    params: dict[int, tuple[str, ...]] | None = None,
+) -> None:
     """Hook the f2py routine types ``type_ids``: (object id, name id) pairs, and the name of
-    any other routine of those types.  The caller keeps the types and objects alive."""
+    any other routine of those types.  ``params`` (object id -> parameter names in
+    positional order, at most 8) records those routines' keyword arguments at their index.
+    The caller keeps the types, objects and parameter tuples alive."""
+    params = params or {}
     types = ffi.new("intptr_t[]", type_ids)
     objs = ffi.new("intptr_t[]", [o for o, _ in objects])
     names = ffi.new("uint32_t[]", [n for _, n in objects])
-    check(lib.opprof_f2py_install(types, len(type_ids), objs, names, len(objects), other_name))
+    tuples = ffi.new("intptr_t[]", [id(params[o]) if o in params else 0 for o, _ in objects])
+    max_args = ffi.new(
+        "uint8_t[]",
+        [len(params[o]) if o in params else NUMPY_DEFAULT_ARGS for o, _ in objects],
+    )
+    check(
+        lib.opprof_f2py_install(
+            types, len(type_ids), objs, names, tuples, max_args, len(objects), other_name
+        )
+    )
 
 
 def f2py_uninstall() -> bool:

@@ -418,10 +418,15 @@ class _UnknownShape(Sequence[int]):
 
 
 _UNKNOWN = _UnknownShape()
+_SCIPY_LINALG = ("scipy.linalg.lapack.", "scipy.linalg.blas.")
 
 
 def has_formula(name: str) -> bool:
     """False when ``flops_for(name, ...)`` is 0 whatever the shapes (no formula for the op)."""
+    if name.startswith(_SCIPY_LINALG):
+        from pytest_opprof.flops.lapack import has_formula as lapack_has_formula
+
+        return lapack_has_formula(name)
     return (
         name.startswith("aten::")
         or name == "numpy.einsum"
@@ -446,6 +451,11 @@ def flops_for(name: str, recorded: RecordedShapes, dtypes: Sequence[str] = ()) -
             from pytest_opprof.flops.aten import aten_flops
 
             return max(0, aten_flops(name, shapes, dtypes))
+        if name.startswith(_SCIPY_LINALG):
+            # scipy's LAPACK and BLAS wrappers (the scipy source): flops/lapack.py.
+            from pytest_opprof.flops.lapack import lapack_flops
+
+            return max(0, lapack_flops(name, shapes, dtypes))
         if name == "numpy.einsum":
             return int(_einsum(shapes, dtypes))
         formula = _FORMULAS.get(name) or _ufunc_formula(name)

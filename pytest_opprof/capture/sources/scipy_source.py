@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_opprof import _native
+from pytest_opprof.flops import lapack
 
 PUBLIC = ("scipy.linalg.lapack", "scipy.linalg.blas", "scipy.linalg.cython_lapack")
 OTHER_NAME = "scipy.<f2py routine>"
@@ -74,6 +75,7 @@ class ScipySource:
         self._held: dict[int, tuple[str, Any]] | None = None
         self._cython: dict[int, tuple[str, Any]] | None = None
         self._types: list[type] | None = None
+        self._params: dict[int, tuple[str, ...]] = {}  # alive while hooked
         self._kept: list[object] = []  # what a wrapped trampoline may still reach
 
     def available(self) -> bool:
@@ -85,8 +87,14 @@ class ScipySource:
             held = routines()
             kinds = list({id(type(obj)): type(obj) for _name, obj in held.values()}.values())
             pairs = [(oid, _native.intern(name)) for oid, (name, _obj) in held.items()]
-            _native.f2py_install([id(t) for t in kinds], pairs, _native.intern(OTHER_NAME))
-            self._held, self._types = held, kinds
+            # What the FLOP formulas read, keyword arguments included (compute_uv=...).
+            params = {
+                oid: names
+                for oid, (name, _obj) in held.items()
+                if (names := lapack.params(name)) is not None
+            }
+            _native.f2py_install([id(t) for t in kinds], pairs, _native.intern(OTHER_NAME), params)
+            self._held, self._types, self._params = held, kinds, params
             cython = routines(_is_cython)
             try:
                 _native.vcall_install(
@@ -106,7 +114,7 @@ class ScipySource:
         if self._refs == 0 and self._types is not None:
             kept = not _native.vcall_uninstall()
             if not _native.f2py_uninstall() or kept:
-                self._kept.append((self._held, self._cython, self._types))
+                self._kept.append((self._held, self._cython, self._types, self._params))
                 warnings.warn(
                     "pytest-opprof: scipy's f2py call slot was replaced by someone else while "
                     "hooked; left it in place",
@@ -114,6 +122,7 @@ class ScipySource:
                     stacklevel=2,
                 )
             self._held = self._cython = self._types = None
+            self._params = {}
 
     @property
     def installed(self) -> bool:
