@@ -96,6 +96,13 @@ static __attribute__((noinline)) void np_capture(opprof_thread *t, uint32_t acti
         opprof_op_capture_stack(t);
 }
 
+static int np_import_numpy(void);
+
+/* numpy's C API in this file, which opprof_numpy_capture_call reads arrays with:
+ * another library's hooks call it before they install (scipy alone, no numpy
+ * source).  OPPROF_OK, or an error code with the message set; GIL held. */
+int opprof_numpy_capture_ready(void) { return np_import_numpy(); }
+
 /* The same for another library's routines (scipy_hooks.c): positional arguments and,
  * with params, keyword arguments (a tp_call's dict) at their index. */
 void opprof_numpy_capture_call(opprof_thread *t, uint32_t active, PyObject *const *args,

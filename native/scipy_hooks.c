@@ -18,6 +18,7 @@
  * with params, its keyword arguments at their index (at most max_args). */
 void opprof_numpy_capture_call(opprof_thread *t, uint32_t active, PyObject *const *args,
                                Py_ssize_t n, PyObject *kwdict, PyObject *params, int max_args);
+int opprof_numpy_capture_ready(void);
 
 #define F2PY_MAX_TYPES 64
 
@@ -108,6 +109,10 @@ int opprof_f2py_install(const intptr_t *types, int64_t n_types, const intptr_t *
         rc = opprof_fail(OPPROF_E_STATE, "f2py routines are already hooked");
         goto done;
     }
+    /* The trampoline records array arguments with numpy's C API, even when the
+     * numpy source is not installed (capture=["scipy"]). */
+    if ((rc = opprof_numpy_capture_ready()) != OPPROF_OK)
+        goto done;
     int stuck = 0;
     for (int i = 0; i < g_n_types; i++)
         stuck += g_types[i].stuck;
@@ -208,8 +213,8 @@ int opprof_f2py_installed(void) { return g_installed; }
 /* ---- Cython functions: per-object vectorcall pointers ------------------- */
 
 typedef struct vc_entry {
-    PyObject *obj; /* NULL: empty cell */
-    vectorcallfunc orig;
+    PyObject *obj;       /* NULL: empty cell */
+    vectorcallfunc orig; /* NULL: a METH_VARARGS C function, called through tp_call */
     uint32_t name;
     uint8_t ours; /* the pointer holds our trampoline (until uninstall) */
 } vc_entry;
@@ -234,6 +239,45 @@ static inline vc_entry *vc_lookup(PyObject *obj)
     }
 }
 
+/* What CPython does for a callable without vectorcall: the arguments as a tuple
+ * and a dict, to the type's tp_call (not PyObject_Call: it would find the
+ * trampoline in the vectorcall slot again). */
+static PyObject *vc_tp_call(PyObject *callable, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject *tuple = PyTuple_New(n);
+    if (tuple == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(tuple, i, args[i]);
+    }
+    PyObject *kwargs = NULL;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        kwargs = PyDict_New();
+        for (Py_ssize_t j = 0; kwargs != NULL && j < PyTuple_GET_SIZE(kwnames); j++)
+            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, j), args[n + j]) < 0)
+                Py_CLEAR(kwargs);
+        if (kwargs == NULL) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+    }
+    PyObject *r = Py_TYPE(callable)->tp_call(callable, tuple, kwargs);
+    Py_DECREF(tuple);
+    Py_XDECREF(kwargs);
+    return r;
+}
+
+static inline PyObject *vc_call_orig(const vc_entry *e, PyObject *callable, PyObject *const *args,
+                                     size_t nargsf, PyObject *kwnames)
+{
+    if (e->orig == NULL)
+        return vc_tp_call(callable, args, nargsf, kwnames);
+    return e->orig(callable, args, nargsf, kwnames);
+}
+
 static PyObject *vc_tramp(PyObject *callable, PyObject *const *args, size_t nargsf,
                           PyObject *kwnames)
 {
@@ -245,21 +289,33 @@ static PyObject *vc_tramp(PyObject *callable, PyObject *const *args, size_t narg
     uint32_t active = opprof_hot_active();
     opprof_thread *t;
     if (!(active & OPPROF_OPT_CAPTURE_SCIPY) || (t = opprof_hot_thread()) == NULL)
-        return e->orig(callable, args, nargsf, kwnames);
+        return vc_call_orig(e, callable, args, nargsf, kwnames);
     if (opprof_hot_begin_recording(t, active, e->name, OPPROF_KIND_NUMPY) == 0 &&
         __builtin_expect(active & (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_WITH_STACK), 0))
         opprof_numpy_capture_call(t, active, args, PyVectorcall_NARGS(nargsf), NULL, NULL,
                                   OPPROF_NP_DEFAULT_ARGS);
-    PyObject *r = e->orig(callable, args, nargsf, kwnames);
+    PyObject *r = vc_call_orig(e, callable, args, nargsf, kwnames);
     opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
 }
 
+/* A Cython function's pointer is swapped.  A plain C function (exactly
+ * builtin_function_or_method) is hooked only when it takes *args
+ * (METH_VARARGS): CPython leaves its pointer NULL and calls it through tp_call,
+ * so a pointer set here sees every call.  The fast kinds (METH_O, METH_FASTCALL)
+ * are called directly from specialised call sites, past any pointer: left out. */
 static int vc_can_swap(PyObject *obj)
 {
     PyTypeObject *tp = Py_TYPE(obj);
-    return PyType_HasFeature(tp, Py_TPFLAGS_HAVE_VECTORCALL) && tp->tp_vectorcall_offset > 0 &&
-           *vc_slot_of(obj) != NULL && *vc_slot_of(obj) != vc_tramp;
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_HAVE_VECTORCALL) || tp->tp_vectorcall_offset <= 0 ||
+        *vc_slot_of(obj) == vc_tramp)
+        return 0;
+    if (PyCFunction_CheckExact(obj)) {
+        int flags = PyCFunction_GET_FLAGS(obj);
+        return *vc_slot_of(obj) == NULL && (flags & ~METH_KEYWORDS) == METH_VARARGS &&
+               tp->tp_call != NULL;
+    }
+    return *vc_slot_of(obj) != NULL;
 }
 
 int opprof_vcall_install(const intptr_t *objs, const uint32_t *names, int64_t n, int64_t *skipped)
@@ -275,6 +331,8 @@ int opprof_vcall_install(const intptr_t *objs, const uint32_t *names, int64_t n,
                                       : "Cython functions are already hooked");
         goto done;
     }
+    if ((rc = opprof_numpy_capture_ready()) != OPPROF_OK)
+        goto done;
     size_t size = 16;
     while (size < 2 * (size_t)n)
         size <<= 1;

@@ -4,6 +4,7 @@ ops under the names users call them by, restored afterwards, never importing sci
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -133,3 +134,52 @@ def test_cython_functions_are_ops() -> None:
     assert not op_counts(idle_check)
     p, low, up = scipy_linalg.lu(a)  # unhooked again, and right
     assert np.allclose(p @ low @ up, a)
+
+
+def test_plain_c_functions_taking_args_are_ops() -> None:
+    """scipy.linalg.solve and inv, sparse products and distances run plain C functions
+    (METH_VARARGS, called through tp_call): captured with their results, errors and keyword
+    handling unchanged, and unhooked after the profile."""
+    sparse = pytest.importorskip("scipy.sparse")
+    distance = pytest.importorskip("scipy.spatial.distance")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((30, 30)), rng.standard_normal((30, 2))
+    m = sparse.random(200, 200, density=0.05, format="csr", random_state=0)
+    v = np.ones(200)
+    expected = (scipy_linalg.solve(a, b), scipy_linalg.inv(a), m @ v)
+    wrap = sys.modules["scipy.spatial._distance_wrap"]
+    xa, xb, dm = rng.standard_normal((5, 3)), rng.standard_normal((4, 3)), np.empty((5, 4))
+    with opprof.profile(capture=["scipy"], record_shapes=True) as prof:
+        for _ in range(LOOP):
+            got = (scipy_linalg.solve(a, b), scipy_linalg.inv(a), m @ v)
+        with pytest.raises(scipy_linalg.LinAlgError):
+            scipy_linalg.solve(np.zeros((3, 3)), np.ones(3))
+        wrap.cdist_cosine_double_wrap(XA=xa, XB=xb, dm=dm)  # keywords reach it
+        with pytest.raises(TypeError, match="XA"):
+            wrap.cdist_cosine_double_wrap()
+    for want, have in zip(expected, got, strict=True):
+        assert np.allclose(want, have)
+    assert np.allclose(dm, distance.cdist(xa, xb, "cosine"))
+    counts = op_counts(prof)
+    assert counts["scipy.linalg._batched_linalg._solve"] == LOOP + 1
+    assert counts["scipy.linalg._batched_linalg._inv"] == LOOP
+    assert counts["scipy.sparse._sparsetools.csr_matvec"] == LOOP
+    assert counts["scipy.spatial._distance_wrap.cdist_cosine_double_wrap"] == 2
+    with opprof.profile(capture=["scipy"]) as idle_check:
+        pass
+    assert not op_counts(idle_check)
+    with opprof.profile(capture=["numpy"]) as numpy_only:
+        scipy_linalg.solve(a, b)
+    assert "scipy.linalg._batched_linalg._solve" not in op_counts(numpy_only)
+
+
+def test_scipy_alone_records_shapes() -> None:
+    """capture=["scipy"] without the numpy source: the hooks read array arguments with
+    numpy's C API all the same (it crashed the process before)."""
+    a = np.random.default_rng(0).standard_normal((12, 12))
+    with opprof.profile(capture=["scipy"], record_shapes=True) as prof:
+        lapack.dgetrf(a)
+        scipy_linalg.solve(a, a[:, :2])
+    shapes = {row.key: row.input_shapes for row in prof.key_averages(group_by_input_shape=True)}
+    assert shapes["scipy.linalg.lapack.dgetrf"] == [[12, 12]]
+    assert shapes["scipy.linalg._batched_linalg._solve"][:2] == [[12, 12], [12, 2]]

@@ -31,6 +31,10 @@ linalg formulas do.  A routine named here without a formula counts 0.
 | `syev`, `syevd`, `syevr`, `heev`, `heevd`, `heevr(a, compute_v)` | 9n^3, 4n^3/3 without vectors |
 | `geev(a, compute_vl, compute_vr)` | 25n^3, 10n^3 without vectors |
 
+scipy.linalg's batched C functions behind ``solve`` and ``inv``
+(``scipy.linalg._batched_linalg._solve``, ``_inv``) count as numpy's ``linalg.solve``
+(2n^3/3 + 2n^2k) and ``linalg.inv`` (2n^3), per matrix of the stack.
+
 Shapes: ``m x n`` is the recorded shape of ``a``; ``k`` is the column count of
 ``b`` (1 for a vector).  A call with ``lwork=-1`` (a workspace query: scipy calls
 ``geqrf``, ``orgqr`` and ``gelsd`` so before the real call) counts 0.
@@ -40,10 +44,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pytest_opprof.flops.numpy_ops import Shapes, _option, _svd
+from pytest_opprof.flops.numpy_ops import Shapes, _option, _per_matrix, _svd
+from pytest_opprof.flops.numpy_ops import _solve as _numpy_solve
 
 PUBLIC = ("scipy.linalg.lapack.", "scipy.linalg.blas.")
 """Names of the routines these formulas count (the scipy source names them so)."""
+BATCHED = {
+    # scipy.linalg.solve and inv run these C functions (stacks of matrices, scipy >= 1.15).
+    "scipy.linalg._batched_linalg._solve": lambda shapes, dtypes: _numpy_solve(shapes),
+    "scipy.linalg._batched_linalg._inv": lambda shapes, dtypes: _per_matrix(lambda n: 2 * n**3)(
+        shapes
+    ),
+}
+"""scipy.linalg's own C functions with a formula, as numpy's ``linalg.solve`` and ``inv``."""
 PREFIXES = "sdcz"
 
 Formula = Callable[[Shapes, Sequence[str]], int]
@@ -236,12 +249,14 @@ def params(name: str) -> tuple[str, ...] | None:
 
 
 def has_formula(name: str) -> bool:
-    return _routine(name) is not None
+    return name in BATCHED or _routine(name) is not None
 
 
 def lapack_flops(name: str, shapes: Shapes, dtypes: Sequence[str]) -> int:
     """FLOPs of one call of the routine ``name``; raises (ValueError, IndexError, TypeError)
     when a needed argument was not recorded, which the caller counts as 0."""
+    if name in BATCHED:
+        return BATCHED[name](shapes, dtypes)
     routine = _routine(name)
     if routine is None:
         return 0

@@ -418,7 +418,7 @@ class _UnknownShape(Sequence[int]):
 
 
 _UNKNOWN = _UnknownShape()
-_SCIPY_LINALG = ("scipy.linalg.lapack.", "scipy.linalg.blas.")
+_SCIPY_LINALG = ("scipy.linalg.lapack.", "scipy.linalg.blas.", "scipy.linalg._batched_linalg.")
 
 
 def has_formula(name: str) -> bool:

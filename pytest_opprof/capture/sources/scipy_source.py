@@ -14,14 +14,19 @@ Routines of f2py modules imported later record as ``scipy.<f2py routine>``.
 
 Cython functions of those modules (``scipy.linalg._decomp_lu_cython.lu_dispatcher``,
 ``scipy.signal._sosfilt._sosfilt``) are called through a per-object vectorcall
-pointer, as numpy's dispatchers are, and are swapped the same way.
+pointer, as numpy's dispatchers are, and are swapped the same way.  So are scipy's
+plain C functions that take ``*args`` (``scipy.linalg._batched_linalg._solve``, behind
+``scipy.linalg.solve``; ``scipy.sparse._sparsetools.csr_matvec``): CPython leaves their
+pointer empty and calls them through their type's call slot, so a pointer set there
+sees every call.  C functions of the fast kinds (METH_O, METH_FASTCALL) and pybind11
+functions are not captured: specialised call sites call the former past any pointer.
 ``scipy.special``'s functions are numpy ufuncs and are captured by the numpy source.
-scipy's plain C functions (``builtin_function_or_method``) are not captured.
 """
 
 from __future__ import annotations
 
 import sys
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +47,19 @@ def _is_cython(obj: object) -> bool:
     """A compiled Cython function (``def`` in a .pyx): per-object vectorcall, as numpy's
     dispatchers have; fused ones dispatch to a specialisation of that type too."""
     return type(obj).__name__ in ("cython_function_or_method", "fused_cython_function")
+
+
+def _is_compiled(obj: object) -> bool:
+    """A Cython function, or a plain C function of a scipy extension module
+    (``scipy.linalg._batched_linalg._solve``, ``scipy.sparse._sparsetools.csr_matvec``):
+    those called the fast way carry a vectorcall pointer too.  Functions of other
+    libraries that a scipy module imported (numpy's) are left to their own source."""
+    if _is_cython(obj):
+        return True
+    if type(obj) is not types.BuiltinFunctionType:
+        return False
+    owner = getattr(obj, "__self__", None)
+    return isinstance(owner, types.ModuleType) and owner.__name__.startswith("scipy.")
 
 
 def routines(kind: Callable[[object], bool] = _is_routine) -> dict[int, tuple[str, Any]]:
@@ -95,7 +113,7 @@ class ScipySource:
             }
             _native.f2py_install([id(t) for t in kinds], pairs, _native.intern(OTHER_NAME), params)
             self._held, self._types, self._params = held, kinds, params
-            cython = routines(_is_cython)
+            cython = routines(_is_compiled)
             try:
                 _native.vcall_install(
                     [(oid, _native.intern(name)) for oid, (name, _obj) in cython.items()]
