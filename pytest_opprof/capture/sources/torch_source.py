@@ -9,8 +9,9 @@ thread that starts the profile and the threads torch itself hands work to
 Python threads but then reports no memory events (measured with torch 2.13),
 and per-op CPU memory is worth more here.  torch's RecordFunction machinery
 records in C++ while the test runs; no Python runs per op.  After stop,
-:meth:`TorchSource.collect` reads the ``_KinetoEvent`` list once and turns it
-into :class:`Records`:
+:meth:`TorchSource.collect` reads the ``_KinetoEvent`` list in bulk
+(:func:`read_events`: each accessor mapped over the events that need it) and
+turns it into :class:`Records`:
 
 * names are torch's (``aten::mm``); input shapes and dtypes as torch reports
   them; for ops in :data:`~pytest_opprof.flops.aten.CONCRETE_ARGUMENT_OPS`
@@ -42,6 +43,8 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import itertools
+import marshal
 import sys
 import warnings
 from dataclasses import dataclass
@@ -208,50 +211,120 @@ class TorchSource:
 
     def collect(self) -> Records | None:
         """Stop Kineto and turn its events into records on the core clock."""
+        result = self.stop_kineto()
+        if result is None:
+            return None
+        return self.records_of(read_events(result.events()))
+
+    def stop_kineto(self) -> Any | None:
+        """Emit the closing markers and stop Kineto: its ``_ProfilerResult``, or None
+        when this source was not recording."""
         if not self._enabled:
             return None
         from torch._C import _autograd, _profiler
 
         self._marker.emit(_profiler._RecordFunctionFast)
         self._enabled = False
-        result = _autograd._disable_profiler()
-        return self._records(result.events())
+        return _autograd._disable_profiler()
 
-    def _records(self, kineto_events: list[Any]) -> Records:
-        marker_starts = []
-        names: dict[str, int] = {}
-        shape_ids: dict[tuple[str, ...], int] = {}
-        shapes: list[list[list[int] | None]] = [[]]
-        dtypes: list[list[str]] = [[]]
-        rows: list[tuple[int, int, int, int, int]] = []
-        mem: list[tuple[int, int, int]] = []
-        for e in kineto_events:
-            name = e.name()
-            if name == MARKER:
-                marker_starts.append(e.start_ns())
-                continue
-            kind = e.activity_type()
-            if name == MEMORY_EVENT_NAME:
-                mem.append((e.start_ns(), e.device_resource_id(), e.nbytes()))
-                continue
-            if kind not in ("cpu_op", "user_annotation"):
-                continue
-            ev_shapes = e.shapes()
-            ev_dtypes = e.dtypes()
-            if name in CONCRETE_ARGUMENT_OPS:
-                ev_dtypes = [
-                    _dtype_text(d, v) for d, v in zip(ev_dtypes, e.concrete_inputs(), strict=False)
-                ]
-            key = (repr(ev_shapes), *ev_dtypes)
-            sid = shape_ids.get(key)
-            if sid is None:
-                sid = shape_ids[key] = len(shapes)
-                shapes.append([list(s) for s in ev_shapes])
-                dtypes.append(list(ev_dtypes))
-            nid = names.setdefault(name, len(names))
-            rows.append((e.start_ns(), e.end_ns(), e.device_resource_id(), nid, sid))
-        self.last_clock = clock = clock_map(self._marker.brackets, marker_starts)
-        return _to_records(rows, mem, list(names), shapes, dtypes, clock)
+    def records_of(self, read: KinetoRead) -> Records:
+        """Records on the core clock from what :func:`read_events` read (sets ``last_clock``)."""
+        self.last_clock = clock = clock_map(self._marker.brackets, read.marker_starts)
+        return _to_records(read.ops, read.mem, read.names, read.shapes, read.dtypes, clock)
+
+
+@dataclass
+class KinetoRead:
+    """What :func:`read_events` takes from Kineto's list, in arrays and tables."""
+
+    ops: np.ndarray  # int64 rows: start_ns, end_ns, thread, name id, shape id
+    mem: np.ndarray  # int64 rows: time_ns, thread, bytes (negative: freed)
+    names: list[str]  # op names, in order of first appearance
+    shapes: list[list[list[int] | None]]
+    dtypes: list[list[str]]
+    marker_starts: list[int]
+
+
+_ROLE_SKIP, _ROLE_OP, _ROLE_MEMORY, _ROLE_MARKER = range(4)
+
+
+def _role(name: str, event: Any) -> int:
+    if name == MARKER:
+        return _ROLE_MARKER
+    if name == MEMORY_EVENT_NAME:
+        return _ROLE_MEMORY
+    if event.activity_type() in ("cpu_op", "user_annotation"):
+        return _ROLE_OP
+    return _ROLE_SKIP  # instants such as [OutOfMemory]
+
+
+def _column(getter: Any, events: list[Any]) -> np.ndarray:
+    return np.fromiter(map(getter, events), dtype=np.int64, count=len(events))
+
+
+def read_events(events: list[Any]) -> KinetoRead:
+    """Kineto's ``_KinetoEvent`` list in bulk: each accessor mapped over the events it
+    concerns, nothing built per event in Python bytecode.
+
+    Every accessor call crosses pybind (~100-400 ns here), so only what the
+    records use is read: names of all events, the kind of one event per
+    distinct name (with CPU activity only, a name is always the same kind:
+    ``cpu_op`` / ``user_annotation`` or an instant such as ``[memory]``),
+    times, threads, shapes and dtypes of ops, concrete inputs only of the ops
+    whose FLOP formulas need them, and time, thread and size of memory
+    instants.  Shapes are deduplicated by their marshalled bytes (version 0:
+    no back-references, so equal values give equal bytes)."""
+    from torch._C._autograd import _KinetoEvent as kind
+
+    all_names = list(map(kind.name, events))
+    table: dict[str, int] = {}
+    name_id = np.array([table.setdefault(n, len(table)) for n in all_names], dtype=np.int64)
+    _, first = np.unique(name_id, return_index=True)
+    roles = np.array([_role(n, events[first[i]]) for n, i in table.items()], dtype=np.int8)
+    role = roles[name_id]
+
+    op_rows = np.flatnonzero(role == _ROLE_OP)
+    ops = [events[i] for i in op_rows.tolist()]
+    # Name ids in order of first appearance among the ops (the list keeps only op names).
+    op_name = name_id[op_rows]
+    present, first_op = np.unique(op_name, return_index=True)
+    present = present[np.argsort(first_op, kind="stable")]
+    remap = np.zeros(len(table), dtype=np.int64)
+    remap[present] = np.arange(len(present))
+    table_names = list(table)
+    names = [table_names[i] for i in present.tolist()]
+
+    ev_shapes = list(map(kind.shapes, ops))
+    ev_dtypes = list(map(kind.dtypes, ops))
+    concrete = [i for i, n in enumerate(table_names) if n in CONCRETE_ARGUMENT_OPS]
+    if concrete:
+        for j in np.flatnonzero(np.isin(op_name, concrete)).tolist():
+            values = ops[j].concrete_inputs()
+            ev_dtypes[j] = [_dtype_text(d, v) for d, v in zip(ev_dtypes[j], values, strict=False)]
+    keys = list(map(marshal.dumps, zip(ev_shapes, ev_dtypes, strict=True), itertools.repeat(0)))
+    shape_table: dict[bytes, int] = {}
+    shape_id = np.array([shape_table.setdefault(k, len(shape_table)) for k in keys], np.int64)
+    _, first_shape = np.unique(shape_id, return_index=True)
+    shapes: list[list[list[int] | None]] = [[]]
+    shapes += [[list(s) for s in ev_shapes[j]] for j in first_shape.tolist()]
+    dtypes: list[list[str]] = [[]]
+    dtypes += [list(ev_dtypes[j]) for j in first_shape.tolist()]
+
+    rows = np.empty((len(ops), 5), dtype=np.int64)
+    rows[:, 0] = _column(kind.start_ns, ops)
+    rows[:, 1] = _column(kind.end_ns, ops)
+    rows[:, 2] = _column(kind.device_resource_id, ops)
+    rows[:, 3] = remap[op_name]
+    rows[:, 4] = shape_id + 1  # shape 0 is "none"
+
+    mems = [events[i] for i in np.flatnonzero(role == _ROLE_MEMORY).tolist()]
+    mem = np.empty((len(mems), 3), dtype=np.int64)
+    mem[:, 0] = _column(kind.start_ns, mems)
+    mem[:, 1] = _column(kind.device_resource_id, mems)
+    mem[:, 2] = _column(kind.nbytes, mems)  # type: ignore[attr-defined]  # not in torch's stub
+
+    markers = [events[i] for i in np.flatnonzero(role == _ROLE_MARKER).tolist()]
+    return KinetoRead(rows, mem, names, shapes, dtypes, list(map(kind.start_ns, markers)))
 
 
 def _interval_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -290,16 +363,16 @@ def merge_same_name_children(ops: np.ndarray) -> np.ndarray:
 
 
 def _to_records(
-    rows: list[tuple[int, int, int, int, int]],
-    mem: list[tuple[int, int, int]],
+    rows: np.ndarray,
+    mem: np.ndarray,
     names: list[str],
     shapes: list[list[list[int] | None]],
     dtypes: list[list[str]],
     clock: ClockMap,
 ) -> Records:
     """Vectorised: ops and memory instants into one structured array."""
-    ops = merge_same_name_children(np.array(rows, dtype=np.int64).reshape(-1, 5))
-    m = np.array(mem, dtype=np.int64).reshape(-1, 3)
+    ops = merge_same_name_children(rows)
+    m = mem
     n_ops = len(ops)
     # Nest the memory instants under the ops by interval, one sweep.
     thread = np.concatenate([ops[:, 2], m[:, 1]]).astype(np.uint64)
