@@ -145,20 +145,18 @@ def phases(ops: int) -> dict[str, float]:
     return t
 
 
-def print_phases(ops: int, repeats: int) -> None:
-    phases(ops)  # warm
-    runs = [phases(ops) for _ in range(repeats)]
-    print(f"\ntorch source phases, {ops} x torch.add(8 floats), memory on, median of {repeats}")
-    print(f"{'phase':36} {'ns/op':>8}")
+def print_phases(runs: list[dict[str, float]], ops: int) -> None:
+    print(f"\ntorch source phases, {ops} x torch.add(8 floats), memory on, median of {len(runs)}")
+    print(f"{'phase':40} {'ns/op':>8}")
     for name in PHASES:
-        print(f"{name:36} {statistics.median(r[name] for r in runs):8.0f}")
+        print(f"{name:40} {statistics.median(r[name] for r in runs):8.0f}")
     for label, reader in (("before", "read: per-event (before)"), ("now", "read: bulk (now)")):
         total = sum(
             statistics.median(r[n] for r in runs)
             for n in PHASES
             if not n.startswith("read:") or n == reader
         )
-        print(f"{'sum, ' + label:36} {total:8.0f}")
+        print(f"{'sum, ' + label:40} {total:8.0f}")
 
 
 VARIANTS = [
@@ -181,23 +179,28 @@ def main() -> None:
     measure: Callable[[str], tuple[float, float]] = lambda v: run(v, args.ops)  # noqa: E731
     for v in VARIANTS:  # warm every path once
         measure(v)
+    if args.phases:
+        phases(args.ops)
     results: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
+    phase_runs: list[dict[str, float]] = []
     for _ in range(args.repeats):
         for v in VARIANTS:  # interleaved, so drift hits every variant alike
             results[v].append(measure(v))
+        if args.phases:
+            phase_runs.append(phases(args.ops))
     base_loop = statistics.median(r[0] for r in results["no profiler"]) / args.ops
     base_total = statistics.median(r[1] for r in results["no profiler"]) / args.ops
     print(f"torch {torch.__version__}; {args.ops} x torch.add(8 floats), median of {args.repeats}")
-    print(f"{'variant':36} {'loop ns/op':>11} {'+ns/op':>8} {'total ns/op':>12} {'+ns/op':>8}")
+    print(f"{'variant':40} {'loop ns/op':>11} {'+ns/op':>8} {'total ns/op':>12} {'+ns/op':>8}")
     for v in VARIANTS:
         loop_ns = statistics.median(r[0] for r in results[v]) / args.ops
         total_ns = statistics.median(r[1] for r in results[v]) / args.ops
         print(
-            f"{v:36} {loop_ns:11.0f} {loop_ns - base_loop:8.0f} "
+            f"{v:40} {loop_ns:11.0f} {loop_ns - base_loop:8.0f} "
             f"{total_ns:12.0f} {total_ns - base_total:8.0f}"
         )
     if args.phases:
-        print_phases(args.ops, args.repeats)
+        print_phases(phase_runs, args.ops)
 
 
 if __name__ == "__main__":

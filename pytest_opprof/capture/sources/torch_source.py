@@ -47,6 +47,7 @@ import itertools
 import marshal
 import sys
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,86 +246,87 @@ class KinetoRead:
     marker_starts: list[int]
 
 
-_ROLE_SKIP, _ROLE_OP, _ROLE_MEMORY, _ROLE_MARKER = range(4)
+def _is_op(name: str, event: Any) -> bool:
+    """Whether events of this name are ops; asked of one event per distinct name."""
+    if name in (MARKER, MEMORY_EVENT_NAME):
+        return False
+    return event.activity_type() in ("cpu_op", "user_annotation")  # not [OutOfMemory]
 
 
-def _role(name: str, event: Any) -> int:
-    if name == MARKER:
-        return _ROLE_MARKER
-    if name == MEMORY_EVENT_NAME:
-        return _ROLE_MEMORY
-    if event.activity_type() in ("cpu_op", "user_annotation"):
-        return _ROLE_OP
-    return _ROLE_SKIP  # instants such as [OutOfMemory]
+def _columns(n: int, *columns: Iterable[int]) -> np.ndarray:
+    """``n`` rows of int64, one column per iterable (one numpy call for all: a small
+    profile pays its fixed cost once, not per column)."""
+    flat = np.fromiter(itertools.chain(*columns), dtype=np.int64, count=len(columns) * n)
+    rows: np.ndarray = flat.reshape(len(columns), n).T.copy()
+    return rows
 
 
-def _column(getter: Any, events: list[Any]) -> np.ndarray:
-    return np.fromiter(map(getter, events), dtype=np.int64, count=len(events))
+@functools.cache
+def _event_class() -> Any:
+    from torch._C._autograd import _KinetoEvent
+
+    return _KinetoEvent
 
 
 def read_events(events: list[Any]) -> KinetoRead:
     """Kineto's ``_KinetoEvent`` list in bulk: each accessor mapped over the events it
-    concerns, nothing built per event in Python bytecode.
+    concerns, and no Python bytecode run per event (only C-level ``map``,
+    ``compress`` and dict builds).
 
-    Every accessor call crosses pybind (~100-400 ns here), so only what the
-    records use is read: names of all events, the kind of one event per
+    Every accessor call crosses pybind (100-600 ns each, measured), so only what
+    the records use is read: the names of all events, the kind of one event per
     distinct name (with CPU activity only, a name is always the same kind:
-    ``cpu_op`` / ``user_annotation`` or an instant such as ``[memory]``),
+    ``cpu_op`` / ``user_annotation``, or an instant such as ``[memory]``),
     times, threads, shapes and dtypes of ops, concrete inputs only of the ops
     whose FLOP formulas need them, and time, thread and size of memory
     instants.  Shapes are deduplicated by their marshalled bytes (version 0:
-    no back-references, so equal values give equal bytes)."""
-    from torch._C._autograd import _KinetoEvent as kind
-
+    no back-references, so equal values give equal bytes and the reverse)."""
+    kind = _event_class()
     all_names = list(map(kind.name, events))
-    table: dict[str, int] = {}
-    name_id = np.array([table.setdefault(n, len(table)) for n in all_names], dtype=np.int64)
-    _, first = np.unique(name_id, return_index=True)
-    roles = np.array([_role(n, events[first[i]]) for n, i in table.items()], dtype=np.int8)
-    role = roles[name_id]
-
-    op_rows = np.flatnonzero(role == _ROLE_OP)
-    ops = [events[i] for i in op_rows.tolist()]
-    # Name ids in order of first appearance among the ops (the list keeps only op names).
-    op_name = name_id[op_rows]
-    present, first_op = np.unique(op_name, return_index=True)
-    present = present[np.argsort(first_op, kind="stable")]
-    remap = np.zeros(len(table), dtype=np.int64)
-    remap[present] = np.arange(len(present))
-    table_names = list(table)
-    names = [table_names[i] for i in present.tolist()]
+    # Last index per name; any event of a name tells the name's kind.
+    some_index = dict(zip(all_names, range(len(all_names)), strict=True))
+    op_names = {n for n, i in some_index.items() if _is_op(n, events[i])}
+    is_op = list(map(op_names.__contains__, all_names))
+    ops = list(itertools.compress(events, is_op))
+    names_of_ops = list(itertools.compress(all_names, is_op))
+    name_id = {n: i for i, n in enumerate(dict.fromkeys(names_of_ops))}  # first appearance
 
     ev_shapes = list(map(kind.shapes, ops))
     ev_dtypes = list(map(kind.dtypes, ops))
-    concrete = [i for i, n in enumerate(table_names) if n in CONCRETE_ARGUMENT_OPS]
-    if concrete:
-        for j in np.flatnonzero(np.isin(op_name, concrete)).tolist():
-            values = ops[j].concrete_inputs()
-            ev_dtypes[j] = [_dtype_text(d, v) for d, v in zip(ev_dtypes[j], values, strict=False)]
-    keys = list(map(marshal.dumps, zip(ev_shapes, ev_dtypes, strict=True), itertools.repeat(0)))
-    shape_table: dict[bytes, int] = {}
-    shape_id = np.array([shape_table.setdefault(k, len(shape_table)) for k in keys], np.int64)
-    _, first_shape = np.unique(shape_id, return_index=True)
+    if not op_names.isdisjoint(CONCRETE_ARGUMENT_OPS):
+        for j, name in enumerate(names_of_ops):
+            if name in CONCRETE_ARGUMENT_OPS:
+                values = ops[j].concrete_inputs()
+                ev_dtypes[j] = [
+                    _dtype_text(d, v) for d, v in zip(ev_dtypes[j], values, strict=False)
+                ]
+    args = list(zip(ev_shapes, ev_dtypes, strict=True))
+    keys = list(map(marshal.dumps, args, itertools.repeat(0)))
+    distinct = dict(zip(keys, args, strict=True))  # equal keys: equal values
+    shape_id = {k: i for i, k in enumerate(distinct, start=1)}  # shape 0 is "none"
     shapes: list[list[list[int] | None]] = [[]]
-    shapes += [[list(s) for s in ev_shapes[j]] for j in first_shape.tolist()]
+    shapes += [[list(dims) for dims in s] for s, _ in distinct.values()]
     dtypes: list[list[str]] = [[]]
-    dtypes += [list(ev_dtypes[j]) for j in first_shape.tolist()]
+    dtypes += [list(d) for _, d in distinct.values()]
 
-    rows = np.empty((len(ops), 5), dtype=np.int64)
-    rows[:, 0] = _column(kind.start_ns, ops)
-    rows[:, 1] = _column(kind.end_ns, ops)
-    rows[:, 2] = _column(kind.device_resource_id, ops)
-    rows[:, 3] = remap[op_name]
-    rows[:, 4] = shape_id + 1  # shape 0 is "none"
+    rows = _columns(
+        len(ops),
+        map(kind.start_ns, ops),
+        map(kind.end_ns, ops),
+        map(kind.device_resource_id, ops),
+        map(name_id.__getitem__, names_of_ops),
+        map(shape_id.__getitem__, keys),
+    )
+    mems = list(itertools.compress(events, map(MEMORY_EVENT_NAME.__eq__, all_names)))
+    mem = _columns(
+        len(mems),
+        map(kind.start_ns, mems),
+        map(kind.device_resource_id, mems),
+        map(kind.nbytes, mems),
+    )
 
-    mems = [events[i] for i in np.flatnonzero(role == _ROLE_MEMORY).tolist()]
-    mem = np.empty((len(mems), 3), dtype=np.int64)
-    mem[:, 0] = _column(kind.start_ns, mems)
-    mem[:, 1] = _column(kind.device_resource_id, mems)
-    mem[:, 2] = _column(kind.nbytes, mems)  # type: ignore[attr-defined]  # not in torch's stub
-
-    markers = [events[i] for i in np.flatnonzero(role == _ROLE_MARKER).tolist()]
-    return KinetoRead(rows, mem, names, shapes, dtypes, list(map(kind.start_ns, markers)))
+    markers = itertools.compress(events, map(MARKER.__eq__, all_names))
+    return KinetoRead(rows, mem, list(name_id), shapes, dtypes, list(map(kind.start_ns, markers)))
 
 
 def _interval_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
