@@ -10,7 +10,9 @@ Kineto's event list it had before the bulk reader (``bench/_torch_per_event.py``
 ``--phases`` splits the torch source's stop and collection per aten op:
 Kineto's own stop (C++), the ``_KinetoEvent`` list, reading it (per-event
 before, bulk after, on the same list), records on the core clock, freeing
-Kineto's result, and ``key_averages``.
+Kineto's result, and ``key_averages``; and times Kineto's stop alone under
+lighter configs (no memory, no shapes, ``trace_only``), the floor of any
+Kineto-based source.
 
     .venv/bin/python bench/bench_torch_source.py [--ops 2000] [--repeats 7] [--phases]
 """
@@ -145,6 +147,44 @@ def phases(ops: int) -> dict[str, float]:
     return t
 
 
+KINETO_CONFIGS = {
+    # name: (report_input_shapes, profile_memory, trace_only)
+    "shapes + memory (the source's)": (True, True, False),
+    "shapes": (True, False, False),
+    "nothing": (False, False, False),
+    "nothing, trace_only": (False, False, True),
+}
+
+
+def kineto_stop(ops: int) -> dict[str, float]:
+    """ns per op of Kineto's own stop (``_disable_profiler``) under lighter configs."""
+    from torch._C import _autograd, _profiler
+
+    a, b = torch.ones(8), torch.ones(8)
+    out = {}
+    for name, (shapes, memory, trace_only) in KINETO_CONFIGS.items():
+        config = _profiler.ProfilerConfig(
+            _profiler.ProfilerState.KINETO,
+            shapes,
+            memory,
+            False,
+            False,
+            False,
+            _profiler._ExperimentalConfig(trace_only=trace_only),
+            "",
+        )
+        activities = {_profiler.ProfilerActivity.CPU}
+        _autograd._prepare_profiler(config, activities)
+        _autograd._enable_profiler(config, activities, set())  # type: ignore[call-arg]
+        for _ in range(ops):
+            torch.add(a, b)
+        t0 = time.perf_counter_ns()
+        result = _autograd._disable_profiler()
+        out[name] = (time.perf_counter_ns() - t0) / ops
+        del result
+    return out
+
+
 def print_phases(runs: list[dict[str, float]], ops: int) -> None:
     print(f"\ntorch source phases, {ops} x torch.add(8 floats), memory on, median of {len(runs)}")
     print(f"{'phase':40} {'ns/op':>8}")
@@ -157,6 +197,10 @@ def print_phases(runs: list[dict[str, float]], ops: int) -> None:
             if not n.startswith("read:") or n == reader
         )
         print(f"{'sum, ' + label:40} {total:8.0f}")
+    print("\nKineto's stop alone (_disable_profiler), CPU activity, by config")
+    print(f"{'config':40} {'ns/op':>8}")
+    for name in KINETO_CONFIGS:
+        print(f"{name:40} {statistics.median(r[name] for r in runs):8.0f}")
 
 
 VARIANTS = [
@@ -181,13 +225,14 @@ def main() -> None:
         measure(v)
     if args.phases:
         phases(args.ops)
+        kineto_stop(args.ops)
     results: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
     phase_runs: list[dict[str, float]] = []
     for _ in range(args.repeats):
         for v in VARIANTS:  # interleaved, so drift hits every variant alike
             results[v].append(measure(v))
         if args.phases:
-            phase_runs.append(phases(args.ops))
+            phase_runs.append(phases(args.ops) | kineto_stop(args.ops))
     base_loop = statistics.median(r[0] for r in results["no profiler"]) / args.ops
     base_total = statistics.median(r[1] for r in results["no profiler"]) / args.ops
     print(f"torch {torch.__version__}; {args.ops} x torch.add(8 floats), median of {args.repeats}")
