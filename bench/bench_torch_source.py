@@ -3,22 +3,36 @@
 Each variant runs the same loop of ``torch.add`` on small tensors (an aten op
 whose own cost is small, so the profiler's share shows) inside one profile,
 median of several repeats.  "loop" is the time inside the profile; "total"
-adds start, stop and collection up to a key_averages() table's rows.
+adds start, stop and collection up to a key_averages() table's rows.  The
+"per-event reader (before)" variant is the same source with the reader of
+Kineto's event list it had before the bulk reader (``bench/_torch_per_event.py``).
 
-    .venv/bin/python bench/bench_torch_source.py [--ops 2000] [--repeats 7]
+``--phases`` splits the torch source's stop and collection per aten op:
+Kineto's own stop (C++), the ``_KinetoEvent`` list, reading it (per-event
+before, bulk after, on the same list), records on the core clock, freeing
+Kineto's result, and ``key_averages``; and times Kineto's stop alone under
+lighter configs (no memory, no shapes, ``trace_only``), the floor of any
+Kineto-based source.
+
+    .venv/bin/python bench/bench_torch_source.py [--ops 2000] [--repeats 7] [--phases]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
+import _common  # noqa: F401  # the checkout on sys.path
 import torch
+from _torch_per_event import read_events_per_event
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import pytest_opprof as opprof
+from pytest_opprof.capture.sources import torch_source
+from pytest_opprof.model import key_averages
 
 
 class CountingMode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's, untyped
@@ -50,6 +64,10 @@ def run(variant: str, ops: int) -> tuple[float, float]:
         with opprof.profile(capture=["torch"], profile_memory=True) as prof:
             inner = loop()
         prof.key_averages()
+    elif variant == "opprof torch, per-event reader (before)":
+        with per_event_reader(), opprof.profile(capture=["torch"], profile_memory=True) as prof:
+            inner = loop()
+        prof.key_averages()
     elif variant == "opprof torch, no memory":
         with opprof.profile(capture=["torch"], profile_memory=False) as prof:
             inner = loop()
@@ -70,9 +88,125 @@ def run(variant: str, ops: int) -> tuple[float, float]:
     return inner, time.perf_counter_ns() - t0
 
 
+@contextlib.contextmanager
+def per_event_reader() -> Iterator[None]:
+    """The torch source reading Kineto's list one event at a time, as before."""
+    bulk = torch_source.read_events
+    torch_source.read_events = read_events_per_event
+    try:
+        yield
+    finally:
+        torch_source.read_events = bulk
+
+
+PHASES = [
+    "in the loop",
+    "Kineto stop (_disable_profiler)",
+    "events() list",
+    "read: per-event (before)",
+    "read: bulk (now)",
+    "records on the core clock",
+    "free Kineto's result",
+    "key_averages",
+]
+
+
+def phases(ops: int) -> dict[str, float]:
+    """ns per op of each phase of one profile of the torch source alone (memory on)."""
+    a, b = torch.ones(8), torch.ones(8)
+    src = torch_source.TorchSource()
+    src.acquire()
+    t: dict[str, float] = {}
+    try:
+        src.start_options()
+        t0 = time.perf_counter_ns()
+        for _ in range(ops):
+            torch.add(a, b)
+        t1 = time.perf_counter_ns()
+        result = src.stop_kineto()
+        t2 = time.perf_counter_ns()
+        assert result is not None, "the source was recording"
+        events = result.events()
+        t3 = time.perf_counter_ns()
+        read_events_per_event(events)
+        t4 = time.perf_counter_ns()
+        read = torch_source.read_events(events)
+        t5 = time.perf_counter_ns()
+        records = src.records_of(read)
+        t6 = time.perf_counter_ns()
+        del events, result
+        t7 = time.perf_counter_ns()
+        key_averages(records, profile_memory=True)
+        t8 = time.perf_counter_ns()
+    finally:
+        src.release()
+    ends = [t1, t2, t3, t4, t5, t6, t7, t8]
+    starts = [t0, t1, t2, t3, t4, t5, t6, t7]
+    for name, start, end in zip(PHASES, starts, ends, strict=True):
+        t[name] = (end - start) / ops
+    return t
+
+
+KINETO_CONFIGS = {
+    # name: (report_input_shapes, profile_memory, trace_only)
+    "shapes + memory (the source's)": (True, True, False),
+    "shapes": (True, False, False),
+    "nothing": (False, False, False),
+    "nothing, trace_only": (False, False, True),
+}
+
+
+def kineto_stop(ops: int) -> dict[str, float]:
+    """ns per op of Kineto's own stop (``_disable_profiler``) under lighter configs."""
+    from torch._C import _autograd, _profiler
+
+    a, b = torch.ones(8), torch.ones(8)
+    out = {}
+    for name, (shapes, memory, trace_only) in KINETO_CONFIGS.items():
+        config = _profiler.ProfilerConfig(
+            _profiler.ProfilerState.KINETO,
+            shapes,
+            memory,
+            False,
+            False,
+            False,
+            _profiler._ExperimentalConfig(trace_only=trace_only),
+            "",
+        )
+        activities = {_profiler.ProfilerActivity.CPU}
+        _autograd._prepare_profiler(config, activities)
+        _autograd._enable_profiler(config, activities, set())  # type: ignore[call-arg]
+        for _ in range(ops):
+            torch.add(a, b)
+        t0 = time.perf_counter_ns()
+        result = _autograd._disable_profiler()
+        out[name] = (time.perf_counter_ns() - t0) / ops
+        del result
+    return out
+
+
+def print_phases(runs: list[dict[str, float]], ops: int) -> None:
+    print(f"\ntorch source phases, {ops} x torch.add(8 floats), memory on, median of {len(runs)}")
+    print(f"{'phase':40} {'ns/op':>8}")
+    for name in PHASES:
+        print(f"{name:40} {statistics.median(r[name] for r in runs):8.0f}")
+    for label, reader in (("before", "read: per-event (before)"), ("now", "read: bulk (now)")):
+        total = sum(
+            statistics.median(r[n] for r in runs)
+            for n in PHASES
+            if not n.startswith("read:") or n == reader
+        )
+        print(f"{'sum, ' + label:40} {total:8.0f}")
+    print("\nKineto's stop alone (_disable_profiler), CPU activity, by config")
+    print(f"{'config':40} {'ns/op':>8}")
+    for name in KINETO_CONFIGS:
+        print(f"{name:40} {statistics.median(r[name] for r in runs):8.0f}")
+
+
 VARIANTS = [
     "no profiler",
     "opprof torch source",
+    "opprof torch, per-event reader (before)",
     "opprof torch, no memory",
     "torch.profiler",
     "torch.profiler, plain",
@@ -84,25 +218,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--phases", action="store_true", help="also split stop and collection")
     args = parser.parse_args()
     measure: Callable[[str], tuple[float, float]] = lambda v: run(v, args.ops)  # noqa: E731
     for v in VARIANTS:  # warm every path once
         measure(v)
+    if args.phases:
+        phases(args.ops)
+        kineto_stop(args.ops)
     results: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
+    phase_runs: list[dict[str, float]] = []
     for _ in range(args.repeats):
         for v in VARIANTS:  # interleaved, so drift hits every variant alike
             results[v].append(measure(v))
+        if args.phases:
+            phase_runs.append(phases(args.ops) | kineto_stop(args.ops))
     base_loop = statistics.median(r[0] for r in results["no profiler"]) / args.ops
     base_total = statistics.median(r[1] for r in results["no profiler"]) / args.ops
     print(f"torch {torch.__version__}; {args.ops} x torch.add(8 floats), median of {args.repeats}")
-    print(f"{'variant':36} {'loop ns/op':>11} {'+ns/op':>8} {'total ns/op':>12} {'+ns/op':>8}")
+    print(f"{'variant':40} {'loop ns/op':>11} {'+ns/op':>8} {'total ns/op':>12} {'+ns/op':>8}")
     for v in VARIANTS:
         loop_ns = statistics.median(r[0] for r in results[v]) / args.ops
         total_ns = statistics.median(r[1] for r in results[v]) / args.ops
         print(
-            f"{v:36} {loop_ns:11.0f} {loop_ns - base_loop:8.0f} "
+            f"{v:40} {loop_ns:11.0f} {loop_ns - base_loop:8.0f} "
             f"{total_ns:12.0f} {total_ns - base_total:8.0f}"
         )
+    if args.phases:
+        print_phases(phase_runs, args.ops)
 
 
 if __name__ == "__main__":

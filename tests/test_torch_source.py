@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -12,11 +12,17 @@ import pytest
 torch = pytest.importorskip("torch")  # the optional extra; .ci/run installs it
 
 import torch.nn.functional as F  # noqa: E402
+from html_helpers import bench_module  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count  # noqa: E402
 
 import pytest_opprof as opprof  # noqa: E402
 from pytest_opprof import _native  # noqa: E402
-from pytest_opprof.capture.sources.torch_source import MARKER, SOURCE  # noqa: E402
+from pytest_opprof.capture.sources.torch_source import (  # noqa: E402
+    MARKER,
+    SOURCE,
+    TorchSource,
+    read_events,
+)
 
 if TYPE_CHECKING:
     from conftest import PytestRunner
@@ -87,6 +93,38 @@ def test_sdpa_cpu_flash_kernel_counts_torch_attention_formula() -> None:
         pytest.fail(f"sdpa took another kernel on this build: {sorted(rows)}")
     assert rows[kernel].flops == sdpa_flop_count(list(q.shape), list(k.shape), list(v.shape))
     assert sum(r.flops for r in rows.values()) == rows[kernel].flops
+
+
+def test_bulk_reader_reads_what_the_per_event_reader_reads() -> None:
+    """The bulk reader gives exactly what calling every accessor on every event gave
+    (that reader is kept in bench/ as the benchmark's before)."""
+    reference: Any = bench_module("_torch_per_event")
+    source = TorchSource()
+    source.acquire()
+    try:
+        source.start_options()
+        x = torch.ones(4, 4, requires_grad=True)
+        with torch.autograd.profiler.record_function("block"):
+            (x @ x).sum().backward()
+            torch.ones(3).repeat(2, 2)  # concrete arguments: ScalarList=[2, 2]
+            torch.ones(2, 3).sum(0)  # aten::sum calling aten::sum: merged later
+            F.conv2d(torch.randn(2, 3, 9, 9), torch.randn(4, 3, 3, 3), stride=2, padding=1)
+        result = source.stop_kineto()
+    finally:
+        source.release()
+    events = result.events()
+    bulk, each = read_events(events), reference.read_events_per_event(events)
+    assert bulk.names == each.names
+    assert bulk.shapes == each.shapes
+    assert bulk.dtypes == each.dtypes
+    assert bulk.marker_starts == each.marker_starts
+    np.testing.assert_array_equal(bulk.ops, each.ops)
+    np.testing.assert_array_equal(bulk.mem, each.mem)
+    # the workload reached what the readers treat apart
+    assert "block" in bulk.names and "aten::conv2d" in bulk.names
+    assert any(d.startswith("ScalarList=") for row in bulk.dtypes for d in row)
+    assert len(bulk.mem) > 0 and len(bulk.marker_starts) == 10
+    assert len(bulk.ops) + len(bulk.mem) + len(bulk.marker_starts) == len(events)
 
 
 def test_torch_numpy_and_scope_in_one_timeline() -> None:
