@@ -17,15 +17,37 @@ itself wrote are ever built back (nothing is looked up by name elsewhere).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import tempfile
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 
-_CLASS, _TUPLE, _DICT = "c", "t", "d"
+_CLASS, _VALUES, _TUPLE, _DICT = "c", "v", "t", "d"
+_SCALARS = frozenset((str, int, float, bool))
+_UNSEEN: Any = object()
+
+
+def _fill(cls: type, names: tuple[str, ...], values: list[Any]) -> Any:
+    obj: Any = object.__new__(cls)
+    obj.__dict__.update(zip(names, values, strict=True))
+    return obj
+
+
+def _unpack(cls: type, values: list[Any]) -> Any:
+    return cls(*values)
+
+
+def _construct(cls: type, names: tuple[str, ...], values: list[Any]) -> Any:
+    init = {f.name for f in dataclasses.fields(cls) if f.init}
+    obj = cls(**{n: v for n, v in zip(names, values, strict=True) if n in init})
+    for name, value in zip(names, values, strict=True):
+        if name not in init:
+            object.__setattr__(obj, name, value)
+    return obj
 
 
 class Spool(Sequence[T], Generic[T]):
@@ -37,8 +59,10 @@ class Spool(Sequence[T], Generic[T]):
         self._sizes = array("q")
         self._end = 0
         self._classes: dict[str, type] = {}
-        self._fields: dict[type, tuple[str, tuple[str, ...]] | None] = {}
-        """Per type met: (its name, its dataclass field names), or None when not a dataclass."""
+        self._names: dict[type, str] = {}
+        self._fields: dict[type, tuple[str, ...] | None] = {}
+        """Per type met: its field names (a dataclass, a NamedTuple), or None (anything else)."""
+        self._builders: dict[type, Callable[[list[Any]], Any]] = {}
 
     def append(self, item: T) -> None:
         """Store ``item`` (a copy: later changes to the object are not seen)."""
@@ -54,22 +78,20 @@ class Spool(Sequence[T], Generic[T]):
         self._end += len(data)
 
     def _encode(self, obj: Any) -> Any:
-        if obj is None or isinstance(obj, (bool, int, float, str)):
+        if obj is None or type(obj) in _SCALARS:
             return obj
         cls = type(obj)
-        if cls not in self._fields:
-            is_data = dataclasses.is_dataclass(cls)
-            self._fields[cls] = (
-                (self._register(cls), tuple(f.name for f in dataclasses.fields(cls)))
-                if is_data
-                else None
-            )
-        described = self._fields[cls]
-        if described is not None:
-            name, names = described
-            return {_CLASS: name, "f": {n: self._encode(getattr(obj, n)) for n in names}}
-        if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
-            return {_CLASS: self._register(type(obj)), "v": [self._encode(v) for v in obj]}
+        names = self._fields.get(cls, _UNSEEN)
+        if names is _UNSEEN:
+            names = self._describe(cls, obj)
+        if names is not None:
+            # A record of the values in field order, not a dict of them: no key names to
+            # write or read back, and every JSON object in the file is one of the tagged
+            # forms, so the decoder's object hook never meets a plain dict.
+            encode = self._encode
+            return {_CLASS: self._names[cls], _VALUES: [encode(getattr(obj, n)) for n in names]}
+        if isinstance(obj, (bool, int, float, str)):  # a subclass of a scalar
+            return obj
         if isinstance(obj, tuple):
             return {_TUPLE: [self._encode(v) for v in obj]}
         if isinstance(obj, list):
@@ -78,35 +100,42 @@ class Spool(Sequence[T], Generic[T]):
             return {_DICT: [[self._encode(k), self._encode(v)] for k, v in obj.items()]}
         raise TypeError(f"opprof result spool: cannot store {type(obj).__name__}")
 
-    def _register(self, cls: type) -> str:
-        name = f"{cls.__module__}.{cls.__qualname__}"
-        self._classes[name] = cls
-        return name
+    def _describe(self, cls: type, obj: Any) -> tuple[str, ...] | None:
+        """Remember how ``cls`` is stored: its field names (a dataclass, a NamedTuple) or
+        None (anything else)."""
+        names: tuple[str, ...] | None = None
+        if dataclasses.is_dataclass(cls):
+            names = tuple(f.name for f in dataclasses.fields(cls))
+            # Built back without __init__ (no __post_init__ in the results; a copy needs
+            # none): an instance dict filled at once, where the class has one.
+            self._builders[cls] = (
+                functools.partial(_fill, cls, names)
+                if "__slots__" not in cls.__dict__
+                else functools.partial(_construct, cls, names)
+            )
+        elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
+            names = tuple(obj._fields)
+            self._builders[cls] = functools.partial(_unpack, cls)
+        if names is not None:
+            name = f"{cls.__module__}.{cls.__qualname__}"
+            self._classes[name] = cls
+            self._names[cls] = name
+        self._fields[cls] = names
+        return names
 
-    def _decode(self, data: Any) -> Any:
-        if isinstance(data, list):
-            return [self._decode(v) for v in data]
-        if not isinstance(data, dict):
-            return data
+    def _hook(self, data: dict[str, Any]) -> Any:
+        """json's object hook: each JSON object, innermost first, is one tagged form."""
         if _TUPLE in data:
-            return tuple(self._decode(v) for v in data[_TUPLE])
+            return tuple(data[_TUPLE])
         if _DICT in data:
-            return {self._decode(k): self._decode(v) for k, v in data[_DICT]}
+            return {k: v for k, v in data[_DICT]}
         cls = self._classes[data[_CLASS]]  # only classes this spool wrote
-        if "v" in data:
-            return cls(*(self._decode(v) for v in data["v"]))
-        values = {name: self._decode(v) for name, v in data["f"].items()}
-        init = {f.name for f in dataclasses.fields(cls) if f.init}
-        obj = cls(**{k: v for k, v in values.items() if k in init})
-        for name, value in values.items():
-            if name not in init:
-                object.__setattr__(obj, name, value)
-        return obj
+        return self._builders[cls](data[_VALUES])
 
     def _load(self, i: int) -> T:
         assert self._file is not None
         self._file.seek(self._offsets[i])
-        item: T = self._decode(json.loads(self._file.read(self._sizes[i])))
+        item: T = json.loads(self._file.read(self._sizes[i]), object_hook=self._hook)
         return item
 
     def __len__(self) -> int:
