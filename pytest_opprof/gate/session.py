@@ -124,6 +124,7 @@ class BaselineSession:
         self.write_failures: list[str] = []
         """Why each baseline file that could not be written was not (names the file)."""
         self._paths: dict[str, Path | BaselineError] = {}
+        self._shown: dict[Path, str] = {}  # baseline file -> as a result names it
         self._files: dict[Path, Mapping[str, BaselineEntry]] = {}
         self._bad_paths: dict[Path, BaselineError] = {}
         self._verdicts: dict[str, tuple[Verdict, Tolerances]] = {}
@@ -252,10 +253,13 @@ class BaselineSession:
                 message += " (left untouched: fix or delete it, then update again)"
             self.errors[nodeid] = message
             return Judgement(None, message, fails=not self.options.warn_only)
-        try:
-            shown = path.relative_to(self.baseline_dir.parent).as_posix()
-        except ValueError:
-            shown = str(path)
+        shown = self._shown.get(path)
+        if shown is None:  # once per baseline file: three pure-path steps each time
+            try:
+                shown = path.relative_to(self.baseline_dir.parent).as_posix()
+            except ValueError:
+                shown = str(path)
+            self._shown[path] = shown
         if self.options.update:  # only staging reads it
             self._verdicts[nodeid] = (verdict, tolerances)
         result = TestResult(nodeid, summary, verdict, baseline_file=shown)

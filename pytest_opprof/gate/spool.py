@@ -10,8 +10,12 @@ per test in memory; reading it back (at the end, a few passes) rebuilds one resu
 a time.
 
 The encoding is generic over the frozen dataclasses and named tuples the results are
-made of, and safe to read: a record names its classes, and only classes this spool
-itself wrote are ever built back (nothing is looked up by name elsewhere).
+made of, and safe to read: a record names its class by its place in the spool's own
+list of the classes it wrote, so only those are ever built back (nothing is looked up
+by name).  Records are lists of field values, and every JSON object in the file is one
+of three tagged forms (record, tuple, dict), so reading is ``json.loads`` with an object
+hook: the per-value work runs in C (the test's summary is read at the end of the session
+a few times, and was a Python walk each time).
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import operator
 import tempfile
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
@@ -35,6 +40,10 @@ def _fill(cls: type, names: tuple[str, ...], values: list[Any]) -> Any:
     obj: Any = object.__new__(cls)
     obj.__dict__.update(zip(names, values, strict=True))
     return obj
+
+
+def _one(names: tuple[str, ...], obj: Any) -> tuple[Any, ...]:
+    return tuple(getattr(obj, n) for n in names)
 
 
 def _unpack(cls: type, values: list[Any]) -> Any:
@@ -58,11 +67,12 @@ class Spool(Sequence[T], Generic[T]):
         self._offsets = array("q")
         self._sizes = array("q")
         self._end = 0
-        self._classes: dict[str, type] = {}
-        self._names: dict[type, str] = {}
-        self._fields: dict[type, tuple[str, ...] | None] = {}
-        """Per type met: its field names (a dataclass, a NamedTuple), or None (anything else)."""
-        self._builders: dict[type, Callable[[list[Any]], Any]] = {}
+        self._builders: list[Callable[[list[Any]], Any]] = []
+        """Per class written, what builds it back from its values; a record names its
+        class by its index here."""
+        self._records: dict[type, tuple[int, Callable[[Any], Any]] | None] = {}
+        """Per type met: (its index in ``_builders``, its field values' getter) for a
+        dataclass or a NamedTuple, or None (anything else)."""
 
     def append(self, item: T) -> None:
         """Store ``item`` (a copy: later changes to the object are not seen)."""
@@ -78,50 +88,56 @@ class Spool(Sequence[T], Generic[T]):
         self._end += len(data)
 
     def _encode(self, obj: Any) -> Any:
-        if obj is None or type(obj) in _SCALARS:
-            return obj
         cls = type(obj)
-        names = self._fields.get(cls, _UNSEEN)
-        if names is _UNSEEN:
-            names = self._describe(cls, obj)
-        if names is not None:
-            # A record of the values in field order, not a dict of them: no key names to
-            # write or read back, and every JSON object in the file is one of the tagged
-            # forms, so the decoder's object hook never meets a plain dict.
-            encode = self._encode
-            return {_CLASS: self._names[cls], _VALUES: [encode(getattr(obj, n)) for n in names]}
+        if cls in _SCALARS or obj is None:
+            return obj
+        described = self._records.get(cls, _UNSEEN)
+        if described is _UNSEEN:
+            described = self._describe(cls, obj)
+        if described is not None:
+            # The values in field order, not a dict of them: no key names to write or
+            # read back.
+            index, values_of = described
+            return {_CLASS: index, _VALUES: self._values(values_of(obj))}
         if isinstance(obj, (bool, int, float, str)):  # a subclass of a scalar
             return obj
         if isinstance(obj, tuple):
-            return {_TUPLE: [self._encode(v) for v in obj]}
+            return {_TUPLE: self._values(obj)}
         if isinstance(obj, list):
-            return [self._encode(v) for v in obj]
+            return self._values(obj)
         if isinstance(obj, dict):
             return {_DICT: [[self._encode(k), self._encode(v)] for k, v in obj.items()]}
         raise TypeError(f"opprof result spool: cannot store {type(obj).__name__}")
 
-    def _describe(self, cls: type, obj: Any) -> tuple[str, ...] | None:
-        """Remember how ``cls`` is stored: its field names (a dataclass, a NamedTuple) or
-        None (anything else)."""
-        names: tuple[str, ...] | None = None
+    def _values(self, values: Iterable[Any]) -> list[Any]:
+        # Most values are numbers and strings: written as they are, without a call each
+        # (the encoding ran once per test and was most of its cost to the spool).
+        encode = self._encode
+        return [v if type(v) in _SCALARS or v is None else encode(v) for v in values]
+
+    def _describe(self, cls: type, obj: Any) -> tuple[int, Callable[[Any], Any]] | None:
+        """Remember how ``cls`` is stored: (its index, its field values' getter) for a
+        dataclass or a NamedTuple, or None (anything else)."""
+        described: tuple[int, Callable[[Any], Any]] | None = None
         if dataclasses.is_dataclass(cls):
             names = tuple(f.name for f in dataclasses.fields(cls))
             # Built back without __init__ (no __post_init__ in the results; a copy needs
             # none): an instance dict filled at once, where the class has one.
-            self._builders[cls] = (
+            build = (
                 functools.partial(_fill, cls, names)
                 if "__slots__" not in cls.__dict__
                 else functools.partial(_construct, cls, names)
             )
+            values_of: Callable[[Any], Any] = (
+                operator.attrgetter(*names) if len(names) > 1 else functools.partial(_one, names)
+            )
+            described = (len(self._builders), values_of)
+            self._builders.append(build)
         elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
-            names = tuple(obj._fields)
-            self._builders[cls] = functools.partial(_unpack, cls)
-        if names is not None:
-            name = f"{cls.__module__}.{cls.__qualname__}"
-            self._classes[name] = cls
-            self._names[cls] = name
-        self._fields[cls] = names
-        return names
+            described = (len(self._builders), tuple)
+            self._builders.append(functools.partial(_unpack, cls))
+        self._records[cls] = described
+        return described
 
     def _hook(self, data: dict[str, Any]) -> Any:
         """json's object hook: each JSON object, innermost first, is one tagged form."""
@@ -129,8 +145,7 @@ class Spool(Sequence[T], Generic[T]):
             return tuple(data[_TUPLE])
         if _DICT in data:
             return {k: v for k, v in data[_DICT]}
-        cls = self._classes[data[_CLASS]]  # only classes this spool wrote
-        return self._builders[cls](data[_VALUES])
+        return self._builders[data[_CLASS]](data[_VALUES])  # only classes this spool wrote
 
     def _load(self, i: int) -> T:
         assert self._file is not None
