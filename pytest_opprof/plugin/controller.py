@@ -128,9 +128,9 @@ class Controller:
         """Node id -> what the gate made of the test, as the summary shows it; a profiled
         test missing here was not judged."""
         statuses = dict.fromkeys(self.gate.errors, "error")
-        for r in self.gate.results:
-            busy = r.verdict.time_not_judged is not None and r.verdict.status == "pass"
-            statuses[r.nodeid] = "time not judged" if busy else r.verdict.status
+        for nodeid, verdict in self.gate.results.select("nodeid", "verdict"):
+            busy = verdict.time_not_judged is not None and verdict.status == "pass"
+            statuses[nodeid] = "time not judged" if busy else verdict.status
         return statuses
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

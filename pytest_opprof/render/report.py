@@ -305,35 +305,37 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
     # lines below need of each test is collected first.
     counts = dict.fromkeys(STATUSES, 0)
     regressed: list[list[str]] = []  # per regressed test, its lines
-    busy: list[TestResult] = []  # the first one's, and their number
-    worked: list[TestResult] = []
+    busy: list[tuple[str, Verdict]] = []  # the first one's (node id, verdict)
+    worked: list[tuple[str, Verdict]] = []
     varying: list[str] = []  # the first row_limit tests' lines
     n_varying = 0
     improved: list[str] = []
     new: list[str] = []
     n_busy = n_worked = 0
-    for r in session.results:
-        status = r.verdict.status
+    # Verdicts only: a regressed test's figures are read back by its index.
+    for i, (nodeid, verdict) in enumerate(session.results.select("nodeid", "verdict")):
+        status = verdict.status
         counts[status] += 1
         if status == "regressed":
+            r = session.results[i]
             if not session.fails(r):  # not failed: this is the only place it shows
                 regressed.append(["", render_text(r, row_limit=row_limit)])
             else:
-                regressed.append([f"REGRESSED {r.nodeid} (failed; the diff is in its failure)"])
+                regressed.append([f"REGRESSED {nodeid} (failed; the diff is in its failure)"])
         elif status == "improved":
-            improved.append(r.nodeid)
+            improved.append(nodeid)
         elif status == "new":
-            new.append(r.nodeid)
-        if r.verdict.time_not_judged:
+            new.append(nodeid)
+        if verdict.time_not_judged:
             n_busy += 1
-            busy = busy or [r]
-        if r.verdict.work_time:
+            busy = busy or [(nodeid, verdict)]
+        if verdict.work_time:
             n_worked += 1
-            worked = worked or [r]
-        if r.verdict.varying:
+            worked = worked or [(nodeid, verdict)]
+        if verdict.varying:
             n_varying += 1
             if n_varying <= row_limit:
-                varying.append(f"  {r.nodeid}: {varying_figures(r.verdict)}")
+                varying.append(f"  {nodeid}: {varying_figures(verdict)}")
     shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     if session.errors:
         shown += (", " if shown else "") + f"{len(session.errors)} unusable baseline"
@@ -351,15 +353,15 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
         lines += [
             "",
             f"times not judged: {n_busy} test(s) ran while the machine was busy, e.g. "
-            f"{busy[0].nodeid}:",
-            f"  {busy[0].verdict.time_not_judged}",
+            f"{busy[0][0]}:",
+            f"  {busy[0][1].time_not_judged}",
         ]
     if worked:
         lines += [
             "",
             f"times judged on work time: {n_worked} test(s) ran while the machine was busy, "
-            f"e.g. {worked[0].nodeid}:",
-            f"  {_work_note(worked[0].verdict)}",
+            f"e.g. {worked[0][0]}:",
+            f"  {_work_note(worked[0][1])}",
         ]
     if varying:
         lines += [
