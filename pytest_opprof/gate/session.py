@@ -31,6 +31,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import NamedTuple
 
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.machine import MachineInfo, machine_info
@@ -101,6 +102,18 @@ class Judgement:
         return "error" if self.error is not None else "not judged"
 
 
+class Judged(NamedTuple):
+    """What the end of the session's lines need of a judged test, kept in memory beside
+    its result in the spool (whose every read decodes the test's figures)."""
+
+    nodeid: str
+    status: str
+    busy: bool
+    """Its time was not judged: the machine was too busy (``time_not_judged``)."""
+    work_time: bool
+    varying: bool
+
+
 class BaselineSession:
     """One process's part of the comparison with baselines (see the module docstring)."""
 
@@ -111,6 +124,8 @@ class BaselineSession:
         self._machine = machine
         self.results: Spool[TestResult] = Spool()
         """Every judged test's result, on disk until the reports read them (see spool.py)."""
+        self.judged: list[Judged] = []
+        """Per result, in the same order: its status and flags (about 100 bytes a test)."""
         self.errors: dict[str, str] = {}
         """node id -> why its baseline could not be used (the message names the file)."""
         self.outside: dict[str, None] = {}
@@ -264,6 +279,15 @@ class BaselineSession:
             self._verdicts[nodeid] = (verdict, tolerances)
         result = TestResult(nodeid, summary, verdict, baseline_file=shown)
         self.results.append(result)
+        self.judged.append(
+            Judged(
+                nodeid,
+                verdict.status,
+                verdict.time_not_judged is not None,
+                bool(verdict.work_time),
+                bool(verdict.varying),
+            )
+        )
         return Judgement(result, None, self.fails(result))
 
     def fails(self, result: TestResult) -> bool:

@@ -70,15 +70,17 @@ class Spool(Sequence[T], Generic[T]):
         self._builders: list[Callable[[list[Any]], Any]] = []
         """Per class written, what builds it back from its values; a record names its
         class by its index here."""
-        self._names: list[tuple[str, ...]] = []
-        """Per class written, its field names (what :meth:`select` picks by)."""
         self._records: dict[type, tuple[int, Callable[[Any], Any]] | None] = {}
         """Per type met: (its index in ``_builders``, its field values' getter) for a
         dataclass or a NamedTuple, or None (anything else)."""
 
     def append(self, item: T) -> None:
         """Store ``item`` (a copy: later changes to the object are not seen)."""
-        data = json.dumps(self._encode(item), separators=(",", ":")).encode("utf-8")
+        # No cycle check: the encoded form is a tree built just now (the check was a third
+        # of the dump).
+        data = json.dumps(self._encode(item), separators=(",", ":"), check_circular=False).encode(
+            "utf-8"
+        )
         if self._file is None:
             # Anonymous (unlinked at once on POSIX): nothing is left behind however the
             # session ends.
@@ -135,11 +137,9 @@ class Spool(Sequence[T], Generic[T]):
             )
             described = (len(self._builders), values_of)
             self._builders.append(build)
-            self._names.append(names)
         elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
             described = (len(self._builders), tuple)
             self._builders.append(functools.partial(_unpack, cls))
-            self._names.append(tuple(obj._fields))
         self._records[cls] = described
         return described
 
@@ -151,14 +151,6 @@ class Spool(Sequence[T], Generic[T]):
             return {k: v for k, v in data[_DICT]}
         return self._builders[data[_CLASS]](data[_VALUES])  # only classes this spool wrote
 
-    def _build(self, raw: Any) -> Any:
-        """A value parsed without the object hook, built as the hook would have."""
-        if isinstance(raw, list):
-            return [self._build(v) for v in raw]
-        if isinstance(raw, dict):
-            return self._hook({k: self._build(v) for k, v in raw.items()})
-        return raw
-
     def _text(self, i: int) -> bytes:
         assert self._file is not None
         self._file.seek(self._offsets[i])
@@ -167,16 +159,6 @@ class Spool(Sequence[T], Generic[T]):
     def _load(self, i: int) -> T:
         item: T = json.loads(self._text(i), object_hook=self._hook)
         return item
-
-    def select(self, *names: str) -> Iterator[tuple[Any, ...]]:
-        """Per item (each a dataclass or NamedTuple), the values of the fields ``names``,
-        only those built: a pass that needs a result's verdict and not its figures reads
-        each item a few times faster than iterating (the figures are most of it)."""
-        for i in range(len(self)):
-            raw = json.loads(self._text(i))
-            fields = self._names[raw[_CLASS]]
-            values = raw[_VALUES]
-            yield tuple(self._build(values[fields.index(name)]) for name in names)
 
     def __len__(self) -> int:
         return len(self._offsets)

@@ -128,9 +128,8 @@ class Controller:
         """Node id -> what the gate made of the test, as the summary shows it; a profiled
         test missing here was not judged."""
         statuses = dict.fromkeys(self.gate.errors, "error")
-        for nodeid, verdict in self.gate.results.select("nodeid", "verdict"):
-            busy = verdict.time_not_judged is not None and verdict.status == "pass"
-            statuses[nodeid] = "time not judged" if busy else verdict.status
+        for j in self.gate.judged:
+            statuses[j.nodeid] = "time not judged" if j.busy and j.status == "pass" else j.status
         return statuses
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

@@ -301,8 +301,8 @@ def failure_text(judgement: Judgement, *, row_limit: int = DEFAULT_ROW_LIMIT) ->
 
 def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMIT) -> list[str]:
     """The terminal summary of a session's comparison: counts, then each notable test."""
-    # One read of the results (a spool decodes every test on each read): what the
-    # lines below need of each test is collected first.
+    # From the statuses kept in memory: a result is read back from the spool (which
+    # decodes its figures) only where its lines need more than its status.
     counts = dict.fromkeys(STATUSES, 0)
     regressed: list[list[str]] = []  # per regressed test, its lines
     busy: list[tuple[str, Verdict]] = []  # the first one's (node id, verdict)
@@ -312,30 +312,28 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
     improved: list[str] = []
     new: list[str] = []
     n_busy = n_worked = 0
-    # Verdicts only: a regressed test's figures are read back by its index.
-    for i, (nodeid, verdict) in enumerate(session.results.select("nodeid", "verdict")):
-        status = verdict.status
-        counts[status] += 1
-        if status == "regressed":
+    for i, j in enumerate(session.judged):
+        counts[j.status] += 1
+        if j.status == "regressed":
             r = session.results[i]
             if not session.fails(r):  # not failed: this is the only place it shows
                 regressed.append(["", render_text(r, row_limit=row_limit)])
             else:
-                regressed.append([f"REGRESSED {nodeid} (failed; the diff is in its failure)"])
-        elif status == "improved":
-            improved.append(nodeid)
-        elif status == "new":
-            new.append(nodeid)
-        if verdict.time_not_judged:
+                regressed.append([f"REGRESSED {j.nodeid} (failed; the diff is in its failure)"])
+        elif j.status == "improved":
+            improved.append(j.nodeid)
+        elif j.status == "new":
+            new.append(j.nodeid)
+        if j.busy:
             n_busy += 1
-            busy = busy or [(nodeid, verdict)]
-        if verdict.work_time:
+            busy = busy or [(j.nodeid, session.results[i].verdict)]
+        if j.work_time:
             n_worked += 1
-            worked = worked or [(nodeid, verdict)]
-        if verdict.varying:
+            worked = worked or [(j.nodeid, session.results[i].verdict)]
+        if j.varying:
             n_varying += 1
             if n_varying <= row_limit:
-                varying.append(f"  {nodeid}: {varying_figures(verdict)}")
+                varying.append(f"  {j.nodeid}: {varying_figures(session.results[i].verdict)}")
     shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     if session.errors:
         shown += (", " if shown else "") + f"{len(session.errors)} unusable baseline"
