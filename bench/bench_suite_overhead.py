@@ -9,7 +9,12 @@ rotating order; the ratios are taken within a repeat, and the median ratio over
 repeats is reported with its range.  Wall time is the whole pytest process (start-up,
 collection, the tests, the report), as a CI job sees it.
 
+``--trees BEFORE AFTER`` runs every suite and variant with ``PYTHONPATH`` set to each
+checkout (with its extension built) in the same repeat, so a before/after pair shares
+the machine's load; ``--suites numpy`` leaves ``examples/`` out.
+
     .venv/bin/python bench/bench_suite_overhead.py [--repeats 3] [--quick] [--json PATH]
+                                                   [--trees BEFORE AFTER] [--suites numpy]
 """
 
 from __future__ import annotations
@@ -62,7 +67,9 @@ VARIANTS: dict[str, list[str] | None] = {
 }
 
 
-def run(args: list[str], cwd: Path, opprof: list[str] | None) -> tuple[float, int]:
+def run(
+    args: list[str], cwd: Path, opprof: list[str] | None, tree: str | None = None
+) -> tuple[float, int]:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args()]
     cmd += ["-p", "no:benchmark", "-p", "no:randomly", *args]
     if opprof is not None:
@@ -72,6 +79,8 @@ def run(args: list[str], cwd: Path, opprof: list[str] | None) -> tuple[float, in
     # the plain runs, which never import them, did not pay.
     env = subprocess_env()
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if tree is not None:
+        env["PYTHONPATH"] = tree
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
@@ -80,36 +89,62 @@ def run(args: list[str], cwd: Path, opprof: list[str] | None) -> tuple[float, in
     return seconds, proc.returncode
 
 
-def measure(numpy_tests: list[str], k: str, repeats: int) -> dict[str, Any]:
+def measure(
+    numpy_tests: list[str],
+    k: str,
+    repeats: int,
+    trees: list[str | None] | None = None,
+    only: str | None = None,
+) -> dict[str, Any]:
     rows: dict[str, Any] = {}
+    checkouts = trees or [None]
     with tempfile.TemporaryDirectory(prefix="opprof-suite-") as tmp:
-        for name, (args, cwd) in suites(numpy_tests, k, Path(tmp)).items():
-            times: dict[str, list[float]] = {v: [] for v in VARIANTS}
-            ratios: dict[str, list[float]] = {v: [] for v in VARIANTS if v != "plain"}
-            loads, outcomes = [], set()
-            for variant in VARIANTS:  # untimed: writes the bytecode caches the runs use
-                run(args, cwd, VARIANTS[variant])
+        for suite, (args, cwd) in suites(numpy_tests, k, Path(tmp)).items():
+            if only is not None and not suite.startswith(only):
+                continue
+            keys = [(tree, variant) for tree in checkouts for variant in VARIANTS]
+            times: dict[tuple[str | None, str], list[float]] = {key: [] for key in keys}
+            ratios: dict[tuple[str | None, str], list[float]] = {key: [] for key in keys}
+            loads: list[float] = []
+            outcomes: dict[str | None, set[tuple[str, int]]] = {tree: set() for tree in checkouts}
+            for tree, variant in keys:  # untimed: writes the bytecode caches the runs use
+                run(args, cwd, VARIANTS[variant], tree)
             for i in range(repeats):
                 loads.append(loadavg())
-                order = list(VARIANTS)[i % len(VARIANTS) :] + list(VARIANTS)[: i % len(VARIANTS)]
+                order = keys[i % len(keys) :] + keys[: i % len(keys)]
                 now = {}
-                for variant in order:
-                    now[variant], rc = run(args, cwd, VARIANTS[variant])
-                    outcomes.add((variant, rc))
-                for variant, seconds in now.items():
-                    times[variant].append(seconds)
-                    if variant != "plain":
-                        ratios[variant].append(seconds / now["plain"])
-            rows[name] = {
-                "plain_s": spread(times["plain"]),
-                "opprof_s": spread(times["opprof"]),
-                "ratio": spread(ratios["opprof"]),
-                "one_round_s": spread(times["one_round"]),
-                "one_round_ratio": spread(ratios["one_round"]),
-                "load": spread(loads),
-                "exit_codes": sorted(f"{variant}={rc}" for variant, rc in outcomes),
-            }
+                for tree, variant in order:
+                    now[tree, variant], rc = run(args, cwd, VARIANTS[variant], tree)
+                    outcomes[tree].add((variant, rc))
+                for (tree, variant), seconds in now.items():
+                    times[tree, variant].append(seconds)
+                    ratios[tree, variant].append(seconds / now[tree, "plain"])
+            for tree in checkouts:
+                name = suite if tree is None else f"{suite} ({tree})"
+                rows[name] = _row(
+                    {v: times[tree, v] for v in VARIANTS},
+                    {v: ratios[tree, v] for v in VARIANTS},
+                    loads,
+                    outcomes[tree],
+                )
     return {"repeats": repeats, "numpy_k": k, "rows": rows}
+
+
+def _row(
+    times: dict[str, list[float]],
+    ratios: dict[str, list[float]],
+    loads: list[float],
+    outcomes: set[tuple[str, int]],
+) -> dict[str, Any]:
+    return {
+        "plain_s": spread(times["plain"]),
+        "opprof_s": spread(times["opprof"]),
+        "ratio": spread(ratios["opprof"]),
+        "one_round_s": spread(times["one_round"]),
+        "one_round_ratio": spread(ratios["one_round"]),
+        "load": spread(loads),
+        "exit_codes": sorted(f"{variant}={rc}" for variant, rc in outcomes),
+    }
 
 
 def print_result(result: dict[str, Any]) -> None:
@@ -130,10 +165,21 @@ def main() -> None:
     parser.add_argument("--numpy-k", default=NUMPY_K, help="pytest -k for the numpy tests")
     parser.add_argument("--quick", action="store_true", help="one repeat, test_einsum only")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--trees", nargs="+", default=[], help="checkouts to compare (PYTHONPATH of each run)"
+    )
+    parser.add_argument("--suites", choices=["numpy", "examples"], help="only this suite")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.numpy_tests = 1, QUICK_NUMPY_TESTS
-    result = measure(args.numpy_tests, args.numpy_k, args.repeats)
+    trees: list[str | None] = list(args.trees)
+    result = measure(
+        args.numpy_tests,
+        args.numpy_k,
+        args.repeats,
+        trees or None,
+        None if args.suites is None else args.suites.rstrip("/"),
+    )
     print_result(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

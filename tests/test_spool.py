@@ -38,6 +38,8 @@ def test_results_come_back_equal_and_render_the_same(tmp_path: Path) -> None:
     assert spool[-1] == judged and spool[:1] == [payload]
     kept = list(session.results)
     assert kept == [judged]
+    # The statuses kept in memory for the summary follow the spool, one per result.
+    assert [(j.nodeid, j.status) for j in session.judged] == [(nodeid, judged.verdict.status)]
     assert (
         build_report(kept, machine=machine())["tests"]
         == build_report([judged], machine=machine())["tests"]

@@ -39,13 +39,28 @@ class _ThreadFiles:
 
     def __init__(self) -> None:
         self._fds: dict[int, int] = {}
+        self._tids: set[int] = set()
+        self._links = -1
+        """``/proc/self/task``'s link count when ``_tids`` was listed (threads + 2)."""
+
+    def _listed(self) -> set[int]:
+        """The process's thread ids.  Listed again only when the thread count moved (a
+        ``stat`` of the directory, half a listing's cost, twice a round), or when a
+        thread's file failed (it exited): a thread that exited while another started
+        between two readings keeps the old list until the next change, which leaves
+        the new one's wait out, as for a thread that exits within a round."""
+        links = os.stat(_TASKS).st_nlink
+        if links != self._links:
+            self._tids = {int(name) for name in os.listdir(_TASKS)}
+            self._links = links
+        return self._tids
 
     def read(self) -> dict[int, tuple[int, int]]:
         """Every thread of this process but the caller: tid -> (run ns, wait ns)."""
         own = threading.get_native_id()
         out: dict[int, tuple[int, int]] = {}
         try:
-            tids = {int(name) for name in os.listdir(_TASKS)}
+            tids = self._listed()
         except OSError:
             return out
         for tid in [t for t in self._fds if t not in tids]:
@@ -58,7 +73,8 @@ class _ThreadFiles:
                 if fd is None:
                     fd = self._fds[tid] = os.open(f"{_TASKS}/{tid}/schedstat", os.O_RDONLY)
                 out[tid] = _read_schedstat(fd)
-            except OSError:  # exited meanwhile
+            except OSError:  # exited meanwhile: list again next time
+                self._links = -1
                 if fd is not None:
                     os.close(self._fds.pop(tid))
         return out
@@ -67,6 +83,7 @@ class _ThreadFiles:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        self._links = -1
 
 
 @dataclass(frozen=True)

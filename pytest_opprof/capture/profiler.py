@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_opprof import _native
 from pytest_opprof.capture import sources
-from pytest_opprof.capture.plan import plan
+from pytest_opprof.capture.plan import Plan, plan
 from pytest_opprof.capture.records import FLAG_EXCEPTION, Records
 from pytest_opprof.errors import OpprofError
 
@@ -138,7 +139,12 @@ class profile:  # lower case: torch.profiler's spelling
         self.stop()
 
     def _wanted_sources(self) -> list[sources.Source]:
-        chosen = plan(self.capture, memory=self.profile_memory, python_memory=self.python_memory)
+        chosen, unavailable = _planned(
+            None if self.capture is None else tuple(self.capture),
+            self.profile_memory,
+            self.python_memory,
+        )
+        self.not_measured = list(unavailable)
         wanted = list(chosen.capture)
         self._cuda_source = self._wanted_cuda()
         if self._cuda_source is not None:
@@ -149,12 +155,6 @@ class profile:  # lower case: torch.profiler's spelling
     def _wanted_cuda(self) -> CudaSource | None:
         from pytest_opprof.capture.sources import cuda_source
 
-        self.not_measured = []
-        for name in self.capture if self.capture is not None else sources.CAPTURE_SOURCES:
-            source = sources.get(name) if name != sources.NONE else None
-            reason = getattr(source, "reason", None)
-            if source is not None and reason is not None and not source.available():
-                self.not_measured.append(f"{name} ops: {reason}")
         if self.cuda is False or (self.cuda is None and not cuda_source.cuda_in_use()):
             return None
         source = sources.get("cuda")
@@ -246,9 +246,11 @@ class profile:  # lower case: torch.profiler's spelling
             if self._memory_source in acquired:
                 from pytest_opprof.capture.sources import memory_source
 
-                # Kept here: the next profile's start clears the native samples.
-                self._memory_samples = memory_source.memory_samples()
-                self.memory = memory_source.memory_stats()
+                # Kept here: the next profile's start clears the native samples.  The
+                # counters are read once for both (after stop they move only by frees).
+                counters = _native.memory_counters()
+                self._memory_samples = memory_source.memory_samples(counters.samples)
+                self.memory = memory_source.memory_stats(counters)
         finally:
             _release(acquired)
 
@@ -330,6 +332,32 @@ def _overhead(options: int, acquired: list[sources.Source]) -> Overhead:
 
         _overheads[key] = calibrate(_set_recording, record_function, numpy_hooked, options)
     return _overheads[key]
+
+
+_plans: dict[tuple[object, ...], tuple[Plan, tuple[str, ...]]] = {}
+
+
+def _planned(
+    capture: tuple[str, ...] | None, memory: bool, python_memory: bool
+) -> tuple[Plan, tuple[str, ...]]:
+    """The plan for these settings and the "what: why" lines of the capture sources that
+    cannot run, kept while ``sys.modules`` keeps its size: a source becomes available by
+    an import (torch, scipy), and planning each start cost a trivial test 10-20 us (the
+    same test ``capture.threadpools`` uses to find the BLAS pools again)."""
+    key = (capture, memory, python_memory, len(sys.modules))
+    known = _plans.get(key)
+    if known is None:
+        chosen = plan(capture, memory=memory, python_memory=python_memory)
+        unavailable = []
+        for name in capture if capture is not None else sources.CAPTURE_SOURCES:
+            source = sources.get(name) if name != sources.NONE else None
+            reason = getattr(source, "reason", None)
+            if source is not None and reason is not None and not source.available():
+                unavailable.append(f"{name} ops: {reason}")
+        if len(_plans) > 64:  # one key per import that grew sys.modules: keep a few
+            _plans.clear()
+        known = _plans[key] = (chosen, tuple(unavailable))
+    return known
 
 
 def _release(acquired: list[sources.Source]) -> None:

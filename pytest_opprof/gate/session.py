@@ -31,6 +31,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import NamedTuple
 
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.machine import MachineInfo, machine_info
@@ -101,6 +102,18 @@ class Judgement:
         return "error" if self.error is not None else "not judged"
 
 
+class Judged(NamedTuple):
+    """What the end of the session's lines need of a judged test, kept in memory beside
+    its result in the spool (whose every read decodes the test's figures)."""
+
+    nodeid: str
+    status: str
+    busy: bool
+    """Its time was not judged: the machine was too busy (``time_not_judged``)."""
+    work_time: bool
+    varying: bool
+
+
 class BaselineSession:
     """One process's part of the comparison with baselines (see the module docstring)."""
 
@@ -111,6 +124,8 @@ class BaselineSession:
         self._machine = machine
         self.results: Spool[TestResult] = Spool()
         """Every judged test's result, on disk until the reports read them (see spool.py)."""
+        self.judged: list[Judged] = []
+        """Per result, in the same order: its status and flags (about 100 bytes a test)."""
         self.errors: dict[str, str] = {}
         """node id -> why its baseline could not be used (the message names the file)."""
         self.outside: dict[str, None] = {}
@@ -124,6 +139,7 @@ class BaselineSession:
         self.write_failures: list[str] = []
         """Why each baseline file that could not be written was not (names the file)."""
         self._paths: dict[str, Path | BaselineError] = {}
+        self._shown: dict[Path, str] = {}  # baseline file -> as a result names it
         self._files: dict[Path, Mapping[str, BaselineEntry]] = {}
         self._bad_paths: dict[Path, BaselineError] = {}
         self._verdicts: dict[str, tuple[Verdict, Tolerances]] = {}
@@ -252,14 +268,26 @@ class BaselineSession:
                 message += " (left untouched: fix or delete it, then update again)"
             self.errors[nodeid] = message
             return Judgement(None, message, fails=not self.options.warn_only)
-        try:
-            shown = path.relative_to(self.baseline_dir.parent).as_posix()
-        except ValueError:
-            shown = str(path)
+        shown = self._shown.get(path)
+        if shown is None:  # once per baseline file: three pure-path steps each time
+            try:
+                shown = path.relative_to(self.baseline_dir.parent).as_posix()
+            except ValueError:
+                shown = str(path)
+            self._shown[path] = shown
         if self.options.update:  # only staging reads it
             self._verdicts[nodeid] = (verdict, tolerances)
         result = TestResult(nodeid, summary, verdict, baseline_file=shown)
         self.results.append(result)
+        self.judged.append(
+            Judged(
+                nodeid,
+                verdict.status,
+                verdict.time_not_judged is not None,
+                bool(verdict.work_time),
+                bool(verdict.varying),
+            )
+        )
         return Judgement(result, None, self.fails(result))
 
     def fails(self, result: TestResult) -> bool:

@@ -10,22 +10,53 @@ per test in memory; reading it back (at the end, a few passes) rebuilds one resu
 a time.
 
 The encoding is generic over the frozen dataclasses and named tuples the results are
-made of, and safe to read: a record names its classes, and only classes this spool
-itself wrote are ever built back (nothing is looked up by name elsewhere).
+made of, and safe to read: a record names its class by its place in the spool's own
+list of the classes it wrote, so only those are ever built back (nothing is looked up
+by name).  Records are lists of field values, and every JSON object in the file is one
+of three tagged forms (record, tuple, dict), so reading is ``json.loads`` with an object
+hook: the per-value work runs in C (the test's summary is read at the end of the session
+a few times, and was a Python walk each time).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import operator
 import tempfile
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 
-_CLASS, _TUPLE, _DICT = "c", "t", "d"
+_CLASS, _VALUES, _TUPLE, _DICT = "c", "v", "t", "d"
+_SCALARS = frozenset((str, int, float, bool))
+_UNSEEN: Any = object()
+
+
+def _fill(cls: type, names: tuple[str, ...], values: list[Any]) -> Any:
+    obj: Any = object.__new__(cls)
+    obj.__dict__.update(zip(names, values, strict=True))
+    return obj
+
+
+def _one(names: tuple[str, ...], obj: Any) -> tuple[Any, ...]:
+    return tuple(getattr(obj, n) for n in names)
+
+
+def _unpack(cls: type, values: list[Any]) -> Any:
+    return cls(*values)
+
+
+def _construct(cls: type, names: tuple[str, ...], values: list[Any]) -> Any:
+    init = {f.name for f in dataclasses.fields(cls) if f.init}
+    obj = cls(**{n: v for n, v in zip(names, values, strict=True) if n in init})
+    for name, value in zip(names, values, strict=True):
+        if name not in init:
+            object.__setattr__(obj, name, value)
+    return obj
 
 
 class Spool(Sequence[T], Generic[T]):
@@ -36,13 +67,20 @@ class Spool(Sequence[T], Generic[T]):
         self._offsets = array("q")
         self._sizes = array("q")
         self._end = 0
-        self._classes: dict[str, type] = {}
-        self._fields: dict[type, tuple[str, tuple[str, ...]] | None] = {}
-        """Per type met: (its name, its dataclass field names), or None when not a dataclass."""
+        self._builders: list[Callable[[list[Any]], Any]] = []
+        """Per class written, what builds it back from its values; a record names its
+        class by its index here."""
+        self._records: dict[type, tuple[int, Callable[[Any], Any]] | None] = {}
+        """Per type met: (its index in ``_builders``, its field values' getter) for a
+        dataclass or a NamedTuple, or None (anything else)."""
 
     def append(self, item: T) -> None:
         """Store ``item`` (a copy: later changes to the object are not seen)."""
-        data = json.dumps(self._encode(item), separators=(",", ":")).encode("utf-8")
+        # No cycle check: the encoded form is a tree built just now (the check was a third
+        # of the dump).
+        data = json.dumps(self._encode(item), separators=(",", ":"), check_circular=False).encode(
+            "utf-8"
+        )
         if self._file is None:
             # Anonymous (unlinked at once on POSIX): nothing is left behind however the
             # session ends.
@@ -54,59 +92,72 @@ class Spool(Sequence[T], Generic[T]):
         self._end += len(data)
 
     def _encode(self, obj: Any) -> Any:
-        if obj is None or isinstance(obj, (bool, int, float, str)):
-            return obj
         cls = type(obj)
-        if cls not in self._fields:
-            is_data = dataclasses.is_dataclass(cls)
-            self._fields[cls] = (
-                (self._register(cls), tuple(f.name for f in dataclasses.fields(cls)))
-                if is_data
-                else None
-            )
-        described = self._fields[cls]
+        if cls in _SCALARS or obj is None:
+            return obj
+        described = self._records.get(cls, _UNSEEN)
+        if described is _UNSEEN:
+            described = self._describe(cls, obj)
         if described is not None:
-            name, names = described
-            return {_CLASS: name, "f": {n: self._encode(getattr(obj, n)) for n in names}}
-        if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
-            return {_CLASS: self._register(type(obj)), "v": [self._encode(v) for v in obj]}
+            # The values in field order, not a dict of them: no key names to write or
+            # read back.
+            index, values_of = described
+            return {_CLASS: index, _VALUES: self._values(values_of(obj))}
+        if isinstance(obj, (bool, int, float, str)):  # a subclass of a scalar
+            return obj
         if isinstance(obj, tuple):
-            return {_TUPLE: [self._encode(v) for v in obj]}
+            return {_TUPLE: self._values(obj)}
         if isinstance(obj, list):
-            return [self._encode(v) for v in obj]
+            return self._values(obj)
         if isinstance(obj, dict):
             return {_DICT: [[self._encode(k), self._encode(v)] for k, v in obj.items()]}
         raise TypeError(f"opprof result spool: cannot store {type(obj).__name__}")
 
-    def _register(self, cls: type) -> str:
-        name = f"{cls.__module__}.{cls.__qualname__}"
-        self._classes[name] = cls
-        return name
+    def _values(self, values: Iterable[Any]) -> list[Any]:
+        # Most values are numbers and strings: written as they are, without a call each
+        # (the encoding ran once per test and was most of its cost to the spool).
+        encode = self._encode
+        return [v if type(v) in _SCALARS or v is None else encode(v) for v in values]
 
-    def _decode(self, data: Any) -> Any:
-        if isinstance(data, list):
-            return [self._decode(v) for v in data]
-        if not isinstance(data, dict):
-            return data
+    def _describe(self, cls: type, obj: Any) -> tuple[int, Callable[[Any], Any]] | None:
+        """Remember how ``cls`` is stored: (its index, its field values' getter) for a
+        dataclass or a NamedTuple, or None (anything else)."""
+        described: tuple[int, Callable[[Any], Any]] | None = None
+        if dataclasses.is_dataclass(cls):
+            names = tuple(f.name for f in dataclasses.fields(cls))
+            # Built back without __init__ (no __post_init__ in the results; a copy needs
+            # none): an instance dict filled at once, where the class has one.
+            build = (
+                functools.partial(_fill, cls, names)
+                if "__slots__" not in cls.__dict__
+                else functools.partial(_construct, cls, names)
+            )
+            values_of: Callable[[Any], Any] = (
+                operator.attrgetter(*names) if len(names) > 1 else functools.partial(_one, names)
+            )
+            described = (len(self._builders), values_of)
+            self._builders.append(build)
+        elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
+            described = (len(self._builders), tuple)
+            self._builders.append(functools.partial(_unpack, cls))
+        self._records[cls] = described
+        return described
+
+    def _hook(self, data: dict[str, Any]) -> Any:
+        """json's object hook: each JSON object, innermost first, is one tagged form."""
         if _TUPLE in data:
-            return tuple(self._decode(v) for v in data[_TUPLE])
+            return tuple(data[_TUPLE])
         if _DICT in data:
-            return {self._decode(k): self._decode(v) for k, v in data[_DICT]}
-        cls = self._classes[data[_CLASS]]  # only classes this spool wrote
-        if "v" in data:
-            return cls(*(self._decode(v) for v in data["v"]))
-        values = {name: self._decode(v) for name, v in data["f"].items()}
-        init = {f.name for f in dataclasses.fields(cls) if f.init}
-        obj = cls(**{k: v for k, v in values.items() if k in init})
-        for name, value in values.items():
-            if name not in init:
-                object.__setattr__(obj, name, value)
-        return obj
+            return {k: v for k, v in data[_DICT]}
+        return self._builders[data[_CLASS]](data[_VALUES])  # only classes this spool wrote
 
-    def _load(self, i: int) -> T:
+    def _text(self, i: int) -> bytes:
         assert self._file is not None
         self._file.seek(self._offsets[i])
-        item: T = self._decode(json.loads(self._file.read(self._sizes[i])))
+        return self._file.read(self._sizes[i])
+
+    def _load(self, i: int) -> T:
+        item: T = json.loads(self._text(i), object_hook=self._hook)
         return item
 
     def __len__(self) -> int:

@@ -163,6 +163,12 @@ class TimeStats:
 
     def as_stored(self) -> TimeStats:
         """What :meth:`to_json` reads back as, without the text: every time rounded."""
+        if self.min_ns == self.max_ns and not self.stdev_ns and not self.mad_ns:
+            # Every sample alike (one round: most tests), so are the median and the mean:
+            # one rounding for all of them.
+            only = round_sig(self.min_ns)
+            if self.median_ns == self.mean_ns == self.min_ns:
+                return TimeStats((only,) * len(self.samples_ns), only, only, only, only, 0, 0)
         return TimeStats(
             samples_ns=tuple(round_sig(s) for s in self.samples_ns),
             median_ns=round_sig(self.median_ns),
@@ -631,6 +637,15 @@ def read_left_out(f: Fields, ops: Mapping[str, object]) -> LeftOut | None:
     return LeftOut.from_json(f.obj("left_out")) if f.has("left_out") else None
 
 
+def _median_low(values: Sequence[int]) -> int:
+    """``statistics.median_low``, without its work for one value (one round: most tests)."""
+    return values[0] if len(values) == 1 else statistics.median_low(values)
+
+
+def _median(values: Sequence[float]) -> float:
+    return values[0] if len(values) == 1 else statistics.median(values)
+
+
 def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
     """Combine the measured rounds of one test (at least one) into its summary."""
     if not rounds:
@@ -654,9 +669,9 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
         rounds=len(rounds),
         wall_time=TimeStats.from_samples([r.wall_time_ns for r in rounds]),
         cpu_time=TimeStats.from_samples([r.cpu_time_ns for r in rounds]),
-        op_count=statistics.median_low(op_counts),
-        flops=statistics.median_low(flops),
-        op_time_share=statistics.median(
+        op_count=_median_low(op_counts),
+        flops=_median_low(flops),
+        op_time_share=_median(
             [r.captured_ns() / r.wall_time_ns if r.wall_time_ns > 0 else 0.0 for r in rounds]
         ),
         memory=_low_median_memory(memories) if memories else None,
@@ -666,7 +681,7 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
             if any(op.device_time is not None for op in ops.values())
             else None
         ),
-        device_memory_bytes=statistics.median_low(device_memory) if device_memory else None,
+        device_memory_bytes=_median_low(device_memory) if device_memory else None,
         # Only with one reference per round: a verdict pairs them with the rounds' times.
         speed_ref=TimeStats.from_samples(speed_refs) if len(speed_refs) == len(rounds) else None,
         native_ref=TimeStats.from_samples(native_refs) if len(native_refs) == len(rounds) else None,
@@ -680,12 +695,12 @@ def _summarize_op(key: str, per_round: list[OpFigures]) -> OpSummary:
     has_device = any(f.device_ns or f.self_device_ns for f in per_round)
     return OpSummary(
         key=key,
-        count=statistics.median_low([f.count for f in per_round]),
+        count=_median_low([f.count for f in per_round]),
         self_cpu_time=TimeStats.from_samples([f.self_cpu_ns for f in per_round]),
         cpu_time=TimeStats.from_samples([f.cpu_ns for f in per_round]),
-        self_memory_bytes=statistics.median_low([f.self_memory_bytes for f in per_round]),
-        memory_bytes=statistics.median_low([f.memory_bytes for f in per_round]),
-        flops=statistics.median_low([f.flops for f in per_round]),
+        self_memory_bytes=_median_low([f.self_memory_bytes for f in per_round]),
+        memory_bytes=_median_low([f.memory_bytes for f in per_round]),
+        flops=_median_low([f.flops for f in per_round]),
         self_device_time=(
             TimeStats.from_samples([f.self_device_ns for f in per_round]) if has_device else None
         ),
@@ -704,8 +719,8 @@ def _summarize_op(key: str, per_round: list[OpFigures]) -> OpSummary:
 
 def _low_median_memory(memories: list[MemoryFigures]) -> MemoryFigures:
     return MemoryFigures(
-        peak_bytes=statistics.median_low([m.peak_bytes for m in memories]),
-        allocated_bytes=statistics.median_low([m.allocated_bytes for m in memories]),
-        allocations=statistics.median_low([m.allocations for m in memories]),
-        leaked_bytes=statistics.median_low([m.leaked_bytes for m in memories]),
+        peak_bytes=_median_low([m.peak_bytes for m in memories]),
+        allocated_bytes=_median_low([m.allocated_bytes for m in memories]),
+        allocations=_median_low([m.allocations for m in memories]),
+        leaked_bytes=_median_low([m.leaked_bytes for m in memories]),
     )

@@ -15,7 +15,8 @@ import contextlib
 import heapq
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,9 @@ class Controller:
         result = self._payload(report)
         if result is None:
             return
-        self.results.append(result)
+        # The judgement holds a second copy of the figures (its result's), and nothing
+        # reads it back from the spool: only the verdict below uses it.
+        self.results.append(replace(result, judgement=None) if result.judgement else result)
         if result.marked:
             self.gate.marked.add(report.nodeid)
         if result.flame is not None:
@@ -122,12 +125,11 @@ class Controller:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _statuses(self) -> dict[str, str]:
-        """Node id -> what the gate made of the test, as the summary shows it."""
-        statuses = {r.nodeid: "not judged" for r in self.results}
-        statuses.update(dict.fromkeys(self.gate.errors, "error"))
-        for r in self.gate.results:
-            busy = r.verdict.time_not_judged is not None and r.verdict.status == "pass"
-            statuses[r.nodeid] = "time not judged" if busy else r.verdict.status
+        """Node id -> what the gate made of the test, as the summary shows it; a profiled
+        test missing here was not judged."""
+        statuses = dict.fromkeys(self.gate.errors, "error")
+        for j in self.gate.judged:
+            statuses[j.nodeid] = "time not judged" if j.busy and j.status == "pass" else j.status
         return statuses
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -150,32 +152,48 @@ class Controller:
         if not self.results:
             tr.write_line("no test was profiled")
             return
-        partial = [r for r in self.results if r.summary.dropped_events]
-        if partial:
-            worst = max(partial, key=lambda r: r.summary.dropped_events)
-            tr.write_line(
-                f"opprof: PARTIAL: {len(partial)} test(s) recorded more events in a round than "
-                f"--opprof-max-events ({self.options.max_events}) keeps, e.g. "
-                f"{worst.nodeid} ({worst.summary.dropped_events:,} dropped): their op figures "
-                "cover part of the test and are not judged (wall time and memory are)"
-            )
+        # One read of the spool (each read decodes every test) feeds the rows, the
+        # PARTIAL line and the tables; a table is read back by index afterwards.
+        partial: list[tuple[int, str]] = []  # (dropped events, node id)
+        tables: list[int] = []
+
+        def watched() -> Iterator[ProfiledTest]:
+            for i, r in enumerate(self.results):
+                if r.summary.dropped_events:
+                    partial.append((r.summary.dropped_events, r.nodeid))
+                if r.table is not None:
+                    tables.append(i)
+                yield r
+
         # With no op source (--opprof-capture none) every test would read 0% in ops.
         flag_low = bool(self.plan.capture)
         show_all = self.options.summary == "all" or tr.config.get_verbosity() >= 1
-        for line in summary_lines(
-            self.results,
+        lines = summary_lines(
+            watched(),
             self._statuses(),
             show_all=show_all,
             min_wall_ns=self.options.gate.min_time_ns,
             flag_low=flag_low,
-        ):
+            unlisted_status="not judged",
+        )
+        if partial:
+            # The first of the most dropped, as max() over the results picked it.
+            dropped, nodeid = max(partial, key=lambda p: p[0])
+            tr.write_line(
+                f"opprof: PARTIAL: {len(partial)} test(s) recorded more events in a round than "
+                f"--opprof-max-events ({self.options.max_events}) keeps, e.g. "
+                f"{nodeid} ({dropped:,} dropped): their op figures "
+                "cover part of the test and are not judged (wall time and memory are)"
+            )
+        for line in lines:
             tr.write_line(line)
-        for result in self.results:
-            if result.table is not None:
-                tr.write_sep("-", f"opprof: {result.nodeid}")
-                tr.write_line(result.table.rstrip("\n"))
-                if result.trace_path is not None:
-                    tr.write_line(f"trace: {result.trace_path}")
+        for i in tables:
+            result = self.results[i]
+            assert result.table is not None
+            tr.write_sep("-", f"opprof: {result.nodeid}")
+            tr.write_line(result.table.rstrip("\n"))
+            if result.trace_path is not None:
+                tr.write_line(f"trace: {result.trace_path}")
         if self.options.trace_dir is not None:
             tr.write_line(
                 trace_line(self.results, self.options.trace_dir, self.options.trace_which)
@@ -208,13 +226,14 @@ SLOWEST_SHOWN = 10
 
 
 def summary_lines(
-    results: Sequence[ProfiledTest],
+    results: Iterable[ProfiledTest],
     statuses: Mapping[str, str] | None = None,
     *,
     show_all: bool = True,
     slowest: int = SLOWEST_SHOWN,
     min_wall_ns: int = 1_000_000,
     flag_low: bool = True,
+    unlisted_status: str = "-",
 ) -> list[str]:
     """A header, a line per listed test (self CPU time in captured ops, op count, the share
     of its wall time in library ops (``op_time_share``), top op, the gate's status), a
@@ -224,32 +243,45 @@ def summary_lines(
 
     ``show_all=False`` lists what needs attention: every test whose status is not
     ``pass``, the marked ones and the ``slowest``; the totals line counts the rest.
+    ``statuses``: node id -> status (``unlisted_status`` for a test not in it).
+
+    ``results`` is read once, one test at a time (a spool decodes each test on every
+    read, and holding them would hold every test's figures): only rows are kept.
     """
     statuses = statuses or {}
-    slow: set[str] = set()
-    if not show_all:
-        # nlargest over (time, id) pairs, and rows made as the results are read: they may be
-        # a spool read back one at a time, and holding them would hold every test's figures.
-        by_wall = heapq.nlargest(
-            slowest, ((r.summary.wall_time.median_ns, r.nodeid) for r in results)
-        )
-        slow = {nodeid for _wall, nodeid in by_wall}
-    rows = []
+    listed: list[tuple[int, tuple[str, ...]]] = []  # (position, row)
+    # The slowest by (wall, node id): a min-heap of the `slowest` largest seen so far,
+    # each with its row (kept out of `listed` when listed anyway).
+    slow: list[tuple[int, str, int, tuple[str, ...] | None]] = []
+    counts: Counter[str] = Counter()
     low = 0
-    for r in results:
+    n = 0
+    for i, r in enumerate(results):
+        n += 1
         share = r.summary.op_time_share
-        long_enough = r.summary.wall_time.median_ns >= min_wall_ns
+        wall = r.summary.wall_time.median_ns
+        long_enough = wall >= min_wall_ns
         flag = " LOW" if flag_low and share < LOW_CAPTURE_SHARE and long_enough else ""
         low += bool(flag)
-        status = statuses.get(r.nodeid, "-")
-        if not (show_all or r.nodeid in slow or r.marked or status not in ("pass", "-")):
+        status = statuses.get(r.nodeid, unlisted_status)
+        counts[status] += 1
+        anyway = show_all or r.marked or status not in ("pass", "-")
+        if not anyway and slowest <= 0:
             continue
-        ops = [op for key, op in r.summary.ops.items() if key != MEMORY_EVENT_NAME]
-        self_us = sum(op.self_cpu_time.median_ns for op in ops) / 1000
-        top = max(ops, key=lambda op: op.self_cpu_time.median_ns, default=None)
-        top_text = f"{top.key} {format_time(top.self_cpu_time.median_ns / 1000)}" if top else "-"
-        cpu, count = format_time(self_us), str(r.summary.op_count)
-        rows.append((cpu, count, f"{share:.0%}{flag}", top_text, status, r.nodeid))
+        key = (wall, r.nodeid)
+        if not anyway and len(slow) >= slowest and key <= slow[0][:2]:
+            continue  # neither listed nor among the slowest: no row to make
+        row = _row(r, share, flag, status)
+        if anyway:
+            listed.append((i, row))
+        if not show_all and slowest > 0:
+            entry = (wall, r.nodeid, i, None if anyway else row)
+            if len(slow) < slowest:
+                heapq.heappush(slow, entry)
+            elif key > slow[0][:2]:
+                heapq.heapreplace(slow, entry)
+    listed += [(i, row) for _wall, _nodeid, i, row in slow if row is not None]
+    rows = [row for _i, row in sorted(listed)]
     lines = []
     if rows:
         top_width = min(max(len(row[3]) for row in rows), 48)
@@ -263,9 +295,8 @@ def summary_lines(
             f"{nodeid}"
             for cpu, count, share, top, status, nodeid in rows
         ]
-    counts = Counter(statuses.get(r.nodeid, "-") for r in results)
     counted = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=_by_status))
-    total = f"opprof: {len(results)} profiled test(s) ({counted})"
+    total = f"opprof: {n} profiled test(s) ({counted})"
     hidden = sum(counts.values()) - len(rows)
     if hidden:
         total += (
@@ -281,6 +312,15 @@ def summary_lines(
             "cannot see, so their op figures gate little of it"
         )
     return lines
+
+
+def _row(r: ProfiledTest, share: float, flag: str, status: str) -> tuple[str, ...]:
+    ops = [op for key, op in r.summary.ops.items() if key != MEMORY_EVENT_NAME]
+    self_us = sum(op.self_cpu_time.median_ns for op in ops) / 1000
+    top = max(ops, key=lambda op: op.self_cpu_time.median_ns, default=None)
+    top_text = f"{top.key} {format_time(top.self_cpu_time.median_ns / 1000)}" if top else "-"
+    cpu, count = format_time(self_us), str(r.summary.op_count)
+    return (cpu, count, f"{share:.0%}{flag}", top_text, status, r.nodeid)
 
 
 _STATUS_ORDER = ("regressed", "improved", "new", "not judged", "error", "time not judged", "pass")

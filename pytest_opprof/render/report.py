@@ -301,10 +301,39 @@ def failure_text(judgement: Judgement, *, row_limit: int = DEFAULT_ROW_LIMIT) ->
 
 def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMIT) -> list[str]:
     """The terminal summary of a session's comparison: counts, then each notable test."""
-    results = session.results
+    # From the statuses kept in memory: a result is read back from the spool (which
+    # decodes its figures) only where its lines need more than its status.
     counts = dict.fromkeys(STATUSES, 0)
-    for r in results:
-        counts[r.verdict.status] += 1
+    regressed: list[list[str]] = []  # per regressed test, its lines
+    busy: list[tuple[str, Verdict]] = []  # the first one's (node id, verdict)
+    worked: list[tuple[str, Verdict]] = []
+    varying: list[str] = []  # the first row_limit tests' lines
+    n_varying = 0
+    improved: list[str] = []
+    new: list[str] = []
+    n_busy = n_worked = 0
+    for i, j in enumerate(session.judged):
+        counts[j.status] += 1
+        if j.status == "regressed":
+            r = session.results[i]
+            if not session.fails(r):  # not failed: this is the only place it shows
+                regressed.append(["", render_text(r, row_limit=row_limit)])
+            else:
+                regressed.append([f"REGRESSED {j.nodeid} (failed; the diff is in its failure)"])
+        elif j.status == "improved":
+            improved.append(j.nodeid)
+        elif j.status == "new":
+            new.append(j.nodeid)
+        if j.busy:
+            n_busy += 1
+            busy = busy or [(j.nodeid, session.results[i].verdict)]
+        if j.work_time:
+            n_worked += 1
+            worked = worked or [(j.nodeid, session.results[i].verdict)]
+        if j.varying:
+            n_varying += 1
+            if n_varying <= row_limit:
+                varying.append(f"  {j.nodeid}: {varying_figures(session.results[i].verdict)}")
     shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     if session.errors:
         shown += (", " if shown else "") + f"{len(session.errors)} unusable baseline"
@@ -316,45 +345,35 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
         lines.append("(--opprof-warn-only: regressions are reported, not failed)")
     if session.options.update:
         lines.append("(--opprof-update-baselines: regressions are reported, not failed)")
-    for r in results:
-        if r.verdict.status != "regressed":
-            continue
-        if not session.fails(r):  # not failed: this is the only place it shows
-            lines += ["", render_text(r, row_limit=row_limit)]
-        else:
-            lines.append(f"REGRESSED {r.nodeid} (failed; the diff is in its failure)")
-    busy = [r for r in results if r.verdict.time_not_judged]
+    for regressed_lines in regressed:
+        lines += regressed_lines
     if busy:
         lines += [
             "",
-            f"times not judged: {len(busy)} test(s) ran while the machine was busy, e.g. "
-            f"{busy[0].nodeid}:",
-            f"  {busy[0].verdict.time_not_judged}",
+            f"times not judged: {n_busy} test(s) ran while the machine was busy, e.g. "
+            f"{busy[0][0]}:",
+            f"  {busy[0][1].time_not_judged}",
         ]
-    worked = [r for r in results if r.verdict.work_time]
     if worked:
         lines += [
             "",
-            f"times judged on work time: {len(worked)} test(s) ran while the machine was busy, "
-            f"e.g. {worked[0].nodeid}:",
-            f"  {_work_note(worked[0].verdict)}",
+            f"times judged on work time: {n_worked} test(s) ran while the machine was busy, "
+            f"e.g. {worked[0][0]}:",
+            f"  {_work_note(worked[0][1])}",
         ]
-    varying = [r for r in results if r.verdict.varying]
     if varying:
         lines += [
             "",
-            f"figures that vary between runs: {len(varying)} test(s), {VARYING_MEANING}:",
+            f"figures that vary between runs: {n_varying} test(s), {VARYING_MEANING}:",
         ]
-        lines += [f"  {r.nodeid}: {varying_figures(r.verdict)}" for r in varying[:row_limit]]
-        if len(varying) > row_limit:
-            lines.append(f"  ... {len(varying) - row_limit} more")
-    improved = [r.nodeid for r in results if r.verdict.status == "improved"]
+        lines += varying
+        if n_varying > row_limit:
+            lines.append(f"  ... {n_varying - row_limit} more")
     if improved:
         lines += ["", "improved beyond tolerance:"]
         lines += [f"  {nodeid}" for nodeid in improved]
         if not session.options.update:
             lines.append(f"  hint: {UPDATE_HINT}")
-    new = [r.nodeid for r in results if r.verdict.status == "new"]
     if new:
         lines += ["", "new (no baseline):"] + [f"  {nodeid}" for nodeid in new]
     if session.errors:

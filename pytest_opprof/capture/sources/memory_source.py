@@ -55,15 +55,16 @@ SAMPLE_MIN_BYTES = 4096
 """Allocations and frees of at least this many bytes record a live-bytes sample."""
 
 
-def memory_stats() -> MemoryStats:
+def memory_stats(counters: _native.MemoryCounters | None = None) -> MemoryStats:
     """The last profile's memory figures; call after stop (collects garbage first).
 
     The collection only runs when the profile still holds bytes: after stop only
     frees of the profile's own blocks move a counter, and held bytes never go
     below zero, so with nothing held a collection could change no figure (and a
-    full collection costs milliseconds in a long session).
+    full collection costs milliseconds in a long session).  ``counters``: read by the
+    caller after stop, when it has them.
     """
-    c = _native.memory_counters()
+    c = counters if counters is not None else _native.memory_counters()
     if c.held_bytes > 0:
         # The young generations first: what a test made and dropped is almost always
         # there, and collecting them costs microseconds where a full collection scans
@@ -83,7 +84,7 @@ def memory_stats() -> MemoryStats:
     )
 
 
-def memory_samples() -> np.ndarray:
+def memory_samples(count: int | None = None) -> np.ndarray:
     """Live-bytes samples of the last profile, sorted by time; call after stop.
 
     A structured array of ``time_ns`` (the events' clock) and ``net_bytes``
@@ -93,7 +94,7 @@ def memory_samples() -> np.ndarray:
     allocation or free of at least ``SAMPLE_MIN_BYTES``, so smaller ones show up
     in the next sample.
     """
-    samples = _native.memory_samples()
+    samples = _native.memory_samples(count)
     if len(samples) < 2:  # most tests take none: a structured sort costs 15 us even so
         return samples
     return np.sort(samples, order="time_ns", kind="stable")
