@@ -350,8 +350,10 @@ def _rounds_of(summary: TestSummary, rounds: int | None, floor_ns: int) -> int:
     """The rounds a session with ``--opprof-rounds rounds`` runs for this test: the
     plugin's own policy, for a test whose times can be judged (every test here has a
     baseline, or is recording one)."""
-    first_wall_ns = summary.wall_time.samples_ns[0]
-    return 1 + more_rounds(rounds, first_wall_ns, floor_ns, lambda _rounds: True)
+    # The first round's work, as the plugin decides: wall time less its wait for a CPU.
+    waited = summary.wait_time.samples_ns[0] if summary.wait_time is not None else 0
+    first_work_ns = summary.wall_time.samples_ns[0] - waited
+    return 1 + more_rounds(rounds, first_work_ns, floor_ns, lambda _rounds: True)
 
 
 def judge(

@@ -135,6 +135,13 @@ class Rounds:
             if wait is not None
         )
 
+    def first_work_ns(self) -> int:
+        """The first round's wall time less its wait for a CPU (0 without a round)."""
+        if not self.profiles:
+            return 0
+        wait = self.waits_ns[0] if self.waits_ns else None
+        return self.profiles[0].wall_time_ns - (wait or 0)
+
     def shown(self) -> int:
         """The round the printed table and the trace show: an actual round, the median
         by wall time (after :meth:`summarised`)."""

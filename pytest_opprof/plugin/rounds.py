@@ -42,7 +42,7 @@ __all__ = [
 
 def more_rounds(
     fixed: int | None,
-    first_wall_ns: int,
+    first_work_ns: int,
     min_time_ns: int,
     times_judged: Callable[[int], bool],
     *,
@@ -51,9 +51,11 @@ def more_rounds(
     """How many rounds to run after the first.
 
     ``fixed``: the test's ``rounds`` setting (None: ``auto``).  ``auto`` repeats a test
-    only when its times can be judged: its first round (``first_wall_ns``) reached the
-    time floor (``min_time_ns``) and ``times_judged(AUTO_ROUNDS)`` says a baseline is
-    being recorded or the stored one has enough rounds.  Without baselines,
+    only when its times can be judged: its first round's work (``first_work_ns``: wall
+    time less its wait for a CPU, so that a trivial test another process held up is not
+    taken for a long one) reached the time floor (``min_time_ns``) and
+    ``times_judged(AUTO_ROUNDS)`` says a baseline is being recorded or the stored one has
+    enough rounds.  Without baselines,
     ``--opprof`` costs one round.  A ``preempted`` test profiles itself: repeating it
     measures nothing.
     """
@@ -61,7 +63,7 @@ def more_rounds(
         return 0
     if fixed is not None:
         return fixed - 1
-    if first_wall_ns < min_time_ns:
+    if first_work_ns < min_time_ns:
         return 0
     return AUTO_ROUNDS - 1 if times_judged(AUTO_ROUNDS) else 0
 

@@ -182,7 +182,7 @@ class Worker:
                 result = yield
             more = policy.more_rounds(
                 settings.rounds,
-                rounds.profiles[0].wall_time_ns if rounds.profiles else 0,
+                rounds.first_work_ns(),
                 self.options.gate.min_time_ns,
                 lambda n: self.gate.times_judged(item.nodeid, n),
                 preempted=rounds.preempted,
