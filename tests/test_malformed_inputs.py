@@ -198,3 +198,12 @@ def test_odd_names_render_everywhere(names: list[str], width: int) -> None:
         except OpprofError:
             return
         assert stacks.read_text(encoding="utf-8").count("\n") <= len(names) + 1
+
+
+@pytest.mark.parametrize("rounds", [2**31, 10**12])
+def test_a_huge_round_count_is_refused_before_anything_is_read_per_round(rounds: int) -> None:
+    # A stored time may stand for every round ("1.2 ms"): read per round, 2**31 rounds took
+    # every byte of memory and the process was killed.
+    data = _mutated(("tests", "tests/test_a.py::t", "rounds"), rounds, False)
+    with pytest.raises(BaselineError, match=r"^baselines/test_a\.json: .*rounds: expected <= "):
+        loads(json.dumps(data), "baselines/test_a.json")

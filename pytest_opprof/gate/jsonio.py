@@ -168,13 +168,15 @@ class Fields:
         """Whether ``key`` is present and not null."""
         return self.data.get(key) is not None
 
-    def integer(self, key: str, *, minimum: int | None = 0) -> int:
-        """An integer (not a boolean, not a float) >= ``minimum``."""
+    def integer(self, key: str, *, minimum: int | None = 0, maximum: int | None = None) -> int:
+        """An integer (not a boolean, not a float) >= ``minimum`` and <= ``maximum``."""
         value = self._get(key)
         if isinstance(value, bool) or not isinstance(value, int):
             raise FieldError(field_path(self.path, key), f"expected an integer, got {_kind(value)}")
         if minimum is not None and value < minimum:
             raise FieldError(field_path(self.path, key), f"expected >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise FieldError(field_path(self.path, key), f"expected <= {maximum}, got {value}")
         if abs(value) > INT64_MAX:  # figures are int64 natively; bigger ones overflow floats
             raise FieldError(
                 field_path(self.path, key), f"expected at most {INT64_MAX}, got {value}"

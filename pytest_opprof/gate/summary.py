@@ -613,10 +613,16 @@ class TestSummary:
         return replace(summary, ranges=ranges) if ranges else summary
 
 
+MAX_STORED_ROUNDS = 10_000
+"""The most rounds an entry may hold: a run measures at most 1,000 rounds of a test (plus a
+few to confirm or replace), and a baseline pools 3 runs.  More is no file the plugin
+wrote, and reading one costs memory per round (a stored time may stand for every round)."""
+
+
 def read_rounds(f: Fields) -> tuple[int, tuple[int, ...]]:
     """An entry's ``rounds`` and ``sessions`` (the rounds of each pooled run, adding up to
     ``rounds``; empty when absent), checked (raises ``FieldError``)."""
-    rounds = f.integer("rounds", minimum=1)
+    rounds = f.integer("rounds", minimum=1, maximum=MAX_STORED_ROUNDS)
     sessions = tuple(f.integers("sessions")) if f.has("sessions") else ()
     if sessions and (min(sessions) < 1 or sum(sessions) != rounds):
         raise FieldError(
