@@ -90,39 +90,48 @@ def _variants(name: str, loop: Callable[[], None], n: int) -> dict[str, Callable
     return {"idle": idle, "rec": recording(False), "shapes": recording(True)}
 
 
+def _measure_op(
+    op: str, name: str, loop: Callable[[], None], ops: int, repeats: int
+) -> dict[str, dict[str, float]]:
+    """One op's variants, interleaved between unhooked runs, ``repeats`` times."""
+    variants = _variants(name, loop, ops)
+    for run in variants.values():
+        run()
+    loop()
+    off: list[float] = []
+    parts: dict[str, list[dict[str, int]]] = defaultdict(list)
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        loop()
+        before = time.perf_counter_ns() - t0
+        for key in ("idle", "rec", "shapes"):
+            parts[key].append(variants[key]())
+        t0 = time.perf_counter_ns()
+        loop()
+        off.append((before + time.perf_counter_ns() - t0) / 2)
+    fastest = min(off)
+
+    def added(key: str, part: str, full_speed: bool = False) -> dict[str, float]:
+        runs = [p[part] for p in parts[key]]
+        if full_speed:
+            return spread([(t / b - 1) * fastest / ops for t, b in zip(runs, off, strict=True)])
+        return spread([(t - b) / ops for t, b in zip(runs, off, strict=True)])
+
+    return {
+        f"{op}: hooks off, ns/op": spread([b / ops for b in off]),
+        f"{op}: installed, idle": added("idle", "loop"),
+        f"{op}: recording, in the loop": added("rec", "loop"),
+        f"{op}: recording, total": added("rec", "all"),
+        f"{op}: recording, total, at full speed": added("rec", "all", True),
+        f"{op}: with record_shapes, total": added("shapes", "all"),
+    }
+
+
 def measure(ops: int, repeats: int) -> dict[str, Any]:
-    """Every op's variants, interleaved, ``repeats`` times; rows of added ns per op."""
+    """Every op's rows of added ns per op."""
     rows: dict[str, dict[str, float]] = {}
     for op, (name, loop) in _loops(ops).items():
-        variants = _variants(name, loop, ops)
-        for run in variants.values():
-            run()
-        loop()
-        off: list[float] = []
-        parts: dict[str, list[dict[str, int]]] = defaultdict(list)
-        for _ in range(repeats):
-            t0 = time.perf_counter_ns()
-            loop()
-            before = time.perf_counter_ns() - t0
-            for key in ("idle", "rec", "shapes"):
-                parts[key].append(variants[key]())
-            t0 = time.perf_counter_ns()
-            loop()
-            off.append((before + time.perf_counter_ns() - t0) / 2)
-        fastest = min(off)
-
-        def added(key: str, part: str, full_speed: bool = False) -> dict[str, float]:
-            runs = [p[part] for p in parts[key]]
-            if full_speed:
-                return spread([(t / b - 1) * fastest / ops for t, b in zip(runs, off, strict=True)])
-            return spread([(t - b) / ops for t, b in zip(runs, off, strict=True)])
-
-        rows[f"{op}: hooks off, ns/op"] = spread([b / ops for b in off])
-        rows[f"{op}: installed, idle"] = added("idle", "loop")
-        rows[f"{op}: recording, in the loop"] = added("rec", "loop")
-        rows[f"{op}: recording, total"] = added("rec", "all")
-        rows[f"{op}: recording, total, at full speed"] = added("rec", "all", True)
-        rows[f"{op}: with record_shapes, total"] = added("shapes", "all")
+        rows.update(_measure_op(op, name, loop, ops, repeats))
     return {"ops": ops, "repeats": repeats, "unit": "ns per op", "rows": rows}
 
 

@@ -112,7 +112,7 @@ typedef struct np_call {
     vectorcallfunc orig;
     uint32_t name;
     uint32_t ufunc_methods[OPPROF_NP_UFUNC_METHODS];
-    PyObject *params; /* parameter names for keywords, NULL: keywords not recorded */
+    PyObject *params;   /* parameter names for keywords, NULL: keywords not recorded */
     PyObject *instance; /* opprof_numpy_set_method: first argument renamed to ... */
     uint32_t instance_name;
     uint8_t state;
@@ -741,9 +741,9 @@ int opprof_numpy_install(const intptr_t *calls, const uint32_t *call_names,
                          const uint32_t *slot_names, int64_t *skipped)
 {
     PyGILState_STATE g = PyGILState_Ensure();
-    int rc = np_install_locked(calls, call_names, ufunc_method_names, n_calls, methods,
-                               method_names, method_self, method_index, n_methods, slot_names,
-                               skipped);
+    int rc =
+        np_install_locked(calls, call_names, ufunc_method_names, n_calls, methods, method_names,
+                          method_self, method_index, n_methods, slot_names, skipped);
     PyGILState_Release(g);
     return rc;
 }
@@ -803,7 +803,8 @@ int opprof_numpy_set_method(intptr_t obj, intptr_t instance, uint32_t instance_n
         s->instance = (PyObject *)instance;
         s->instance_name = instance_name;
     } else
-        rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not a hooked method", (void *)obj);
+        rc =
+            opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not a hooked method", (void *)obj);
     PyGILState_Release(g);
     return rc;
 }
