@@ -120,10 +120,13 @@ typedef struct np_call {
     vectorcallfunc orig;
     uint32_t name;
     uint32_t ufunc_methods[OPPROF_NP_UFUNC_METHODS];
-    PyObject *params; /* parameter names for keywords, NULL: keywords not recorded */
+    PyObject *params;   /* parameter names for keywords, NULL: keywords not recorded */
+    PyObject *instance; /* opprof_numpy_set_method: first argument renamed to ... */
+    uint32_t instance_name;
     uint8_t state;
     uint8_t strings;  /* record str arguments (opprof_numpy_set_params) */
     uint8_t max_args; /* arguments recorded at most */
+    uint8_t method;   /* args[0] is the instance of an unbound method: not an operand */
 } np_call;
 
 static np_call g_calls[OPPROF_NP_TABLE];
@@ -176,10 +179,18 @@ static PyObject *np_call_tramp(PyObject *callable, PyObject *const *args, size_t
     opprof_thread *t;
     if (!active || (t = opprof_hot_thread()) == NULL)
         return c->orig(callable, args, nargsf, kwnames);
-    if (opprof_hot_begin_recording(t, active, c->name, OPPROF_KIND_NUMPY) == 0 &&
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    uint32_t name = c->name;
+    Py_ssize_t skip = 0;
+    if (__builtin_expect(c->method, 0) && n > 0) {
+        skip = 1;
+        if (args[0] == c->instance)
+            name = c->instance_name;
+    }
+    if (opprof_hot_begin_recording(t, active, name, OPPROF_KIND_NUMPY) == 0 &&
         __builtin_expect(active & NP_CAPTURE_OPTS, 0))
-        np_capture(t, active, NULL, args, PyVectorcall_NARGS(nargsf), kwnames, NULL, c->params,
-                   c->strings, c->max_args);
+        np_capture(t, active, NULL, args + skip, n - skip, kwnames, NULL, c->params, c->strings,
+                   c->max_args);
     PyObject *r = c->orig(callable, args, nargsf, kwnames);
     opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
     return r;
@@ -201,7 +212,9 @@ typedef struct np_slot {
     PyMethodDef *def;
     void *orig; /* the original ml_meth */
     uint32_t name;
-    PyObject *params; /* as np_call's */
+    PyObject *params;   /* as np_call's */
+    PyObject *instance; /* as np_call's (OPPROF_NP_SELF_INSTANCE) */
+    uint32_t instance_name;
     uint8_t state;    /* NP_FREE / NP_OURS / NP_FOREIGN */
     uint8_t max_args; /* as np_call's */
     uint8_t conv;
@@ -213,6 +226,8 @@ static np_slot g_slots[FAM_COUNT][OPPROF_NP_SLOTS];
 
 static inline uint32_t np_slot_name(const np_slot *s, PyObject *self)
 {
+    if (s->self_kind == OPPROF_NP_SELF_INSTANCE && self == s->instance && self != NULL)
+        return s->instance_name;
     if (s->self_kind == OPPROF_NP_SELF_UFUNC) {
         np_call *c = np_lookup(self);
         if (c != NULL && c->ufunc_methods[s->method_index] != 0)
@@ -355,8 +370,21 @@ static void *const g_tramps[FAM_COUNT][OPPROF_NP_SLOTS] = {
     {NP_ALL256(NP_PTR_PLAIN)},
 };
 
-static PyMethodDef *np_def_of(PyObject *obj)
+/* Cython 3's cyfunction begins with a PyCFunctionObject (PyCMethodObject
+ * since 3.9) outside the limited API, which numpy.random is not built with;
+ * the type name and size are checked before m_ml is read. */
+static int np_is_cyfunction(PyObject *obj)
 {
+    PyTypeObject *tp = Py_TYPE(obj);
+    const char *dot = strrchr(tp->tp_name, '.');
+    return strcmp(dot ? dot + 1 : tp->tp_name, "cython_function_or_method") == 0 &&
+           tp->tp_basicsize >= (Py_ssize_t)sizeof(PyCMethodObject);
+}
+
+static PyMethodDef *np_def_of(PyObject *obj, int self_kind)
+{
+    if (self_kind == OPPROF_NP_SELF_INSTANCE)
+        return np_is_cyfunction(obj) ? ((PyCFunctionObject *)obj)->m_ml : NULL;
     if (PyCFunction_Check(obj))
         return ((PyCFunctionObject *)obj)->m_ml;
     if (Py_IS_TYPE(obj, &PyMethodDescr_Type))
@@ -386,6 +414,71 @@ static int np_free_slot(int family)
             return i;
     return -1;
 }
+
+/* ---- slot hooks: ndarray's mapping slots ---------------------------------- */
+
+/* a[key] and a[key] = value reach PyArray_Type.tp_as_mapping through
+ * PyObject_GetItem/SetItem (CPython 3.11 has no specialised BINARY_SUBSCR or
+ * STORE_SUBSCR for ndarray), so one pointer each covers every index form.
+ * The struct is numpy's static array_as_mapping, shared by ndarray and any
+ * static subtype; Python subclasses (np.matrix, MaskedArray, memmap) got
+ * their own copy of the original pointer when their class was made (CPython
+ * takes it from ndarray.__getitem__'s wrapper descriptor) and stay unhooked.
+ * sq_item is left alone: a[i] never reaches it (mapping comes first), only
+ * iteration (`for row in a`) and PySequence_GetItem do. */
+typedef struct np_type_slot {
+    void *orig;
+    uint32_t name;
+    uint8_t state; /* NP_FREE / NP_OURS / NP_FOREIGN */
+} np_type_slot;
+
+static np_type_slot g_type_slots[OPPROF_NP_SLOTS_HOOKED];
+
+static PyObject *np_getitem_tramp(PyObject *self, PyObject *key)
+{
+    binaryfunc orig = (binaryfunc)g_type_slots[OPPROF_NP_SLOT_GETITEM].orig;
+    uint32_t active = np_active();
+    opprof_thread *t;
+    if (!active || (t = opprof_hot_thread()) == NULL)
+        return orig(self, key);
+    if (opprof_hot_begin_recording(t, active, g_type_slots[OPPROF_NP_SLOT_GETITEM].name,
+                                   OPPROF_KIND_NUMPY) == 0 &&
+        __builtin_expect(active & NP_CAPTURE_OPTS, 0))
+        np_capture(t, active, self, &key, 1, NULL, NULL, NULL, 0, OPPROF_NP_DEFAULT_ARGS);
+    PyObject *r = orig(self, key);
+    opprof_hot_end(t, r == NULL ? OPPROF_FLAG_EXCEPTION : 0);
+    return r;
+}
+
+static int np_setitem_tramp(PyObject *self, PyObject *key, PyObject *value)
+{
+    objobjargproc orig = (objobjargproc)g_type_slots[OPPROF_NP_SLOT_SETITEM].orig;
+    uint32_t active = np_active();
+    opprof_thread *t;
+    /* del a[key] comes here too (value NULL; numpy refuses it): not an op. */
+    if (!active || value == NULL || (t = opprof_hot_thread()) == NULL)
+        return orig(self, key, value);
+    if (opprof_hot_begin_recording(t, active, g_type_slots[OPPROF_NP_SLOT_SETITEM].name,
+                                   OPPROF_KIND_NUMPY) == 0 &&
+        __builtin_expect(active & NP_CAPTURE_OPTS, 0)) {
+        PyObject *args[2] = {key, value};
+        np_capture(t, active, self, args, 2, NULL, NULL, NULL, 0, OPPROF_NP_DEFAULT_ARGS);
+    }
+    int r = orig(self, key, value);
+    opprof_hot_end(t, r < 0 ? OPPROF_FLAG_EXCEPTION : 0);
+    return r;
+}
+
+static void **np_type_slot_ptr(int k)
+{
+    PyMappingMethods *m = PyArray_Type.tp_as_mapping;
+    if (m == NULL)
+        return NULL;
+    return k == OPPROF_NP_SLOT_GETITEM ? (void **)&m->mp_subscript : (void **)&m->mp_ass_subscript;
+}
+
+static void *const g_type_tramps[OPPROF_NP_SLOTS_HOOKED] = {(void *)np_getitem_tramp,
+                                                            (void *)np_setitem_tramp};
 
 /* ---- hash of hooked builtins ---------------------------------------------- */
 
@@ -521,6 +614,21 @@ static int64_t np_restore_all(int swapped)
             }
         }
     }
+    for (int k = 0; k < OPPROF_NP_SLOTS_HOOKED; k++) {
+        np_type_slot *ts = &g_type_slots[k];
+        if (ts->state != NP_OURS)
+            continue;
+        void **p = np_type_slot_ptr(k);
+        if (!swapped || *p == g_type_tramps[k]) {
+            if (swapped)
+                *p = ts->orig;
+            memset(ts, 0, sizeof *ts);
+        } else {
+            /* Someone wrapped ours: it keeps forwarding to the saved original. */
+            ts->state = NP_FOREIGN;
+            foreign++;
+        }
+    }
     if (swapped && PyCFunction_Type.tp_hash == np_cfunc_hash)
         PyCFunction_Type.tp_hash = g_cfunc_hash;
     memset(g_def_slots, 0, sizeof g_def_slots);
@@ -548,7 +656,7 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
                              const uint32_t *ufunc_method_names, int64_t n_calls,
                              const intptr_t *methods, const uint32_t *method_names,
                              const uint8_t *method_self, const uint8_t *method_index,
-                             int64_t n_methods, int64_t *skipped)
+                             int64_t n_methods, const uint32_t *slot_names, int64_t *skipped)
 {
     if (g_installed)
         return opprof_fail(OPPROF_E_STATE, "numpy hooks are already installed");
@@ -578,7 +686,7 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         g_n_calls++;
     }
     for (int64_t j = 0; j < n_methods; j++) {
-        PyMethodDef *def = np_def_of((PyObject *)methods[j]);
+        PyMethodDef *def = np_def_of((PyObject *)methods[j], method_self[j]);
         int family = 0;
         int conv = def ? np_conv_of(def, &family) : -1;
         if (conv < 0 || np_def_hooked(def) || method_index[j] >= OPPROF_NP_UFUNC_METHODS) {
@@ -605,6 +713,15 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         *np_def_entry(def) = s;
         g_n_methods++;
     }
+    for (int k = 0; k < OPPROF_NP_SLOTS_HOOKED; k++) {
+        void **p = np_type_slot_ptr(k);
+        /* A slot left foreign by an earlier uninstall keeps its wrapper's chain. */
+        if (slot_names[k] == 0 || p == NULL || *p == NULL || g_type_slots[k].state != NP_FREE) {
+            skip += slot_names[k] != 0;
+            continue;
+        }
+        g_type_slots[k] = (np_type_slot){*p, slot_names[k], NP_OURS};
+    }
     /* Tables are complete before the first pointer changes hands. */
     for (int i = 0; i < OPPROF_NP_TABLE; i++)
         if (g_calls[i].obj != NULL && g_calls[i].state == NP_OURS)
@@ -617,6 +734,9 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         for (int i = 0; i < OPPROF_NP_SLOTS; i++)
             if (g_slots[f][i].state == NP_OURS)
                 g_slots[f][i].def->ml_meth = (PyCFunction)g_tramps[f][i];
+    for (int k = 0; k < OPPROF_NP_SLOTS_HOOKED; k++)
+        if (g_type_slots[k].state == NP_OURS)
+            *np_type_slot_ptr(k) = g_type_tramps[k];
     g_installed = 1;
     *skipped = skip;
     return OPPROF_OK;
@@ -626,11 +746,12 @@ int opprof_numpy_install(const intptr_t *calls, const uint32_t *call_names,
                          const uint32_t *ufunc_method_names, int64_t n_calls,
                          const intptr_t *methods, const uint32_t *method_names,
                          const uint8_t *method_self, const uint8_t *method_index, int64_t n_methods,
-                         int64_t *skipped)
+                         const uint32_t *slot_names, int64_t *skipped)
 {
     PyGILState_STATE g = PyGILState_Ensure();
-    int rc = np_install_locked(calls, call_names, ufunc_method_names, n_calls, methods,
-                               method_names, method_self, method_index, n_methods, skipped);
+    int rc =
+        np_install_locked(calls, call_names, ufunc_method_names, n_calls, methods, method_names,
+                          method_self, method_index, n_methods, slot_names, skipped);
     PyGILState_Release(g);
     return rc;
 }
@@ -654,7 +775,7 @@ int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings, int max_
     PyGILState_STATE g = PyGILState_Ensure();
     PyObject *p = (PyObject *)params;
     np_call *c = np_lookup((PyObject *)obj);
-    PyMethodDef *def = c == NULL ? np_def_of((PyObject *)obj) : NULL;
+    PyMethodDef *def = c == NULL ? np_def_of((PyObject *)obj, OPPROF_NP_SELF_NONE) : NULL;
     np_slot *s = def != NULL ? *np_def_entry(def) : NULL;
     int rc = OPPROF_OK;
     if (p != NULL && !PyTuple_CheckExact(p))
@@ -671,6 +792,27 @@ int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings, int max_
         s->max_args = (uint8_t)max_args;
     } else
         rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not hooked", (void *)obj);
+    PyGILState_Release(g);
+    return rc;
+}
+
+int opprof_numpy_set_method(intptr_t obj, intptr_t instance, uint32_t instance_name)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    np_call *c = np_lookup((PyObject *)obj);
+    PyMethodDef *def = c == NULL ? np_def_of((PyObject *)obj, OPPROF_NP_SELF_INSTANCE) : NULL;
+    np_slot *s = def != NULL ? *np_def_entry(def) : NULL;
+    int rc = OPPROF_OK;
+    if (c != NULL && c->state == NP_OURS) {
+        c->method = 1;
+        c->instance = (PyObject *)instance;
+        c->instance_name = instance_name;
+    } else if (s != NULL && s->state == NP_OURS && s->self_kind == OPPROF_NP_SELF_INSTANCE) {
+        s->instance = (PyObject *)instance;
+        s->instance_name = instance_name;
+    } else
+        rc =
+            opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not a hooked method", (void *)obj);
     PyGILState_Release(g);
     return rc;
 }

@@ -1,13 +1,16 @@
 /* pytest-opprof numpy capture (numpy_hooks.c): the cdef part.
  *
- * Two hooks, both installed once per session and idle unless a profile
+ * Three hooks, all installed once per session and idle unless a profile
  * records with OPPROF_OPT_CAPTURE_NUMPY:
- *   - call hooks: the per-object vectorcall pointer of a numpy.ufunc or a
- *     numpy._ArrayFunctionDispatcher is swapped for one trampoline that finds
+ *   - call hooks: the per-object vectorcall pointer of a numpy.ufunc, a
+ *     numpy._ArrayFunctionDispatcher, a Cython function of numpy.random or a
+ *     Python function (np.ones) is swapped for one trampoline that finds
  *     the original by object address;
  *   - method hooks: ml_meth of a PyMethodDef (ndarray methods, ufunc methods,
  *     numpy's C module functions) is swapped for a per-slot trampoline; this
- *     survives CPython's call-site specialisation, which calls ml_meth directly.
+ *     survives CPython's call-site specialisation, which calls ml_meth directly;
+ *   - slot hooks: ndarray's mp_subscript and mp_ass_subscript (a[i], a[i] = v),
+ *     one trampoline each.
  * Objects are passed as id(obj); the caller keeps a reference to each while
  * hooked (and forever for any reported as foreign after uninstall).
  * Every entry point takes the GIL itself.
@@ -16,7 +19,10 @@
 enum {
     OPPROF_NP_SELF_NONE = 0,  /* module function: self is the module, not recorded */
     OPPROF_NP_SELF_ARRAY = 1, /* ndarray method: self is recorded as the first shape */
-    OPPROF_NP_SELF_UFUNC = 2  /* ufunc method: the name comes from the ufunc (self) */
+    OPPROF_NP_SELF_UFUNC = 2, /* ufunc method: the name comes from the ufunc (self) */
+    /* a Cython method (cython_function_or_method) whose calls reach ml_meth:
+     * self is its instance, not recorded; see opprof_numpy_set_method */
+    OPPROF_NP_SELF_INSTANCE = 3
 };
 enum {
     /* A str argument of a call marked by opprof_numpy_set_params is
@@ -27,6 +33,12 @@ enum {
 enum {
     /* ufunc methods hooked, in this order: reduce, accumulate, reduceat, outer, at */
     OPPROF_NP_UFUNC_METHODS = 5
+};
+enum {
+    /* ndarray type slots hooked, in this order: a[key], a[key] = value */
+    OPPROF_NP_SLOT_GETITEM = 0,
+    OPPROF_NP_SLOT_SETITEM = 1,
+    OPPROF_NP_SLOTS_HOOKED = 2
 };
 
 /* 1 if this build and interpreter can hook numpy; 0 with opprof_last_error() saying why. */
@@ -39,12 +51,14 @@ int opprof_numpy_supported(void);
  * builtin function whose PyMethodDef gets patched; method_self[j] is an
  * OPPROF_NP_SELF_* value and method_index[j] the ufunc method index (for
  * OPPROF_NP_SELF_UFUNC).  Objects whose hook cannot be installed (another
- * calling convention, no vectorcall) are skipped and counted in *skipped. */
+ * calling convention, no vectorcall) are skipped and counted in *skipped.
+ * slot_names[k] (OPPROF_NP_SLOTS_HOOKED of them) names ndarray's type slot k
+ * (OPPROF_NP_SLOT_*); 0 leaves that slot alone. */
 int opprof_numpy_install(const intptr_t *calls, const uint32_t *call_names,
                          const uint32_t *ufunc_method_names, int64_t n_calls,
                          const intptr_t *methods, const uint32_t *method_names,
                          const uint8_t *method_self, const uint8_t *method_index, int64_t n_methods,
-                         int64_t *skipped);
+                         const uint32_t *slot_names, int64_t *skipped);
 
 /* Restore every pointer that is still ours.  A pointer someone replaced after
  * us is left alone, its trampoline kept working, and counted in *foreign. */
@@ -62,6 +76,14 @@ int opprof_numpy_uninstall(int64_t *foreign);
  * unknown. */
 int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings, int max_args);
 const char *opprof_numpy_string_get(uint32_t k); /* NULL for an unknown k */
+
+/* A hooked method of a class (numpy.random's Cython methods): a call object
+ * called with its instance first, or an OPPROF_NP_SELF_INSTANCE method
+ * (*args methods have no vectorcall pointer; their calls reach ml_meth).
+ * Shapes skip the instance, and a call on `instance` (id; 0: none) records
+ * as `instance_name` (np.random.rand is RandomState.rand bound to numpy's
+ * global RandomState).  The caller keeps `instance` alive while hooked. */
+int opprof_numpy_set_method(intptr_t obj, intptr_t instance, uint32_t instance_name);
 
 int opprof_numpy_installed(void);
 int64_t opprof_numpy_hooked_calls(void);   /* call hooks in place */

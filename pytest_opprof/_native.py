@@ -421,18 +421,28 @@ class NumpyHookArgs(NamedTuple):
     method_self: Any
     method_index: Any
     n_methods: int
+    slot_names: Any
+
+
+NUMPY_TYPE_SLOTS = int(lib.OPPROF_NP_SLOTS_HOOKED)  # ndarray's __getitem__, __setitem__
 
 
 def numpy_hook_args(
-    calls: list[tuple[int, int, list[int]]], methods: list[tuple[int, int, int, int]]
+    calls: list[tuple[int, int, list[int]]],
+    methods: list[tuple[int, int, int, int]],
+    slot_names: list[int],
 ) -> NumpyHookArgs:
     """The C arrays for :func:`numpy_install`.
 
     ``calls``: (id of a ufunc or dispatcher, name id, name ids of its
     ``UFUNC_METHODS`` or zeros); ``methods``: (id of a method descriptor or
-    builtin, name id, OPPROF_NP_SELF_* kind, ufunc method index).  The caller
-    keeps every object alive while the arrays may be installed.
+    builtin, name id, OPPROF_NP_SELF_* kind, ufunc method index);
+    ``slot_names``: name ids of ndarray's hooked type slots (OPPROF_NP_SLOT_*
+    order, 0 leaves one alone).  The caller keeps every object alive while the
+    arrays may be installed.
     """
+    if len(slot_names) != NUMPY_TYPE_SLOTS:
+        raise OpprofError(f"numpy hooks: {len(slot_names)} slot names, want {NUMPY_TYPE_SLOTS}")
     width = int(lib.OPPROF_NP_UFUNC_METHODS)
     return NumpyHookArgs(
         ffi.new("intptr_t[]", [c[0] for c in calls]),
@@ -444,6 +454,7 @@ def numpy_hook_args(
         ffi.new("uint8_t[]", [m[2] for m in methods]),
         ffi.new("uint8_t[]", [m[3] for m in methods]),
         len(methods),
+        ffi.new("uint32_t[]", slot_names),
     )
 
 
@@ -461,6 +472,7 @@ def numpy_install(args: NumpyHookArgs) -> int:
             args.method_self,
             args.method_index,
             args.n_methods,
+            args.slot_names,
             skipped,
         )
     )
@@ -492,6 +504,13 @@ def numpy_set_params(
             obj, 0 if params is None else id(params), int(strings), max_args
         )
     )
+
+
+def numpy_set_method(obj: int, instance: int, instance_name: int) -> None:
+    """Mark the hooked call ``obj`` (an id) as a method called with its instance first:
+    shapes skip that argument, and calls on ``instance`` (an id, 0 for none) record as
+    ``instance_name``.  The caller keeps ``instance`` alive while hooked."""
+    check(lib.opprof_numpy_set_method(obj, instance, instance_name))
 
 
 def numpy_string(dtype: str) -> str | None:

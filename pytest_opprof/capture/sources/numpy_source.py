@@ -7,15 +7,28 @@ What is hooked (``native/numpy_hooks.c`` does the per-call work):
   (this also catches operators: ``a + b`` is ``numpy.add``, ``a @ b`` ``numpy.matmul``);
 - ndarray methods (``numpy.ndarray.sum``), ufunc methods (``numpy.add.reduce``) and
   numpy's C module functions (``numpy.empty``, ``numpy.array``), through ``ml_meth``
-  in their ``PyMethodDef`` tables, which CPython's specialised call sites still call.
+  in their ``PyMethodDef`` tables, which CPython's specialised call sites still call;
+- indexing, ``a[key]`` and ``a[key] = value`` on an ndarray, through ndarray's
+  mapping slots: ``numpy.ndarray.__getitem__`` and ``numpy.ndarray.__setitem__``;
+- ``numpy.random``: its methods and functions are Cython functions, called through
+  a per-object vectorcall pointer like the dispatchers.  ``Generator`` and
+  ``RandomState`` methods (and the bit generators') are named by their class,
+  ``numpy.random.Generator.normal``, ``numpy.random.RandomState.rand``; the legacy
+  module functions are ``RandomState`` methods bound to numpy's global instance, and a
+  call on that instance is named as users write it, ``numpy.random.rand``.
 
 Each object gets one name: its public path, preferring the first namespace in
 ``NAMESPACES``, then the attribute spelled like the object's ``__name__``
 (``numpy.absolute``, not the alias ``numpy.abs``), then the shortest.
 The numpy ufuncs of other libraries (``scipy.special.gamma``) are hooked the same way,
 under their own names, when the suite imported them (``FOREIGN_UFUNC_NAMESPACES``).
-Not captured: numpy scalar arithmetic, Python-level numpy functions that are not
-dispatchers, ``numpy.random`` (its functions are Cython methods), dunder methods.
+Not captured: numpy scalar arithmetic; Python-level numpy functions that are not
+dispatchers (``numpy.ones``, ``numpy.full``, ``numpy.eye``, ``numpy.identity``: CPython
+3.11 runs a Python function called from Python inline, without reading the function's
+vectorcall pointer, so only their C callees show, ``numpy.empty`` and ``numpy.copyto``);
+dunder methods besides indexing; indexing of ndarray subclasses (``np.matrix``, masked
+arrays, ``memmap``: their classes copied numpy's original slot); iterating an array
+(``for row in a`` goes through ``sq_item``, left alone).
 Supported: CPython with the GIL and numpy >= 2.0; elsewhere the source warns once
 and profiles record scopes only.
 """
@@ -48,7 +61,7 @@ FOREIGN_UFUNC_NAMESPACES = ("scipy.special",)
 """Other libraries' namespaces whose numpy ufuncs are hooked too, when the suite has
 imported them by the first profiled test (the plugin never imports them)."""
 UFUNC_METHODS = ("reduce", "accumulate", "reduceat", "outer", "at")
-SELF_NONE, SELF_ARRAY, SELF_UFUNC = 0, 1, 2
+SELF_NONE, SELF_ARRAY, SELF_UFUNC, SELF_INSTANCE = 0, 1, 2, 3
 # Calls whose str arguments are recorded with the shapes: einsum's subscripts
 # and convolve's mode decide their FLOPs (pytest_opprof.flops.numpy_ops).
 STRING_ARGUMENT_CALLS = frozenset({"numpy.einsum", "numpy.convolve", "numpy.correlate"})
@@ -62,6 +75,19 @@ UFUNC_METHOD_PARAMS = {
     "reduceat": ("array", "indices", "axis", "dtype", "out"),
 }
 _C_MODULE = "numpy._core._multiarray_umath"
+SLOT_NAMES = ("numpy.ndarray.__getitem__", "numpy.ndarray.__setitem__")
+"""Names of ndarray's hooked type slots, in ``OPPROF_NP_SLOT_*`` order."""
+RANDOM_CLASSES = (
+    "Generator",
+    "RandomState",
+    "BitGenerator",
+    "SeedSequence",
+    "MT19937",
+    "PCG64",
+    "PCG64DXSM",
+    "Philox",
+    "SFC64",
+)
 
 
 @dataclass
@@ -72,6 +98,11 @@ class HookTable:
     """(ufunc or dispatcher, name)"""
     methods: list[tuple[Any, str, int, int]] = field(default_factory=list)
     """(method descriptor or builtin, name, SELF_* kind, ufunc method index)"""
+    unbound: list[tuple[Any, Any, str | None]] = field(default_factory=list)
+    """(call object among ``calls`` that is a method called with its instance first,
+    an instance whose calls get their own name or None, that name)"""
+    slots: tuple[str, ...] = SLOT_NAMES
+    """names of ndarray's type slots, ``OPPROF_NP_SLOT_*`` order ("" leaves one alone)"""
 
 
 def _public_objects(np: types.ModuleType) -> Iterator[tuple[int, str, str, Any]]:
@@ -87,6 +118,46 @@ def _public_objects(np: types.ModuleType) -> Iterator[tuple[int, str, str, Any]]
         for attr, obj in vars(mod).items():
             if not attr.startswith("_"):
                 yield rank, ns, attr, obj
+
+
+def _random_calls(
+    np: types.ModuleType,
+) -> Iterator[tuple[str, Any, bool, str | None]]:
+    """(name, Cython function, called with its instance first, name of calls on numpy's
+    global RandomState) for numpy.random's public functions and methods."""
+    random = sys.modules.get("numpy.random") or importlib.import_module("numpy.random")
+    cyfunction = type(random.Generator.normal)
+    if cyfunction.__name__ != "cython_function_or_method":
+        return
+    legacy = getattr(getattr(random, "mtrand", None), "_rand", None)
+    module_names: dict[int, str] = {}
+    for attr, obj in vars(random).items():
+        if attr.startswith("_"):
+            continue
+        if isinstance(obj, cyfunction):
+            yield f"numpy.random.{attr}", obj, False, None
+        elif isinstance(obj, types.MethodType) and obj.__self__ is legacy:
+            func = obj.__func__
+            # np.random.random_sample and an alias share one function: its own name wins.
+            if id(func) not in module_names or attr == func.__name__:
+                module_names[id(func)] = f"numpy.random.{attr}"
+    for cls_name in RANDOM_CLASSES:
+        cls = vars(random).get(cls_name)
+        if not isinstance(cls, type):
+            continue
+        for attr, obj in vars(cls).items():
+            if not attr.startswith("_") and isinstance(obj, cyfunction):
+                yield f"numpy.random.{cls_name}.{attr}", obj, True, module_names.get(id(obj))
+
+
+def _has_vectorcall(cyfunction: Any) -> bool:
+    """Whether a Cython function has a vectorcall pointer (Cython exposes the pointer as
+    the ``__vectorcalloffset__`` member); True when that cannot be read."""
+    member = vars(type(cyfunction)).get("__vectorcalloffset__")
+    try:
+        return bool(member.__get__(cyfunction)) if member is not None else True
+    except (AttributeError, TypeError):
+        return True
 
 
 def build_hook_table() -> HookTable:
@@ -121,6 +192,21 @@ def build_hook_table() -> HookTable:
             table.methods.append((obj, name, SELF_NONE, 0))
         else:
             table.calls.append((obj, name))
+    named = {id(obj) for obj, _name in table.calls}
+    for name, obj, unbound, instance_name in _random_calls(np):
+        if id(obj) in named:
+            continue
+        named.add(id(obj))
+        if _has_vectorcall(obj):
+            table.calls.append((obj, name))
+            if not unbound:
+                continue
+        else:
+            # Cython gives *args functions (RandomState.rand, randn) no vectorcall
+            # pointer: their calls reach the PyMethodDef's ml_meth, hooked instead.
+            table.methods.append((obj, name, SELF_INSTANCE, 0))
+        instance = np.random.mtrand._rand if instance_name is not None else None
+        table.unbound.append((obj, instance, instance_name))
     for attr, obj in sorted(vars(np.ndarray).items()):
         if not attr.startswith("_") and type(obj).__name__ == "method_descriptor":
             table.methods.append((obj, f"numpy.ndarray.{attr}", SELF_ARRAY, 0))
@@ -142,6 +228,8 @@ class PreparedHooks:
     table: HookTable
     args: _native.NumpyHookArgs
     params: dict[int, CallParams]
+    unbound: list[tuple[int, int, int]]
+    """(call id, instance id or 0, name id) for :func:`_native.numpy_set_method`"""
 
 
 def _positional_params(obj: Any) -> tuple[str, ...] | None:
@@ -212,14 +300,28 @@ def prepare(table: HookTable) -> PreparedHooks:
         )
         calls.append((id(obj), _native.intern(name), per))
     methods = [(id(o), _native.intern(n), kind, i) for o, n, kind, i in table.methods]
-    return PreparedHooks(table, _native.numpy_hook_args(calls, methods), _call_params(table))
+    slots = [_native.intern(n) if n else 0 for n in table.slots]
+    unbound = [
+        (id(obj), id(instance) if instance is not None else 0, _native.intern(name or ""))
+        for obj, instance, name in table.unbound
+    ]
+    return PreparedHooks(
+        table, _native.numpy_hook_args(calls, methods, slots), _call_params(table), unbound
+    )
 
 
 def install(prepared: PreparedHooks) -> None:
-    """Install the prepared hooks: one native call, plus one per call that records options."""
+    """Install the prepared hooks: one native call, plus one per call that records options
+    or is a method; a failure after the first call restores numpy before it raises."""
     _native.numpy_install(prepared.args)
-    for obj, (names, strings, max_args) in prepared.params.items():
-        _native.numpy_set_params(obj, names, strings, max_args)
+    try:
+        for obj, (names, strings, max_args) in prepared.params.items():
+            _native.numpy_set_params(obj, names, strings, max_args)
+        for obj, instance, name in prepared.unbound:
+            _native.numpy_set_method(obj, instance, name)
+    except BaseException:
+        _native.numpy_uninstall()
+        raise
 
 
 def unsupported_reason() -> str | None:
