@@ -216,7 +216,8 @@ def test_update_runs_keep_few_ops_and_pool_through_them(
 ) -> None:
     pytester.makepyfile(test_pooled=POOLED_SUITE)
     args = ["--opprof-update-baselines", "--opprof-capture", "numpy", "--opprof-rounds", "3"]
-    args += ["--opprof-max-wait=100%", "--opprof-time-tolerance", "300%", "-p", "no:randomly"]
+    # Pooling, not time, is tested: a tolerance no wait for a CPU (another xdist worker) reaches.
+    args += ["--opprof-max-wait=100%", "--opprof-time-tolerance", "100000%", "-p", "no:randomly"]
     run_pytest(*args).assert_outcomes(passed=1)
     first = stored_test(pytester.path, "test_many_ops")
     ops = first["ops"]
