@@ -282,7 +282,7 @@ def test_update_runs_of_an_unchanged_suite_pool_and_a_flops_change_replaces(
     # (other processes on this machine) are left out of the time verdict, or leave the
     # times not judged: neither is a change.
     args = ["--opprof-update-baselines", "--opprof-capture", "numpy", "--opprof-rounds", "9"]
-    args += ["--opprof-time-tolerance", "50%"]
+    args += ["--opprof-time-tolerance", "1000%"]
     for wobble in ("1.0", "1.15", "0.9"):  # times differ from run to run, within tolerance
         monkeypatch.setenv("OPPROF_WOBBLE", wobble)
         result = run_pytest(*args)
