@@ -79,8 +79,16 @@ class PytestRunner:
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
 
     def __call__(self, *args: str, python: tuple[str, ...] = ()) -> pytest.RunResult:
-        """``python [python...] -m pytest -p no:cacheprovider args`` in a subprocess."""
+        """``python [python...] -m pytest -p no:cacheprovider args`` in a subprocess.
+
+        Times are judged at any machine speed unless ``args`` set the limit: under
+        ``pytest -n`` the other workers' tests move the speed references by 25-60% between
+        a baseline's recording and its judging seconds later, by design of the suite, and
+        the tests of that limit (test_verdict_speed.py) set it themselves."""
         cmd = [sys.executable, *python, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider"]
+        profiled = any(a.startswith("--opprof") for a in args) and "no:opprof" not in args
+        if profiled and not any(a.startswith("--opprof-max-speed-change") for a in args):
+            cmd.append("--opprof-max-speed-change=off")
         return self.pytester.run(*cmd, *args, timeout=600)
 
     def parseconfig(self, *args: str) -> pytest.Config:

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS
+from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS, read_gate_options
 from pytest_opprof.plugin.worker import trace_file
 
 if TYPE_CHECKING:
@@ -128,6 +128,11 @@ def test_marker_help_shows_signature_and_doc(
             ["--opprof-capture", "numpy,none"],
             "*argument --opprof-capture: 'none' cannot be combined*",
         ),
+        (
+            ["--opprof-max-speed-change", "fast"],
+            "*argument --opprof-max-speed-change: expected a fraction such as 0.2 or a "
+            "percentage such as 20%, or off, got 'fast'*",
+        ),
     ],
 )
 def test_bad_option_is_a_usage_error(
@@ -150,6 +155,39 @@ def test_bad_ini_value_is_a_usage_error_naming_the_key(
     result = run_pytest.inprocess("--opprof", "--opprof-capture", "none")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*opprof_row_limit = 'lots': expected an integer*"])
+
+
+@pytest.mark.parametrize(
+    ("ini", "cli", "expected"),
+    [
+        ("", (), 0.25),
+        ("40%", (), 0.4),
+        ("off", (), None),
+        ("off", ("--opprof-max-speed-change=0.1",), 0.1),
+    ],
+)
+def test_max_speed_change_reads_ini_and_command_line(
+    pytester: pytest.Pytester,
+    run_pytest: PytestRunner,
+    ini: str,
+    cli: tuple[str, ...],
+    expected: float | None,
+) -> None:
+    if ini:
+        pytester.makeini(f"[pytest]\nopprof_max_speed_change = {ini}\n")
+    gate = read_gate_options(run_pytest.parseconfig("--opprof", *cli))
+    assert gate.max_speed_change == expected
+    assert gate.tolerances().max_speed_change == expected
+
+
+def test_bad_max_speed_change_in_ini_names_the_key(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    pytester.makeini("[pytest]\nopprof_max_speed_change = -5%\n")
+    pytester.makepyfile("def test_a(): pass")
+    result = run_pytest.inprocess("--opprof", "--opprof-capture", "none")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*opprof_max_speed_change = '-5%': expected a fraction*or off*"])
 
 
 def test_unknown_capture_source_is_a_usage_error(

@@ -46,7 +46,7 @@ from pytest_opprof.gate.results import (
 from pytest_opprof.gate.spool import Spool
 from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_nodeid, update
 from pytest_opprof.gate.summary import TestSummary
-from pytest_opprof.gate.tolerance import DEFAULT_MAX_WAIT
+from pytest_opprof.gate.tolerance import DEFAULT_MAX_SPEED_CHANGE, DEFAULT_MAX_WAIT
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare, judges_time
 
 
@@ -64,6 +64,7 @@ class GateOptions:
     force_time: bool = False
     raw_times: bool = False
     max_wait_share: float = DEFAULT_MAX_WAIT
+    max_speed_change: float | None = DEFAULT_MAX_SPEED_CHANGE
     warn_only: bool = False
     require_baselines: bool = False
     report_path: Path | None = None
@@ -82,6 +83,7 @@ class GateOptions:
             statistic="median" if self.time_statistic == "median" else "min",
             speed_scaled=not self.raw_times,
             max_wait_share=self.max_wait_share,
+            max_speed_change=self.max_speed_change,
         )
 
 

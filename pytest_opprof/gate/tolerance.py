@@ -31,6 +31,9 @@ TIME_STATISTICS = ("min", "median")
 DEFAULT_MAX_WAIT: Final = 0.05
 """Times are judged on rounds whose thread waited for a CPU at most this share of their
 wall time (``gate/waiting.py``)."""
+DEFAULT_MAX_SPEED_CHANGE: Final = 0.25
+"""Beyond this machine-speed change against the baseline a test's time is not judged
+(``verdict.SPEED_JUDGE_LIMIT`` has the measurements)."""
 DEFAULT_ROW_LIMIT: Final = 20
 """Rows of a printed op table and of a printed diff (plugin, marker and CLI)."""
 
@@ -57,6 +60,16 @@ def parse_tolerance(value: object) -> float:
     if not math.isfinite(fraction) or fraction < 0:
         raise OptionValueError(f"expected {TOLERANCE_FORMS} (not negative), got {value!r}")
     return fraction
+
+
+def parse_speed_limit(value: object) -> float | None:
+    """A machine-speed change limit: a tolerance (``parse_tolerance``), or ``off`` (None)."""
+    if isinstance(value, str) and value.strip().lower() == "off":
+        return None
+    try:
+        return parse_tolerance(value)
+    except OptionValueError:
+        raise OptionValueError(f"expected {TOLERANCE_FORMS}, or off, got {value!r}") from None
 
 
 def parse_duration_ns(value: object) -> int:

@@ -25,6 +25,7 @@ import pytest
 from pytest_opprof.errors import OptionValueError
 from pytest_opprof.gate.tolerance import (
     DEFAULT_FLOPS_TOLERANCE,
+    DEFAULT_MAX_SPEED_CHANGE,
     DEFAULT_MAX_WAIT,
     DEFAULT_MEMORY_TOLERANCE,
     DEFAULT_MIN_TIME_NS,
@@ -37,6 +38,7 @@ from pytest_opprof.gate.tolerance import (
     parse_duration_ns,
     parse_non_negative_int,
     parse_positive_int,
+    parse_speed_limit,
     parse_time_statistic,
     parse_tolerance,
 )
@@ -459,6 +461,17 @@ MAX_WAIT = Setting(
     + f" (default {DEFAULT_MAX_WAIT * 100:g}%%; 100%% judges every round)",
     metavar="X",
 )
+MAX_SPEED_CHANGE: Setting[float | None] = Setting(
+    "max_speed_change",
+    parse_speed_limit,
+    DEFAULT_MAX_SPEED_CHANGE,
+    "leave a test's time not judged when the machine-speed references ran more than this "
+    "much slower or faster than when its baseline was recorded (scaling across a larger "
+    "change is not accurate to the time tolerance): "
+    + TOLERANCE_FORMS.replace("%", "%%")
+    + f", or off (default {DEFAULT_MAX_SPEED_CHANGE * 100:g}%%)",
+    metavar="X",
+)
 TIME_STATISTIC = Setting(
     "time_statistic",
     parse_time_statistic,
@@ -552,6 +565,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     FLOPS_TOLERANCE,
     MIN_TIME,
     MAX_WAIT,
+    MAX_SPEED_CHANGE,
     TIME_STATISTIC,
     FORCE_TIME,
     RAW_TIMES,
@@ -683,6 +697,7 @@ def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None)
         force_time=FORCE_TIME.read(config),
         raw_times=RAW_TIMES.read(config),
         max_wait_share=MAX_WAIT.read(config),
+        max_speed_change=MAX_SPEED_CHANGE.read(config),
         warn_only=WARN_ONLY.read(config),
         require_baselines=REQUIRE_BASELINES.read(config),
         report_path=REPORT.read(config),
