@@ -6,7 +6,6 @@ profiles here would test the profiler, not the comparison.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 from collections.abc import Sequence
@@ -74,14 +73,6 @@ def machine(cpu_model: str = "Test CPU 3000") -> MachineInfo:
         torch=None,
     )
     return MachineInfo(platform="Linux-test", fingerprint=fingerprint(**parts), **parts)  # type: ignore[arg-type]
-
-
-def in_sessions(summary: TestSummary, count: int = 3) -> TestSummary:
-    """``summary``'s rounds as if ``count`` update runs had pooled them (as evenly as they
-    split, in order): what the README's recording gives, judged on its sessions' range."""
-    size, extra = divmod(summary.rounds, count)
-    sessions = tuple(size + (i < extra) for i in range(count) if size + (i < extra))
-    return dataclasses.replace(summary, sessions=sessions)
 
 
 def entry(summary: TestSummary, on: MachineInfo | None = None) -> BaselineEntry:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from baseline_helpers import Mem, Row, entry, in_sessions, machine, stored_test, summary_of
+from baseline_helpers import Mem, Row, entry, machine, stored_test, summary_of
 
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate import store
@@ -96,7 +96,7 @@ def test_ops_are_kept_by_impact_and_capped() -> None:
 
 
 def test_a_left_out_op_shows_as_other_ops_a_kept_one_by_name() -> None:
-    stored = entry(trim(in_sessions(many_ops())), HERE)
+    stored = entry(trim(many_ops()), HERE)
     same = compare(many_ops(), stored, fingerprint=HERE.fingerprint)
     assert same.status == "pass" and not [r for r in same.reasons if r.kind == "new"]
     # A helper 40x slower (0.4 ms more in a 2 ms test): the test regressed, and the
@@ -107,7 +107,7 @@ def test_a_left_out_op_shows_as_other_ops_a_kept_one_by_name() -> None:
     solve = compare(many_ops("numpy.linalg.solve", 1.5), stored, fingerprint=HERE.fingerprint)
     assert solve.failed and solve.reasons[0].op == "numpy.linalg.solve"
     # An untrimmed baseline names the helper itself.
-    full = entry(in_sessions(many_ops()), HERE)
+    full = entry(many_ops(), HERE)
     named = compare(many_ops("numpy.helper07", 40), full, fingerprint=HERE.fingerprint)
     assert [r.op for r in named.reasons if r.status == "regressed"] == ["numpy.helper07"]
 

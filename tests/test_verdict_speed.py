@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from baseline_helpers import Row, entry, in_sessions, machine, summary_of
+from baseline_helpers import Row, entry, machine, summary_of
 
 from pytest_opprof.capture import speed_probe
 from pytest_opprof.gate import speed, store
@@ -56,8 +56,7 @@ def kernel_status(verdict: Verdict) -> str:
     return found[0] if found else "pass"
 
 
-# Recorded by three update runs (a baseline of one session is judged with the widest range).
-BASE = in_sessions(measured([10, 10.2, 10.1, 10.3, 10.0], [100, 101, 99, 100, 102]))
+BASE = measured([10, 10.2, 10.1, 10.3, 10.0], [100, 101, 99, 100, 102])
 
 
 def test_a_slower_machine_is_not_a_regression() -> None:
@@ -136,9 +135,7 @@ def test_without_a_reference_on_either_side_times_are_judged_as_measured() -> No
 
 def test_library_ops_follow_the_native_reference_and_scopes_the_python_one() -> None:
     # A phase that slowed the native reference by 40% and the Python one not at all.
-    base_np = in_sessions(
-        measured([10, 10.2, 10.1, 10.3, 10.0], [100] * 5, [100] * 5, op="numpy.matmul")
-    )
+    base_np = measured([10, 10.2, 10.1, 10.3, 10.0], [100] * 5, [100] * 5, op="numpy.matmul")
     now_np = measured([12, 12.2, 12.1, 12.3, 12.0], [100] * 5, [140] * 5, op="numpy.matmul")
     scaled = speed.at_speed(now_np, base_np)
     factor = (1 / 1.4) ** speed.NATIVE_EXPONENT
@@ -150,7 +147,7 @@ def test_library_ops_follow_the_native_reference_and_scopes_the_python_one() -> 
         "regressed"
     )
     # The same figures on a scope: the native reference does not excuse Python code.
-    base_scope = in_sessions(measured([10, 10.2, 10.1, 10.3, 10.0], [100] * 5, [100] * 5))
+    base_scope = measured([10, 10.2, 10.1, 10.3, 10.0], [100] * 5, [100] * 5)
     now_scope = measured([12, 12.2, 12.1, 12.3, 12.0], [100] * 5, [140] * 5)
     assert speed.at_speed(now_scope, base_scope).ops["kernel"] == now_scope.ops["kernel"]
     assert kernel_status(judge(now_scope, base_scope)) == "regressed"

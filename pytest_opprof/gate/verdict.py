@@ -128,19 +128,10 @@ SPEED_JUDGE_LIMIT = DEFAULT_MAX_SPEED_CHANGE
 The references are applied partly (``speed.py``), and a larger change leaves more than a
 tolerance unexplained: on the example suite, in this VM's 1.6x slow phases (both
 references 28-58% slower than the baseline's), 8 of 20 gate runs on unchanged code failed
-1-6 tests each; at 25% those sessions' times were not judged (17 -> 6 false failures of
-154 judged, 104 left judged), and bench/busy_study.py's kept sessions (quiet, loaded,
--n 2: 1,819 judged verdicts) lost 4 judged verdicts and no detection."""
-SPREAD_CAP = 0.5
-"""How far a pooled baseline's session range may widen a time's tolerance, as a power of
-the tolerance's ratio (0.5: x1.072 at 15%; ``session_spread``).  A baseline of one session
-(its offset unknown) is judged with the widest range.  Re-scored on twelve kept
-bench/busy_study.py runs (quiet x3, loaded x8, -n 2; 3,122 judged unchanged verdicts, 326
-detections of the +30% kernel): false failures 31 -> 13 with the same 326 detections (the
-loaded runs 25 -> 12 of 2,400).  Uncapped, three loaded runs lost 24 of their 68
-detections (loaded baselines' sessions vary widely).  With every baseline cut to its last
-session: 30 -> 14 false failures, 264 -> 256 detections; in one loaded run 4 of the 5
-false failures were of the 3 entries its last update run had replaced (one session)."""
+1-6 tests each; at 25% those sessions' times were not judged (17 false failures of 154
+judged -> 7 of 104).  Re-scored on twelve kept bench/busy_study.py runs (quiet, loaded,
+-n 2; 3,129 judged unchanged verdicts): 7 fewer verdicts judged, false failures 32 -> 31,
+the same 326 detections of the +30% op."""
 CONFIRM_BAND = 1.0
 """A judged time slower than its baseline by more than this fraction of its tolerance
 makes the verdict ``time_undecided``.  The verdict study (bench/NOTES.md) tried 0.33-1.0:
@@ -167,11 +158,11 @@ class Tolerances:
     speed_scaled: bool = True
     """Scale times to the baseline's machine speed when both sides ran the reference."""
     max_wait_share: float | None = WAIT_SHARE_LIMIT
+    """Judge times on rounds whose thread waited for a CPU at most this share of their wall
+    time (``waiting.py``); None judges every round."""
     max_speed_change: float | None = DEFAULT_MAX_SPEED_CHANGE
     """Beyond this machine-speed change against the baseline, times are not judged; None
     judges at any speed."""
-    """Judge times on rounds whose thread waited for a CPU at most this share of their wall
-    time (``waiting.py``); None judges every round."""
 
     def figure(self, stats: TimeStats) -> int:
         """The judged figure of ``stats`` in ns: its min or its median."""
@@ -314,7 +305,6 @@ def compare(
     # A trimmed baseline keeps the ops that explain its test (trim.py): the other side's
     # ops that it left out are folded the same way, so they compare as "[other ops]".
     summary, base = align(summary, baseline.summary)
-    spreads = _spreads(base, tol)
     notes: list[str] = []
     same_machine = baseline.machine.fingerprint == fingerprint
     time_judged = judges_time(baseline, summary.rounds, fingerprint, tol, force_time)
@@ -375,7 +365,7 @@ def compare(
             "--opprof-max-events): op figures, FLOPs, op counts and device time cover part of "
             "the test and are not judged; wall time and memory are"
         )
-    metrics = _metric_rows(summary, base, tol, time_judged, whole, spreads.get("", NO_SPREAD))
+    metrics = _metric_rows(summary, base, tol, time_judged, whole)
     if walls is not None:
         metrics = _on_work(metrics, walls, tol)
     totals = _totals_status(metrics)
@@ -389,7 +379,7 @@ def compare(
             "time and fails no test alone; --opprof-update-baselines re-records it"
         )
     reasons = _op_reasons(
-        summary, base, tol, time_judged and whole, totals, walls is None, other_ops_differ, spreads
+        summary, base, tol, time_judged and whole, totals, walls is None, other_ops_differ
     )
     statuses = {m.status for m in metrics} | {r.status for r in reasons}
     status: Status = (
@@ -410,7 +400,7 @@ def compare(
         speed_change=speed_change,
         time_not_judged=busy,
         time_undecided=time_judged
-        and _times_to_confirm(summary, base, tol, whole and walls is None, spreads),
+        and _times_to_confirm(summary, base, tol, whole and walls is None),
         work_time=walls is not None,
         varying=_varying(base, tol),
     )
@@ -427,36 +417,29 @@ def judges_time(
     return force_time or (same_machine and enough)
 
 
-def _times_to_confirm(
-    now: TestSummary,
-    base: TestSummary,
-    tol: Tolerances,
-    ops: bool,
-    spreads: dict[str, Spread] | None = None,
-) -> bool:
+def _times_to_confirm(now: TestSummary, base: TestSummary, tol: Tolerances, ops: bool) -> bool:
     """Whether the wall time, an op's self time or the device time, judged (at or above
     the floor), is slower than the baseline by more than ``CONFIRM_BAND`` of the time
     tolerance: what confirmation rounds should settle.  Without ``ops`` (events were
     dropped), only the wall time is judged."""
-    spreads = spreads or {}
-    pairs = [(base.wall_time, now.wall_time, spreads.get("", NO_SPREAD)[1])]
+    pairs = [(base.wall_time, now.wall_time)]
     if ops:
         # Only an op that could fail the test alone (OP_ALONE_TOLERANCES): a smaller one
         # explains, and more rounds for it would buy nothing.
         alone = OP_ALONE_TOLERANCES * tol.time * tol.figure(base.wall_time)
         pairs += [
-            (op.self_cpu_time, now.ops[key].self_cpu_time, spreads.get(key, NO_SPREAD)[1])
+            (op.self_cpu_time, now.ops[key].self_cpu_time)
             for key, op in base.ops.items()
             if key in now.ops
             and not (key == OTHER_OPS and now.left_out != base.left_out)
             and tol.figure(now.ops[key].self_cpu_time) - tol.figure(op.self_cpu_time) >= alone
         ]
     if ops and base.device_time is not None and now.device_time is not None:
-        pairs.append((base.device_time, now.device_time, 1.0))
+        pairs.append((base.device_time, now.device_time))
     limit = 1 + tol.time * CONFIRM_BAND
-    for b_stats, c_stats, high in pairs:
+    for b_stats, c_stats in pairs:
         b, c = tol.figure(b_stats), tol.figure(c_stats)
-        if max(b, c) >= tol.min_time_ns and c > b * high * limit:
+        if max(b, c) >= tol.min_time_ns and c > b * limit:
             return True
     return False
 
@@ -535,76 +518,24 @@ def _varying(base: TestSummary, tol: Tolerances) -> tuple[VaryingFigure, ...]:
     return tuple(f for f in figures if f.unit != "bytes" or f.high - f.low > tol.memory_floor_bytes)
 
 
-Spread = tuple[float, float]
-"""A baseline time's lowest and highest session figure over its pooled figure (1.0, 1.0
-when it holds one session)."""
-NO_SPREAD: Spread = (1.0, 1.0)
-
-
-def session_spread(stats: TimeStats, sessions: tuple[int, ...], tol: Tolerances) -> Spread:
-    """How far apart the pooled sessions of a baseline put one time: each session's own
-    figure (min or median of its rounds) over the pooled figure, lowest and highest."""
-    if len(sessions) < 2 or sum(sessions) != len(stats.samples_ns):
-        return NO_SPREAD
-    pooled = tol.figure(stats)
-    if pooled <= 0:
-        return NO_SPREAD
-    figures, start = [], 0
-    for n in sessions:
-        figures.append(tol.figure(TimeStats.from_samples(stats.samples_ns[start : start + n])))
-        start += n
-    return min(figures) / pooled, max(figures) / pooled
-
-
-def _spreads(base: TestSummary, tol: Tolerances) -> dict[str, Spread]:
-    """:func:`session_spread` of the wall time (key ``""``) and each op's self time, at
-    the baseline's own speed when it ran the references (a slow phase of one session is
-    the machine's, not the test's), each side at most ``SPREAD_CAP`` time tolerances.
-
-    A baseline of one session has a session offset no one measured: it is judged as if
-    its sessions had spanned the widest range allowed."""
-    # In ratio, as times change: half of a 15% tolerance is x1.072, of a 300% one x2.
-    cap = (1 + tol.time) ** SPREAD_CAP - 1
-    if not base.sessions:
-        widest = (1 / (1 + cap), 1 + cap)
-        return {"": widest, **dict.fromkeys(base.ops, widest)}
-    if speed.usable(base):
-        base = speed.at_speed(base, base)
-
-    def capped(spread: Spread) -> Spread:
-        return max(spread[0], 1 / (1 + cap)), min(spread[1], 1 + cap)
-
-    out = {"": capped(session_spread(base.wall_time, base.sessions, tol))}
-    for key, op in base.ops.items():
-        out[key] = capped(session_spread(op.self_cpu_time, base.sessions, tol))
-    return out
-
-
-def _judge_time(
-    base: TimeStats, now: TimeStats, tol: Tolerances, judged: bool, spread: Spread = NO_SPREAD
-) -> RowStatus:
-    """``now`` against ``base`` beyond ``tol.time``; a pooled baseline's time is judged
-    beyond the range its sessions spanned (``spread``), as deterministic figures are
-    judged beyond theirs: each session ran in its own process and machine phase, and a
-    new session is one more of them."""
+def _judge_time(base: TimeStats, now: TimeStats, tol: Tolerances, judged: bool) -> RowStatus:
     if not judged:
         return "not judged"
     b, c = tol.figure(base), tol.figure(now)
     if max(b, c) < tol.min_time_ns:
         return "not judged"
-    low, high = spread
     enough = min(len(base.samples_ns), len(now.samples_ns)) >= tol.min_rounds
-    if c > b * high * (1 + tol.time):
+    if c > b * (1 + tol.time):
         if not enough:
             return "regressed"
-        scaled = [s * high * (1 + tol.time) for s in base.samples_ns]
+        scaled = [s * (1 + tol.time) for s in base.samples_ns]
         p = mann_whitney_greater(now.samples_ns, scaled)
         return "regressed" if p < tol.alpha else "pass"
-    if c * (1 + tol.time) < b * low:
+    if c * (1 + tol.time) < b:
         if not enough:
             return "improved"
         scaled = [s * (1 + tol.time) for s in now.samples_ns]
-        p = mann_whitney_greater([x * low for x in base.samples_ns], scaled)
+        p = mann_whitney_greater(base.samples_ns, scaled)
         return "improved" if p < tol.alpha else "pass"
     return "pass"
 
@@ -622,16 +553,11 @@ def _row(
 
 
 def _metric_rows(
-    now: TestSummary,
-    base: TestSummary,
-    tol: Tolerances,
-    time_judged: bool,
-    whole: bool,
-    spread: Spread = NO_SPREAD,
+    now: TestSummary, base: TestSummary, tol: Tolerances, time_judged: bool, whole: bool
 ) -> list[MetricRow]:
     """The test-level rows; without ``whole`` (events dropped) the sums of op figures
     (FLOPs, op count, device time) are shown, not judged."""
-    wall = _judge_time(base.wall_time, now.wall_time, tol, time_judged, spread)
+    wall = _judge_time(base.wall_time, now.wall_time, tol, time_judged)
     fig = tol.figure
     partial: RowStatus = "not judged"
     rows = [
@@ -691,7 +617,6 @@ def _op_reasons(
     metric_status: dict[str, RowStatus],
     clean: bool = True,
     other_ops_differ: bool = False,
-    spreads: dict[str, Spread] | None = None,
 ) -> list[OpReason]:
     """Op-level changes; ``clean``: the op times are of clean rounds (not of work rounds,
     where they are explanations only); ``other_ops_differ``: ``[other ops]`` folds other
@@ -719,7 +644,6 @@ def _op_reasons(
                     (wall_ref, flops_ref, memory_ref, count_ref),
                     clean,
                     alone=not (other_ops_differ and key == OTHER_OPS),
-                    spread=(spreads or {}).get(key, NO_SPREAD),
                 )
             )
     severity = {"regressed": 0, "improved": 1}
@@ -767,12 +691,11 @@ def _op_changes(
     refs: tuple[int, int, int, int],
     clean: bool,
     alone: bool = True,
-    spread: Spread = NO_SPREAD,
 ) -> list[OpReason]:
     wall_ref, flops_ref, memory_ref, count_ref = refs
     out: list[OpReason] = []
     bt, ct = tol.figure(b.self_cpu_time), tol.figure(c.self_cpu_time)
-    time_status = _judge_time(b.self_cpu_time, c.self_cpu_time, tol, time_judged, spread)
+    time_status = _judge_time(b.self_cpu_time, c.self_cpu_time, tol, time_judged)
     test_time = metric_status.get(WORK_TIME, metric_status.get("wall time"))
     if time_status in ("pass", "not judged") and test_time in ("regressed", "improved"):
         # The test's time moved: an op that moved the same way beyond tolerance by its
