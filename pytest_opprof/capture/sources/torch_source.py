@@ -132,16 +132,34 @@ def _installed() -> bool:
 
 
 class TorchSource:
-    """The "torch" capture source (see the module docstring)."""
+    """The "torch" capture source (see the module docstring).
+
+    ``collector``: ``"kineto"``, or ``"auto"``: the native observer
+    (:mod:`~pytest_opprof.capture.sources.torch_observer`) when it builds and
+    loads, else Kineto (``collector_reason`` says why)."""
 
     name = "torch"
 
-    def __init__(self) -> None:
+    def __init__(self, collector: str = "kineto") -> None:
+        if collector not in ("kineto", "auto"):
+            raise ValueError(f"TorchSource: collector is 'kineto' or 'auto', not {collector!r}")
         self.reason: str | None = None
         self.last_clock: ClockMap | None = None
+        self.collector = collector
+        self.collector_reason: str | None = None
         self._refs = 0
         self._enabled = False
+        self._observer: Any = None  # the loaded observer module while it records
         self._marker = _Marker()
+
+    def _observer_module(self) -> Any | None:
+        """The native observer when this source uses it (built on first use)."""
+        if self.collector != "auto":
+            return None
+        from pytest_opprof.capture.sources import torch_observer
+
+        module, self.collector_reason = torch_observer.load()
+        return module
 
     def available(self) -> bool:
         """True when torch is imported in this process; ``reason`` says why not."""
@@ -170,6 +188,12 @@ class TorchSource:
                 stacklevel=3,
             )
             return
+        observer = self._observer_module()
+        if observer is not None:
+            observer.start()
+            self._observer = observer
+            self._marker.emit(_profiler._RecordFunctionFast)
+            return
         config = _profiler.ProfilerConfig(
             _profiler.ProfilerState.KINETO,
             True,  # report_input_shapes
@@ -195,6 +219,9 @@ class TorchSource:
             self._stop_stale()
 
     def _stop_stale(self) -> None:
+        if self._observer is not None:
+            observer, self._observer = self._observer, None
+            observer.stop()
         if self._enabled:
             self._enabled = False
             from torch._C import _autograd
@@ -210,7 +237,17 @@ class TorchSource:
         return 0
 
     def collect(self) -> Records | None:
-        """Stop Kineto and turn its events into records on the core clock."""
+        """Stop the observer or Kineto and turn its events into records on the core clock."""
+        if self._observer is not None:
+            from torch._C import _profiler
+
+            from pytest_opprof.capture.sources import torch_observer
+
+            observer = self._observer
+            self._marker.emit(_profiler._RecordFunctionFast)
+            self._observer = None
+            observer.stop()
+            return self.records_of(torch_observer.read(observer, MARKER))
         result = self.stop_kineto()
         if result is None:
             return None
@@ -427,4 +464,4 @@ def _to_records(
     )
 
 
-SOURCE = TorchSource()
+SOURCE = TorchSource(collector="auto")
