@@ -31,6 +31,7 @@ from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.profiler import profile
 from pytest_opprof.capture.sources import Source
 from pytest_opprof.capture.sources.memory_source import PythonMemorySource
+from pytest_opprof.capture.sources.torch_source import TorchSource
 from pytest_opprof.errors import MarkerUsageError
 from pytest_opprof.gate.results import wants_flame
 from pytest_opprof.gate.session import BaselineSession
@@ -128,7 +129,7 @@ class Worker:
                 source.release()
             except BaseException as exc:  # release the others before reporting it
                 first_error = first_error or exc
-            if isinstance(source, PythonMemorySource) and source.note:
+            if isinstance(source, (PythonMemorySource, TorchSource)) and source.note:
                 self._note(source.note)
         self._probe.close()
         if self._capacity is not None:

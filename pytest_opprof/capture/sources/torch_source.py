@@ -161,6 +161,25 @@ class TorchSource:
         module, self.collector_reason = torch_observer.load()
         return module
 
+    @property
+    def note(self) -> str | None:
+        """A line for the session's end: the observer's build, or why Kineto collected."""
+        if self.collector != "auto" or "torch" not in sys.modules:
+            return None
+        from pytest_opprof.capture.sources import torch_observer
+
+        module, reason = torch_observer.load()
+        if module is None:
+            if reason and reason.startswith(torch_observer.ENV):
+                return None  # chosen by the user
+            return f"opprof: torch ops collected by Kineto (slower), not the observer: {reason}"
+        if module.compiled:
+            return (
+                f"opprof: compiled the native torch op observer in {module.load_s:.0f} s, "
+                f"cached in {module.build_dir}"
+            )
+        return None
+
     def available(self) -> bool:
         """True when torch is imported in this process; ``reason`` says why not."""
         if "torch" in sys.modules:
@@ -172,8 +191,11 @@ class TorchSource:
         return self.reason is None
 
     def acquire(self) -> None:
-        """Count a user; Kineto itself runs per profile (:meth:`start_options`)."""
+        """Count a user; the collector itself runs per profile (:meth:`start_options`).
+        The observer is loaded (built, the first time) here, outside any profile."""
         self._refs += 1
+        if "torch" in sys.modules:
+            self._observer_module()
 
     def _start(self) -> None:
         from torch._C import _autograd, _profiler
