@@ -165,3 +165,30 @@ def test_callback_removed_after_a_failing_profiled_test(
     result.stdout.fnmatch_lines(["*aten::mm*"])
     assert not observer.recording()
     assert not torch.autograd._profiler_enabled()
+
+
+def test_build_failure_falls_back_to_kineto_and_says_why(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No working compiler: the session passes with Kineto's ops, and its end says why."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(pytester.path / "extensions"))
+    monkeypatch.setenv("CXX", "/bin/false")
+    pytester.makepyfile(
+        """
+        import torch
+        from pytest_opprof.capture.sources import torch_source
+
+        def test_mm():
+            a = torch.ones(128, 128)
+            for _ in range(5):
+                torch.mm(a, a)
+
+        def test_collector_was_kineto():
+            assert torch_source.SOURCE.collector_reason
+        """
+    )
+    result = run_pytest("--opprof", "--opprof-capture", "torch", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*aten::mm*", "opprof: torch ops collected by Kineto (slower), not the observer: *"]
+    )

@@ -29,9 +29,8 @@ from pytest_opprof.capture import profiler, speed_probe, threadpools
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.profiler import profile
-from pytest_opprof.capture.sources import Source
+from pytest_opprof.capture.sources import Source, torch_source
 from pytest_opprof.capture.sources.memory_source import PythonMemorySource
-from pytest_opprof.capture.sources.torch_source import TorchSource
 from pytest_opprof.errors import MarkerUsageError
 from pytest_opprof.gate.results import wants_flame
 from pytest_opprof.gate.session import BaselineSession
@@ -129,8 +128,12 @@ class Worker:
                 source.release()
             except BaseException as exc:  # release the others before reporting it
                 first_error = first_error or exc
-            if isinstance(source, (PythonMemorySource, TorchSource)) and source.note:
+            if isinstance(source, PythonMemorySource) and source.note:
                 self._note(source.note)
+        # The torch source is held by the profiles themselves when torch was imported
+        # after the plan was made (by the test modules): its note is read here.
+        if torch_source.SOURCE.note:
+            self._note(torch_source.SOURCE.note)
         self._probe.close()
         if self._capacity is not None:
             _native.set_capacity(self._capacity)

@@ -55,7 +55,8 @@ def load() -> tuple[Any | None, str | None]:
         build_dir = build_root() / name
         built = build_dir / f"{name}.so"
         began = time.perf_counter()
-        compiled = not built.exists()
+        # A build in progress (another xdist worker) holds the lock; load() waits on it.
+        compiled = not built.exists() or (build_dir / "lock").exists()
         if not compiled:
             # The name stamps source, torch and flags: a built one is current, and
             # importing it skips cpp_extension's ninja check (0.13 s a process).

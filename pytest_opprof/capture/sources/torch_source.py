@@ -150,6 +150,7 @@ class TorchSource:
         self._refs = 0
         self._enabled = False
         self._observer: Any = None  # the loaded observer module while it records
+        self._tried: tuple[Any, str | None] | None = None  # torch_observer.load()'s answer
         self._marker = _Marker()
 
     def _observer_module(self) -> Any | None:
@@ -158,19 +159,19 @@ class TorchSource:
             return None
         from pytest_opprof.capture.sources import torch_observer
 
-        module, self.collector_reason = torch_observer.load()
+        self._tried = torch_observer.load()
+        module, self.collector_reason = self._tried
         return module
 
     @property
     def note(self) -> str | None:
-        """A line for the session's end: the observer's build, or why Kineto collected."""
-        if self.collector != "auto" or "torch" not in sys.modules:
+        """A line for the session's end, once the observer was tried: its build, or
+        why Kineto collected instead."""
+        if self.collector != "auto" or self._tried is None:
             return None
-        from pytest_opprof.capture.sources import torch_observer
-
-        module, reason = torch_observer.load()
+        module, reason = self._tried
         if module is None:
-            if reason and reason.startswith(torch_observer.ENV):
+            if reason and reason.startswith("OPPROF_TORCH_OBSERVER"):
                 return None  # chosen by the user
             return f"opprof: torch ops collected by Kineto (slower), not the observer: {reason}"
         if module.compiled:
