@@ -1,17 +1,21 @@
-"""torch capture source: aten ops from torch's Kineto profiler, merged into our records.
+"""torch capture source: aten ops from a native observer (or Kineto), merged into our records.
 
 Mechanism (chosen by measured overhead, see ``bench/bench_torch_source.py``):
-Kineto driven at its lowest Python level, ``torch.autograd``'s
-``_prepare_profiler`` / ``_enable_profiler`` / ``_disable_profiler`` with CPU
-activity, input shapes and memory on.  Like ``torch.profiler``, it records the
-thread that starts the profile and the threads torch itself hands work to
-(autograd, intra-op pools); Kineto's ``profile_all_threads`` would add other
-Python threads but then reports no memory events (measured with torch 2.13),
-and per-op CPU memory is worth more here.  torch's RecordFunction machinery
-records in C++ while the test runs; no Python runs per op.  After stop,
-:meth:`TorchSource.collect` reads the ``_KinetoEvent`` list in bulk
-(:func:`read_events`: each accessor mapped over the events that need it) and
-turns it into :class:`Records`:
+the plugin's source (:data:`SOURCE`) collects with the native RecordFunction
+observer of :mod:`~pytest_opprof.capture.sources.torch_observer`, compiled
+against the installed torch on first use (2.6 us an aten op in total, against
+29 us with Kineto: Kineto's own stop alone costs more than the goal).  When it
+cannot be built it falls back to Kineto, driven at its lowest Python level,
+``torch.autograd``'s ``_prepare_profiler`` / ``_enable_profiler`` /
+``_disable_profiler`` with CPU activity, input shapes and memory on.  Both
+record what ``torch.profiler`` records: the thread that starts the profile and
+the threads torch itself hands work to (autograd, intra-op pools); Kineto's
+``profile_all_threads`` would add other Python threads but then reports no
+memory events (measured with torch 2.13), and per-op CPU memory is worth more
+here.  No Python runs per op.  After stop, :meth:`TorchSource.collect` reads
+the observer's buffers (:func:`torch_observer.read`) or Kineto's
+``_KinetoEvent`` list (:func:`read_events`) in bulk into one
+:class:`KinetoRead` and turns it into :class:`Records`:
 
 * names are torch's (``aten::mm``); input shapes and dtypes as torch reports
   them; for ops in :data:`~pytest_opprof.flops.aten.CONCRETE_ARGUMENT_OPS`
@@ -23,14 +27,14 @@ turns it into :class:`Records`:
 * ``parent = -2`` (unknown): the model nests torch events with our scopes and
   numpy events by interval on each thread;
 * ``thread`` is the OS thread id (Kineto's ``device_resource_id`` of a CPU
-  event, the same ``gettid`` the native core records);
+  event, the observer's ``gettid``: the same the native core records);
 * times are mapped onto the core clock (:class:`ClockMap`): at start and at
   stop a marker ``RecordFunction`` is opened between two reads of
-  ``_native.now_ns()``; torch's start of the marker lies between the two, so
-  the tightest of a few tries gives the offset to within half its bracket
-  (typically < 1 us); times in between are mapped by interpolating the two
-  offsets (torch's clock is wall time, ours monotonic).  The markers are
-  dropped from the records.
+  ``_native.now_ns()``; the collector's start of the marker lies between the
+  two, so the tightest of a few tries gives the offset to within half its
+  bracket (typically < 1 us); times in between are mapped by interpolating the
+  two offsets (Kineto's clock is wall time, the observer's ``CLOCK_MONOTONIC``,
+  ours the TSC scaled to it).  The markers are dropped from the records.
 
 The source records when torch is already imported when a profile starts (a
 test module importing torch has been imported by then); an install of torch
