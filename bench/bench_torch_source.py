@@ -7,7 +7,9 @@ adds start, stop and collection up to a key_averages() table's rows.  The
 source collects with the native observer (``torch_observer.cpp``); the
 "Kineto" variants are the same source collecting with Kineto, as it did before
 the observer, and "per-event reader" the Kineto reader it had before the bulk
-one (``bench/_torch_per_event.py``).
+one (``bench/_torch_per_event.py``).  "records nothing" registers the
+observer's callback and memory reporter with its recording switched off: what
+torch's RecordFunction with inputs costs by itself, the floor of any observer.
 
 ``--phases`` splits the torch source's stop and collection per aten op, for
 the observer (its stop, the bulk read of its buffers into a KinetoRead,
@@ -34,7 +36,7 @@ from _torch_per_event import read_events_per_event
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import pytest_opprof as opprof
-from pytest_opprof.capture.sources import torch_source
+from pytest_opprof.capture.sources import torch_observer, torch_source
 from pytest_opprof.model import key_averages
 
 
@@ -83,6 +85,14 @@ def run(variant: str, ops: int) -> tuple[float, float]:
         with opprof.profile(capture=["torch"], profile_memory=False) as prof:
             inner = loop()
         prof.key_averages()
+    elif variant == "observer registered, records nothing":
+        observer, why_not = torch_observer.load()
+        assert observer is not None, why_not
+        observer.start(record=False)
+        try:
+            inner = loop()
+        finally:
+            observer.stop()
     elif variant == "torch.profiler":
         with torch.profiler.profile(record_shapes=True, profile_memory=True) as tp:
             inner = loop()
@@ -182,8 +192,6 @@ def observer_phases(ops: int) -> dict[str, float]:
     """ns per op of each phase of one profile of the observer source alone."""
     from torch._C import _profiler
 
-    from pytest_opprof.capture.sources import torch_observer
-
     a, b = torch.ones(8), torch.ones(8)
     src = torch_source.TorchSource(collector="auto")
     src.acquire()
@@ -278,6 +286,7 @@ VARIANTS = [
     "opprof torch source, Kineto (before)",
     "opprof torch, Kineto, per-event reader",
     "opprof torch, no memory",
+    "observer registered, records nothing",
     "torch.profiler",
     "torch.profiler, plain",
     "TorchDispatchMode (Python per op)",

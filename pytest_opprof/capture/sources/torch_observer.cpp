@@ -101,6 +101,7 @@ struct Global {
     std::vector<std::unique_ptr<ThreadBuf>> threads; // never freed: tls pointers stay valid
     std::atomic<uint64_t> session{0};
     std::atomic<bool> active{false};
+    bool record = true; // false: the callbacks return at once (the benchmark's floor)
     Names names;
     at::CallbackHandle handle = 0;
     size_t reserve_ops = 1 << 14;
@@ -269,7 +270,7 @@ void encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inp
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction &fn)
 {
     Global &G = g();
-    if (!G.active.load(std::memory_order_relaxed))
+    if (!G.active.load(std::memory_order_relaxed) || !G.record)
         return nullptr;
     ThreadBuf *b = thread_buf();
     uint32_t name = intern(fn);
@@ -291,7 +292,7 @@ void on_exit(const at::RecordFunction &fn, at::ObserverContext *)
 {
     int64_t t = now_ns();
     Global &G = g();
-    if (!G.active.load(std::memory_order_relaxed))
+    if (!G.active.load(std::memory_order_relaxed) || !G.record)
         return;
     ThreadBuf *b = tls_buf;
     if (b == nullptr || b->session != G.session.load(std::memory_order_relaxed))
@@ -337,7 +338,9 @@ void set_concrete_names(const std::vector<std::string> &names)
 
 // Starts recording on the calling thread (and the threads torch hands its
 // work to).  Raises when a torch profiler is already enabled on this thread.
-void start()
+// record=false registers everything but records nothing: what RecordFunction
+// with inputs costs by itself (bench/bench_torch_source.py).
+void start(bool record)
 {
     Global &G = g();
     if (G.handle != 0 || torch::profiler::impl::profilerEnabled())
@@ -354,6 +357,8 @@ void start()
                 std::vector<Op>().swap(t->ops);
                 std::vector<int64_t>().swap(t->args);
             }
+            if (t->mems.capacity() > (G.reserve_ops << 6))
+                std::vector<Mem>().swap(t->mems);
         }
     }
     G.session.fetch_add(1, std::memory_order_acq_rel);
@@ -368,6 +373,7 @@ void start()
     auto state = std::make_shared<ObserverState>(config);
     ProfilerStateBase::push(std::move(state));
     g_state_pushed = true;
+    G.record = record;
     G.active.store(true, std::memory_order_release);
     G.handle = at::addThreadLocalCallback(
         at::RecordFunctionCallback(on_enter, on_exit).needsInputs(true));
@@ -478,7 +484,7 @@ std::vector<std::string> dtype_names()
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 {
-    m.def("start", &start);
+    m.def("start", &start, py::arg("record") = true);
     m.def("stop", &stop);
     m.def("recording", &recording);
     m.def("read", &read_buffers);
