@@ -192,3 +192,27 @@ def test_build_failure_falls_back_to_kineto_and_says_why(
     result.stdout.fnmatch_lines(
         ["*aten::mm*", "opprof: torch ops collected by Kineto (slower), not the observer: *"]
     )
+
+
+def test_kineto_chosen_by_environment_is_not_reported(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPPROF_TORCH_OBSERVER", "0")
+    pytester.makepyfile(
+        """
+        import torch
+        from pytest_opprof.capture.sources import torch_source
+
+        def test_mm():
+            a = torch.ones(128, 128)
+            for _ in range(5):
+                torch.mm(a, a)
+
+        def test_collector_was_kineto():
+            assert torch_source.SOURCE.collector_reason == "OPPROF_TORCH_OBSERVER=0"
+        """
+    )
+    result = run_pytest("--opprof", "--opprof-capture", "torch", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*aten::mm*"])
+    assert "observer" not in result.stdout.str()
