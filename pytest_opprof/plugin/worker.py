@@ -109,6 +109,10 @@ class Worker:
         Lazily rather than at session start, so a pytest-xdist controller, which
         runs no tests, never installs anything.
         """
+        # torch is imported by the test modules, after the plan was made: its observer
+        # is built here (once, cached) rather than inside the first test's first round.
+        if self.options.capture is None or "torch" in self.options.capture:
+            torch_source.SOURCE.prepare()
         if self._acquired:
             return
         if self._capacity is None:

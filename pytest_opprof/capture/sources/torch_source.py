@@ -195,12 +195,16 @@ class TorchSource:
             self.reason = "torch is installed but not imported by the tests"
         return self.reason is None
 
-    def acquire(self) -> None:
-        """Count a user; the collector itself runs per profile (:meth:`start_options`).
-        The observer is loaded (built, the first time) here, outside any profile."""
-        self._refs += 1
+    def prepare(self) -> None:
+        """Load the observer (building it the first time: about 15 s) if torch is
+        imported, so that the first profile does not wait for it."""
         if "torch" in sys.modules:
             self._observer_module()
+
+    def acquire(self) -> None:
+        """Count a user; the collector itself runs per profile (:meth:`start_options`)."""
+        self._refs += 1
+        self.prepare()
 
     def _start(self) -> None:
         from torch._C import _autograd, _profiler
