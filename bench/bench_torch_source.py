@@ -4,15 +4,20 @@ Each variant runs the same loop of ``torch.add`` on small tensors (an aten op
 whose own cost is small, so the profiler's share shows) inside one profile,
 median of several repeats.  "loop" is the time inside the profile; "total"
 adds start, stop and collection up to a key_averages() table's rows.  The
-"per-event reader (before)" variant is the same source with the reader of
-Kineto's event list it had before the bulk reader (``bench/_torch_per_event.py``).
+source collects with the native observer (``torch_observer.cpp``); the
+"Kineto" variants are the same source collecting with Kineto, as it did before
+the observer, and "per-event reader" the Kineto reader it had before the bulk
+one (``bench/_torch_per_event.py``).  "records nothing" registers the
+observer's callback and memory reporter with its recording switched off: what
+torch's RecordFunction with inputs costs by itself, the floor of any observer.
 
-``--phases`` splits the torch source's stop and collection per aten op:
-Kineto's own stop (C++), the ``_KinetoEvent`` list, reading it (per-event
-before, bulk after, on the same list), records on the core clock, freeing
-Kineto's result, and ``key_averages``; and times Kineto's stop alone under
-lighter configs (no memory, no shapes, ``trace_only``), the floor of any
-Kineto-based source.
+``--phases`` splits the torch source's stop and collection per aten op, for
+the observer (its stop, the bulk read of its buffers into a KinetoRead,
+records, ``key_averages``) and for Kineto: Kineto's own stop (C++), the
+``_KinetoEvent`` list, reading it (per-event and bulk, on the same list),
+records on the core clock, freeing Kineto's result, and ``key_averages``; and
+times Kineto's stop alone under lighter configs (no memory, no shapes,
+``trace_only``), the floor of any Kineto-based source.
 
     .venv/bin/python bench/bench_torch_source.py [--ops 2000] [--repeats 7] [--phases]
 """
@@ -31,7 +36,7 @@ from _torch_per_event import read_events_per_event
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import pytest_opprof as opprof
-from pytest_opprof.capture.sources import torch_source
+from pytest_opprof.capture.sources import torch_observer, torch_source
 from pytest_opprof.model import key_averages
 
 
@@ -64,14 +69,30 @@ def run(variant: str, ops: int) -> tuple[float, float]:
         with opprof.profile(capture=["torch"], profile_memory=True) as prof:
             inner = loop()
         prof.key_averages()
-    elif variant == "opprof torch, per-event reader (before)":
-        with per_event_reader(), opprof.profile(capture=["torch"], profile_memory=True) as prof:
+    elif variant == "opprof torch source, Kineto (before)":
+        with kineto(), opprof.profile(capture=["torch"], profile_memory=True) as prof:
+            inner = loop()
+        prof.key_averages()
+    elif variant == "opprof torch, Kineto, per-event reader":
+        with (
+            kineto(),
+            per_event_reader(),
+            opprof.profile(capture=["torch"], profile_memory=True) as prof,
+        ):
             inner = loop()
         prof.key_averages()
     elif variant == "opprof torch, no memory":
         with opprof.profile(capture=["torch"], profile_memory=False) as prof:
             inner = loop()
         prof.key_averages()
+    elif variant == "observer registered, records nothing":
+        observer, why_not = torch_observer.load()
+        assert observer is not None, why_not
+        observer.start(record=False)
+        try:
+            inner = loop()
+        finally:
+            observer.stop()
     elif variant == "torch.profiler":
         with torch.profiler.profile(record_shapes=True, profile_memory=True) as tp:
             inner = loop()
@@ -86,6 +107,17 @@ def run(variant: str, ops: int) -> tuple[float, float]:
     else:
         raise ValueError(variant)
     return inner, time.perf_counter_ns() - t0
+
+
+@contextlib.contextmanager
+def kineto() -> Iterator[None]:
+    """The plugin's torch source collecting with Kineto (its collector before the observer)."""
+    source = torch_source.SOURCE
+    collector, source.collector = source.collector, "kineto"
+    try:
+        yield
+    finally:
+        source.collector = collector
 
 
 @contextlib.contextmanager
@@ -147,6 +179,47 @@ def phases(ops: int) -> dict[str, float]:
     return t
 
 
+OBSERVER_PHASES = [
+    "observer: in the loop",
+    "observer: stop (markers + remove callback)",
+    "observer: read buffers (C++) + decode",
+    "observer: records on the core clock",
+    "observer: key_averages",
+]
+
+
+def observer_phases(ops: int) -> dict[str, float]:
+    """ns per op of each phase of one profile of the observer source alone."""
+    from torch._C import _profiler
+
+    a, b = torch.ones(8), torch.ones(8)
+    src = torch_source.TorchSource(collector="auto")
+    src.acquire()
+    try:
+        src.start_options()
+        observer = src._observer
+        assert observer is not None, "the observer was built and recording"
+        t0 = time.perf_counter_ns()
+        for _ in range(ops):
+            torch.add(a, b)
+        t1 = time.perf_counter_ns()
+        src._marker.emit(_profiler._RecordFunctionFast)
+        src._observer = None
+        observer.stop()
+        t2 = time.perf_counter_ns()
+        read = torch_observer.read(observer, torch_source.MARKER)
+        t3 = time.perf_counter_ns()
+        records = src.records_of(read)
+        t4 = time.perf_counter_ns()
+        key_averages(records, profile_memory=True)
+        t5 = time.perf_counter_ns()
+    finally:
+        src.release()
+    ends = [t1, t2, t3, t4, t5]
+    starts = [t0, t1, t2, t3, t4]
+    return {n: (e - s) / ops for n, s, e in zip(OBSERVER_PHASES, starts, ends, strict=True)}
+
+
 KINETO_CONFIGS = {
     # name: (report_input_shapes, profile_memory, trace_only)
     "shapes + memory (the source's)": (True, True, False),
@@ -188,6 +261,10 @@ def kineto_stop(ops: int) -> dict[str, float]:
 def print_phases(runs: list[dict[str, float]], ops: int) -> None:
     print(f"\ntorch source phases, {ops} x torch.add(8 floats), memory on, median of {len(runs)}")
     print(f"{'phase':40} {'ns/op':>8}")
+    for name in OBSERVER_PHASES:
+        print(f"{name:40} {statistics.median(r[name] for r in runs):8.0f}")
+    total = sum(statistics.median(r[n] for r in runs) for n in OBSERVER_PHASES)
+    print(f"{'observer: sum':40} {total:8.0f}")
     for name in PHASES:
         print(f"{name:40} {statistics.median(r[name] for r in runs):8.0f}")
     for label, reader in (("before", "read: per-event (before)"), ("now", "read: bulk (now)")):
@@ -196,7 +273,7 @@ def print_phases(runs: list[dict[str, float]], ops: int) -> None:
             for n in PHASES
             if not n.startswith("read:") or n == reader
         )
-        print(f"{'sum, ' + label:40} {total:8.0f}")
+        print(f"{'Kineto: sum, ' + label + ' reader':40} {total:8.0f}")
     print("\nKineto's stop alone (_disable_profiler), CPU activity, by config")
     print(f"{'config':40} {'ns/op':>8}")
     for name in KINETO_CONFIGS:
@@ -206,8 +283,10 @@ def print_phases(runs: list[dict[str, float]], ops: int) -> None:
 VARIANTS = [
     "no profiler",
     "opprof torch source",
-    "opprof torch, per-event reader (before)",
+    "opprof torch source, Kineto (before)",
+    "opprof torch, Kineto, per-event reader",
     "opprof torch, no memory",
+    "observer registered, records nothing",
     "torch.profiler",
     "torch.profiler, plain",
     "TorchDispatchMode (Python per op)",
@@ -225,6 +304,7 @@ def main() -> None:
         measure(v)
     if args.phases:
         phases(args.ops)
+        observer_phases(args.ops)
         kineto_stop(args.ops)
     results: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
     phase_runs: list[dict[str, float]] = []
@@ -232,10 +312,12 @@ def main() -> None:
         for v in VARIANTS:  # interleaved, so drift hits every variant alike
             results[v].append(measure(v))
         if args.phases:
-            phase_runs.append(phases(args.ops) | kineto_stop(args.ops))
+            phase_runs.append(phases(args.ops) | observer_phases(args.ops) | kineto_stop(args.ops))
     base_loop = statistics.median(r[0] for r in results["no profiler"]) / args.ops
     base_total = statistics.median(r[1] for r in results["no profiler"]) / args.ops
+    _, why_not = torch_source.SOURCE._observer_module(), torch_source.SOURCE.collector_reason
     print(f"torch {torch.__version__}; {args.ops} x torch.add(8 floats), median of {args.repeats}")
+    print(f"observer: {'loaded' if why_not is None else 'not loaded: ' + why_not}")
     print(f"{'variant':40} {'loop ns/op':>11} {'+ns/op':>8} {'total ns/op':>12} {'+ns/op':>8}")
     for v in VARIANTS:
         loop_ns = statistics.median(r[0] for r in results[v]) / args.ops

@@ -29,7 +29,7 @@ from pytest_opprof.capture import profiler, speed_probe, threadpools
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.profiler import profile
-from pytest_opprof.capture.sources import Source
+from pytest_opprof.capture.sources import Source, torch_source
 from pytest_opprof.capture.sources.memory_source import PythonMemorySource
 from pytest_opprof.errors import MarkerUsageError
 from pytest_opprof.gate.results import wants_flame
@@ -109,6 +109,10 @@ class Worker:
         Lazily rather than at session start, so a pytest-xdist controller, which
         runs no tests, never installs anything.
         """
+        # torch is imported by the test modules, after the plan was made: its observer
+        # is built here (once, cached) rather than inside the first test's first round.
+        if self.options.capture is None or "torch" in self.options.capture:
+            torch_source.SOURCE.prepare()
         if self._acquired:
             return
         if self._capacity is None:
@@ -130,6 +134,10 @@ class Worker:
                 first_error = first_error or exc
             if isinstance(source, PythonMemorySource) and source.note:
                 self._note(source.note)
+        # The torch source is held by the profiles themselves when torch was imported
+        # after the plan was made (by the test modules): its note is read here.
+        if torch_source.SOURCE.note:
+            self._note(torch_source.SOURCE.note)
         self._probe.close()
         if self._capacity is not None:
             _native.set_capacity(self._capacity)

@@ -1,17 +1,21 @@
-"""torch capture source: aten ops from torch's Kineto profiler, merged into our records.
+"""torch capture source: aten ops from a native observer (or Kineto), merged into our records.
 
 Mechanism (chosen by measured overhead, see ``bench/bench_torch_source.py``):
-Kineto driven at its lowest Python level, ``torch.autograd``'s
-``_prepare_profiler`` / ``_enable_profiler`` / ``_disable_profiler`` with CPU
-activity, input shapes and memory on.  Like ``torch.profiler``, it records the
-thread that starts the profile and the threads torch itself hands work to
-(autograd, intra-op pools); Kineto's ``profile_all_threads`` would add other
-Python threads but then reports no memory events (measured with torch 2.13),
-and per-op CPU memory is worth more here.  torch's RecordFunction machinery
-records in C++ while the test runs; no Python runs per op.  After stop,
-:meth:`TorchSource.collect` reads the ``_KinetoEvent`` list in bulk
-(:func:`read_events`: each accessor mapped over the events that need it) and
-turns it into :class:`Records`:
+the plugin's source (:data:`SOURCE`) collects with the native RecordFunction
+observer of :mod:`~pytest_opprof.capture.sources.torch_observer`, compiled
+against the installed torch on first use (2.6 us an aten op in total, against
+29 us with Kineto: Kineto's own stop alone costs more than the goal).  When it
+cannot be built it falls back to Kineto, driven at its lowest Python level,
+``torch.autograd``'s ``_prepare_profiler`` / ``_enable_profiler`` /
+``_disable_profiler`` with CPU activity, input shapes and memory on.  Both
+record what ``torch.profiler`` records: the thread that starts the profile and
+the threads torch itself hands work to (autograd, intra-op pools); Kineto's
+``profile_all_threads`` would add other Python threads but then reports no
+memory events (measured with torch 2.13), and per-op CPU memory is worth more
+here.  No Python runs per op.  After stop, :meth:`TorchSource.collect` reads
+the observer's buffers (:func:`torch_observer.read`) or Kineto's
+``_KinetoEvent`` list (:func:`read_events`) in bulk into one
+:class:`KinetoRead` and turns it into :class:`Records`:
 
 * names are torch's (``aten::mm``); input shapes and dtypes as torch reports
   them; for ops in :data:`~pytest_opprof.flops.aten.CONCRETE_ARGUMENT_OPS`
@@ -23,14 +27,14 @@ turns it into :class:`Records`:
 * ``parent = -2`` (unknown): the model nests torch events with our scopes and
   numpy events by interval on each thread;
 * ``thread`` is the OS thread id (Kineto's ``device_resource_id`` of a CPU
-  event, the same ``gettid`` the native core records);
+  event, the observer's ``gettid``: the same the native core records);
 * times are mapped onto the core clock (:class:`ClockMap`): at start and at
   stop a marker ``RecordFunction`` is opened between two reads of
-  ``_native.now_ns()``; torch's start of the marker lies between the two, so
-  the tightest of a few tries gives the offset to within half its bracket
-  (typically < 1 us); times in between are mapped by interpolating the two
-  offsets (torch's clock is wall time, ours monotonic).  The markers are
-  dropped from the records.
+  ``_native.now_ns()``; the collector's start of the marker lies between the
+  two, so the tightest of a few tries gives the offset to within half its
+  bracket (typically < 1 us); times in between are mapped by interpolating the
+  two offsets (Kineto's clock is wall time, the observer's ``CLOCK_MONOTONIC``,
+  ours the TSC scaled to it).  The markers are dropped from the records.
 
 The source records when torch is already imported when a profile starts (a
 test module importing torch has been imported by then); an install of torch
@@ -132,16 +136,54 @@ def _installed() -> bool:
 
 
 class TorchSource:
-    """The "torch" capture source (see the module docstring)."""
+    """The "torch" capture source (see the module docstring).
+
+    ``collector``: ``"kineto"``, or ``"auto"``: the native observer
+    (:mod:`~pytest_opprof.capture.sources.torch_observer`) when it builds and
+    loads, else Kineto (``collector_reason`` says why)."""
 
     name = "torch"
 
-    def __init__(self) -> None:
+    def __init__(self, collector: str = "kineto") -> None:
+        if collector not in ("kineto", "auto"):
+            raise ValueError(f"TorchSource: collector is 'kineto' or 'auto', not {collector!r}")
         self.reason: str | None = None
         self.last_clock: ClockMap | None = None
+        self.collector = collector
+        self.collector_reason: str | None = None
         self._refs = 0
         self._enabled = False
+        self._observer: Any = None  # the loaded observer module while it records
+        self._tried: tuple[Any, str | None] | None = None  # torch_observer.load()'s answer
         self._marker = _Marker()
+
+    def _observer_module(self) -> Any | None:
+        """The native observer when this source uses it (built on first use)."""
+        if self.collector != "auto":
+            return None
+        from pytest_opprof.capture.sources import torch_observer
+
+        self._tried = torch_observer.load()
+        module, self.collector_reason = self._tried
+        return module
+
+    @property
+    def note(self) -> str | None:
+        """A line for the session's end, once the observer was tried: its build, or
+        why Kineto collected instead."""
+        if self.collector != "auto" or self._tried is None:
+            return None
+        module, reason = self._tried
+        if module is None:
+            if reason and reason.startswith("OPPROF_TORCH_OBSERVER"):
+                return None  # chosen by the user
+            return f"opprof: torch ops collected by Kineto (slower), not the observer: {reason}"
+        if module.compiled:
+            return (
+                f"opprof: compiled the native torch op observer in {module.load_s:.0f} s, "
+                f"cached in {module.build_dir}"
+            )
+        return None
 
     def available(self) -> bool:
         """True when torch is imported in this process; ``reason`` says why not."""
@@ -153,9 +195,16 @@ class TorchSource:
             self.reason = "torch is installed but not imported by the tests"
         return self.reason is None
 
+    def prepare(self) -> None:
+        """Load the observer (building it the first time: about 15 s) if torch is
+        imported, so that the first profile does not wait for it."""
+        if "torch" in sys.modules:
+            self._observer_module()
+
     def acquire(self) -> None:
-        """Count a user; Kineto itself runs per profile (:meth:`start_options`)."""
+        """Count a user; the collector itself runs per profile (:meth:`start_options`)."""
         self._refs += 1
+        self.prepare()
 
     def _start(self) -> None:
         from torch._C import _autograd, _profiler
@@ -169,6 +218,12 @@ class TorchSource:
                 RuntimeWarning,
                 stacklevel=3,
             )
+            return
+        observer = self._observer_module()
+        if observer is not None:
+            observer.start()
+            self._observer = observer
+            self._marker.emit(_profiler._RecordFunctionFast)
             return
         config = _profiler.ProfilerConfig(
             _profiler.ProfilerState.KINETO,
@@ -195,6 +250,9 @@ class TorchSource:
             self._stop_stale()
 
     def _stop_stale(self) -> None:
+        if self._observer is not None:
+            observer, self._observer = self._observer, None
+            observer.stop()
         if self._enabled:
             self._enabled = False
             from torch._C import _autograd
@@ -210,7 +268,17 @@ class TorchSource:
         return 0
 
     def collect(self) -> Records | None:
-        """Stop Kineto and turn its events into records on the core clock."""
+        """Stop the observer or Kineto and turn its events into records on the core clock."""
+        if self._observer is not None:
+            from torch._C import _profiler
+
+            from pytest_opprof.capture.sources import torch_observer
+
+            observer = self._observer
+            self._marker.emit(_profiler._RecordFunctionFast)
+            self._observer = None
+            observer.stop()
+            return self.records_of(torch_observer.read(observer, MARKER))
         result = self.stop_kineto()
         if result is None:
             return None
@@ -427,4 +495,4 @@ def _to_records(
     )
 
 
-SOURCE = TorchSource()
+SOURCE = TorchSource(collector="auto")

@@ -1,0 +1,494 @@
+// pytest-opprof's torch op observer: a RecordFunction callback that records
+// what Kineto's CPU activity records for our summary (name, start/end, thread,
+// input shapes and dtypes, the concrete scalar inputs the FLOP formulas need,
+// memory instants) into per-thread C++ buffers, read in bulk after stop.
+//
+// Compiled against the installed torch by torch_observer.py
+// (torch.utils.cpp_extension.load); the Python side turns the buffers into
+// the same KinetoRead that the Kineto path builds, so everything downstream
+// is shared.
+//
+// It mirrors Kineto's non-global CPU profiling exactly where that decides
+// which events exist: a *thread-local* callback on every RecordScope (Kineto
+// passes an empty scope set, which means all), and a ProfilerStateBase pushed
+// as the thread's PROFILER_STATE debug info, so c10's allocators report
+// memory to it and at::ThreadLocalState carries both to the threads torch
+// hands work to (autograd, intra-op pools), as it carries Kineto's.  Being a
+// ProfilerStateBase also makes torch see a profiler enabled, so a second
+// torch profiler refuses to start, as it does beside Kineto.
+
+#include <ATen/record_function.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/ScalarTypeToTypeMeta.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace py = pybind11;
+using torch::profiler::impl::ActiveProfilerType;
+using torch::profiler::impl::ProfilerConfig;
+using torch::profiler::impl::ProfilerState;
+using torch::profiler::impl::ProfilerStateBase;
+
+namespace {
+
+// Argument encoding, one int64 stream per thread (decoded in Python once per
+// distinct signature): per input a tag, then its payload.
+enum : int64_t {
+    TAG_TENSOR = 1,         // dtype id, ndim, sizes...
+    TAG_TENSOR_LIST = 2,    // (Kineto: shape [], dtype "TensorList")
+    TAG_LIST_UNDEFINED = 3, // a tensor list holding an undefined tensor: dtype ""
+    TAG_SCALAR = 4,         // kind (0 int, 1 bool, 2 other, 3 double bits), value
+    TAG_SCALAR_LIST = 5,    // n, then n x (kind, value)
+    TAG_OTHER = 6,          // undefined tensor or anything else: shape [], dtype ""
+};
+constexpr size_t SCALAR_LIST_LIMIT = 30; // Kineto's SCALAR_LIST_LENGTH_LIMIT
+
+struct Op {
+    int64_t start_ns;
+    int64_t end_ns;
+    uint64_t args_begin; // into the thread's args stream
+    uint64_t args_end;
+    uint32_t name;
+    uint32_t pad;
+};
+
+struct Mem {
+    int64_t time_ns;
+    int64_t bytes;
+};
+
+struct Open {
+    const at::RecordFunction *fn;
+    size_t index;
+};
+
+struct ThreadBuf {
+    uint64_t tid = 0;
+    uint64_t session = 0;
+    std::vector<Op> ops;
+    std::vector<int64_t> args;
+    std::vector<Mem> mems;
+    std::vector<Open> open;
+};
+
+struct Names {
+    std::mutex mu;
+    std::deque<std::string> strings; // stable storage for the views below
+    std::unordered_map<std::string_view, uint32_t> ids;
+    std::vector<bool> concrete; // per id: record scalar values (FLOP formulas)
+    std::unordered_set<std::string> concrete_names;
+};
+
+struct Global {
+    std::mutex mu;
+    std::vector<std::unique_ptr<ThreadBuf>> threads; // never freed: tls pointers stay valid
+    std::atomic<uint64_t> session{0};
+    std::atomic<bool> active{false};
+    bool record = true; // false: the callbacks return at once (the benchmark's floor)
+    Names names;
+    at::CallbackHandle handle = 0;
+    size_t reserve_ops = 1 << 14;
+};
+
+Global &g()
+{
+    static Global *g_ = new Global(); // leaked: threads may outlive static destruction
+    return *g_;
+}
+
+thread_local ThreadBuf *tls_buf = nullptr;
+
+struct CachedName {
+    uint32_t id; // with CONCRETE_BIT
+    const char *text; // the interned copy
+};
+// Per-thread name cache keyed by the name's address: an operator's name is its
+// schema's string, alive as long as the operator, but some FUNCTION-scope
+// names (the autograd engine's "evaluate_function: ...") are temporaries whose
+// address is reused, so a hit is confirmed by comparing the text.
+thread_local std::unordered_map<const char *, CachedName> *tls_name_cache = nullptr;
+
+inline int64_t now_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+ThreadBuf *thread_buf()
+{
+    Global &G = g();
+    uint64_t session = G.session.load(std::memory_order_acquire);
+    ThreadBuf *b = tls_buf;
+    if (b != nullptr && b->session == session)
+        return b;
+    if (b == nullptr) {
+        auto owned = std::make_unique<ThreadBuf>();
+        owned->tid = (uint64_t)syscall(SYS_gettid);
+        b = owned.get();
+        std::lock_guard<std::mutex> lock(G.mu);
+        G.threads.push_back(std::move(owned));
+        tls_buf = b;
+    }
+    // A thread first seen in this session: start() cleared every buffer.
+    b->session = session;
+    return b;
+}
+
+constexpr uint32_t CONCRETE_BIT = 1u << 31;
+
+// The name's id, with CONCRETE_BIT set when its scalar inputs are recorded.
+uint32_t intern_slow(const char *name)
+{
+    Names &N = g().names;
+    std::lock_guard<std::mutex> lock(N.mu);
+    std::string_view key(name);
+    auto it = N.ids.find(key);
+    uint32_t id;
+    if (it != N.ids.end()) {
+        id = it->second;
+    } else {
+        N.strings.emplace_back(name);
+        id = (uint32_t)N.concrete.size();
+        N.ids.emplace(std::string_view(N.strings.back()), id);
+        N.concrete.push_back(N.concrete_names.count(N.strings.back()) > 0);
+    }
+    return N.concrete[id] ? (id | CONCRETE_BIT) : id;
+}
+
+uint32_t intern(const at::RecordFunction &fn)
+{
+    const char *name = fn.name();
+    if (tls_name_cache == nullptr)
+        tls_name_cache = new std::unordered_map<const char *, CachedName>();
+    auto it = tls_name_cache->find(name);
+    if (it != tls_name_cache->end() && std::strcmp(it->second.text, name) == 0)
+        return it->second.id;
+    uint32_t id = intern_slow(name);
+    const char *text;
+    {
+        Names &N = g().names;
+        std::lock_guard<std::mutex> lock(N.mu);
+        text = N.strings[id & ~CONCRETE_BIT].c_str();
+    }
+    (*tls_name_cache)[name] = CachedName{id, text};
+    return id;
+}
+
+inline void push_scalar(std::vector<int64_t> &a, const c10::IValue &v)
+{
+    if (v.isBool()) {
+        a.push_back(1);
+        a.push_back(v.toBool() ? 1 : 0);
+    } else if (v.isInt()) {
+        a.push_back(0);
+        a.push_back(v.toInt());
+    } else if (v.isDouble()) {
+        double d = v.toDouble();
+        int64_t bits;
+        std::memcpy(&bits, &d, sizeof bits);
+        a.push_back(3);
+        a.push_back(bits);
+    } else {
+        a.push_back(2); // complex/symbolic: Kineto's reader keeps "Scalar"
+        a.push_back(0);
+    }
+}
+
+inline bool plain_tensor(const at::Tensor &t)
+{
+    return t.defined() && !t.is_nested() &&
+           !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+}
+
+void encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inputs,
+                   bool concrete)
+{
+    for (const c10::IValue &v : inputs) {
+        if (v.isTensor()) {
+            const at::Tensor &t = v.toTensor();
+            if (!plain_tensor(t)) {
+                a.push_back(TAG_OTHER);
+                continue;
+            }
+            auto sizes = t.sizes();
+            a.push_back(TAG_TENSOR);
+            a.push_back((int64_t)t.scalar_type());
+            a.push_back((int64_t)sizes.size());
+            a.insert(a.end(), sizes.begin(), sizes.end());
+        } else if (v.isScalar()) {
+            a.push_back(TAG_SCALAR);
+            if (concrete) {
+                push_scalar(a, v);
+            } else {
+                a.push_back(2);
+                a.push_back(0);
+            }
+        } else if (v.isTensorList()) {
+            bool undefined = false;
+            for (const at::Tensor &t : v.toTensorList().vec())
+                undefined |= !plain_tensor(t);
+            a.push_back(undefined ? TAG_LIST_UNDEFINED : TAG_TENSOR_LIST);
+        } else if (v.isList()) {
+            auto list = v.toListRef();
+            bool scalars = list.empty() || (list[0].isScalar() && list.size() <= SCALAR_LIST_LIMIT);
+            if (!scalars) {
+                a.push_back(TAG_OTHER);
+                continue;
+            }
+            a.push_back(TAG_SCALAR_LIST);
+            if (!concrete) {
+                a.push_back(-1); // values not needed: one signature for all
+                continue;
+            }
+            a.push_back((int64_t)list.size());
+            for (const c10::IValue &e : list)
+                push_scalar(a, e);
+        } else {
+            a.push_back(TAG_OTHER);
+        }
+    }
+}
+
+std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction &fn)
+{
+    Global &G = g();
+    if (!G.active.load(std::memory_order_relaxed) || !G.record)
+        return nullptr;
+    ThreadBuf *b = thread_buf();
+    uint32_t name = intern(fn);
+    bool concrete = (name & CONCRETE_BIT) != 0;
+    Op op;
+    op.name = name & ~CONCRETE_BIT;
+    op.pad = 0;
+    op.args_begin = b->args.size();
+    encode_inputs(b->args, fn.inputs(), concrete);
+    op.args_end = b->args.size();
+    op.end_ns = INT64_MIN;
+    b->open.push_back({&fn, b->ops.size()});
+    op.start_ns = now_ns(); // last: the encoding is not the op's time
+    b->ops.push_back(op);
+    return nullptr;
+}
+
+void on_exit(const at::RecordFunction &fn, at::ObserverContext *)
+{
+    int64_t t = now_ns();
+    Global &G = g();
+    if (!G.active.load(std::memory_order_relaxed) || !G.record)
+        return;
+    ThreadBuf *b = tls_buf;
+    if (b == nullptr || b->session != G.session.load(std::memory_order_relaxed))
+        return;
+    // Innermost first; an op that ends on another thread (async) is not found
+    // here and keeps the end given at read time.
+    for (size_t i = b->open.size(); i-- > 0;) {
+        if (b->open[i].fn == &fn) {
+            b->ops[b->open[i].index].end_ns = t;
+            b->open.erase(b->open.begin() + (ptrdiff_t)i);
+            return;
+        }
+    }
+}
+
+struct ObserverState : public ProfilerStateBase {
+    explicit ObserverState(const ProfilerConfig &config) : ProfilerStateBase(config) {}
+
+    void reportMemoryUsage(void *, int64_t alloc_size, size_t, size_t, c10::Device) override
+    {
+        Global &G = g();
+        if (!G.active.load(std::memory_order_relaxed))
+            return;
+        ThreadBuf *b = thread_buf();
+        b->mems.push_back({now_ns(), alloc_size});
+    }
+
+    ActiveProfilerType profilerType() override { return ActiveProfilerType::NONE; }
+};
+
+bool g_state_pushed = false;
+
+// The ops whose scalar inputs are kept (the FLOP formulas' concrete arguments);
+// set once, before any name is interned (the per-thread caches keep the flag).
+void set_concrete_names(const std::vector<std::string> &names)
+{
+    Names &N = g().names;
+    std::lock_guard<std::mutex> lock(N.mu);
+    if (!N.strings.empty())
+        throw std::runtime_error("set_concrete_names: names already interned");
+    N.concrete_names = std::unordered_set<std::string>(names.begin(), names.end());
+}
+
+// Starts recording on the calling thread (and the threads torch hands its
+// work to).  Raises when a torch profiler is already enabled on this thread.
+// record=false registers everything but records nothing: what RecordFunction
+// with inputs costs by itself (bench/bench_torch_source.py).
+void start(bool record)
+{
+    Global &G = g();
+    if (G.handle != 0 || torch::profiler::impl::profilerEnabled())
+        throw std::runtime_error("a torch profiler is already enabled on this thread");
+    {
+        std::lock_guard<std::mutex> lock(G.mu);
+        for (auto &t : G.threads) {
+            t->ops.clear();
+            t->args.clear();
+            t->mems.clear();
+            t->open.clear();
+            if (t->ops.capacity() > (G.reserve_ops << 6)) {
+                // a huge profile's buffers are not kept for the whole session
+                std::vector<Op>().swap(t->ops);
+                std::vector<int64_t>().swap(t->args);
+            }
+            if (t->mems.capacity() > (G.reserve_ops << 6))
+                std::vector<Mem>().swap(t->mems);
+        }
+    }
+    G.session.fetch_add(1, std::memory_order_acq_rel);
+    ThreadBuf *b = thread_buf();
+    if (b->ops.capacity() < G.reserve_ops) {
+        b->ops.reserve(G.reserve_ops);
+        b->args.reserve(G.reserve_ops * 8);
+        b->mems.reserve(G.reserve_ops);
+    }
+    ProfilerConfig config(ProfilerState::CPU, /*report_input_shapes=*/true,
+                          /*profile_memory=*/true);
+    auto state = std::make_shared<ObserverState>(config);
+    ProfilerStateBase::push(std::move(state));
+    g_state_pushed = true;
+    G.record = record;
+    G.active.store(true, std::memory_order_release);
+    G.handle = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(on_enter, on_exit).needsInputs(true));
+}
+
+// Stops recording; safe to call when not started (every exit path calls it).
+void stop()
+{
+    Global &G = g();
+    G.active.store(false, std::memory_order_release);
+    if (G.handle != 0) {
+        at::removeCallback(G.handle);
+        G.handle = 0;
+    }
+    if (g_state_pushed) {
+        g_state_pushed = false;
+        ProfilerStateBase::pop(/*global=*/false);
+    }
+}
+
+bool recording() { return g().handle != 0; }
+
+// Everything recorded since start(), in bulk:
+//   ops:  int64 rows (start_ns, end_ns, thread, name id, signature id)
+//   mems: int64 rows (time_ns, thread, bytes)
+//   sigs: the distinct argument encodings, concatenated; sig_offsets: n+1 bounds
+//   names: every interned name (ids index it)
+// Ops still open get end = start (Kineto's events of unfinished ops are not
+// read either: profiles stop outside the test body).
+py::tuple read_buffers()
+{
+    Global &G = g();
+    std::vector<int64_t> ops;
+    std::vector<int64_t> mems;
+    std::vector<int64_t> sigs;
+    std::vector<int64_t> sig_offsets{0};
+    std::unordered_map<std::string_view, int64_t> sig_ids;
+    std::vector<std::string> names;
+    {
+        std::lock_guard<std::mutex> lock(G.mu);
+        size_t n_ops = 0, n_mem = 0;
+        for (auto &t : G.threads) {
+            if (t->session != G.session.load())
+                continue;
+            n_ops += t->ops.size();
+            n_mem += t->mems.size();
+        }
+        ops.reserve(n_ops * 5);
+        mems.reserve(n_mem * 3);
+        for (auto &t : G.threads) {
+            if (t->session != G.session.load())
+                continue;
+            const int64_t *args = t->args.data();
+            for (const Op &op : t->ops) {
+                std::string_view key(reinterpret_cast<const char *>(args + op.args_begin),
+                                     (op.args_end - op.args_begin) * sizeof(int64_t));
+                auto it = sig_ids.find(key);
+                int64_t sig;
+                if (it == sig_ids.end()) {
+                    sig = (int64_t)sig_ids.size();
+                    sig_ids.emplace(key, sig);
+                    sigs.insert(sigs.end(), args + op.args_begin, args + op.args_end);
+                    sig_offsets.push_back((int64_t)sigs.size());
+                } else {
+                    sig = it->second;
+                }
+                ops.push_back(op.start_ns);
+                ops.push_back(op.end_ns == INT64_MIN ? op.start_ns : op.end_ns);
+                ops.push_back((int64_t)t->tid);
+                ops.push_back(op.name);
+                ops.push_back(sig);
+            }
+            for (const Mem &m : t->mems) {
+                mems.push_back(m.time_ns);
+                mems.push_back((int64_t)t->tid);
+                mems.push_back(m.bytes);
+            }
+        }
+    }
+    {
+        Names &N = G.names;
+        std::lock_guard<std::mutex> lock(N.mu);
+        names.assign(N.strings.begin(), N.strings.end());
+    }
+    auto as_bytes = [](const std::vector<int64_t> &v) {
+        return py::bytes(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(int64_t));
+    };
+    return py::make_tuple(as_bytes(ops), as_bytes(mems), as_bytes(sigs), as_bytes(sig_offsets),
+                          names);
+}
+
+// Kineto's dtype text of each scalar type (TypeMeta names: "float", "long int").
+std::vector<std::string> dtype_names()
+{
+    std::vector<std::string> out;
+    for (int i = 0; i < (int)c10::ScalarType::NumOptions; i++) {
+        auto st = (c10::ScalarType)i;
+        try {
+            out.emplace_back(std::string(c10::scalarTypeToTypeMeta(st).name()));
+        } catch (const std::exception &) {
+            out.emplace_back("");
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
+{
+    m.def("start", &start, py::arg("record") = true);
+    m.def("stop", &stop);
+    m.def("recording", &recording);
+    m.def("read", &read_buffers);
+    m.def("dtype_names", &dtype_names);
+    m.def("set_concrete_names", &set_concrete_names);
+    m.def("now_ns", &now_ns);
+}
