@@ -275,3 +275,24 @@ def test_raw_times_option_and_ini_reach_the_gate(
     pytester.makeini("[pytest]\nopprof_raw_times = true\n")
     from_ini = read_gate_options(run_pytest.parseconfig())
     assert not BaselineSession(from_ini).tolerances.speed_scaled
+
+
+def test_rounds_too_few_to_judge_run_no_references_unless_they_record(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    pytester.makepyfile("import numpy as np\n\ndef test_a():\n    np.add(np.ones(3), 1)\n")
+
+    def refs(*args: str) -> list[str]:
+        run_pytest("--opprof", "--opprof-report", "r.json", *args).assert_outcomes(passed=1)
+        (test,) = json.loads((pytester.path / "r.json").read_text())["tests"].values()
+        return [k for k in ("speed_ref", "native_ref") if k in test["summary"]]
+
+    # One round is never judged on time (3 are needed): the references would serve nothing.
+    assert refs("--opprof-rounds", "1") == []
+    # An update run keeps them (a later run pools its rounds with them), as does a run
+    # told to judge times anyway, and any run of enough rounds to judge.
+    both = ["speed_ref", "native_ref"]
+    assert refs("--opprof-rounds", "1", "--opprof-update-baselines") == both
+    assert refs("--opprof-rounds", "1", "--opprof-force-time") == both
+    assert refs("--opprof-rounds", "3") == both
+    assert refs() == both  # auto

@@ -31,8 +31,10 @@ class Rounds:
 
     profiles: list[profile] = field(default_factory=list)
     cpu_times_ns: list[int] = field(default_factory=list)
-    speed_refs_ns: list[int] = field(default_factory=list)
-    native_refs_ns: list[int] = field(default_factory=list)
+    speed_refs_ns: list[int | None] = field(default_factory=list)
+    native_refs_ns: list[int | None] = field(default_factory=list)
+    references: bool = True
+    """Run the machine-speed references around each round (``rounds.needs_references``)."""
     waits_ns: list[int | None] = field(default_factory=list)
     """Per round, ns the test's thread waited for a CPU (None: not measured)."""
     preempted: bool = False
@@ -60,7 +62,8 @@ class Rounds:
             memory_events=options.trace_dir is not None,
         )
         # The machine-speed references bracket the round, outside the profile.
-        py_before_ns, native_before_ns = speed_probe.references_ns()
+        if self.references:
+            py_before_ns, native_before_ns = speed_probe.references_ns()
         # The run-queue figures are read outside the profile's wall time, around it: a
         # wait the scheduler makes the thread take at a system call (reading them is one)
         # lands in the reading after it, so a reading inside would miss it.
@@ -86,11 +89,15 @@ class Rounds:
             if prof.preempted:
                 self.preempted = True
             else:
-                py_after_ns, native_after_ns = speed_probe.references_ns()
                 not_measured.update(prof.not_measured)
                 self.cpu_times_ns.append(cpu_ns)
-                self.speed_refs_ns.append((py_before_ns + py_after_ns) // 2)
-                self.native_refs_ns.append((native_before_ns + native_after_ns) // 2)
+                if self.references:
+                    py_after_ns, native_after_ns = speed_probe.references_ns()
+                    self.speed_refs_ns.append((py_before_ns + py_after_ns) // 2)
+                    self.native_refs_ns.append((native_before_ns + native_after_ns) // 2)
+                else:
+                    self.speed_refs_ns.append(None)
+                    self.native_refs_ns.append(None)
                 self.waits_ns.append(
                     _waited_ns(contention.wait_ns, prof.wall_time_ns, thread_ns)
                     if contention is not None
