@@ -3,6 +3,8 @@ from it are the ones built from the objects (issue 20, item 11)."""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import re
 from pathlib import Path
@@ -65,3 +67,48 @@ def test_report_text_is_the_report_written_one_test_at_a_time(tmp_path: Path) ->
 def test_an_object_it_cannot_store_is_refused_by_name() -> None:
     with pytest.raises(TypeError, match="cannot store set"):
         Spool[object]().append({1, 2})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Record:
+    x: object
+    y: object = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Slotted:
+    z: object
+
+
+class _Str(str, enum.Enum):
+    A = "aa"
+
+
+class _Int(enum.IntEnum):
+    X = 3
+
+
+def test_every_form_comes_back_as_it_went_in_and_appends_after_reads_land_at_the_end() -> None:
+    # Lists and tuples stay apart, dicts keep keys that are not strings, scalar subclasses
+    # come back as their plain values, and a read between appends moves nothing.
+    items: list[object] = [
+        _Record([1, [2, (3, 4)], {"k": [5]}], {(1, 2): "t", 3: None, "s": 1.5}),
+        _Record({"l": 1, "d": [True, False]}, _Slotted((_Record({}, []),))),
+        _Record(_Str.A, _Int.X),
+    ]
+    spool: Spool[object] = Spool()
+    spool.append(items[0])
+    assert spool[0] == items[0]
+    spool.append(items[1])
+    assert spool[-1] == items[1]
+    spool.append(items[2])
+    back = list(spool)
+    assert back == items
+    first = back[0]
+    assert isinstance(first, _Record) and isinstance(first.x, list)
+    assert isinstance(first.x[1], list) and isinstance(first.x[1][1], tuple)
+    last = back[2]
+    assert isinstance(last, _Record) and type(last.x) is str and type(last.y) is int
+    with pytest.raises(TypeError, match="cannot store bytes"):
+        spool.append(_Record({b"l": 1}))
+    assert len(spool) == 3 and list(spool) == items
