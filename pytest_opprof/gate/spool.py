@@ -12,19 +12,17 @@ a time.
 The encoding is generic over the frozen dataclasses and named tuples the results are
 made of, and safe to read: a record names its class by its place in the spool's own
 list of the classes it wrote, so only those are ever built back (nothing is looked up
-by name).  Records become lists (the class's index, then the field values), so the
-bytes are ``marshal``'s, whose encoder runs in C and keeps lists, tuples and dicts
-apart: a real list or a dict with keys other than strings is wrapped in a dict keyed by
-bytes, which no result holds.  ``json.dumps`` of the same tree was a third of a trivial
-test's append (issue 18).  The file lives and dies with the process that wrote it, so
-marshal's format, which may change between Python versions, is never read elsewhere.
+by name).  Records are lists of field values, and every JSON object in the file is one
+of three tagged forms (record, tuple, dict), so reading is ``json.loads`` with an object
+hook: the per-value work runs in C (the test's summary is read at the end of the session
+a few times, and was a Python walk each time).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import marshal
+import json
 import operator
 import tempfile
 from array import array
@@ -33,9 +31,8 @@ from typing import IO, Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 
-_LIST, _PAIRS = b"l", b"d"  # bytes: never a key of a stored dict (bytes are refused)
+_CLASS, _VALUES, _TUPLE, _DICT = "c", "v", "t", "d"
 _SCALARS = frozenset((str, int, float, bool))
-_FORMS = frozenset((list, tuple, dict))  # what decoding has to walk into
 _UNSEEN: Any = object()
 
 
@@ -70,7 +67,6 @@ class Spool(Sequence[T], Generic[T]):
         self._offsets = array("q")
         self._sizes = array("q")
         self._end = 0
-        self._at_end = True
         self._at_end = True  # the file's position is _end: an append needs no seek
         self._builders: list[Callable[[list[Any]], Any]] = []
         """Per class written, what builds it back from its values; a record names its
@@ -81,7 +77,11 @@ class Spool(Sequence[T], Generic[T]):
 
     def append(self, item: T) -> None:
         """Store ``item`` (a copy: later changes to the object are not seen)."""
-        data = marshal.dumps(self._encode(item))
+        # No cycle check: the encoded form is a tree built just now (the check was a third
+        # of the dump).
+        data = json.dumps(self._encode(item), separators=(",", ":"), check_circular=False).encode(
+            "utf-8"
+        )
         if self._file is None:
             # Anonymous (unlinked at once on POSIX): nothing is left behind however the
             # session ends.
@@ -106,21 +106,15 @@ class Spool(Sequence[T], Generic[T]):
             # The values in field order, not a dict of them: no key names to write or
             # read back.
             index, values_of = described
-            return [index, *self._values(values_of(obj))]
-        if isinstance(obj, int):  # a subclass of a scalar: marshal takes exact types
-            return int(obj)
-        if isinstance(obj, float):
-            return float(obj)
-        if isinstance(obj, str):
-            return str.__str__(obj)
+            return {_CLASS: index, _VALUES: self._values(values_of(obj))}
+        if isinstance(obj, (bool, int, float, str)):  # a subclass of a scalar
+            return obj
         if isinstance(obj, tuple):
-            return tuple(self._values(obj))
+            return {_TUPLE: self._values(obj)}
         if isinstance(obj, list):
-            return {_LIST: self._values(obj)}
+            return self._values(obj)
         if isinstance(obj, dict):
-            if all(type(k) is str for k in obj):
-                return dict(zip(obj, self._values(obj.values()), strict=True))
-            return {_PAIRS: [self._encode(x) for kv in obj.items() for x in kv]}
+            return {_DICT: [[self._encode(k), self._encode(v)] for k, v in obj.items()]}
         raise TypeError(f"opprof result spool: cannot store {type(obj).__name__}")
 
     def _values(self, values: Iterable[Any]) -> list[Any]:
@@ -153,24 +147,13 @@ class Spool(Sequence[T], Generic[T]):
         self._records[cls] = described
         return described
 
-    def _decode(self, data: Any) -> Any:
-        """Build back what :meth:`_encode` made of an object (only classes this spool
-        wrote: a record's class is an index into its own list)."""
-        form = type(data)
-        if form is list:
-            return self._builders[data[0]](self._decoded(data[1:]))
-        if form is tuple:
-            return tuple(self._decoded(data))
-        if _LIST in data:
-            return self._decoded(data[_LIST])
-        if _PAIRS in data:
-            flat = self._decoded(data[_PAIRS])
-            return dict(zip(flat[::2], flat[1::2], strict=True))
-        return dict(zip(data, self._decoded(data.values()), strict=True))
-
-    def _decoded(self, values: Iterable[Any]) -> list[Any]:
-        decode = self._decode
-        return [decode(v) if type(v) in _FORMS else v for v in values]
+    def _hook(self, data: dict[str, Any]) -> Any:
+        """json's object hook: each JSON object, innermost first, is one tagged form."""
+        if _TUPLE in data:
+            return tuple(data[_TUPLE])
+        if _DICT in data:
+            return {k: v for k, v in data[_DICT]}
+        return self._builders[data[_CLASS]](data[_VALUES])  # only classes this spool wrote
 
     def _text(self, i: int) -> bytes:
         assert self._file is not None
@@ -179,8 +162,7 @@ class Spool(Sequence[T], Generic[T]):
         return self._file.read(self._sizes[i])
 
     def _load(self, i: int) -> T:
-        data = marshal.loads(self._text(i))
-        item: T = self._decode(data) if type(data) in _FORMS else data
+        item: T = json.loads(self._text(i), object_hook=self._hook)
         return item
 
     def __len__(self) -> int:
