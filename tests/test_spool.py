@@ -3,6 +3,8 @@ from it are the ones built from the objects (issue 20, item 11)."""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import re
 from pathlib import Path
@@ -14,6 +16,7 @@ from pytest_opprof.gate.jsonio import dumps_stable
 from pytest_opprof.gate.results import build_report, report_text
 from pytest_opprof.gate.session import BaselineSession, GateOptions
 from pytest_opprof.gate.spool import Spool
+from pytest_opprof.plugin.kept import Payloads
 from pytest_opprof.plugin.payload import ProfiledTest
 from pytest_opprof.render.report import render_markdown
 
@@ -65,3 +68,84 @@ def test_report_text_is_the_report_written_one_test_at_a_time(tmp_path: Path) ->
 def test_an_object_it_cannot_store_is_refused_by_name() -> None:
     with pytest.raises(TypeError, match="cannot store set"):
         Spool[object]().append({1, 2})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Record:
+    x: object
+    y: object = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Slotted:
+    z: object
+
+
+class _Str(str, enum.Enum):
+    A = "aa"
+
+
+class _Int(enum.IntEnum):
+    X = 3
+
+
+def test_every_form_comes_back_as_it_went_in_and_appends_after_reads_land_at_the_end() -> None:
+    # Lists and tuples stay apart, dicts keep keys that are not strings, scalar subclasses
+    # come back as their plain values, and a read between appends moves nothing.
+    items: list[object] = [
+        _Record([1, [2, (3, 4)], {"k": [5]}], {(1, 2): "t", 3: None, "s": 1.5}),
+        _Record({"l": 1, "d": [True, False]}, _Slotted((_Record({}, []),))),
+        _Record(_Str.A, _Int.X),
+    ]
+    spool: Spool[object] = Spool()
+    spool.append(items[0])
+    assert spool[0] == items[0]
+    spool.append(items[1])
+    assert spool[-1] == items[1]
+    spool.append(items[2])
+    back = list(spool)
+    assert back == items
+    first = back[0]
+    assert isinstance(first, _Record) and isinstance(first.x, list)
+    assert isinstance(first.x[1], list) and isinstance(first.x[1][1], tuple)
+    last = back[2]
+    assert isinstance(last, _Record) and type(last.x) is str and type(last.y) is int
+    with pytest.raises(TypeError, match="cannot store bytes"):
+        spool.append(_Record({b"l": 1}))
+    assert len(spool) == 3 and list(spool) == items
+
+
+def test_payloads_come_back_equal_whether_bare_linked_or_whole(tmp_path: Path) -> None:
+    # The collector keeps a judged payload's figures as its gate result's: a bare one as
+    # only the result's place, one with more (a marker's table) without its figures, and
+    # one not judged or with an unusable baseline whole.
+    session = BaselineSession(GateOptions(tmp_path / "baselines"), machine=machine())
+    payloads = Payloads(session.results)
+    sent: list[ProfiledTest] = []
+    for i, (marked, judged) in enumerate([(False, True), (True, True), (False, False)]):
+        nodeid = f"tests/test_a.py::test_{i}"
+        payload = ProfiledTest(
+            nodeid,
+            marked,
+            simple_summary(matmul_flops=1000 + i),
+            table="table" if marked else None,
+            tolerances={"time": 0.5} if marked else {},
+            judged=judged,
+        )
+        judgement = session.judge(nodeid, payload.summary, payload.tolerances) if judged else None
+        payload.judgement = judgement
+        payloads.append(payload, judgement)
+        sent.append(payload)
+    bad = tmp_path / "baselines" / "tests" / "test_bad.json"
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    bad.write_text("{not json")
+    payload = ProfiledTest("tests/test_bad.py::test_x", False, simple_summary(), judged=True)
+    judgement = session.judge(payload.nodeid, payload.summary, {})
+    assert judgement.error is not None and judgement.place is None
+    payloads.append(payload, judgement)
+    sent.append(payload)
+    assert len(payloads) == 4 and len(session.results) == 2
+    assert list(payloads) == sent and payloads[:] == sent
+    assert payloads[1].table == "table" and payloads[1].tolerances == {"time": 0.5}
+    assert payloads[-1] == sent[-1] and all(p.judgement is None for p in payloads)
+    assert [p.summary.flops for p in payloads] == [p.summary.flops for p in sent]

@@ -95,6 +95,9 @@ class Judgement:
     error: str | None = None
     fails: bool = False
     """Whether the test must fail (a regression, a required baseline, an unusable file)."""
+    place: int | None = None
+    """Where ``result`` lies in :attr:`BaselineSession.results` (None without a result):
+    the plugin's collector refers to it rather than spooling the figures again."""
 
     @property
     def label(self) -> str:
@@ -280,6 +283,7 @@ class BaselineSession:
         if self.options.update:  # only staging reads it
             self._verdicts[nodeid] = (verdict, tolerances)
         result = TestResult(nodeid, summary, verdict, baseline_file=shown)
+        place = len(self.results)
         self.results.append(result)
         self.judged.append(
             Judged(
@@ -290,7 +294,7 @@ class BaselineSession:
                 bool(verdict.varying),
             )
         )
-        return Judgement(result, None, self.fails(result))
+        return Judgement(result, None, self.fails(result), place)
 
     def fails(self, result: TestResult) -> bool:
         """Whether a judged test fails: a regression, or no baseline where one is required;

@@ -67,6 +67,7 @@ class Spool(Sequence[T], Generic[T]):
         self._offsets = array("q")
         self._sizes = array("q")
         self._end = 0
+        self._at_end = True  # the file's position is _end: an append needs no seek
         self._builders: list[Callable[[list[Any]], Any]] = []
         """Per class written, what builds it back from its values; a record names its
         class by its index here."""
@@ -85,7 +86,10 @@ class Spool(Sequence[T], Generic[T]):
             # Anonymous (unlinked at once on POSIX): nothing is left behind however the
             # session ends.
             self._file = tempfile.TemporaryFile(prefix="opprof-results-")
-        self._file.seek(self._end)
+        if not self._at_end:
+            # Only after a read: a seek flushes the write buffer, a syscall per append.
+            self._file.seek(self._end)
+            self._at_end = True
         self._file.write(data)
         self._offsets.append(self._end)
         self._sizes.append(len(data))
@@ -153,6 +157,7 @@ class Spool(Sequence[T], Generic[T]):
 
     def _text(self, i: int) -> bytes:
         assert self._file is not None
+        self._at_end = False
         self._file.seek(self._offsets[i])
         return self._file.read(self._sizes[i])
 
@@ -186,3 +191,4 @@ class Spool(Sequence[T], Generic[T]):
         self._offsets = array("q")
         self._sizes = array("q")
         self._end = 0
+        self._at_end = True

@@ -16,7 +16,6 @@ import heapq
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,8 @@ from pytest_opprof.capture.plan import Plan
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.session import BaselineSession
-from pytest_opprof.gate.spool import Spool
 from pytest_opprof.plugin import rounds as policy
+from pytest_opprof.plugin.kept import Payloads
 from pytest_opprof.plugin.options import OpprofOptions
 from pytest_opprof.plugin.payload import (
     LEFT_BEHIND_ATTRIBUTE,
@@ -46,8 +45,8 @@ class Controller:
         self.options = options
         self.gate = gate
         self.plan = chosen
-        self.results: Spool[ProfiledTest] = Spool()
-        """Every profiled test's payload, on disk until the summary reads it (spool.py)."""
+        self.results = Payloads(gate.results)
+        """Every profiled test's payload, on disk until the summary reads it (kept.py)."""
         self.not_measured: set[str] = set()
         """"what: why" lines from the profiles run in this process (a pytest-xdist
         controller runs none, so it has none)."""
@@ -91,18 +90,16 @@ class Controller:
         result = self._payload(report)
         if result is None:
             return
-        # The judgement holds a second copy of the figures (its result's), and nothing
-        # reads it back from the spool: only the verdict below uses it.
-        self.results.append(replace(result, judgement=None) if result.judgement else result)
+        judgement = result.judgement
+        if result.judged and judgement is None:  # judged on a pytest-xdist worker
+            judgement = self.gate.judge(report.nodeid, result.summary, result.tolerances)
+        # After the judgement: the payload refers to its result's figures, not a copy.
+        self.results.append(result, judgement)
         if result.marked:
             self.gate.marked.add(report.nodeid)
         if result.flame is not None:
             self.gate.flames[report.nodeid] = result.flame
-        if not result.judged:
-            return
-        if result.judgement is None:  # judged on a pytest-xdist worker
-            self.gate.judge(report.nodeid, result.summary, result.tolerances)
-        if report.passed:
+        if result.judged and report.passed:
             self.gate.call_passed(report.nodeid, result.summary)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
