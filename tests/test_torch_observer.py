@@ -167,14 +167,13 @@ def test_callback_removed_after_a_failing_profiled_test(
     assert not torch.autograd._profiler_enabled()
 
 
-def test_build_failure_falls_back_to_kineto_and_says_why(
-    pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No working compiler: the session passes with Kineto's ops, and its end says why."""
-    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(pytester.path / "extensions"))
-    monkeypatch.setenv("CXX", "/bin/false")
+def _kineto_session(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, check: str
+) -> pytest.RunResult:
+    """A torch session of a few ``torch.mm`` whose second test asserts ``check`` about
+    the collector the source chose; both must pass."""
     pytester.makepyfile(
-        """
+        f"""
         import torch
         from pytest_opprof.capture.sources import torch_source
 
@@ -184,11 +183,21 @@ def test_build_failure_falls_back_to_kineto_and_says_why(
                 torch.mm(a, a)
 
         def test_collector_was_kineto():
-            assert torch_source.SOURCE.collector_reason
+            assert {check}
         """
     )
     result = run_pytest("--opprof", "--opprof-capture", "torch", "-p", "no:randomly")
     result.assert_outcomes(passed=2)
+    return result
+
+
+def test_build_failure_falls_back_to_kineto_and_says_why(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No working compiler: the session passes with Kineto's ops, and its end says why."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(pytester.path / "extensions"))
+    monkeypatch.setenv("CXX", "/bin/false")
+    result = _kineto_session(pytester, run_pytest, "torch_source.SOURCE.collector_reason")
     result.stdout.fnmatch_lines(
         ["*aten::mm*", "opprof: torch ops collected by Kineto (slower), not the observer: *"]
     )
@@ -198,21 +207,7 @@ def test_kineto_chosen_by_environment_is_not_reported(
     pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPPROF_TORCH_OBSERVER", "0")
-    pytester.makepyfile(
-        """
-        import torch
-        from pytest_opprof.capture.sources import torch_source
-
-        def test_mm():
-            a = torch.ones(128, 128)
-            for _ in range(5):
-                torch.mm(a, a)
-
-        def test_collector_was_kineto():
-            assert torch_source.SOURCE.collector_reason == "OPPROF_TORCH_OBSERVER=0"
-        """
-    )
-    result = run_pytest("--opprof", "--opprof-capture", "torch", "-p", "no:randomly")
-    result.assert_outcomes(passed=2)
+    check = 'torch_source.SOURCE.collector_reason == "OPPROF_TORCH_OBSERVER=0"'
+    result = _kineto_session(pytester, run_pytest, check)
     result.stdout.fnmatch_lines(["*aten::mm*"])
     assert "observer" not in result.stdout.str()
