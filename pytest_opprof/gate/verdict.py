@@ -122,16 +122,6 @@ WORK_TIME = "work time"
 UPDATE_HINT = "run with --opprof-update-baselines to record the improvement"
 SPEED_NOTE_AT = 0.05
 """Machine-speed changes from this size on get a note in the verdict."""
-SPEED_JUDGE_LIMIT = DEFAULT_MAX_SPEED_CHANGE
-"""Beyond this machine-speed change (``speed.speed_change``) a test's time is not judged
-(``Tolerances.max_speed_change``, ``--opprof-max-speed-change``).
-The references are applied partly (``speed.py``), and a larger change leaves more than a
-tolerance unexplained: on the example suite, in this VM's 1.6x slow phases (both
-references 28-58% slower than the baseline's), 8 of 20 gate runs on unchanged code failed
-1-6 tests each; at 25% those sessions' times were not judged (17 false failures of 154
-judged -> 7 of 104).  Re-scored on twelve kept bench/busy_study.py runs (quiet, loaded,
--n 2; 3,129 judged unchanged verdicts): 7 fewer verdicts judged, false failures 32 -> 31,
-the same 326 detections of the +30% op."""
 CONFIRM_BAND = 1.0
 """A judged time slower than its baseline by more than this fraction of its tolerance
 makes the verdict ``time_undecided``.  The verdict study (bench/NOTES.md) tried 0.33-1.0:
