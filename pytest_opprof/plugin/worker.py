@@ -16,10 +16,11 @@ side: in memory in a single process, on the report through pytest-xdist.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,8 @@ pending_trace_key = pytest.StashKey[Callable[[], str | None]]()
 called once the verdict says the test regressed (and dropped either way)."""
 scopes_left_key = pytest.StashKey[int]()
 threads_before_key = pytest.StashKey[frozenset[threading.Thread]]()
+window_key = pytest.StashKey[Callable[[], contextlib.AbstractContextManager[None]] | None]()
+"""Set while a round runs a test function: the window :meth:`pytest_pyfunc_call` opens."""
 
 
 def _overrides(settings: TestSettings) -> dict[str, float]:
@@ -192,7 +195,7 @@ class Worker:
                 item.runtest()
             # The first round is pytest's own call (its outcome is the test's); the
             # others run the body again, and any failure among them fails the test.
-            with rounds.measure(self.options, self.not_measured, self._probe):
+            with self._round(item, rounds):
                 result = yield
             more = policy.more_rounds(
                 settings.rounds,
@@ -202,7 +205,7 @@ class Worker:
                 preempted=rounds.preempted,
             )
             for _ in range(more):
-                with rounds.measure(self.options, self.not_measured, self._probe):
+                with self._round(item, rounds):
                     item.runtest()
             replaced = 0
             while policy.another_clean_round(
@@ -213,7 +216,7 @@ class Worker:
                 preempted=rounds.preempted,
                 workable=rounds.clean(WORK_WAIT_LIMIT),
             ):
-                with rounds.measure(self.options, self.not_measured, self._probe):
+                with self._round(item, rounds):
                     item.runtest()
                 replaced += 1
             if policy.needs_confirmation(
@@ -227,7 +230,7 @@ class Worker:
                 preempted=rounds.preempted,
             ):
                 for _ in range(policy.CONFIRM_ROUNDS):
-                    with rounds.measure(self.options, self.not_measured, self._probe):
+                    with self._round(item, rounds):
                         item.runtest()
             return result
         finally:
@@ -238,6 +241,43 @@ class Worker:
                 item.stash[stepped_aside_key] = True
             elif rounds.profiles:
                 item.stash[finished_key] = self._finish(item, settings, rounds)
+
+    @contextlib.contextmanager
+    def _round(self, item: pytest.Item, rounds: Rounds) -> Iterator[None]:
+        """One round of ``item``'s body run inside.
+
+        A test function's round is measured around the function's own call
+        (:meth:`pytest_pyfunc_call`), not around pytest's whole call phase: in the first
+        round that phase also runs other plugins' hooks (pytest-randomly reseeds numpy's
+        generator there, which made its ``seed`` an op of every test) and pytest's own
+        bookkeeping, 20-60 us that later rounds, which call ``item.runtest()``, skip.
+        Other items (unittest cases, doctests, plugins' own) run no such hook: their
+        round is the call phase.
+        """
+
+        def window() -> contextlib.AbstractContextManager[None]:
+            return rounds.measure(self.options, self.not_measured, self._probe)
+
+        if type(item).runtest is not pytest.Function.runtest:
+            with window():
+                yield
+            return
+        item.stash[window_key] = window
+        try:
+            yield
+        finally:
+            item.stash[window_key] = None
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+        """The round's window around the test function (see :meth:`_round`); innermost, so
+        a plugin that runs the function itself (async tests) is inside it."""
+        window = pyfuncitem.stash.get(window_key, None)
+        if window is None:
+            return (yield)
+        pyfuncitem.stash[window_key] = None  # one window per round
+        with window():
+            return (yield)
 
     def _mute(self, running: list[threading.Thread], new: dict[int, str] | None = None) -> None:
         """Leave ``new`` threads out of the figures from the next round on, and stop
