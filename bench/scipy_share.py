@@ -2,12 +2,13 @@
 
 Runs scipy's own installed test modules (suites no one here wrote) the way the README tells
 users to gate tests outside their rootdir (``--rootdir`` at the package), once with numpy
-capture alone (what the op tables saw before scipy capture) and once with the defaults
-(numpy, and scipy's f2py LAPACK/BLAS routines and scipy.special ufuncs), one round each, and
+capture alone (what the op tables saw before scipy capture), with scipy's compiled code
+(f2py LAPACK/BLAS routines, Cython and C functions, scipy.special ufuncs) and with the
+defaults (also the public Python API of scipy and numpy.testing), one round each, and
 reports the median over tests of ``op_time_share``: the share of a test's wall time spent
 inside captured ops.
 
-    python bench/scipy_share.py [--suite linalg|signal] [--json out.json]
+    python bench/scipy_share.py [--suite linalg|signal] [--config LABEL] [--json out.json]
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ SUITES = {
     ],
 }
 REPO = Path(__file__).resolve().parents[1]
+# What the op tables saw before scipy capture; before the Python API was captured; now.
+CONFIGS = (
+    ("numpy only", "numpy"),
+    ("numpy and scipy compiled", "numpy,scipy"),
+    ("defaults", None),
+)
 
 
 def run(suite: str, capture: str | None, out: Path) -> dict[str, object]:
@@ -77,11 +84,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", action="append", choices=sorted(SUITES))
     p.add_argument("--json", type=Path)
+    p.add_argument("--config", action="append", choices=[label for label, _ in CONFIGS])
     args = p.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="opprof-scipy-") as tmp:
         for suite in args.suite or sorted(SUITES):
-            for label, capture in (("numpy only", "numpy"), ("defaults", None)):
+            for label, capture in CONFIGS:
+                if args.config and label not in args.config:
+                    continue
                 out = Path(tmp) / f"{suite}-{label.replace(' ', '-')}.json"
                 r = run(suite, capture, out)
                 results[f"{suite}: {label}"] = r

@@ -11,6 +11,9 @@
  * which reads the thread states through core_internal.h.
  */
 #include <Python.h>
+#if PY_VERSION_HEX < 0x030B0000
+#include <frameobject.h> /* 3.10: PyFrame_GetBack is not in Python.h */
+#endif
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -651,7 +654,7 @@ int32_t opprof_scope_unwind(int32_t depth)
 #define OPPROF_ALL_OPTS                                                             \
     (OPPROF_OPT_RECORD_SHAPES | OPPROF_OPT_PROFILE_MEMORY | OPPROF_OPT_WITH_STACK | \
      OPPROF_OPT_CAPTURE_NUMPY | OPPROF_OPT_CUDA | OPPROF_OPT_MEMORY_EVENTS |        \
-     OPPROF_OPT_CAPTURE_SCIPY)
+     OPPROF_OPT_CAPTURE_SCIPY | OPPROF_OPT_CAPTURE_SKLEARN)
 
 int opprof_start(uint32_t options)
 {

@@ -45,7 +45,9 @@ enum {
      * it they are summed into one "[memory]" record per thread at the time of
      * the first: the same bytes, no event per allocation. */
     OPPROF_OPT_MEMORY_EVENTS = 32,
-    OPPROF_OPT_CAPTURE_SCIPY = 64 /* scipy's f2py and Cython hooks record only with this bit */
+    OPPROF_OPT_CAPTURE_SCIPY = 64, /* scipy's f2py and Cython hooks record only with this bit */
+    OPPROF_OPT_CAPTURE_SKLEARN =
+        128 /* scikit-learn's Python functions (pyfunc_hooks.h), with this bit */
 };
 
 /* One finished event.  Fixed size; per-thread buffers hold these, and

@@ -76,10 +76,14 @@ def now_ns() -> int:
 def start(options: int) -> None:
     """Start recording in all threads with ``OPPROF_OPT_*`` bits; clears the last session."""
     check(lib.opprof_start(options))
+    if options & _pyfunc_options:
+        _pyfunc_arm(True)
 
 
 def stop() -> None:
     """Stop recording; buffers stay until :func:`drain`."""
+    if _pyfunc_options:
+        _pyfunc_arm(False)
     check(lib.opprof_stop())
 
 
@@ -852,3 +856,50 @@ def vcall_uninstall() -> bool:
     foreign = ffi.new("int64_t *")
     check(lib.opprof_vcall_uninstall(foreign))
     return not foreign[0]
+
+
+# Python-level library functions (native/pyfunc_hooks.c), by owner (a capture source):
+# one native table holds them all.  The frame evaluator costs every Python call while
+# armed, so start() arms it only for sessions that record some entry's option bit.
+_pyfunc_tables: dict[str, list[tuple[int, int, int]]] = {}
+_pyfunc_options = 0
+pyfunc_foreign = 0
+"""Sessions that found another frame evaluator in place (their Python functions went
+unrecorded) or had ours replaced while recording."""
+
+
+def pyfunc_unsupported() -> str | None:
+    """Why Python functions cannot be captured here (None: they can)."""
+    if lib.opprof_pyfunc_supported():
+        return None
+    return str(ffi.string(lib.opprof_last_error()).decode("utf-8", "replace"))
+
+
+def pyfunc_set(owner: str, entries: list[tuple[int, int, int]]) -> None:
+    """Record the (code id, name id, option bit) entries of ``owner`` (none: remove them).
+    The caller keeps the code objects alive while they are in the table."""
+    global _pyfunc_options
+    if entries:
+        _pyfunc_tables[owner] = entries
+    else:
+        _pyfunc_tables.pop(owner, None)
+    merged = [entry for table in _pyfunc_tables.values() for entry in table]
+    if not merged:
+        _pyfunc_options = 0
+        check(lib.opprof_pyfunc_uninstall())
+        return
+    codes = ffi.new("intptr_t[]", [c for c, _n, _o in merged])
+    names = ffi.new("uint32_t[]", [n for _c, n, _o in merged])
+    options = ffi.new("uint32_t[]", [o for _c, _n, o in merged])
+    check(lib.opprof_pyfunc_install(codes, names, options, len(merged)))
+    bits = 0
+    for _c, _n, option in merged:
+        bits |= option
+    _pyfunc_options = bits
+
+
+def _pyfunc_arm(on: bool) -> None:
+    global pyfunc_foreign
+    foreign = ffi.new("int64_t *")
+    check(lib.opprof_pyfunc_arm(1 if on else 0, foreign))
+    pyfunc_foreign += foreign[0]

@@ -94,6 +94,9 @@ def pytest_configure(config):
     # one reference to numpy's normalize_axis_index for good: numpy's, not ours.
     from pytest_opprof.capture import speed_probe
     speed_probe.warm_up()
+    # The numpy source imports numpy.testing (its assertions are ops), whose modules keep
+    # references to numpy's functions (array_repr, ...): numpy's, not ours.
+    import numpy.testing
     OBJECTS.extend(obj for obj, _ in table.calls)
     OBJECTS.extend(obj for obj, *_ in table.methods)
     BEFORE.extend(sys.getrefcount(o) for o in OBJECTS)

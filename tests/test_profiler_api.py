@@ -185,7 +185,7 @@ def test_unknown_capture_source_names_the_accepted_ones() -> None:
         opprof.profile(capture=["bogus"]).start()
     message = str(info.value)
     assert "'bogus'" in message
-    assert "accepted: numpy, scipy, torch, none" in message
+    assert "accepted: numpy, scipy, sklearn, torch, none" in message
     assert profiler._active is None
 
 

@@ -324,7 +324,7 @@ CAPTURE: Setting[tuple[str, ...] | None] = Setting(
     "capture",
     parse_capture,
     None,
-    "op sources to capture, comma-separated: numpy, scipy, torch, or none "
+    "op sources to capture, comma-separated: numpy, scipy, sklearn, torch, or none "
     "(default: every source whose library is importable)",
     metavar="LIST",
 )

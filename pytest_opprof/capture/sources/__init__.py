@@ -51,6 +51,7 @@ CAPTURE_SOURCES: dict[str, str] = {
     "numpy": "pytest_opprof.capture.sources.numpy_source:SOURCE",
     "torch": "pytest_opprof.capture.sources.torch_source:SOURCE",
     "scipy": "pytest_opprof.capture.sources.scipy_source:SOURCE",
+    "sklearn": "pytest_opprof.capture.sources.sklearn_source:SOURCE",
 }
 HELPER_SOURCES: dict[str, str] = {
     "memory": "pytest_opprof.capture.sources.memory_source:MemorySource",

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pytest_opprof import _native
+from pytest_opprof.capture.sources.pyfunctions import PythonApi
 from pytest_opprof.flops.numpy_ops import has_formula
 
 NAMESPACES = (
@@ -350,6 +351,8 @@ class NumpySource:
         self._table: HookTable | None = None
         self._available: bool | None = None
         self._foreign: list[HookTable] = []
+        # np.ones, np.eye, np.testing.assert_allclose: Python functions, not dispatchers.
+        self._python = PythonApi(self.name, "numpy", ("numpy", "numpy.testing"))
 
     def available(self) -> bool:
         """True when numpy can be hooked here; warns once when it cannot."""
@@ -373,6 +376,15 @@ class NumpySource:
                 self._prepared = prepare(self._walked)
             install(self._prepared)
             self._table = self._walked
+            # numpy loads numpy.testing on first use, often inside a test: imported here,
+            # its assertions are ops in every test, not only in those after that one.
+            importlib.import_module("numpy.testing")
+            try:
+                self._python.install(self.start_options())
+            except BaseException:
+                _native.numpy_uninstall()
+                self._table = None
+                raise
         self._refs += 1
 
     def release(self) -> None:
@@ -381,6 +393,7 @@ class NumpySource:
             return
         self._refs -= 1
         if self._refs == 0 and self._table is not None:
+            self._python.remove()
             foreign = _native.numpy_uninstall()
             if foreign:
                 # Someone wrapped our trampolines: they stay callable, so the

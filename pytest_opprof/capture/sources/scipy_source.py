@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_opprof import _native
+from pytest_opprof.capture.sources.pyfunctions import PythonApi
 from pytest_opprof.flops import lapack
 
 PUBLIC = ("scipy.linalg.lapack", "scipy.linalg.blas", "scipy.linalg.cython_lapack")
@@ -95,6 +96,7 @@ class ScipySource:
         self._types: list[type] | None = None
         self._params: dict[int, tuple[str, ...]] = {}  # alive while hooked
         self._kept: list[object] = []  # what a wrapped trampoline may still reach
+        self._python = PythonApi(self.name, "scipy")  # scipy.linalg.solve, signal.lfilter
 
     def available(self) -> bool:
         """True when the suite has imported scipy (the plugin never imports it)."""
@@ -118,6 +120,11 @@ class ScipySource:
                 _native.vcall_install(
                     [(oid, _native.intern(name)) for oid, (name, _obj) in cython.items()]
                 )
+                try:
+                    self._python.install(self.start_options())
+                except BaseException:
+                    _native.vcall_uninstall()
+                    raise
             except BaseException:
                 _native.f2py_uninstall()
                 self._held = self._types = None
@@ -130,6 +137,7 @@ class ScipySource:
             return
         self._refs -= 1
         if self._refs == 0 and self._types is not None:
+            self._python.remove()
             kept = not _native.vcall_uninstall()
             if not _native.f2py_uninstall() or kept:
                 self._kept.append((self._held, self._cython, self._types, self._params))

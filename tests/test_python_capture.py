@@ -1,0 +1,262 @@
+"""Libraries' public Python functions (np.ones, numpy.testing, scipy.linalg.solve,
+scikit-learn's estimators) recorded as ops by the names users call them, through a native
+frame evaluator armed only while a profile records."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import PytestRunner
+
+import pytest_opprof as opprof
+from pytest_opprof import _native
+from pytest_opprof.capture.sources import pyfunctions
+
+if _native.pyfunc_unsupported() is not None:  # pragma: no cover - other Pythons
+    pytest.skip(f"python capture: {_native.pyfunc_unsupported()}", allow_module_level=True)
+
+LOOP = 300  # past CPython's call-site specialisation, which inlines Python calls
+
+
+def op_counts(prof: opprof.profile) -> Counter[str]:
+    records = prof.records()
+    return Counter(records.names[n] for n in records.events["name"])
+
+
+DEMO = {
+    "__init__.py": """
+        from demo_lib._impl import plain, boom, decorated_a, decorated_b, Model, numbers
+        from demo_lib import sub
+    """,
+    "_impl.py": """
+        import functools
+        import numpy as np
+
+        def plain(x):
+            return np.add(x, 1)
+
+        def boom():
+            raise ValueError("boom")
+
+        def _checked(fn):
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                return fn(*args, **kwargs)
+            return wrapper
+
+        @_checked
+        def decorated_a(x):
+            return x + 1
+
+        @_checked
+        def decorated_b(x):
+            return x + 2
+
+        def numbers(n):
+            yield from range(n)
+
+        def _private(x):
+            return x
+
+        class Model:
+            def fit(self, x):
+                return _private(plain(x))
+
+            @staticmethod
+            def make():
+                return Model()
+
+            def _helper(self):
+                return 1
+    """,
+    "sub.py": """
+        def nested(x):
+            return x * 2
+    """,
+}
+
+
+@pytest.fixture
+def demo_lib(tmp_path: Path) -> Iterator[object]:
+    """A real package on disk, imported, its functions in the native table as owner "test",
+    recorded with the numpy source's bit."""
+    root = tmp_path / "demo_lib"
+    root.mkdir()
+    for name, text in DEMO.items():
+        (root / name).write_text(textwrap.dedent(text))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import demo_lib  # type: ignore[import-not-found]
+
+        found = pyfunctions.public_functions("demo_lib")
+        option = int(_native.lib.OPPROF_OPT_CAPTURE_NUMPY)
+        _native.pyfunc_set(
+            "test", [(id(code), _native.intern(name), option) for name, code in found.values()]
+        )
+        try:
+            yield demo_lib
+        finally:
+            _native.pyfunc_set("test", [])
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m == "demo_lib" or m.startswith("demo_lib.")]:
+            del sys.modules[name]
+
+
+def test_public_functions_by_their_shortest_public_names(demo_lib: object) -> None:
+    names = {name for name, _code in pyfunctions.public_functions("demo_lib").values()}
+    assert names == {
+        "demo_lib.plain",
+        "demo_lib.boom",
+        "demo_lib.decorated_a",
+        "demo_lib.decorated_b",
+        "demo_lib.sub.nested",
+        "demo_lib.Model.fit",
+        "demo_lib.Model.make",
+    }  # not: the generator, _private, Model._helper, anything as demo_lib._impl.*
+
+
+def test_each_call_is_one_op_with_its_library_calls_inside(demo_lib: object) -> None:
+    lib = demo_lib
+    x = np.ones(4)
+
+    def work() -> None:
+        for _ in range(LOOP):
+            lib.plain(x)  # type: ignore[attr-defined]
+            lib.decorated_a(1)  # type: ignore[attr-defined]
+            lib.decorated_b(1)  # type: ignore[attr-defined]
+        lib.Model.make().fit(x)  # type: ignore[attr-defined]
+        assert list(lib.numbers(3)) == [0, 1, 2]  # type: ignore[attr-defined]
+
+    work()  # the call sites are specialised before the profile starts
+    with opprof.profile(capture=["numpy"]) as prof:
+        work()
+    counts = op_counts(prof)
+    assert counts["demo_lib.plain"] == LOOP + 1  # and once inside Model.fit
+    assert counts["demo_lib.decorated_a"] == LOOP
+    assert counts["demo_lib.decorated_b"] == LOOP
+    assert counts["demo_lib.Model.make"] == 1
+    assert counts["demo_lib.Model.fit"] == 1
+    assert counts["numpy.add"] == LOOP + 1
+    assert not any("numbers" in name for name in counts)
+    by_name = {e.name: e for e in prof.events()}
+    fit = by_name["demo_lib.Model.fit"]
+    assert [c.name for c in fit.cpu_children] == ["demo_lib.plain"]
+    assert [c.name for c in fit.cpu_children[0].cpu_children] == ["numpy.add"]
+
+
+def test_a_raising_function_is_recorded_with_the_exception(demo_lib: object) -> None:
+    with opprof.profile(capture=["numpy"]) as prof:
+        with pytest.raises(ValueError, match="boom"):
+            demo_lib.boom()  # type: ignore[attr-defined]
+    records = prof.records()
+    assert [records.names[n] for n in records.events["name"]] == ["demo_lib.boom"]
+    assert records.events["flags"][0] & 1  # OPPROF_FLAG_EXCEPTION
+
+
+def test_calls_in_other_threads_are_theirs(demo_lib: object) -> None:
+    x = np.ones(3)
+    with opprof.profile(capture=["numpy"]) as prof:
+        worker = threading.Thread(target=lambda: demo_lib.plain(x))  # type: ignore[attr-defined]
+        worker.start()
+        worker.join()
+        demo_lib.plain(x)  # type: ignore[attr-defined]
+    threads = {e.thread for e in prof.events() if e.name == "demo_lib.plain"}
+    assert len(threads) == 2
+
+
+def test_armed_only_while_a_profile_records_and_never_after(demo_lib: object) -> None:
+    assert not _native.lib.opprof_pyfunc_armed()
+    with opprof.profile(capture=["numpy"]):
+        assert _native.lib.opprof_pyfunc_armed()
+    assert not _native.lib.opprof_pyfunc_armed()
+    with pytest.raises(RuntimeError):
+        with opprof.profile(capture=["numpy"]):
+            raise RuntimeError("the test failed")
+    assert not _native.lib.opprof_pyfunc_armed()
+    with opprof.profile(capture=["none"]) as no_source:  # not asked for: not armed
+        assert not _native.lib.opprof_pyfunc_armed()
+        demo_lib.plain(np.ones(2))  # type: ignore[attr-defined]
+    assert "demo_lib.plain" not in op_counts(no_source)
+
+
+def test_scipy_and_numpy_testing_by_their_public_names() -> None:
+    linalg = pytest.importorskip("scipy.linalg")
+    a = np.random.default_rng(0).standard_normal((20, 20)) + 20 * np.eye(20)
+    b = np.ones(20)
+    for _ in range(LOOP):
+        linalg.solve(a, b)
+    with opprof.profile() as prof:
+        for _ in range(LOOP):
+            x = linalg.solve(a, b)
+        np.testing.assert_allclose(a @ x, b)
+    counts = op_counts(prof)
+    assert counts["scipy.linalg.solve"] == LOOP
+    assert counts["numpy.testing.assert_allclose"] == 1
+    solve = next(e for e in prof.events() if e.name == "scipy.linalg.solve")
+    inside = {e.name for e in solve.cpu_children}
+    # the compiled call (_batched_linalg._solve; LAPACK's routines before scipy 1.16), nested
+    assert any(name.startswith(("scipy.linalg._batched", "scipy.linalg.lapack")) for name in inside)
+
+
+def test_numpy_functions_that_are_not_dispatchers() -> None:
+    """np.ones, np.full, np.eye and np.identity are Python functions: ops by their names,
+    with the allocation and the fill they run inside."""
+    for _ in range(LOOP):
+        np.ones(3), np.eye(3)
+    with opprof.profile(capture=["numpy"]) as prof:
+        for _ in range(LOOP):
+            np.ones(3)
+            np.eye(3)
+        np.full(4, 2.0)
+        np.identity(2)
+    counts = op_counts(prof)
+    # np.identity is np.eye inside: its own call, nested
+    assert [counts[f"numpy.{f}"] for f in ("ones", "eye", "full", "identity")] == [
+        LOOP,
+        LOOP + 1,
+        1,
+        1,
+    ]
+    identity = next(e for e in prof.events() if e.name == "numpy.identity")
+    assert [c.name for c in identity.cpu_children] == ["numpy.eye"]
+    ones = next(e for e in prof.events() if e.name == "numpy.ones")
+    assert {c.name for c in ones.cpu_children} == {"numpy.empty", "numpy.copyto"}
+
+
+SUITE = """
+import numpy as np
+from scipy.linalg import solve
+from sklearn.linear_model import Ridge
+
+def test_solve():
+    a = np.eye(30) * 2.0
+    assert solve(a, np.ones(30))[0] == 0.5
+    Ridge(alpha=1.0).fit(a, np.ones(30))
+"""
+
+
+@pytest.mark.parametrize("capture", [None, "numpy"])
+def test_the_plugin_captures_the_python_api_of_imported_libraries(
+    run_pytest: PytestRunner, tmp_path: Path, capture: str | None
+) -> None:
+    pytest.importorskip("scipy.linalg")
+    pytest.importorskip("sklearn.linear_model")
+    run_pytest.pytester.makepyfile(test_sp=SUITE)
+    report = tmp_path / "r.json"
+    args = ["--opprof", "--opprof-report", str(report)]
+    if capture:
+        args += ["--opprof-capture", capture]
+    run_pytest(*args).assert_outcomes(passed=1)
+    (test,) = json.loads(report.read_text())["tests"].values()
+    assert "numpy.ones" in test["ops"]
+    for op in ("scipy.linalg.solve", "sklearn.linear_model.Ridge.fit"):
+        assert (op in test["ops"]) is (capture is None), op
