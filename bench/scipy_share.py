@@ -2,9 +2,9 @@
 
 Runs scipy's own installed test modules (suites no one here wrote) the way the README tells
 users to gate tests outside their rootdir (``--rootdir`` at the package), once with numpy
-capture alone (what the op tables saw before scipy capture), with scipy's compiled code
-(f2py LAPACK/BLAS routines, Cython and C functions, scipy.special ufuncs) and with the
-defaults (also the public Python API of scipy and numpy.testing), one round each, and
+capture alone (numpy's ops, its Python functions and numpy.testing), and with the defaults
+(also scipy's f2py LAPACK/BLAS routines, Cython and C functions, scipy.special ufuncs and
+its public Python API), one round each, and
 reports the median over tests of ``op_time_share``: the share of a test's wall time spent
 inside captured ops.
 
@@ -39,10 +39,10 @@ SUITES = {
     ],
 }
 REPO = Path(__file__).resolve().parents[1]
-# What the op tables saw before scipy capture; before the Python API was captured; now.
+# numpy's source alone (its ops and Python functions), and every source (scipy's compiled
+# routines and public Python API too).
 CONFIGS = (
     ("numpy only", "numpy"),
-    ("numpy and scipy compiled", "numpy,scipy"),
     ("defaults", None),
 )
 
