@@ -1,14 +1,16 @@
-"""How much of real scipy test time the op tables can see: the captured share.
+"""How much of real scipy and scikit-learn test time the op tables see: the captured share.
 
-Runs scipy's own installed test modules (suites no one here wrote) the way the README tells
+Runs scipy's own installed test modules, and scikit-learn's when asked (suites no one here
+wrote), the way the README tells
 users to gate tests outside their rootdir (``--rootdir`` at the package), once with numpy
 capture alone (numpy's ops, its Python functions and numpy.testing), and with the defaults
 (also scipy's f2py LAPACK/BLAS routines, Cython and C functions, scipy.special ufuncs and
-its public Python API), one round each, and
+its public Python API; scikit-learn's public Python API), one round each, and
 reports the median over tests of ``op_time_share``: the share of a test's wall time spent
 inside captured ops.
 
-    python bench/scipy_share.py [--suite linalg|signal] [--config LABEL] [--json out.json]
+    python bench/scipy_share.py [--suite linalg|signal|sklearn-linear] [--config LABEL]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -37,7 +39,22 @@ SUITES = {
         "signal/tests/test_signaltools.py",
         "signal/tests/test_spectral.py",
     ],
+    # scikit-learn (optional): Python estimators over numpy, scipy and Cython
+    "sklearn-linear": [
+        "linear_model/tests/test_ridge.py",
+        "linear_model/tests/test_base.py",
+    ],
 }
+
+
+def package_dir(suite: str) -> Path:
+    if suite.startswith("sklearn"):
+        import sklearn  # type: ignore[import-untyped]
+
+        return Path(sklearn.__file__).parent
+    return SCIPY
+
+
 REPO = Path(__file__).resolve().parents[1]
 # numpy's source alone (its ops and Python functions), and every source (scipy's compiled
 # routines and public Python API too).
@@ -48,9 +65,10 @@ CONFIGS = (
 
 
 def run(suite: str, capture: str | None, out: Path) -> dict[str, object]:
-    paths = [str(SCIPY / p) for p in SUITES[suite]]
+    root = package_dir(suite)
+    paths = [str(root / p) for p in SUITES[suite]]
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
-    cmd += ["-x", "--rootdir", str(SCIPY), "--opprof", "--opprof-rounds", "1"]
+    cmd += ["-x", "--rootdir", str(root), "--opprof", "--opprof-rounds", "1"]
     cmd += ["--opprof-baseline-dir", str(out.parent / "baselines"), "--opprof-report", str(out)]
     if capture:
         cmd += ["--opprof-capture", capture]
@@ -67,7 +85,7 @@ def run(suite: str, capture: str | None, out: Path) -> dict[str, object]:
         for t in tests.values()
         if t["ops"]
         and max(t["ops"].items(), key=lambda kv: kv[1]["self_cpu_time"]["median_ns"])[0].startswith(
-            "scipy."
+            ("scipy.", "sklearn.")
         )
     )
     return {
@@ -88,7 +106,7 @@ def main() -> None:
     args = p.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="opprof-scipy-") as tmp:
-        for suite in args.suite or sorted(SUITES):
+        for suite in args.suite or ["linalg", "signal"]:
             for label, capture in CONFIGS:
                 if args.config and label not in args.config:
                     continue
@@ -96,9 +114,10 @@ def main() -> None:
                 r = run(suite, capture, out)
                 results[f"{suite}: {label}"] = r
                 print(
-                    f"scipy.{suite} ({', '.join(SUITES[suite])}), {label}: {r['tests']} tests, "
+                    f"{suite} ({', '.join(SUITES[suite])}), {label}: {r['tests']} tests, "
                     f"median captured share {r['median_share']:.0%} (25th percentile "
-                    f"{r['share_p25']:.0%}), top op from scipy in {r['tests_top_op_scipy']}, "
+                    f"{r['share_p25']:.0%}), top op from scipy or sklearn in "
+                    f"{r['tests_top_op_scipy']}, "
                     f"{r['seconds']} s; {r['outcome']}",
                     flush=True,
                 )
