@@ -253,7 +253,7 @@ def _average_native(
             return None
     sums, first, rows, device_events, corrections = fast
     # FLOPs come from recorded shapes (pair_flops_for): with none, every count is 0.
-    if with_flops and len(records.shapes) > 1:
+    if with_flops and len(records.shapes) > 1 and _formula_names(records, ev["name"]):
         pair, pair_row = module.model_pairs(ev)
         module.model_flops(
             ev,
@@ -333,17 +333,25 @@ def _kind_tables(overhead: Overhead) -> tuple[np.ndarray, np.ndarray]:
     return inside, outside
 
 
+def _formula_names(records: Records, name_ids: np.ndarray) -> list[int]:
+    """The ids among ``name_ids`` of ops with a FLOP formula (most ops have none)."""
+    present = np.flatnonzero(np.bincount(name_ids, minlength=1)).tolist()
+    return [n for n in present if n < len(records.names) and _has_formula(records.names[n])]
+
+
 def _pair_flops(records: Records, ev: np.ndarray, pair_row: np.ndarray) -> np.ndarray:
     """FLOPs of each distinct (name, shapes) pair, given the pair's first row in ``ev``."""
-    name_ids = ev["name"][pair_row].tolist()
-    shape_ids = ev["shape"][pair_row].tolist()
-    return np.array(
-        [
-            pair_flops_for(records, records.names[nid], sid)
-            for nid, sid in zip(name_ids, shape_ids, strict=True)
-        ],
-        dtype=_I64,
-    )
+    name_ids = ev["name"][pair_row]
+    shape_ids = ev["shape"][pair_row]
+    out = np.zeros(len(pair_row), dtype=_I64)
+    # Only the pairs pair_flops_for would look at leave Python's 0: 2.5M distinct
+    # slices (no formula) cost 2 s in a loop over every pair.
+    rows = np.flatnonzero(np.isin(name_ids, _formula_names(records, name_ids)) & (shape_ids != 0))
+    for k, nid, sid in zip(
+        rows.tolist(), name_ids[rows].tolist(), shape_ids[rows].tolist(), strict=True
+    ):
+        out[k] = pair_flops_for(records, records.names[nid], sid)
+    return out
 
 
 def pair_flops_for(records: Records, name: str, shape_id: int) -> int:
