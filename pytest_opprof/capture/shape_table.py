@@ -106,6 +106,13 @@ class Column(Sequence[T], Generic[T]):
         return repr(list(self))
 
 
+def prefetch(column: Sequence[Any], ids: list[int]) -> None:
+    """Decode ``ids`` of a drain's shapes or dtypes in one native call (a list: nothing
+    to do); a loop that then indexes them one by one costs no call per id."""
+    if isinstance(column, Column):
+        column._table.fill(ids)
+
+
 def columns(table: ShapeTable) -> tuple[Column[Shape], Column[list[str]]]:
     """(shapes, dtypes) for :class:`Records`."""
     return Column(table, table.shapes), Column(table, table.dtypes)
