@@ -100,12 +100,22 @@ uint32_t opprof_name_count(void);
  * ids.  OPPROF_E_STATE while a session records. */
 int opprof_name_trim(uint32_t keep);
 
-/* Input shapes (record_shapes): interned at drain time, ids stable until the
- * next opprof_start.  id 0 means "none recorded". */
-const char *opprof_shape_get(uint32_t id); /* "[[64, 32], [32, 16], []]": [] = 0-d, null = none */
-const char *opprof_shape_dtypes_get(
-    uint32_t id); /* "float64;Scalar=2;": one per argument, empty = not an operand */
+/* Input shapes (record_shapes): interned at drain time as raw entries (layout
+ * in numpy_args.h), ids stable until the next opprof_start.  id 0 means "none
+ * recorded".  A reader copies the table once (opprof_shape_export: the words of
+ * every entry back to back, and starts[id] .. starts[id + 1] of each id,
+ * n_ids + 1 values; sizes from opprof_shape_count and opprof_shape_words,
+ * OPPROF_E_STATE when they no longer match) and makes text for the ids it
+ * reads from that copy: opprof_shape_texts writes one JSON document of their
+ * shapes, "[[[64, 32], [32, 16], []], ...]" ([] = 0-d, null = none), and
+ * their dtype texts joined by "\n", each "float64;;Scalar=2" (one per
+ * argument, empty = not an operand); free both with opprof_text_free. */
 uint32_t opprof_shape_count(void);
+int64_t opprof_shape_words(void);
+int opprof_shape_export(int64_t *words, int64_t n_words, int64_t *starts, uint32_t n_ids);
+int opprof_shape_texts(const int64_t *words, int64_t n_words, const int64_t *starts, uint32_t n_ids,
+                       const uint32_t *ids, int64_t n, char **shape_doc, char **dtype_doc);
+void opprof_text_free(char *text);
 
 /* Python call sites (with_stack): one text per id, frames joined by "\n",
  * innermost first, each "file(line): function". */

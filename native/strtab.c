@@ -4,8 +4,9 @@
  * Names are interned when a source registers them (any thread, under a
  * mutex) and live for the whole process, so ids cached in Python stay valid.
  * Shapes and stacks arrive as raw entry words (layouts in opprof_internal.h);
- * each distinct entry becomes text once, and the tables are kept until the
- * next opprof_start.  Depends on base.c only: no thread state, no arena.
+ * each distinct stack becomes text once, each distinct shape is kept as words
+ * (text only for the ids a reader asks for), and the tables are kept until
+ * the next opprof_start.  Depends on base.c only: no thread state, no arena.
  */
 #include <Python.h>
 
@@ -245,9 +246,26 @@ int opprof_name_trim(uint32_t keep)
 
 static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static hmap shape_raw;    /* arena words -> shape id */
-static strvec shape_text; /* owned strings */
-static strvec shape_dtypes;
+/* Shapes: each distinct raw entry once, back to back in one word array, and
+ * an open-addressing index of ids over them (no allocation per entry: a loop
+ * over 500,000 slices interns 2.5M entries).  Text is made only for the
+ * entries someone reads (opprof_shape_texts), from a copy of the words the
+ * reader took (opprof_shape_export): the next start clears this table. */
+typedef struct {
+    uint64_t hash;
+    uint32_t id; /* 0: empty slot */
+} shape_slot;
+
+static struct {
+    int64_t *w; /* entries of ids 1.. back to back */
+    size_t wn, w_cap;
+    int64_t *start; /* start[id]: id's first word; start[n]: the end */
+    uint32_t n;     /* ids in use, 0 included; 0 before opprof_strtab_ready */
+    uint32_t start_cap;
+    shape_slot *ix;
+    size_t ix_cap; /* power of two, 0 when empty */
+} shapes;
+
 static hmap stack_raw;   /* (code, line) words -> stack id */
 static hmap stack_texts; /* text -> stack id; owns the strings stack_text points to */
 static strvec stack_text;
@@ -257,12 +275,10 @@ void opprof_strtab_unlock(void) { pthread_mutex_unlock(&tables_lock); }
 
 void opprof_strtab_clear(void)
 {
-    hmap_free(&shape_raw);
-    for (uint32_t i = 1; i < shape_text.n; i++) {
-        free((char *)shape_text.p[i]);
-        free((char *)shape_dtypes.p[i]);
-    }
-    shape_text.n = shape_dtypes.n = 0;
+    free(shapes.w);
+    free(shapes.start);
+    free(shapes.ix);
+    memset(&shapes, 0, sizeof shapes);
     hmap_free(&stack_raw);
     hmap_free(&stack_texts);
     stack_text.n = 0;
@@ -271,8 +287,13 @@ void opprof_strtab_clear(void)
 /* Index 0 of each table means "none recorded". */
 int opprof_strtab_ready(void)
 {
-    if (shape_text.n == 0 && !(strvec_push(&shape_text, "") && strvec_push(&shape_dtypes, "")))
-        return 0;
+    if (shapes.n == 0) {
+        shapes.start = calloc(64, sizeof *shapes.start);
+        if (!shapes.start)
+            return 0;
+        shapes.start_cap = 64;
+        shapes.n = 1; /* start[0] = start[1] = 0: id 0 holds no words */
+    }
     return stack_text.n > 0 || strvec_push(&stack_text, "");
 }
 
@@ -338,41 +359,74 @@ static void shape_arg_text(sbuf *s, sbuf *d, const int64_t *w)
         sb_printf(d, "type%d", type_num);
 }
 
+static int shape_same(uint32_t id, const int64_t *hdr, size_t nw)
+{
+    return (size_t)(shapes.start[id + 1] - shapes.start[id]) == nw &&
+           memcmp(shapes.w + shapes.start[id], hdr, nw * sizeof *hdr) == 0;
+}
+
+static int shape_index_grow(void)
+{
+    size_t cap = shapes.ix_cap ? 2 * shapes.ix_cap : 64;
+    shape_slot *ix = calloc(cap, sizeof *ix);
+    if (!ix)
+        return 0;
+    for (size_t i = 0; i < shapes.ix_cap; i++) {
+        if (!shapes.ix[i].id)
+            continue;
+        size_t j = shapes.ix[i].hash & (cap - 1);
+        while (ix[j].id)
+            j = (j + 1) & (cap - 1);
+        ix[j] = shapes.ix[i];
+    }
+    free(shapes.ix);
+    shapes.ix = ix;
+    shapes.ix_cap = cap;
+    return 1;
+}
+
 uint32_t opprof_strtab_shape(const int64_t *hdr)
 {
-    int64_t nargs = hdr[0];
     const int64_t *w = hdr + 1;
-    for (int64_t a = 0; a < nargs; a++)
+    for (int64_t a = 0; a < hdr[0]; a++)
         w += opprof_shape_arg_words(w);
-    size_t len = (size_t)((const char *)w - (const char *)hdr);
-    uint64_t h = words_hash(hdr, (size_t)(w - hdr));
-    uint32_t id;
-    if (hmap_find(&shape_raw, hdr, len, h, &id))
-        return id;
-    sbuf s = {0}, d = {0};
-    sb_printf(&s, "[");
-    w = hdr + 1;
-    for (int64_t a = 0; a < nargs; a++) {
-        if (a) {
-            sb_printf(&s, ", ");
-            sb_printf(&d, ";"); /* not ",": a ScalarList text holds commas */
-        }
-        shape_arg_text(&s, &d, w);
-        w += opprof_shape_arg_words(w);
+    size_t nw = (size_t)(w - hdr);
+    uint64_t h = words_hash(hdr, nw);
+    if (shapes.ix_cap) {
+        for (size_t i = h & (shapes.ix_cap - 1); shapes.ix[i].id; i = (i + 1) & (shapes.ix_cap - 1))
+            if (shapes.ix[i].hash == h && shape_same(shapes.ix[i].id, hdr, nw))
+                return shapes.ix[i].id;
     }
-    sb_printf(&s, "]");
-    if (!d.p)
-        sb_printf(&d, "%s", "");
-    id = shape_text.n;
-    if (s.oom || d.oom || !strvec_push(&shape_text, s.p) || !strvec_push(&shape_dtypes, d.p) ||
-        !hmap_add(&shape_raw, hdr, len, h, id)) {
-        if (shape_text.n > id)
-            shape_text.n = id;
-        shape_dtypes.n = shape_text.n;
-        free(s.p);
-        free(d.p);
+    if (2 * ((size_t)shapes.n + 1) > shapes.ix_cap && !shape_index_grow())
         return 0;
+    if (shapes.wn + nw > shapes.w_cap) {
+        size_t cap = shapes.w_cap ? 2 * shapes.w_cap : 1024;
+        while (cap < shapes.wn + nw)
+            cap *= 2;
+        int64_t *p = realloc(shapes.w, cap * sizeof *p);
+        if (!p)
+            return 0;
+        shapes.w = p;
+        shapes.w_cap = cap;
     }
+    if (shapes.n + 1 >= shapes.start_cap) {
+        if (shapes.n == UINT32_MAX - 1)
+            return 0;
+        uint32_t cap = shapes.start_cap > UINT32_MAX / 2 ? UINT32_MAX : 2 * shapes.start_cap;
+        int64_t *p = realloc(shapes.start, (size_t)cap * sizeof *p);
+        if (!p)
+            return 0;
+        shapes.start = p;
+        shapes.start_cap = cap;
+    }
+    uint32_t id = shapes.n++;
+    memcpy(shapes.w + shapes.wn, hdr, nw * sizeof *hdr);
+    shapes.wn += nw;
+    shapes.start[shapes.n] = (int64_t)shapes.wn;
+    size_t i = h & (shapes.ix_cap - 1);
+    while (shapes.ix[i].id)
+        i = (i + 1) & (shapes.ix_cap - 1);
+    shapes.ix[i] = (shape_slot){h, id};
     return id;
 }
 
@@ -433,9 +487,110 @@ static uint32_t table_count(const strvec *v)
     return n;
 }
 
-const char *opprof_shape_get(uint32_t id) { return table_get(&shape_text, id); }
-const char *opprof_shape_dtypes_get(uint32_t id) { return table_get(&shape_dtypes, id); }
-uint32_t opprof_shape_count(void) { return table_count(&shape_text); }
+uint32_t opprof_shape_count(void)
+{
+    pthread_mutex_lock(&tables_lock);
+    uint32_t n = shapes.n;
+    pthread_mutex_unlock(&tables_lock);
+    return n;
+}
+
+int64_t opprof_shape_words(void)
+{
+    pthread_mutex_lock(&tables_lock);
+    int64_t n = (int64_t)shapes.wn;
+    pthread_mutex_unlock(&tables_lock);
+    return n;
+}
+
+int opprof_shape_export(int64_t *words, int64_t n_words, int64_t *starts, uint32_t n_ids)
+{
+    if (n_words < 0 || (n_words && !words) || !starts)
+        return opprof_fail(OPPROF_E_ARG, "opprof_shape_export: bad output buffers");
+    pthread_mutex_lock(&tables_lock);
+    int rc = OPPROF_OK;
+    if (n_ids != shapes.n || (size_t)n_words != shapes.wn) {
+        rc = opprof_fail(OPPROF_E_STATE,
+                         "opprof_shape_export: the table holds %u ids in %zu words, not %u in "
+                         "%lld (a profile started or drained since it was sized)",
+                         shapes.n, shapes.wn, n_ids, (long long)n_words);
+    } else if (n_ids) {
+        if (n_words)
+            memcpy(words, shapes.w, (size_t)n_words * sizeof *words);
+        memcpy(starts, shapes.start, ((size_t)n_ids + 1) * sizeof *starts);
+    } else {
+        starts[0] = 0;
+    }
+    pthread_mutex_unlock(&tables_lock);
+    return rc;
+}
+
+/* The entry [w, end) as text into s and d; 0 when its arguments overrun it. */
+static int shape_entry_text(sbuf *s, sbuf *d, const int64_t *w, const int64_t *end)
+{
+    if (w == end) /* id 0: none recorded */
+        return 1;
+    int64_t nargs = *w++;
+    sb_printf(s, "[");
+    for (int64_t a = 0; a < nargs; a++) {
+        int value = (int32_t)(uint32_t)(w[0] & 0xffffffff) == OPPROF_ND_VALUE;
+        if (w >= end || (value && w + 1 >= end) || w + opprof_shape_arg_words(w) > end)
+            return 0;
+        if (a) {
+            sb_printf(s, ", ");
+            sb_printf(d, ";"); /* not ",": a ScalarList text holds commas */
+        }
+        shape_arg_text(s, d, w);
+        w += opprof_shape_arg_words(w);
+    }
+    sb_printf(s, "]");
+    return w == end;
+}
+
+int opprof_shape_texts(const int64_t *words, int64_t n_words, const int64_t *starts, uint32_t n_ids,
+                       const uint32_t *ids, int64_t n, char **shape_doc, char **dtype_doc)
+{
+    if (!starts || n < 0 || (n && !ids) || !shape_doc || !dtype_doc)
+        return opprof_fail(OPPROF_E_ARG, "opprof_shape_texts: bad arguments");
+    sbuf s = {0}, d = {0};
+    sb_printf(&s, "[");
+    sb_printf(&d, "%s", "");
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t id = ids[i];
+        if (id >= n_ids || starts[id] < 0 || starts[id] > starts[id + 1] ||
+            starts[id + 1] > n_words) {
+            free(s.p);
+            free(d.p);
+            return opprof_fail(OPPROF_E_ARG,
+                               "opprof_shape_texts: shape id %u is not in a table "
+                               "of %u ids and %lld words",
+                               id, n_ids, (long long)n_words);
+        }
+        if (i) {
+            sb_printf(&s, ",");
+            sb_printf(&d, "\n");
+        }
+        if (id == 0)
+            sb_printf(&s, "[]");
+        if (!shape_entry_text(&s, &d, words + starts[id], words + starts[id + 1])) {
+            free(s.p);
+            free(d.p);
+            return opprof_fail(OPPROF_E_ARG, "opprof_shape_texts: shape id %u is malformed", id);
+        }
+    }
+    sb_printf(&s, "]");
+    if (s.oom || d.oom) {
+        free(s.p);
+        free(d.p);
+        return opprof_fail(OPPROF_E_NOMEM, "opprof_shape_texts: out of memory for %lld texts",
+                           (long long)n);
+    }
+    *shape_doc = s.p;
+    *dtype_doc = d.p;
+    return OPPROF_OK;
+}
+
+void opprof_text_free(char *text) { free(text); }
 const char *opprof_stack_get(uint32_t id) { return table_get(&stack_text, id); }
 uint32_t opprof_stack_count(void) { return table_count(&stack_text); }
 

@@ -21,7 +21,8 @@ int opprof_strtab_ready(void);
 void opprof_strtab_clear(void);
 
 /* The id of a record_shapes entry (the layout opprof_op_shapes documents),
- * its text made on first sight; 0 when out of memory. */
+ * its words kept on first sight (text only when read: opprof_shape_texts);
+ * 0 when out of memory. */
 uint32_t opprof_strtab_shape(const int64_t *entry);
 
 /* The id of a with_stack entry (frame count, then one (code object, line)

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pytest_opprof.capture import shape_table
 from pytest_opprof.capture.records import EVENT_DTYPE, Records
 from pytest_opprof.errors import NativeBuildError, NativeError, OpprofError
 
@@ -235,19 +236,7 @@ def drain() -> Records:
     check(lib.opprof_drain(ffi.from_buffer("opprof_event[]", events), capacity, written, dropped))
     if written[0] < capacity:
         events = events[: written[0]]
-    n_shapes = int(lib.opprof_shape_count())
-    # One JSON document for all shape texts: a json.loads per text costs 3x more.
-    shapes: list[list[list[int] | None]] = (
-        json.loads(
-            "["
-            + ",".join(["[]", *(_text(lib.opprof_shape_get(i)) for i in range(1, n_shapes))])
-            + "]"
-        )
-        if n_shapes > 1
-        else [[]]
-    )
-    dtypes: list[list[str]] = [[]]
-    dtypes += [_text(lib.opprof_shape_dtypes_get(i)).split(";") for i in range(1, n_shapes)]
+    shapes, dtypes = shape_table.columns(_shape_table())
     stacks: list[list[str]] = [[]]
     for i in range(1, int(lib.opprof_stack_count())):
         stacks.append(_user_frames(_text(lib.opprof_stack_get(i)).split("\n")))
@@ -260,6 +249,51 @@ def drain() -> Records:
         dropped=int(dropped[0]),
         clock_source=clock_source(),
     )
+
+
+def _shape_table() -> shape_table.ShapeTable:
+    """A copy of the core's shape table (two native calls, none per entry), decoded on use."""
+    n_ids = int(lib.opprof_shape_count())
+    n_words = int(lib.opprof_shape_words())
+    words = np.empty(n_words, dtype=np.int64)
+    starts = np.zeros(max(n_ids, 1) + 1, dtype=np.int64)
+    if n_ids > 1:
+        check(
+            lib.opprof_shape_export(
+                ffi.from_buffer("int64_t[]", words),
+                n_words,
+                ffi.from_buffer("int64_t[]", starts),
+                n_ids,
+            )
+        )
+    return shape_table.ShapeTable(words, starts, _shape_texts)
+
+
+def _shape_texts(
+    words: np.ndarray, starts: np.ndarray, ids: list[int]
+) -> tuple[list[shape_table.Shape], list[list[str]]]:
+    """The shapes and dtypes of ``ids`` in a copied table: one native call, one JSON document."""
+    shape_doc = ffi.new("char **")
+    dtype_doc = ffi.new("char **")
+    check(
+        lib.opprof_shape_texts(
+            ffi.from_buffer("int64_t[]", words),
+            len(words),
+            ffi.from_buffer("int64_t[]", starts),
+            len(starts) - 1,
+            ffi.from_buffer("uint32_t[]", np.asarray(ids, dtype=np.uint32)),
+            len(ids),
+            shape_doc,
+            dtype_doc,
+        )
+    )
+    try:
+        shapes = json.loads(ffi.string(shape_doc[0]).decode("utf-8", "replace"))
+        dtypes = ffi.string(dtype_doc[0]).decode("utf-8", "replace").split("\n")
+    finally:
+        lib.opprof_text_free(shape_doc[0])
+        lib.opprof_text_free(dtype_doc[0])
+    return shapes, [d.split(";") for d in dtypes]
 
 
 def _pooled_events(n: int) -> np.ndarray:

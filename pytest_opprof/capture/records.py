@@ -9,6 +9,7 @@ sources other than the native core (torch) produce the same shape.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,12 +54,14 @@ class Records:
     ``dtypes[e["shape"]]`` the matching dtype names (``""`` for a non-array);
     ``stacks[e["stack"]]`` the call-site frames, innermost first, each
     ``"file(line): function"``.  Index 0 of shapes/dtypes/stacks is "none".
+    A native drain's shapes and dtypes are read-only sequences decoded on first
+    use (capture/shape_table.py); other sources give lists.
     """
 
     events: np.ndarray
     names: list[str]
-    shapes: list[list[list[int] | None]] = field(default_factory=lambda: [[]])
-    dtypes: list[list[str]] = field(default_factory=lambda: [[]])
+    shapes: Sequence[list[list[int] | None]] = field(default_factory=lambda: [[]])
+    dtypes: Sequence[list[str]] = field(default_factory=lambda: [[]])
     stacks: list[list[str]] = field(default_factory=lambda: [[]])
     dropped: int = 0
     clock_source: str = "unknown"
