@@ -168,7 +168,7 @@ def test_callback_removed_after_a_failing_profiled_test(
 
 
 def _kineto_session(
-    pytester: pytest.Pytester, run_pytest: PytestRunner, check: str
+    pytester: pytest.Pytester, run_pytest: PytestRunner, check: str, *extra: str
 ) -> pytest.RunResult:
     """A torch session of a few ``torch.mm`` whose second test asserts ``check`` about
     the collector the source chose; both must pass."""
@@ -186,7 +186,7 @@ def _kineto_session(
             assert {check}
         """
     )
-    result = run_pytest("--opprof", "--opprof-capture", "torch", "-p", "no:randomly")
+    result = run_pytest("--opprof", "--opprof-capture", "torch", "-p", "no:randomly", *extra)
     result.assert_outcomes(passed=2)
     return result
 
@@ -201,6 +201,23 @@ def test_build_failure_falls_back_to_kineto_and_says_why(
     result.stdout.fnmatch_lines(
         ["*aten::mm*", "opprof: torch ops collected by Kineto (slower), not the observer: *"]
     )
+
+
+def test_under_xdist_the_controller_says_why(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pytest-xdist worker's terminal goes nowhere: the controller prints its notes."""
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(pytester.path / "extensions"))
+    monkeypatch.setenv("CXX", "/bin/false")
+    result = _kineto_session(
+        pytester, run_pytest, "torch_source.SOURCE.collector_reason", "-n", "2"
+    )
+    line = "opprof: torch ops collected by Kineto (slower), not the observer: *"
+    result.stdout.fnmatch_lines([line])
+    # each reason once (the second worker may fail otherwise: it waits for the first's build)
+    notes = [n for n in result.stdout.lines if n.startswith(line[:40])]
+    assert len(notes) == len(set(notes)), notes
 
 
 def test_kineto_chosen_by_environment_is_not_reported(

@@ -31,6 +31,7 @@ from pytest_opprof.plugin.payload import (
     LEFT_BEHIND_ATTRIBUTE,
     REPORT_ATTRIBUTE,
     STEPPED_ASIDE_ATTRIBUTE,
+    WORKER_NOTES,
     ProfiledTest,
 )
 from pytest_opprof.render.html import write_html
@@ -53,11 +54,20 @@ class Controller:
         self.own_profile: list[str] = []  # tests that ran their own profile (not profiled)
         self.left_behind: list[tuple[str, str]] = []  # (test, what it left that was reset)
         self._handed: dict[str, ProfiledTest] = {}  # from this process's worker side
+        self.worker_notes: set[str] = set()
+        """Session notes of pytest-xdist workers (the torch observer's build or why Kineto
+        collected), each printed once."""
 
     def take(self, payload: ProfiledTest) -> None:
         """The worker side of this process hands over a test's payload (before its call
         report is logged)."""
         self._handed[payload.nodeid] = payload
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: object, error: object) -> None:
+        """A pytest-xdist worker finished: keep its session notes for the summary."""
+        output = getattr(node, "workeroutput", None) or {}
+        self.worker_notes.update(output.get(WORKER_NOTES, ()))
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         names = ", ".join(s.name for s in self.plan.capture) or "none"
@@ -134,6 +144,8 @@ class Controller:
         tr.write_sep("=", "opprof")
         if self.not_measured:
             tr.write_line("opprof: not measured: " + "; ".join(sorted(self.not_measured)))
+        for note in sorted(self.worker_notes):
+            tr.write_line(note)
         if self.own_profile:
             tr.write_line(
                 f"opprof: not profiled: {len(self.own_profile)} test(s) started their own "

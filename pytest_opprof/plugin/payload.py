@@ -26,6 +26,8 @@ from pytest_opprof.gate.session import Judgement
 from pytest_opprof.gate.summary import TestSummary
 
 REPORT_ATTRIBUTE = "opprof"
+WORKER_NOTES = "opprof_notes"
+"""Key of a pytest-xdist worker's session notes in its ``workeroutput``."""
 STEPPED_ASIDE_ATTRIBUTE = "opprof_stepped_aside"
 """Set on the call report of a test that started its own profile (the plugin stepped
 aside), so a pytest-xdist controller learns it from its workers too."""

@@ -47,6 +47,7 @@ from pytest_opprof.plugin.payload import (
     LEFT_BEHIND_ATTRIBUTE,
     REPORT_ATTRIBUTE,
     STEPPED_ASIDE_ATTRIBUTE,
+    WORKER_NOTES,
     ProfiledTest,
 )
 from pytest_opprof.render.flame import flame_tree
@@ -139,8 +140,9 @@ class Worker:
             if isinstance(source, PythonMemorySource) and source.note:
                 self._note(source.note)
         # The torch source is held by the profiles themselves when torch was imported
-        # after the plan was made (by the test modules): its note is read here.
-        if torch_source.SOURCE.note:
+        # after the plan was made (by the test modules): its note is read here.  A
+        # pytest-xdist worker's terminal goes nowhere: it sent the note at session finish.
+        if torch_source.SOURCE.note and not hasattr(self.config, "workeroutput"):
             self._note(torch_source.SOURCE.note)
         self._probe.close()
         if self._capacity is not None:
@@ -148,6 +150,13 @@ class Worker:
             self._capacity = None
         if first_error is not None:
             raise first_error
+
+    def pytest_sessionfinish(self) -> None:
+        """A pytest-xdist worker hands its session notes to the controller, which prints
+        them (xdist sends ``workeroutput`` once this hook has run)."""
+        output = getattr(self.config, "workeroutput", None)
+        if output is not None and torch_source.SOURCE.note:
+            output[WORKER_NOTES] = [torch_source.SOURCE.note]
 
     def _note(self, line: str) -> None:
         """One line after the summary (the session is over: no section to put it in)."""
