@@ -120,6 +120,9 @@ class PythonApi:
         self.modules = modules
         self._found: dict[int, tuple[str, types.CodeType]] | None = None  # codes kept alive
         self._warned = False
+        # The last search, kept while sys.modules keeps its size: a profile per block of
+        # API code would otherwise search scipy's modules each time (15 ms here).
+        self._searched: tuple[int, dict[int, tuple[str, types.CodeType]]] | None = None
 
     def install(self, option: int) -> None:
         """Find the functions now and record them; where this Python's frames cannot be
@@ -136,7 +139,9 @@ class PythonApi:
                     stacklevel=3,
                 )
             return
-        found = public_functions(self.package, self.modules)
+        if self._searched is None or self._searched[0] != len(sys.modules):
+            self._searched = (len(sys.modules), public_functions(self.package, self.modules))
+        found = self._searched[1]
         _native.pyfunc_set(
             self.owner,
             [(id(code), _native.intern(name), option) for name, code in found.values()],

@@ -96,6 +96,7 @@ class ScipySource:
         self._types: list[type] | None = None
         self._params: dict[int, tuple[str, ...]] = {}  # alive while hooked
         self._kept: list[object] = []  # what a wrapped trampoline may still reach
+        self._searched: dict[object, tuple[object, dict[int, tuple[str, Any]]]] = {}
         self._python = PythonApi(self.name, "scipy")  # scipy.linalg.solve, signal.lfilter
 
     def available(self) -> bool:
@@ -104,7 +105,7 @@ class ScipySource:
 
     def acquire(self) -> None:
         if self._refs == 0:
-            held = routines()
+            held = self._routines(_is_routine)
             kinds = list({id(type(obj)): type(obj) for _name, obj in held.values()}.values())
             pairs = [(oid, _native.intern(name)) for oid, (name, _obj) in held.items()]
             # What the FLOP formulas read, keyword arguments included (compute_uv=...).
@@ -115,7 +116,7 @@ class ScipySource:
             }
             _native.f2py_install([id(t) for t in kinds], pairs, _native.intern(OTHER_NAME), params)
             self._held, self._types, self._params = held, kinds, params
-            cython = routines(_is_compiled)
+            cython = self._routines(_is_compiled)
             try:
                 _native.vcall_install(
                     [(oid, _native.intern(name)) for oid, (name, _obj) in cython.items()]
@@ -149,6 +150,15 @@ class ScipySource:
                 )
             self._held = self._cython = self._types = None
             self._params = {}
+
+    def _routines(self, kind: Callable[[object], bool]) -> dict[int, tuple[str, Any]]:
+        """:func:`routines`, searched again only when ``sys.modules`` changed size (a
+        profile per block of API code searched every scipy module each time)."""
+        key = (kind, len(sys.modules))
+        found = self._searched.get(kind)
+        if found is None or found[0] != key:
+            found = self._searched[kind] = (key, routines(kind))
+        return found[1]
 
     @property
     def installed(self) -> bool:
