@@ -284,8 +284,9 @@ def test_profiles_search_the_modules_again_only_after_an_import(
 
     monkeypatch.setattr(scipy_source, "routines", routines)
     monkeypatch.setattr(pyfunctions, "public_functions", public)
-    with opprof.profile():
-        pass
+    for _ in range(2):  # the first profile of a process imports what calibration needs
+        with opprof.profile():
+            pass
     searched.clear()
     for _ in range(3):
         with opprof.profile() as prof:
