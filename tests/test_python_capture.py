@@ -298,3 +298,75 @@ def test_profiles_search_the_modules_again_only_after_an_import(
         pass
     # scipy's two kinds of routines; numpy's and scipy's Python API (and any other imported)
     assert searched.count("routines") == 2 and searched.count("public") >= 2
+
+
+FOREIGN_EVALUATOR = r"""
+#include <Python.h>
+#if PY_VERSION_HEX >= 0x030B0000
+typedef struct _PyInterpreterFrame frame_t;
+#else
+#include <frameobject.h>
+typedef PyFrameObject frame_t;
+#endif
+static PyObject *passthrough(PyThreadState *ts, frame_t *f, int exc)
+{
+    return _PyEval_EvalFrameDefault(ts, f, exc);
+}
+static void set_evaluator(int on)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(),
+                                         on ? passthrough : _PyEval_EvalFrameDefault);
+    PyGILState_Release(g);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def foreign_evaluator(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """What a debugger or torch.compile installs: another frame evaluator (a real one,
+    compiled here)."""
+    import importlib
+
+    cffi = pytest.importorskip("cffi")
+    build = tmp_path_factory.mktemp("evaluator")
+    ffi = cffi.FFI()
+    ffi.cdef("void set_evaluator(int on);")
+    # the limited API (cffi's default) hides the frame-evaluation functions
+    ffi.set_source(
+        "opprof_foreign_evaluator",
+        FOREIGN_EVALUATOR,
+        define_macros=[("_CFFI_NO_LIMITED_API", None)],
+    )
+    ffi.compile(tmpdir=str(build))
+    sys.path.insert(0, str(build))
+    try:
+        return importlib.import_module("opprof_foreign_evaluator").lib
+    finally:
+        sys.path.remove(str(build))
+
+
+def test_another_frame_evaluator_is_left_in_place_and_said(foreign_evaluator: object) -> None:
+    lib = foreign_evaluator
+    with opprof.profile(capture=["numpy"]) as prof:
+        np.ones(2)
+        lib.set_evaluator(1)  # type: ignore[attr-defined]
+        np.ones(2)
+    assert _native.lib.opprof_pyfunc_armed() == 0
+    lib.set_evaluator(0)  # type: ignore[attr-defined]  # ours left theirs in place
+    assert any("another frame evaluator" in line for line in prof.not_measured)
+    assert op_counts(prof)["numpy.ones"] == 1  # the one before theirs took over
+    lib.set_evaluator(1)  # type: ignore[attr-defined]
+    try:
+        assert "another frame evaluator" in (_native.pyfunc_unsupported() or "")
+        with pytest.warns(RuntimeWarning, match="Python functions are not captured"):
+            with opprof.profile(capture=["numpy"]) as beside:
+                np.ones(2)
+        assert not _native.lib.opprof_pyfunc_armed()
+        counts = op_counts(beside)
+        assert counts["numpy.ones"] == 0 and counts["numpy.empty"] == 1  # C ops still
+    finally:
+        lib.set_evaluator(0)  # type: ignore[attr-defined]
+    with opprof.profile(capture=["numpy"]) as after:
+        np.ones(2)
+    assert op_counts(after)["numpy.ones"] == 1

@@ -112,6 +112,7 @@ class profile:  # lower case: torch.profiler's spelling
         self.overhead: Overhead | None = None
         self.device_memory: DeviceMemoryStats | None = None
         self.not_measured: list[str] = []
+        self._pyfunc_foreign = 0
         self._cuda_source: CudaSource | None = None
         self.memory: MemoryStats | None = None
         self._memory_samples: np.ndarray | None = None
@@ -203,7 +204,9 @@ class profile:  # lower case: torch.profiler's spelling
                 self.memory = None
                 self._memory_samples = None
                 self.device_memory = None
+                foreign = _native.pyfunc_foreign
                 _native.start(options)
+                self._pyfunc_foreign = foreign
                 # After the native start, not before: the start is a cffi call that gives
                 # up the GIL, and on a busy machine the thread often loses its CPU there
                 # for a scheduler tick (4 ms here): the profile's wall time is the body's.
@@ -234,6 +237,11 @@ class profile:  # lower case: torch.profiler's spelling
         acquired, self._sources = self._sources, []
         try:
             _native.stop()
+            if _native.pyfunc_foreign != self._pyfunc_foreign:
+                self.not_measured.append(
+                    "libraries' Python functions: another frame evaluator (a debugger, "
+                    "torch.compile) was installed, so they went unrecorded"
+                )
             records = _native.drain()
             for source in acquired:
                 extra = source.collect()
