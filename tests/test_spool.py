@@ -149,3 +149,27 @@ def test_payloads_come_back_equal_whether_bare_linked_or_whole(tmp_path: Path) -
     assert payloads[1].table == "table" and payloads[1].tolerances == {"time": 0.5}
     assert payloads[-1] == sent[-1] and all(p.judgement is None for p in payloads)
     assert [p.summary.flops for p in payloads] == [p.summary.flops for p in sent]
+
+
+@dataclasses.dataclass
+class _Mutable:
+    x: object
+
+
+def test_a_frozen_record_met_twice_is_written_once_and_read_back_as_one() -> None:
+    # A one-round op that called nothing has one time object for its self and total time.
+    shared = _Record((1, 2), _Record("inner"))
+    other = _Record((1, 2), _Record("inner"))  # equal, not the same object
+    mutable = _Mutable([1])
+    spool: Spool[object] = Spool()
+    spool.append(_Record([shared, other, shared, {"k": shared}], (mutable, mutable)))
+    spool.append(_Record([shared, other], None))  # numbering starts again per item
+    first, second = list(spool)
+    assert first == _Record([shared, other, shared, {"k": shared}], (mutable, mutable))
+    a, b, c, d = first.x
+    assert a is c is d["k"] and a is not b and a.y is c.y
+    m1, m2 = first.y
+    assert m1 == m2 == mutable and m1 is not m2  # a mutable record stays two copies
+    assert second == _Record([shared, other], None) and second.x[0] is not second.x[1]
+    # Written once: "inner" is in the text once for shared, once for other.
+    assert spool._text(0).count(b'"inner"') == 2 and spool._text(1).count(b'"inner"') == 2

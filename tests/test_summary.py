@@ -16,7 +16,15 @@ import pytest_opprof as opprof
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.machine import machine_info
 from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, update
-from pytest_opprof.gate.summary import RoundFigures, TestSummary, TimeStats, summarize_rounds
+from pytest_opprof.gate.summary import (
+    OpFigures,
+    RoundFigures,
+    TestSummary,
+    TimeStats,
+    _one_round_op,
+    _summarize_op,
+    summarize_rounds,
+)
 from pytest_opprof.gate.verdict import compare
 
 
@@ -114,6 +122,31 @@ def test_as_stored_is_what_the_json_reads_back_as(rounds: list[tuple[float, list
     summary = summary_of(rounds)
     assert summary.as_stored() == TestSummary.from_json(Fields(summary.to_json()))
     assert summary.as_stored().as_stored() == summary.as_stored()
+
+
+_figures = st.builds(
+    OpFigures,
+    count=st.integers(0, 10**6),
+    self_cpu_ns=st.integers(0, 10**10),
+    cpu_ns=st.integers(0, 10**10) | st.just(-1),
+    self_memory_bytes=st.integers(-(10**12), 10**12),
+    memory_bytes=st.integers(-(10**12), 10**12),
+    flops=st.integers(0, 10**15),
+    self_device_ns=st.integers(0, 10**6) | st.just(0),
+    device_ns=st.integers(0, 10**6) | st.just(0),
+)
+
+
+@given(_figures)
+def test_one_round_is_summarised_as_the_general_path_would(f: OpFigures) -> None:
+    # -1 stands for "the op called nothing": its total time is its self time, the
+    # common case, where both times are one object.
+    f = replace(f, cpu_ns=f.self_cpu_ns) if f.cpu_ns < 0 else f
+    fast, general = _one_round_op("numpy.add", f), _summarize_op("numpy.add", [f])
+    assert fast == general and fast.to_json() == general.to_json()
+    assert fast.as_stored() == general.as_stored()
+    assert fast.as_stored() == type(fast).from_json("numpy.add", Fields(fast.to_json()), 1)
+    assert (fast.cpu_time is fast.self_cpu_time) == (f.cpu_ns == f.self_cpu_ns)
 
 
 def test_as_stored_covers_every_optional_figure() -> None:

@@ -13,9 +13,12 @@ The encoding is generic over the frozen dataclasses and named tuples the results
 made of, and safe to read: a record names its class by its place in the spool's own
 list of the classes it wrote, so only those are ever built back (nothing is looked up
 by name).  Records are lists of field values, and every JSON object in the file is one
-of three tagged forms (record, tuple, dict), so reading is ``json.loads`` with an object
-hook: the per-value work runs in C (the test's summary is read at the end of the session
-a few times, and was a Python walk each time).
+of four tagged forms (record, tuple, dict, and "the same record as the n-th one of this
+line"), so reading is ``json.loads`` with an object hook: the per-value work runs in C
+(the test's summary is read at the end of the session a few times, and was a Python walk
+each time).  An immutable record met twice in one item (an op that called no other op
+has one time object for its self and total time) is written once: it was a quarter of a
+one-round test's records.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import IO, Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 
-_CLASS, _VALUES, _TUPLE, _DICT = "c", "v", "t", "d"
+_CLASS, _VALUES, _TUPLE, _DICT, _SAME = "c", "v", "t", "d", "s"
 _SCALARS = frozenset((str, int, float, bool))
 _UNSEEN: Any = object()
 
@@ -71,17 +74,28 @@ class Spool(Sequence[T], Generic[T]):
         self._builders: list[Callable[[list[Any]], Any]] = []
         """Per class written, what builds it back from its values; a record names its
         class by its index here."""
-        self._records: dict[type, tuple[int, Callable[[Any], Any]] | None] = {}
-        """Per type met: (its index in ``_builders``, its field values' getter) for a
-        dataclass or a NamedTuple, or None (anything else)."""
+        self._records: dict[type, tuple[int, Callable[[Any], Any], bool] | None] = {}
+        """Per type met: (its index in ``_builders``, its field values' getter, whether it
+        is immutable) for a dataclass or a NamedTuple, or None (anything else)."""
+        self._seen: dict[int, int] = {}
+        """While an item is written: the number of each immutable record written, by
+        ``id`` (the item holds them all until it is written)."""
+        self._written = 0
+        """While an item is written: records written so far (children before parents:
+        the order json's object hook meets them when the item is read)."""
+        self._read: list[Any] = []
+        """While an item is read: every record built so far, in that same order."""
 
     def append(self, item: T) -> None:
         """Store ``item`` (a copy: later changes to the object are not seen)."""
         # No cycle check: the encoded form is a tree built just now (the check was a third
         # of the dump).
-        data = json.dumps(self._encode(item), separators=(",", ":"), check_circular=False).encode(
-            "utf-8"
-        )
+        try:
+            encoded = self._encode(item)
+        finally:
+            self._seen.clear()
+            self._written = 0
+        data = json.dumps(encoded, separators=(",", ":"), check_circular=False).encode("utf-8")
         if self._file is None:
             # Anonymous (unlinked at once on POSIX): nothing is left behind however the
             # session ends.
@@ -105,8 +119,16 @@ class Spool(Sequence[T], Generic[T]):
         if described is not None:
             # The values in field order, not a dict of them: no key names to write or
             # read back.
-            index, values_of = described
-            return {_CLASS: index, _VALUES: self._values(values_of(obj))}
+            index, values_of, immutable = described
+            if immutable:
+                at = self._seen.get(id(obj))
+                if at is not None:
+                    return {_SAME: at}
+            record = {_CLASS: index, _VALUES: self._values(values_of(obj))}
+            if immutable:
+                self._seen[id(obj)] = self._written
+            self._written += 1
+            return record
         if isinstance(obj, (bool, int, float, str)):  # a subclass of a scalar
             return obj
         if isinstance(obj, tuple):
@@ -123,10 +145,10 @@ class Spool(Sequence[T], Generic[T]):
         encode = self._encode
         return [v if type(v) in _SCALARS or v is None else encode(v) for v in values]
 
-    def _describe(self, cls: type, obj: Any) -> tuple[int, Callable[[Any], Any]] | None:
-        """Remember how ``cls`` is stored: (its index, its field values' getter) for a
-        dataclass or a NamedTuple, or None (anything else)."""
-        described: tuple[int, Callable[[Any], Any]] | None = None
+    def _describe(self, cls: type, obj: Any) -> tuple[int, Callable[[Any], Any], bool] | None:
+        """Remember how ``cls`` is stored: (its index, its field values' getter, whether it
+        is immutable) for a dataclass or a NamedTuple, or None (anything else)."""
+        described: tuple[int, Callable[[Any], Any], bool] | None = None
         if dataclasses.is_dataclass(cls):
             names = tuple(f.name for f in dataclasses.fields(cls))
             # Built back without __init__ (no __post_init__ in the results; a copy needs
@@ -139,10 +161,13 @@ class Spool(Sequence[T], Generic[T]):
             values_of: Callable[[Any], Any] = (
                 operator.attrgetter(*names) if len(names) > 1 else functools.partial(_one, names)
             )
-            described = (len(self._builders), values_of)
+            # Only a frozen dataclass is written once where it recurs: a mutable one read
+            # back as one object where it was two copies would tie them together.
+            frozen = bool(cls.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+            described = (len(self._builders), values_of, frozen)
             self._builders.append(build)
         elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
-            described = (len(self._builders), tuple)
+            described = (len(self._builders), tuple, False)
             self._builders.append(functools.partial(_unpack, cls))
         self._records[cls] = described
         return described
@@ -153,7 +178,11 @@ class Spool(Sequence[T], Generic[T]):
             return tuple(data[_TUPLE])
         if _DICT in data:
             return {k: v for k, v in data[_DICT]}
-        return self._builders[data[_CLASS]](data[_VALUES])  # only classes this spool wrote
+        if _SAME in data:
+            return self._read[data[_SAME]]
+        record = self._builders[data[_CLASS]](data[_VALUES])  # only classes this spool wrote
+        self._read.append(record)
+        return record
 
     def _text(self, i: int) -> bytes:
         assert self._file is not None
@@ -162,7 +191,10 @@ class Spool(Sequence[T], Generic[T]):
         return self._file.read(self._sizes[i])
 
     def _load(self, i: int) -> T:
-        item: T = json.loads(self._text(i), object_hook=self._hook)
+        try:
+            item: T = json.loads(self._text(i), object_hook=self._hook)
+        finally:
+            self._read.clear()
         return item
 
     def __len__(self) -> int:

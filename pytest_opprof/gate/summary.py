@@ -130,14 +130,26 @@ class TimeStats:
     mad_ns: int
 
     @classmethod
+    def single(cls, ns: int) -> TimeStats:
+        """The statistics of one sample (one round: most tests), an int in ns."""
+        # Filled in place rather than through the frozen __init__ (a set call per field):
+        # two to four of these are built per op of every one-round test, and again for
+        # its stored form; the result is the same object __init__ makes.
+        stats = object.__new__(cls)
+        d = stats.__dict__
+        d["samples_ns"] = (ns,)
+        d["median_ns"] = d["min_ns"] = d["max_ns"] = d["mean_ns"] = ns
+        d["stdev_ns"] = d["mad_ns"] = 0
+        return stats
+
+    @classmethod
     def from_samples(cls, samples_ns: Sequence[float]) -> TimeStats:
         """Statistics of per-round times in ns (at least one)."""
         if not samples_ns:
             raise ValueError("TimeStats needs at least one sample")
         values = [round(s) for s in samples_ns]
         if len(values) == 1:  # one round (most tests): no statistics module calls
-            (only,) = values
-            return cls((only,), only, only, only, only, 0, 0)
+            return cls.single(values[0])
         median = statistics.median(values)
         return cls(
             samples_ns=tuple(values),
@@ -168,6 +180,8 @@ class TimeStats:
             # one rounding for all of them.
             only = round_sig(self.min_ns)
             if self.median_ns == self.mean_ns == self.min_ns:
+                if len(self.samples_ns) == 1:
+                    return TimeStats.single(only)
                 return TimeStats((only,) * len(self.samples_ns), only, only, only, only, 0, 0)
         return TimeStats(
             samples_ns=tuple(round_sig(s) for s in self.samples_ns),
@@ -432,12 +446,24 @@ class OpSummary:
         pair or not at all)."""
         self_device, device = self.self_device_time, self.device_time
         paired = self_device is not None and device is not None
-        return replace(
-            self,
-            self_cpu_time=self.self_cpu_time.as_stored(),
-            cpu_time=self.cpu_time.as_stored() if self.cpu_time is not None else None,
+        self_cpu = self.self_cpu_time.as_stored()
+        total = self.cpu_time
+        # An op that called no other op has one time object for both (summarize_rounds):
+        # rounded once.
+        cpu = self_cpu if total is self.self_cpu_time else total and total.as_stored()
+        # Built directly, not through dataclasses.replace (which reads every field and
+        # calls __init__ by keywords): this runs per op of every test.
+        return OpSummary(
+            key=self.key,
+            count=self.count,
+            self_cpu_time=self_cpu,
+            cpu_time=cpu,
+            self_memory_bytes=self.self_memory_bytes,
+            memory_bytes=self.memory_bytes,
+            flops=self.flops,
             self_device_time=self_device.as_stored() if paired and self_device else None,
             device_time=device.as_stored() if paired and device else None,
+            ranges=self.ranges,
         )
 
     @classmethod
@@ -656,8 +682,13 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
     """Combine the measured rounds of one test (at least one) into its summary."""
     if not rounds:
         raise ValueError("summarize_rounds needs at least one round")
-    keys = sorted({key for r in rounds for key in r.ops})
-    ops = {key: _summarize_op(key, [r.ops.get(key, OpFigures()) for r in rounds]) for key in keys}
+    if len(rounds) == 1:  # most tests: no lists of one, no statistics, no ranges
+        ops = {key: _one_round_op(key, f) for key, f in sorted(rounds[0].ops.items())}
+    else:
+        keys = sorted({key for r in rounds for key in r.ops})
+        ops = {
+            key: _summarize_op(key, [r.ops.get(key, OpFigures()) for r in rounds]) for key in keys
+        }
     memories = [r.memory for r in rounds if r.memory is not None]
     device_memory = [r.device_memory_bytes for r in rounds if r.device_memory_bytes is not None]
     speed_refs = [r.speed_ref_ns for r in rounds if r.speed_ref_ns is not None]
@@ -720,6 +751,27 @@ def _summarize_op(key: str, per_round: list[OpFigures]) -> OpSummary:
                 "self_memory_bytes": span_of(f.self_memory_bytes for f in per_round),
             }
         ),
+    )
+
+
+def _one_round_op(key: str, f: OpFigures) -> OpSummary:
+    """``_summarize_op(key, [f])``, built without its per-figure lists: one round of a
+    test is every op of most tests."""
+    self_cpu = TimeStats.single(round(f.self_cpu_ns))
+    total = round(f.cpu_ns)
+    has_device = bool(f.device_ns or f.self_device_ns)
+    return OpSummary(
+        key=key,
+        count=f.count,
+        self_cpu_time=self_cpu,
+        # An op that called no other op: one object, so its stored form rounds it once.
+        cpu_time=self_cpu if total == self_cpu.min_ns else TimeStats.single(total),
+        self_memory_bytes=f.self_memory_bytes,
+        memory_bytes=f.memory_bytes,
+        flops=f.flops,
+        self_device_time=TimeStats.single(round(f.self_device_ns)) if has_device else None,
+        device_time=TimeStats.single(round(f.device_ns)) if has_device else None,
+        ranges={},
     )
 
 

@@ -281,24 +281,33 @@ def _average_native(
             firsts["start_ns"],
         )
     )
+    # Every group's figures read in one call per column, not a numpy item (a field view
+    # and a scalar) per group and column: this runs once per measured round of every test.
+    groups = np.asarray(present, dtype=np.intp)[canonical]
+    first_rows = first[groups]
+    columns = module.GROUP_COLUMNS
     out = []
-    for k in canonical.tolist():
-        g = present[k]
-        row = int(first[g])
-        c = dict(zip(module.GROUP_COLUMNS, sums[g].tolist(), strict=True))
-        name_id = memory_group if ev["kind"][row] == KIND_MEMORY else int(ev["name"][row])
+    for row, kind, name, top, group_sums, correction in zip(
+        first_rows.tolist(),
+        ev["kind"][first_rows].tolist(),
+        ev["name"][first_rows].tolist(),
+        (rows[first_rows] < 0).tolist(),
+        sums[groups].tolist(),
+        corrections[groups].tolist(),
+        strict=True,
+    ):
         out.append(
             _avg(
                 records,
                 ev,
-                names[name_id],
-                c,
+                names[memory_group if kind == KIND_MEMORY else name],
+                dict(zip(columns, group_sums, strict=True)),
                 row=row,
-                is_top_level=bool(rows[row] < 0),
+                is_top_level=top,
                 by_shape=by_shape,
                 stack_n=stack_n,
                 use_device=None,
-                correction_ns=float(corrections[g]),
+                correction_ns=correction,
             )
         )
     return out, device_events
