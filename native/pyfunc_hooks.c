@@ -94,6 +94,7 @@ static PyObject *pf_eval(PyThreadState *ts, pf_frame *f, int exc)
 
 static PyObject *g_probe_code;
 static int g_probe_seen;
+static int g_layout; /* the check's result: 0 not run yet, 1 right, -1 not */
 
 static PyObject *pf_probe_eval(PyThreadState *ts, pf_frame *f, int exc)
 {
@@ -141,10 +142,13 @@ int opprof_pyfunc_supported(void)
     else if (!PF_SUPPORTED || PY_VERSION_HEX >= 0x030E0000)
         opprof_fail(OPPROF_E_UNSUPPORTED, "not on Python %d.%d (3.10 to 3.13 only)",
                     PY_MAJOR_VERSION, PY_MINOR_VERSION);
-    else if (now == pf_eval || pf_layout_ok())
-        ok = 1;
-    else
-        opprof_fail(OPPROF_E_UNSUPPORTED, "this Python's frame layout is not the one expected");
+    else {
+        if (g_layout == 0 && now != pf_eval) /* checked once: a profile per block asks often */
+            g_layout = pf_layout_ok() ? 1 : -1;
+        ok = now == pf_eval || g_layout == 1;
+        if (!ok)
+            opprof_fail(OPPROF_E_UNSUPPORTED, "this Python's frame layout is not the one expected");
+    }
     PyGILState_Release(g);
     return ok;
 }
