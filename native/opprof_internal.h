@@ -108,4 +108,11 @@ void opprof_cuda_atfork(int phase);      /* cuda.c */
 /* base.c: sets the calling thread's opprof_last_error() text and returns code. */
 int opprof_fail(int code, const char *fmt, ...);
 
+/* Slot of an object's address in the open-addressing tables that map hooked
+ * objects to their names (scipy_hooks.c, pyfunc_hooks.c): mask the result. */
+static inline size_t opprof_ptr_hash(const void *p)
+{
+    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 32);
+}
+
 #endif

@@ -28,7 +28,6 @@ static inline PyObject *pf_code_of(pf_frame *f)
     Py_XDECREF(code);
     return code;
 }
-#define PF_SUPPORTED 1
 #elif PY_VERSION_HEX >= 0x030B0000
 /* 3.11 has no accessor: the head of Include/internal/pycore_frame.h's
  * _PyInterpreterFrame, checked at install by evaluating a known function. */
@@ -40,10 +39,8 @@ typedef struct {
     PyObject *f_code;
 } pf_frame_head;
 static inline PyObject *pf_code_of(pf_frame *f) { return ((pf_frame_head *)f)->f_code; }
-#define PF_SUPPORTED 1
 #else
 static inline PyObject *pf_code_of(pf_frame *f) { return (PyObject *)f->f_code; }
-#define PF_SUPPORTED 1
 #endif
 
 typedef struct pf_entry {
@@ -54,20 +51,14 @@ typedef struct pf_entry {
 
 static pf_entry *g_pf;
 static size_t g_pf_mask;
-static int64_t g_pf_n;
 static int g_armed;
 static _PyFrameEvalFunction g_prev;
-
-static inline size_t pf_hash(const void *p)
-{
-    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 32);
-}
 
 static inline const pf_entry *pf_lookup(PyObject *code)
 {
     if (g_pf == NULL)
         return NULL;
-    for (size_t i = pf_hash(code) & g_pf_mask;; i = (i + 1) & g_pf_mask) {
+    for (size_t i = opprof_ptr_hash(code) & g_pf_mask;; i = (i + 1) & g_pf_mask) {
         if (g_pf[i].code == code)
             return &g_pf[i];
         if (g_pf[i].code == NULL)
@@ -139,7 +130,7 @@ int opprof_pyfunc_supported(void)
     if (now != _PyEval_EvalFrameDefault && now != pf_eval)
         opprof_fail(OPPROF_E_UNSUPPORTED,
                     "another frame evaluator (PEP 523: a debugger, torch.compile) is installed");
-    else if (!PF_SUPPORTED || PY_VERSION_HEX >= 0x030E0000)
+    else if (PY_VERSION_HEX >= 0x030E0000)
         opprof_fail(OPPROF_E_UNSUPPORTED, "not on Python %d.%d (3.10 to 3.13 only)",
                     PY_MAJOR_VERSION, PY_MINOR_VERSION);
     else {
@@ -166,7 +157,7 @@ int opprof_pyfunc_install(const intptr_t *codes, const uint32_t *names, const ui
         return opprof_fail(OPPROF_E_NOMEM, "no memory for %lld functions", (long long)n);
     for (int64_t i = 0; i < n; i++) {
         PyObject *code = (PyObject *)codes[i];
-        size_t k = pf_hash(code) & (size - 1);
+        size_t k = opprof_ptr_hash(code) & (size - 1);
         while (table[k].code != NULL && table[k].code != code)
             k = (k + 1) & (size - 1);
         table[k] = (pf_entry){code, names[i], options[i]};
@@ -177,7 +168,6 @@ int opprof_pyfunc_install(const intptr_t *codes, const uint32_t *names, const ui
     free(g_pf);
     g_pf = table;
     g_pf_mask = size - 1;
-    g_pf_n = n;
     PyGILState_Release(g);
     return OPPROF_OK;
 }
@@ -214,12 +204,9 @@ int opprof_pyfunc_uninstall(void)
     PyGILState_STATE g = PyGILState_Ensure();
     free(g_pf);
     g_pf = NULL;
-    g_pf_n = 0;
     PyGILState_Release(g);
     return OPPROF_OK;
 }
-
-int64_t opprof_pyfunc_size(void) { return g_pf_n; }
 
 int opprof_pyfunc_armed(void)
 {

@@ -32,5 +32,4 @@ int opprof_pyfunc_uninstall(void);
  * someone replaced ours meanwhile (left in place, counted in *foreign). */
 int opprof_pyfunc_arm(int on, int64_t *foreign);
 
-int64_t opprof_pyfunc_size(void); /* entries in the table */
-int opprof_pyfunc_armed(void);    /* 1 while our evaluator is the interpreter's */
+int opprof_pyfunc_armed(void); /* 1 while our evaluator is the interpreter's */

@@ -42,11 +42,6 @@ static int g_n_types;
 static int g_installed;
 static uint32_t g_other_name;
 
-static inline size_t f2py_hash(const void *p)
-{
-    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 32);
-}
-
 static const f2py_entry g_unknown = {NULL, NULL, 0, OPPROF_NP_DEFAULT_ARGS};
 
 /* The entry of obj; for an object not in the table, one with no name (0: the
@@ -55,7 +50,7 @@ static inline const f2py_entry *f2py_entry_of(PyObject *obj)
 {
     if (g_table == NULL)
         return &g_unknown;
-    for (size_t i = f2py_hash(obj) & g_mask;; i = (i + 1) & g_mask) {
+    for (size_t i = opprof_ptr_hash(obj) & g_mask;; i = (i + 1) & g_mask) {
         if (g_table[i].obj == obj)
             return &g_table[i];
         if (g_table[i].obj == NULL)
@@ -154,7 +149,7 @@ int opprof_f2py_install(const intptr_t *types, int64_t n_types, const intptr_t *
     g_mask = size - 1;
     for (int64_t i = 0; i < n; i++) {
         PyObject *obj = (PyObject *)objs[i];
-        size_t k = f2py_hash(obj) & g_mask;
+        size_t k = opprof_ptr_hash(obj) & g_mask;
         while (table[k].obj != NULL && table[k].obj != obj)
             k = (k + 1) & g_mask;
         table[k].obj = obj;
@@ -231,7 +226,7 @@ static inline vectorcallfunc *vc_slot_of(PyObject *obj)
 
 static inline vc_entry *vc_lookup(PyObject *obj)
 {
-    for (size_t i = f2py_hash(obj) & g_vc_mask;; i = (i + 1) & g_vc_mask) {
+    for (size_t i = opprof_ptr_hash(obj) & g_vc_mask;; i = (i + 1) & g_vc_mask) {
         if (g_vc[i].obj == obj)
             return &g_vc[i];
         if (g_vc[i].obj == NULL)
@@ -349,7 +344,7 @@ int opprof_vcall_install(const intptr_t *objs, const uint32_t *names, int64_t n,
             ++*skipped;
             continue;
         }
-        size_t k = f2py_hash(obj) & g_vc_mask;
+        size_t k = opprof_ptr_hash(obj) & g_vc_mask;
         while (table[k].obj != NULL && table[k].obj != obj)
             k = (k + 1) & g_vc_mask;
         if (table[k].obj == obj)

@@ -154,8 +154,3 @@ class PythonApi:
 
             _native.pyfunc_set(self.owner, [])
             self._found = None
-
-    @property
-    def names(self) -> list[str]:
-        """The names recorded now (none while removed)."""
-        return sorted(name for name, _code in (self._found or {}).values())

@@ -96,7 +96,7 @@ class ScipySource:
         self._types: list[type] | None = None
         self._params: dict[int, tuple[str, ...]] = {}  # alive while hooked
         self._kept: list[object] = []  # what a wrapped trampoline may still reach
-        self._searched: dict[object, tuple[object, dict[int, tuple[str, Any]]]] = {}
+        self._searched: dict[object, tuple[int, dict[int, tuple[str, Any]]]] = {}
         self._python = PythonApi(self.name, "scipy")  # scipy.linalg.solve, signal.lfilter
 
     def available(self) -> bool:
@@ -154,10 +154,9 @@ class ScipySource:
     def _routines(self, kind: Callable[[object], bool]) -> dict[int, tuple[str, Any]]:
         """:func:`routines`, searched again only when ``sys.modules`` changed size (a
         profile per block of API code searched every scipy module each time)."""
-        key = (kind, len(sys.modules))
         found = self._searched.get(kind)
-        if found is None or found[0] != key:
-            found = self._searched[kind] = (key, routines(kind))
+        if found is None or found[0] != len(sys.modules):
+            found = self._searched[kind] = (len(sys.modules), routines(kind))
         return found[1]
 
     @property
