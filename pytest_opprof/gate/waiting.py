@@ -96,7 +96,7 @@ def only_rounds(summary: TestSummary, keep: Sequence[int]) -> TestSummary:
     return replace(
         summary,
         rounds=len(keep),
-        sessions=(),
+        sessions=_kept_sessions(summary.sessions, keep),
         wall_time=_pick(summary.wall_time, keep),
         cpu_time=_pick(summary.cpu_time, keep),
         device_time=maybe(summary.device_time),
@@ -105,6 +105,21 @@ def only_rounds(summary: TestSummary, keep: Sequence[int]) -> TestSummary:
         wait_time=maybe(summary.wait_time),
         ops={key: op(o) for key, o in summary.ops.items()},
     )
+
+
+def _kept_sessions(sessions: Sequence[int], keep: Sequence[int]) -> tuple[int, ...]:
+    """How many of each pooled session's rounds ``keep`` holds, for the sessions it holds
+    rounds of (the verdict judges a time beyond its sessions' range)."""
+    if len(sessions) < 2:
+        return ()
+    kept = set(keep)
+    counts, start = [], 0
+    for n in sessions:
+        held = sum(1 for i in range(start, start + n) if i in kept)
+        start += n
+        if held:
+            counts.append(held)
+    return tuple(counts) if len(counts) > 1 else ()
 
 
 def judged_rounds(
