@@ -3,28 +3,48 @@ and an op whose sessions disagree fails no test alone."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
 from baseline_helpers import Row, entry, machine, summary_of
 
 from pytest_opprof.gate.pooling import pool
-from pytest_opprof.gate.summary import TestSummary
-from pytest_opprof.gate.verdict import Tolerances, Verdict, compare, session_figures
-from pytest_opprof.gate.waiting import only_rounds
+from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
+from pytest_opprof.gate.verdict import Sessions, Tolerances, Verdict, compare, session_figures
+from pytest_opprof.gate.waiting import as_work, only_rounds
 
 HERE = machine().fingerprint
 TOL = Tolerances(time=0.15, speed_scaled=False)
 
 
-def session(kernel_us: float, add_us: float = 100.0, rounds: int = 5) -> TestSummary:
-    """One session's rounds of a test: ``kernel`` and ``numpy.add``, a little noise."""
-    out = []
+def session(
+    kernel_us: float, add_us: float = 100.0, rounds: int = 5, speed_ref_us: float | None = None
+) -> TestSummary:
+    """One session's rounds of a test: ``kernel`` and ``numpy.add``, a little noise;
+    with ``speed_ref_us``, the speed references ran beside each round (both that long)."""
+    if speed_ref_us is None:
+        out = []
+        for i in range(rounds):
+            wobble = 1 + 0.01 * (i - rounds // 2)
+            k, a = kernel_us * wobble, add_us * wobble
+            out.append((k + a, [Row("kernel", 1, k, k), Row("numpy.add", 1, a, a)]))
+        return summary_of(out)
+    ref_ns = round(speed_ref_us * 1000)
+    figures = []
     for i in range(rounds):
         wobble = 1 + 0.01 * (i - rounds // 2)
         k, a = kernel_us * wobble, add_us * wobble
-        out.append((k + a, [Row("kernel", 1, k, k), Row("numpy.add", 1, a, a)]))
-    return summary_of(out)
+        figures.append(
+            RoundFigures.from_events(
+                [Row("kernel", 1, k, k), Row("numpy.add", 1, a, a)],
+                wall_time_ns=round((k + a) * 1000),
+                cpu_time_ns=round((k + a) * 1000),
+                speed_ref_ns=ref_ns,
+                native_ref_ns=ref_ns,
+            )
+        )
+    return summarize_rounds(figures)
 
 
 def pooled(*sessions: TestSummary) -> TestSummary:
@@ -111,3 +131,35 @@ def test_session_figures_use_the_judged_statistic(statistic: str) -> None:
     first, second = base.wall_time.samples_ns[:5], base.wall_time.samples_ns[5:]
     pick = min if statistic == "min" else (lambda xs: sorted(xs)[2])
     assert figures == [pick(first), pick(second)]
+
+
+def test_a_session_in_a_slow_phase_of_the_machine_does_not_widen_the_range() -> None:
+    # The first update run met a slow phase: the speed references ran 1.7x slower and
+    # the kernel more so than they correct (scaling applies part of their change).
+    slow = session(1900.0, speed_ref_us=80.0)
+    base = pooled(slow, session(1000.0, speed_ref_us=47.0), session(1000.0, speed_ref_us=47.0))
+    assert Sessions.of(base).in_phase == (False, True, True)
+    now = session(1300.0, speed_ref_us=47.0)  # 30% slower, at the same speed
+    verdict = judge_at_speed(now, base)
+    assert verdict.status == "regressed"
+    assert not [n for n in verdict.notes if "sessions ran" in n]
+    # The same sessions all in phase: the slow one's level is one the test reached.
+    level = pooled(
+        session(1900.0, speed_ref_us=47.0),
+        session(1000.0, speed_ref_us=47.0),
+        session(1000.0, speed_ref_us=47.0),
+    )
+    assert Sessions.of(level).in_phase == (True, True, True)
+    assert judge_at_speed(now, level).status == "pass"
+
+
+def judge_at_speed(now: TestSummary, base: TestSummary) -> Verdict:
+    tol = Tolerances(time=0.15)
+    return compare(now, entry(base), fingerprint=HERE, tolerances=tol)
+
+
+def test_work_time_is_judged_against_the_pooled_rounds() -> None:
+    # A busy side's sessions' levels follow how much they waited: no range there.
+    base = pooled(session(1000.0), session(1000.0), session(1250.0))
+    waited = dataclasses.replace(base, wait_time=base.wall_time)
+    assert as_work(waited).sessions == ()
