@@ -54,10 +54,11 @@ def test_default_lists_what_needs_attention(
     # The 10 slowest, the marked one, the new one, and those whose times a busy machine
     # kept from being judged (a busy CI box has some), at most.
     busy = [x for x in result.outlines if " time not judged " in x and "::" in x]
-    assert len(shown) <= 12 + len(busy)
+    summary = result.stdout.str()  # shown when an assertion fails: what was listed, and why
+    assert len(shown) <= 12 + len(busy), summary
     hidden = 33 - len(shown)
     line = next(line for line in result.outlines if line.startswith("opprof: 33 profiled"))
-    assert f"; {hidden} passing test(s) not listed: -v or --opprof-summary all" in line
+    assert f"; {hidden} passing test(s) not listed: -v or --opprof-summary all" in line, summary
     assert "1 new" in line and "pass)" in line
     new_line = next(x for x in result.outlines if x.endswith("test_new.py::test_new"))
     assert " new " in new_line
