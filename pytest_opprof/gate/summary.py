@@ -35,6 +35,7 @@ from pytest_opprof.errors import FieldError
 from pytest_opprof.gate.jsonio import Fields, field_path, round_sig
 
 _US_TO_NS = 1000
+_NS_PER_US = 1000.0
 
 Span = tuple[int, int]
 """The ``(low, high)`` a deterministic figure spanned over rounds (and pooled sessions)."""
@@ -368,6 +369,58 @@ class RoundFigures:
                 device_ns=round(_num(row, "device_time_total") * _US_TO_NS),
                 # Rows without self_flops (other profilers) count their own FLOPs.
                 self_flops=int(_num(row, "self_flops" if hasattr(row, "self_flops") else "flops")),
+            )
+            ops[key] = ops[key] + figures if key in ops else figures
+        return cls(
+            wall_time_ns=int(wall_time_ns),
+            cpu_time_ns=int(cpu_time_ns),
+            ops=ops,
+            memory=MemoryFigures.of(memory) if memory is not None else None,
+            device_memory_bytes=device_memory_bytes,
+            speed_ref_ns=speed_ref_ns,
+            native_ref_ns=native_ref_ns,
+            dropped_events=dropped_events,
+            wait_ns=wait_ns,
+            library_self_ns=library_self_ns,
+        )
+
+    @classmethod
+    def from_sums(
+        cls,
+        keys: Sequence[str],
+        sums: Iterable[Sequence[int]],
+        *,
+        wall_time_ns: int,
+        cpu_time_ns: int,
+        memory: MemoryStatsLike | None = None,
+        device_memory_bytes: int | None = None,
+        speed_ref_ns: int | None = None,
+        native_ref_ns: int | None = None,
+        dropped_events: int = 0,
+        wait_ns: int | None = None,
+        library_self_ns: int | None = None,
+    ) -> RoundFigures:
+        """:meth:`from_events` of the rows ``key_averages()`` would build from these
+        integer sums, without the rows (``model.averages.op_sums``): ``keys[i]`` is a
+        group's op key, ``sums[i]`` its ``_native.GROUP_COLUMNS`` (count, total and self
+        CPU ns, total and self device ns, total and self bytes, FLOPs, self FLOPs).
+        """
+        ops: dict[str, OpFigures] = {}
+        for key, group in zip(keys, sums, strict=True):
+            count, cpu, self_cpu, device, self_device, mem, self_mem, flops, self_flops = group
+            # The very arithmetic from_events does on a row (a time in us as a float, a
+            # count through float): the same figures to the last bit, FLOPs past 2**53
+            # included.
+            figures = OpFigures(
+                int(float(count)),
+                round(self_cpu / _NS_PER_US * _US_TO_NS),
+                round(cpu / _NS_PER_US * _US_TO_NS),
+                int(float(self_mem)),
+                int(float(mem)),
+                int(float(flops)),
+                round(self_device / _NS_PER_US * _US_TO_NS),
+                round(device / _NS_PER_US * _US_TO_NS),
+                int(float(self_flops)),
             )
             ops[key] = ops[key] + figures if key in ops else figures
         return cls(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import (
     EventTree,
     build_tree,
+    library_self_ns,
     names_with_memory,
     subtree_sums,
 )
@@ -203,14 +204,32 @@ def _device(use_device: str | None, measured: bool) -> str | None:
     return use_device if use_device is not None or not measured else "cuda"
 
 
-def _average_native(
+class _NativeGroups(NamedTuple):
+    """What the C pass gives, in canonical group order (see :func:`_native_groups`)."""
+
+    ev: np.ndarray
+    """The events it ran over (orphans made roots where the drain had any)."""
+    names: list[str]
+    memory_group: int
+    parent_rows: np.ndarray
+    device_events: int
+    first_rows: list[int]
+    kinds: list[int]
+    name_ids: list[int]
+    top_level: list[bool]
+    sums: list[list[int]]
+    """Per group, its ``GROUP_COLUMNS`` sums."""
+    corrections: list[float]
+
+
+def _native_groups(
     module: Any,
     records: Records,
     by_shape: bool,
     stack_n: int,
     with_flops: bool,
     overhead: Overhead | None,
-) -> tuple[list[FunctionEventAvg], int] | None:
+) -> _NativeGroups | None:
     """The C one-pass and the number of events with a device time; None where it does not apply.
 
     ``opprof_model_key_sums`` needs every parent to follow its children on the
@@ -268,9 +287,7 @@ def _average_native(
             memory_group=memory_group,
             pair_flops=_pair_flops(records, ev, pair_row, formulas),
         )
-    if corrections is None:
-        corrections = np.zeros(m)
-    present = np.flatnonzero(first >= 0).tolist()
+    present = np.flatnonzero(first >= 0)
     firsts = ev[first[present]]
     canonical = np.lexsort(
         (
@@ -283,34 +300,100 @@ def _average_native(
     )
     # Every group's figures read in one call per column, not a numpy item (a field view
     # and a scalar) per group and column: this runs once per measured round of every test.
-    groups = np.asarray(present, dtype=np.intp)[canonical]
+    groups = present[canonical]
     first_rows = first[groups]
+    return _NativeGroups(
+        ev=ev,
+        names=names,
+        memory_group=memory_group,
+        parent_rows=rows,
+        device_events=device_events,
+        first_rows=first_rows.tolist(),
+        kinds=ev["kind"][first_rows].tolist(),
+        name_ids=ev["name"][first_rows].tolist(),
+        top_level=(rows[first_rows] < 0).tolist(),
+        sums=sums[groups].tolist(),
+        corrections=(
+            corrections[groups].tolist() if corrections is not None else [0.0] * len(groups)
+        ),
+    )
+
+
+def _average_native(
+    module: Any,
+    records: Records,
+    by_shape: bool,
+    stack_n: int,
+    with_flops: bool,
+    overhead: Overhead | None,
+) -> tuple[list[FunctionEventAvg], int] | None:
+    """:func:`_native_groups` as rows, and the number of events with a device time."""
+    g = _native_groups(module, records, by_shape, stack_n, with_flops, overhead)
+    if g is None:
+        return None
     columns = module.GROUP_COLUMNS
-    out = []
-    for row, kind, name, top, group_sums, correction in zip(
-        first_rows.tolist(),
-        ev["kind"][first_rows].tolist(),
-        ev["name"][first_rows].tolist(),
-        (rows[first_rows] < 0).tolist(),
-        sums[groups].tolist(),
-        corrections[groups].tolist(),
-        strict=True,
-    ):
-        out.append(
-            _avg(
-                records,
-                ev,
-                names[memory_group if kind == KIND_MEMORY else name],
-                dict(zip(columns, group_sums, strict=True)),
-                row=row,
-                is_top_level=top,
-                by_shape=by_shape,
-                stack_n=stack_n,
-                use_device=None,
-                correction_ns=correction,
-            )
+    names, memory_group = g.names, g.memory_group
+    out = [
+        _avg(
+            records,
+            g.ev,
+            names[memory_group if kind == KIND_MEMORY else name],
+            dict(zip(columns, group_sums, strict=True)),
+            row=row,
+            is_top_level=top,
+            by_shape=by_shape,
+            stack_n=stack_n,
+            use_device=None,
+            correction_ns=correction,
         )
-    return out, device_events
+        for row, kind, name, top, group_sums, correction in zip(
+            g.first_rows, g.kinds, g.name_ids, g.top_level, g.sums, g.corrections, strict=True
+        )
+    ]
+    return out, g.device_events
+
+
+class OpSums(NamedTuple):
+    """Per-key sums of a native drain without a row object per key (:func:`op_sums`)."""
+
+    keys: list[str]
+    """Each group's key: its name, and with ``by_input_shape`` its first event's input
+    shapes after a space where it has any (as ``gate.summary`` keys a row)."""
+    sums: list[list[int]]
+    """Each group's sums in ``_native.GROUP_COLUMNS`` order (ns, bytes, FLOPs; raw self
+    time: no profiler cost subtracted)."""
+    library_self_ns: int
+    """``tree.library_self_ns`` of the same records."""
+
+
+def op_sums(
+    records: Records, *, by_input_shape: bool = False, with_flops: bool = False
+) -> OpSums | None:
+    """The integer sums behind :func:`average_records`' rows, one list per group, for the
+    figures a test's round keeps (``RoundFigures.from_sums``): a row object per group
+    cost more than the C pass itself, and only a printed table reads rows.  None where
+    the C pass does not apply (then take the rows).
+    """
+    if len(records) == 0:
+        return OpSums([], [], 0)
+    from pytest_opprof import _native
+
+    g = _native_groups(_native, records, by_input_shape, 0, with_flops, None)
+    if g is None:
+        return None
+    names, memory_group = g.names, g.memory_group
+    keys = [
+        names[memory_group if kind == KIND_MEMORY else name]
+        for kind, name in zip(g.kinds, g.name_ids, strict=True)
+    ]
+    if by_input_shape:
+        shape_ids = g.ev["shape"][g.first_rows].tolist()
+        prefetch(records.shapes, shape_ids)
+        for i, sid in enumerate(shape_ids):
+            shapes = records.shapes[sid]
+            if shapes:
+                keys[i] = f"{keys[i]} {shapes}"
+    return OpSums(keys, g.sums, library_self_ns(records, g.parent_rows))
 
 
 def _orphans_as_roots(module: Any, ev: np.ndarray) -> np.ndarray | None:
