@@ -8,6 +8,9 @@ of the same records, to the last bit.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -19,7 +22,13 @@ from test_model_native import drain_order
 import pytest_opprof as opprof
 from pytest_opprof import _native
 from pytest_opprof.capture.records import Records
-from pytest_opprof.gate.summary import RoundFigures, summarize_rounds
+from pytest_opprof.gate.summary import (
+    OpSummary,
+    RoundFigures,
+    TimeStats,
+    _op_summary,
+    summarize_rounds,
+)
 from pytest_opprof.model import FunctionEventAvg, key_averages, library_self_ns
 from pytest_opprof.model.averages import _average_native, op_sums
 
@@ -100,12 +109,10 @@ def test_a_real_round_gives_the_rows_figures(by_shape: bool) -> None:
     assert sum(f.self_flops for f in both[0].ops.values()) > 0
 
 
-def test_figures_past_float_precision_are_rounded_alike() -> None:
-    # FLOPs near FLOPS_MAX and times past 2**53 ns go through a float in the rows' path:
-    # the sums' path must land on the same integers.
-    sums = [3, 2**53 + 1, 2**53 + 3, 7, 5, 2**60 + 1, -(2**55) - 1, 2**63 - 1, 2**62 + 1]
+def _row(key: str, sums: list[int]) -> FunctionEventAvg:
+    """The row ``key_averages()`` builds from a group's sums (``averages._avg``)."""
     row = FunctionEventAvg()
-    row.key = "numpy.big"
+    row.key = key
     row.count = sums[0]
     row.cpu_time_total = sums[1] / 1000.0
     row.self_cpu_time_total_raw = row.self_cpu_time_total = sums[2] / 1000.0
@@ -115,8 +122,69 @@ def test_figures_past_float_precision_are_rounded_alike() -> None:
     row.self_cpu_memory_usage = sums[6]
     row.flops = sums[7]
     row.self_flops = sums[8]
+    return row
+
+
+def _agree(groups: list[list[int]]) -> None:
+    keys = [f"numpy.op{i % 3}" for i in range(len(groups))]  # some keys twice: summed
     common = {"wall_time_ns": 1, "cpu_time_ns": 1}
-    assert RoundFigures.from_sums(["numpy.big"], [sums], **common) == RoundFigures.from_events(
-        [row], **common
+    fast = RoundFigures.from_sums(keys, groups, **common)
+    general = RoundFigures.from_events(
+        [_row(k, g) for k, g in zip(keys, groups, strict=True)], **common
     )
-    assert len(_native.GROUP_COLUMNS) == len(sums)
+    assert fast == general
+    for key in fast.ops:  # the same fields, not only equal ones
+        assert vars(fast.ops[key]).keys() == vars(general.ops[key]).keys()
+
+
+def test_figures_past_float_precision_are_rounded_alike() -> None:
+    # FLOPs near FLOPS_MAX and times past 2**53 ns go through a float in the rows' path:
+    # the sums' path must land on the same integers.
+    _agree([[3, 2**53 + 1, 2**53 + 3, 7, 5, 2**60 + 1, -(2**55) - 1, 2**63 - 1, 2**62 + 1]])
+    _agree([[1, 2**50 - 1, 2**50, 2**50 + 1, -(2**50), 1 - 2**50, 0, 2**53 - 1, 2**53]])
+    assert len(_native.GROUP_COLUMNS) == 9
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(st.integers(-(2**52), 2**52), st.integers(-(2**63), 2**63 - 1)),
+            min_size=9,
+            max_size=9,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_any_sums_give_the_rows_figures(groups: list[list[int]]) -> None:
+    _agree(groups)
+
+
+def test_op_summaries_filled_in_place_are_the_ones_init_makes() -> None:
+    t = TimeStats.single(1500)
+    values = ("numpy.add", 2, t, TimeStats.single(2500), 8, None, 6, t, t, {"count": (1, 2)})
+    fast, made = _op_summary(*values), OpSummary(*values)
+    assert fast == made
+    assert vars(fast) == vars(made)
+    assert list(vars(fast)) == [f.name for f in dataclasses.fields(OpSummary)]
+    assert repr(fast) == repr(made)
+
+
+def _flops(body: Callable[[], object]) -> dict[str, int]:
+    with opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        body()
+    sums = op_sums(prof.records(), with_flops=True)
+    assert sums is not None
+    return {k: s[7] for k, s in zip(sums.keys, sums.sums, strict=True)}
+
+
+def test_flops_known_by_their_shape_words_follow_the_shapes_not_the_ids() -> None:
+    # Each drain numbers its shape entries from 1: the same id means other shapes in the
+    # next drain, and the FLOPs must follow the shapes (and einsum's subscripts).
+    a, b = np.ones((3, 4)), np.ones(5)
+    for _ in range(2):  # the second time every pair is known already
+        assert _flops(lambda: np.add(a, a)) == {"numpy.add": 12}
+        assert _flops(lambda: np.add(b, b)) == {"numpy.add": 5}
+        assert _flops(lambda: np.einsum("i,i->", b, b))["numpy.einsum"] == 10
+        assert _flops(lambda: np.einsum("i,j->ij", b, b))["numpy.einsum"] == 25

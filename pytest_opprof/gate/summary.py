@@ -36,6 +36,21 @@ from pytest_opprof.gate.jsonio import Fields, field_path, round_sig
 
 _US_TO_NS = 1000
 _NS_PER_US = 1000.0
+_EXACT = 2**50
+"""Below this, an integer goes through the rows' float arithmetic unchanged: ``x / 1000.0
+* 1000`` is off by at most ``x * 2**-52`` (under 0.25), and ``float(x)`` is exact."""
+_SUM_FIELDS = (
+    "count",
+    "cpu_ns",
+    "self_cpu_ns",
+    "device_ns",
+    "self_device_ns",
+    "memory_bytes",
+    "self_memory_bytes",
+    "flops",
+    "self_flops",
+)
+"""The ``OpFigures`` field of each of ``_native.GROUP_COLUMNS``, in that order."""
 
 Span = tuple[int, int]
 """The ``(low, high)`` a deterministic figure spanned over rounds (and pooled sessions)."""
@@ -406,21 +421,29 @@ class RoundFigures:
         CPU ns, total and self device ns, total and self bytes, FLOPs, self FLOPs).
         """
         ops: dict[str, OpFigures] = {}
+        new = object.__new__
         for key, group in zip(keys, sums, strict=True):
+            # Filled in place, as TimeStats.single is (the frozen __init__ sets each
+            # field through object.__setattr__): the same object, a third of the cost.
+            figures = new(OpFigures)
+            if -_EXACT < min(group) and max(group) < _EXACT:
+                figures.__dict__.update(zip(_SUM_FIELDS, group, strict=True))
+                ops[key] = ops[key] + figures if key in ops else figures
+                continue
             count, cpu, self_cpu, device, self_device, mem, self_mem, flops, self_flops = group
             # The very arithmetic from_events does on a row (a time in us as a float, a
             # count through float): the same figures to the last bit, FLOPs past 2**53
             # included.
-            figures = OpFigures(
-                int(float(count)),
-                round(self_cpu / _NS_PER_US * _US_TO_NS),
-                round(cpu / _NS_PER_US * _US_TO_NS),
-                int(float(self_mem)),
-                int(float(mem)),
-                int(float(flops)),
-                round(self_device / _NS_PER_US * _US_TO_NS),
-                round(device / _NS_PER_US * _US_TO_NS),
-                int(float(self_flops)),
+            figures.__dict__.update(
+                count=int(float(count)),
+                self_cpu_ns=round(self_cpu / _NS_PER_US * _US_TO_NS),
+                cpu_ns=round(cpu / _NS_PER_US * _US_TO_NS),
+                self_memory_bytes=int(float(self_mem)),
+                memory_bytes=int(float(mem)),
+                flops=int(float(flops)),
+                self_device_ns=round(self_device / _NS_PER_US * _US_TO_NS),
+                device_ns=round(device / _NS_PER_US * _US_TO_NS),
+                self_flops=int(float(self_flops)),
             )
             ops[key] = ops[key] + figures if key in ops else figures
         return cls(
@@ -505,18 +528,18 @@ class OpSummary:
         # rounded once.
         cpu = self_cpu if total is self.self_cpu_time else total and total.as_stored()
         # Built directly, not through dataclasses.replace (which reads every field and
-        # calls __init__ by keywords): this runs per op of every test.
-        return OpSummary(
-            key=self.key,
-            count=self.count,
-            self_cpu_time=self_cpu,
-            cpu_time=cpu,
-            self_memory_bytes=self.self_memory_bytes,
-            memory_bytes=self.memory_bytes,
-            flops=self.flops,
-            self_device_time=self_device.as_stored() if paired and self_device else None,
-            device_time=device.as_stored() if paired and device else None,
-            ranges=self.ranges,
+        # calls __init__ by keywords), nor through __init__: this runs per op of every test.
+        return _op_summary(
+            self.key,
+            self.count,
+            self_cpu,
+            cpu,
+            self.self_memory_bytes,
+            self.memory_bytes,
+            self.flops,
+            self_device.as_stored() if paired and self_device else None,
+            device.as_stored() if paired and device else None,
+            self.ranges,
         )
 
     @classmethod
@@ -813,19 +836,49 @@ def _one_round_op(key: str, f: OpFigures) -> OpSummary:
     self_cpu = TimeStats.single(round(f.self_cpu_ns))
     total = round(f.cpu_ns)
     has_device = bool(f.device_ns or f.self_device_ns)
-    return OpSummary(
-        key=key,
-        count=f.count,
-        self_cpu_time=self_cpu,
+    return _op_summary(
+        key,
+        f.count,
+        self_cpu,
         # An op that called no other op: one object, so its stored form rounds it once.
-        cpu_time=self_cpu if total == self_cpu.min_ns else TimeStats.single(total),
-        self_memory_bytes=f.self_memory_bytes,
-        memory_bytes=f.memory_bytes,
-        flops=f.flops,
-        self_device_time=TimeStats.single(round(f.self_device_ns)) if has_device else None,
-        device_time=TimeStats.single(round(f.device_ns)) if has_device else None,
-        ranges={},
+        self_cpu if total == self_cpu.min_ns else TimeStats.single(total),
+        f.self_memory_bytes,
+        f.memory_bytes,
+        f.flops,
+        TimeStats.single(round(f.self_device_ns)) if has_device else None,
+        TimeStats.single(round(f.device_ns)) if has_device else None,
+        {},
     )
+
+
+def _op_summary(
+    key: str,
+    count: int,
+    self_cpu_time: TimeStats,
+    cpu_time: TimeStats | None,
+    self_memory_bytes: int,
+    memory_bytes: int | None,
+    flops: int,
+    self_device_time: TimeStats | None,
+    device_time: TimeStats | None,
+    ranges: Ranges,
+) -> OpSummary:
+    """``OpSummary(...)`` filled in place (the frozen ``__init__`` sets each field through
+    ``object.__setattr__``, twice the cost): built twice per op of every test."""
+    op = object.__new__(OpSummary)
+    op.__dict__.update(
+        key=key,
+        count=count,
+        self_cpu_time=self_cpu_time,
+        cpu_time=cpu_time,
+        self_memory_bytes=self_memory_bytes,
+        memory_bytes=memory_bytes,
+        flops=flops,
+        self_device_time=self_device_time,
+        device_time=device_time,
+        ranges=ranges,
+    )
+    return op
 
 
 def _low_median_memory(memories: list[MemoryFigures]) -> MemoryFigures:

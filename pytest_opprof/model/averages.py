@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from pytest_opprof.capture.records import FLAG_EXCEPTION, KIND_MEMORY, Records
-from pytest_opprof.capture.shape_table import prefetch
+from pytest_opprof.capture.shape_table import prefetch, raw_entries
 from pytest_opprof.flops.numpy_ops import flops_for, has_formula
 from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import (
@@ -453,10 +453,37 @@ def _pair_flops(
     # slices (no formula) cost 2 s in a loop over every pair.
     rows = np.flatnonzero(formulas[name_ids] & (shape_ids != 0))
     shape_ids = shape_ids[rows]
-    prefetch(records.shapes, shape_ids.tolist())
-    for k, nid, sid in zip(rows.tolist(), name_ids[rows].tolist(), shape_ids.tolist(), strict=True):
-        out[k] = pair_flops_for(records, records.names[nid], sid)
+    names = records.names
+    todo = list(zip(rows.tolist(), name_ids[rows].tolist(), shape_ids.tolist(), strict=True))
+    raw = raw_entries(records.shapes, [sid for _, _, sid in todo])
+    if raw is None:
+        prefetch(records.shapes, [sid for _, _, sid in todo])
+        for k, nid, sid in todo:
+            out[k] = pair_flops_for(records, names[nid], sid)
+        return out
+    # Looked up by the entry's raw words: most pairs recur from test to test, and
+    # decoding their shapes into lists to find them in _flops_memo cost more than
+    # the rest of a round's figures.
+    missed = []
+    for (k, nid, sid), words in zip(todo, raw, strict=True):
+        flops = _flops_by_words.get((names[nid], words))
+        if flops is None:
+            missed.append((k, nid, sid, words))
+        else:
+            out[k] = flops
+    if missed:
+        if len(_flops_by_words) > _FLOPS_BY_WORDS_MAX:
+            _flops_by_words.clear()
+        prefetch(records.shapes, [sid for _, _, sid, _ in missed])
+        for k, nid, sid, words in missed:
+            out[k] = _flops_by_words[names[nid], words] = pair_flops_for(records, names[nid], sid)
     return out
+
+
+_flops_by_words: dict[tuple[str, bytes], int] = {}
+"""FLOPs by (op name, raw shape entry words): :func:`pair_flops_for` of any drain's pair
+with those words (see ``ShapeTable.raw``)."""
+_FLOPS_BY_WORDS_MAX = 1 << 16
 
 
 def pair_flops_for(records: Records, name: str, shape_id: int) -> int:
