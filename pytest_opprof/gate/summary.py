@@ -158,6 +158,28 @@ class TimeStats:
         d["stdev_ns"] = d["mad_ns"] = 0
         return stats
 
+    def spool_short_values(self) -> list[int] | None:
+        """``[ns]`` for the statistics of one sample (``single``), else None: how the
+        result spool writes most tests' times (``gate.spool.SHORT_VALUES``)."""
+        d = self.__dict__
+        ns = d["min_ns"]
+        samples = d["samples_ns"]
+        if type(ns) is not int or type(samples) is not tuple or len(samples) != 1:
+            return None
+        # Every field an int (what single builds), not only an equal number.
+        same = (samples[0], d["median_ns"], d["max_ns"], d["mean_ns"])
+        zeros = (d["stdev_ns"], d["mad_ns"])
+        if all(type(v) is int and v == ns for v in same) and all(
+            type(v) is int and v == 0 for v in zeros
+        ):
+            return [ns]
+        return None
+
+    @classmethod
+    def from_spool_short_values(cls, values: list[int]) -> TimeStats:
+        """What :meth:`spool_short_values` wrote."""
+        return cls.single(values[0])
+
     @classmethod
     def from_samples(cls, samples_ns: Sequence[float]) -> TimeStats:
         """Statistics of per-round times in ns (at least one)."""
