@@ -691,8 +691,12 @@ class TestSummary:
         def stored(stats: TimeStats | None) -> TimeStats | None:
             return stats.as_stored() if stats is not None else None
 
-        return replace(
-            self,
+        # A copy of the fields filled in place, not dataclasses.replace (which reads every
+        # field and calls the frozen __init__, a setattr per field): once per test.
+        out = object.__new__(TestSummary)
+        fields = out.__dict__
+        fields.update(self.__dict__)
+        fields.update(
             wall_time=self.wall_time.as_stored(),
             cpu_time=self.cpu_time.as_stored() if self.cpu_time is not None else None,
             op_time_share=round(self.op_time_share, 3),
@@ -703,6 +707,7 @@ class TestSummary:
             wait_time=stored(self.wait_time),
             sessions=self.sessions if len(self.sessions) > 1 else (),
         )
+        return out
 
     @classmethod
     def from_json(cls, f: Fields) -> TestSummary:
@@ -780,7 +785,44 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
     """Combine the measured rounds of one test (at least one) into its summary."""
     if not rounds:
         raise ValueError("summarize_rounds needs at least one round")
-    if len(rounds) == 1:  # most tests: no lists of one, no statistics, no ranges
+    if len(rounds) == 1:  # most tests
+        return _summarize_one(rounds[0])
+    return _summarize_many(rounds)
+
+
+def _summarize_one(r: RoundFigures) -> TestSummary:
+    """``_summarize_many([r])`` without its lists of one, statistics calls and ranges (one
+    round spans no range): every test with one round, each paid it."""
+    ops = {key: _one_round_op(key, f) for key, f in sorted(r.ops.items())}
+    wall = r.wall_time_ns
+    return TestSummary(
+        rounds=1,
+        wall_time=TimeStats.single(round(wall)),
+        cpu_time=TimeStats.single(round(r.cpu_time_ns)),
+        op_count=sum(f.count for k, f in r.ops.items() if k != MEMORY_EVENT_NAME),
+        flops=sum(f.self_flops for f in r.ops.values()),
+        op_time_share=r.captured_ns() / wall if wall > 0 else 0.0,
+        memory=_low_median_memory([r.memory]) if r.memory is not None else None,
+        ops=ops,
+        device_time=(
+            TimeStats.single(round(sum(f.self_device_ns for f in r.ops.values())))
+            if any(op.device_time is not None for op in ops.values())
+            else None
+        ),
+        device_memory_bytes=r.device_memory_bytes,
+        speed_ref=TimeStats.single(round(r.speed_ref_ns)) if r.speed_ref_ns is not None else None,
+        native_ref=(
+            TimeStats.single(round(r.native_ref_ns)) if r.native_ref_ns is not None else None
+        ),
+        dropped_events=r.dropped_events,
+        wait_time=TimeStats.single(round(r.wait_ns)) if r.wait_ns is not None else None,
+        ranges={},
+    )
+
+
+def _summarize_many(rounds: Sequence[RoundFigures]) -> TestSummary:
+    """:func:`summarize_rounds` of any number of rounds (at least one)."""
+    if len(rounds) == 1:
         ops = {key: _one_round_op(key, f) for key, f in sorted(rounds[0].ops.items())}
     else:
         keys = sorted({key for r in rounds for key in r.ops})
