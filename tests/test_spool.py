@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 from baseline_helpers import machine, simple_summary
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_opprof.gate.jsonio import dumps_stable
 from pytest_opprof.gate.results import build_report, report_text
 from pytest_opprof.gate.session import BaselineSession, GateOptions
 from pytest_opprof.gate.spool import Spool
+from pytest_opprof.gate.summary import TimeStats
 from pytest_opprof.plugin.kept import Payloads
 from pytest_opprof.plugin.payload import ProfiledTest
 from pytest_opprof.render.report import render_markdown
@@ -173,3 +176,45 @@ def test_a_frozen_record_met_twice_is_written_once_and_read_back_as_one() -> Non
     assert second == _Record([shared, other], None) and second.x[0] is not second.x[1]
     # Written once: "inner" is in the text once for shared, once for other.
     assert spool._text(0).count(b'"inner"') == 2 and spool._text(1).count(b'"inner"') == 2
+
+
+_INTS = st.integers(-(2**63), 2**63)
+_NUMBERS = st.one_of(_INTS, st.sampled_from([0, 1, 0.0, 1.0, 2.5, True, False]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(
+        _INTS.map(TimeStats.single),
+        st.builds(
+            TimeStats,
+            st.one_of(st.tuples(_NUMBERS), st.lists(_NUMBERS, max_size=3).map(tuple)),
+            _NUMBERS,
+            _NUMBERS,
+            _NUMBERS,
+            _NUMBERS,
+            _NUMBERS,
+            _NUMBERS,
+        ),
+    )
+)
+def test_times_come_back_equal_in_short_or_whole_form(stats: TimeStats) -> None:
+    # One sample's statistics are written as that one number: they must come back as
+    # the very fields (ints, not equal floats or bools) that single builds, and any
+    # other statistics whole.
+    spool: Spool[object] = Spool()
+    spool.append([stats, stats])
+    back = spool[0]
+    assert isinstance(back, list)
+    assert back[0] is back[1]
+    assert vars(back[0]) == vars(stats)
+    assert [type(v) for v in vars(back[0]).values()] == [type(v) for v in vars(stats).values()]
+    assert [type(v) for v in back[0].samples_ns] == [type(v) for v in stats.samples_ns]
+    numbers = [*stats.samples_ns, *(v for v in vars(stats).values() if not isinstance(v, tuple))]
+    single = (
+        len(stats.samples_ns) == 1
+        and all(type(v) is int for v in numbers)
+        and stats == TimeStats.single(stats.min_ns)
+    )
+    assert (stats.spool_short_values() is not None) == single
+    assert (b'"v":[%d]}' % stats.min_ns in spool._text(0)) == single

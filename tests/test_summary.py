@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,11 +18,14 @@ from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.machine import machine_info
 from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, update
 from pytest_opprof.gate.summary import (
+    MemoryFigures,
     OpFigures,
     RoundFigures,
     TestSummary,
     TimeStats,
     _one_round_op,
+    _summarize_many,
+    _summarize_one,
     _summarize_op,
     summarize_rounds,
 )
@@ -147,6 +151,42 @@ def test_one_round_is_summarised_as_the_general_path_would(f: OpFigures) -> None
     assert fast.as_stored() == general.as_stored()
     assert fast.as_stored() == type(fast).from_json("numpy.add", Fields(fast.to_json()), 1)
     assert (fast.cpu_time is fast.self_cpu_time) == (f.cpu_ns == f.self_cpu_ns)
+
+
+_opt_ns = st.none() | st.integers(0, 10**10)
+_rounds = st.builds(
+    RoundFigures,
+    wall_time_ns=st.integers(0, 10**10),
+    cpu_time_ns=st.integers(0, 10**10),
+    ops=st.dictionaries(
+        st.sampled_from(["numpy.add", "[memory]", "fwd", "a b"]),
+        _figures.map(lambda f: replace(f, cpu_ns=f.self_cpu_ns) if f.cpu_ns < 0 else f),
+    ),
+    memory=st.none()
+    | st.builds(
+        MemoryFigures,
+        st.integers(0, 10**9),
+        st.integers(0, 10**9),
+        st.integers(0, 10**6),
+        st.integers(-(10**9), 10**9),
+    ),
+    device_memory_bytes=st.none() | st.integers(0, 10**9),
+    speed_ref_ns=_opt_ns,
+    native_ref_ns=_opt_ns,
+    dropped_events=st.integers(0, 10),
+    wait_ns=_opt_ns,
+    library_self_ns=_opt_ns,
+)
+
+
+@given(_rounds)
+def test_one_round_summary_is_the_general_one(r: RoundFigures) -> None:
+    fast, general = _summarize_one(r), _summarize_many([r])
+    assert fast == general and fast.to_json() == general.to_json()
+    assert summarize_rounds([r]) == fast
+    stored = fast.as_stored()
+    assert stored == general.as_stored() == TestSummary.from_json(Fields(fast.to_json()))
+    assert list(vars(stored)) == [f.name for f in dataclasses.fields(TestSummary)]
 
 
 def test_as_stored_covers_every_optional_figure() -> None:

@@ -56,6 +56,21 @@ class ShapeTable:
         if self._missing == 0:  # everything is Python now: the copy can go
             self._words = self._starts = np.empty(0, dtype=np.int64)
 
+    def raw(self, ids: list[int]) -> list[bytes] | None:
+        """Each of ``ids``' entry words as bytes; None once every id is decoded (the copy
+        is gone).  An entry's words are what its shapes and dtypes are decoded from
+        (dims, numpy type numbers, indexes into the process-lifetime string table), so
+        equal words mean equal shapes and dtypes in any drain of the process."""
+        if self._missing == 0:
+            return None
+        starts = self._starts
+        at = np.asarray(ids, dtype=np.intp)
+        words = self._words.data
+        return [
+            words[lo:hi].tobytes()
+            for lo, hi in zip(starts[at].tolist(), starts[at + 1].tolist(), strict=True)
+        ]
+
     def fill_all(self) -> None:
         if self._missing:
             self.fill([i for i, s in enumerate(self.shapes) if s is None])
@@ -111,6 +126,13 @@ def prefetch(column: Sequence[Any], ids: list[int]) -> None:
     to do); a loop that then indexes them one by one costs no call per id."""
     if isinstance(column, Column):
         column._table.fill(ids)
+
+
+def raw_entries(column: Sequence[Any], ids: list[int]) -> list[bytes] | None:
+    """:meth:`ShapeTable.raw` of a drain's shapes; None for a plain list (nothing raw)."""
+    if isinstance(column, Column):
+        return column._table.raw(ids)
+    return None
 
 
 def columns(table: ShapeTable) -> tuple[Column[Shape], Column[list[str]]]:

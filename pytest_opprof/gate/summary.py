@@ -35,6 +35,22 @@ from pytest_opprof.errors import FieldError
 from pytest_opprof.gate.jsonio import Fields, field_path, round_sig
 
 _US_TO_NS = 1000
+_NS_PER_US = 1000.0
+_EXACT = 2**50
+"""Below this, an integer goes through the rows' float arithmetic unchanged: ``x / 1000.0
+* 1000`` is off by at most ``x * 2**-52`` (under 0.25), and ``float(x)`` is exact."""
+_SUM_FIELDS = (
+    "count",
+    "cpu_ns",
+    "self_cpu_ns",
+    "device_ns",
+    "self_device_ns",
+    "memory_bytes",
+    "self_memory_bytes",
+    "flops",
+    "self_flops",
+)
+"""The ``OpFigures`` field of each of ``_native.GROUP_COLUMNS``, in that order."""
 
 Span = tuple[int, int]
 """The ``(low, high)`` a deterministic figure spanned over rounds (and pooled sessions)."""
@@ -141,6 +157,28 @@ class TimeStats:
         d["median_ns"] = d["min_ns"] = d["max_ns"] = d["mean_ns"] = ns
         d["stdev_ns"] = d["mad_ns"] = 0
         return stats
+
+    def spool_short_values(self) -> list[int] | None:
+        """``[ns]`` for the statistics of one sample (``single``), else None: how the
+        result spool writes most tests' times (``gate.spool.SHORT_VALUES``)."""
+        d = self.__dict__
+        ns = d["min_ns"]
+        samples = d["samples_ns"]
+        if type(ns) is not int or type(samples) is not tuple or len(samples) != 1:
+            return None
+        # Every field an int (what single builds), not only an equal number.
+        same = (samples[0], d["median_ns"], d["max_ns"], d["mean_ns"])
+        zeros = (d["stdev_ns"], d["mad_ns"])
+        if all(type(v) is int and v == ns for v in same) and all(
+            type(v) is int and v == 0 for v in zeros
+        ):
+            return [ns]
+        return None
+
+    @classmethod
+    def from_spool_short_values(cls, values: list[int]) -> TimeStats:
+        """What :meth:`spool_short_values` wrote."""
+        return cls.single(values[0])
 
     @classmethod
     def from_samples(cls, samples_ns: Sequence[float]) -> TimeStats:
@@ -383,6 +421,66 @@ class RoundFigures:
             library_self_ns=library_self_ns,
         )
 
+    @classmethod
+    def from_sums(
+        cls,
+        keys: Sequence[str],
+        sums: Iterable[Sequence[int]],
+        *,
+        wall_time_ns: int,
+        cpu_time_ns: int,
+        memory: MemoryStatsLike | None = None,
+        device_memory_bytes: int | None = None,
+        speed_ref_ns: int | None = None,
+        native_ref_ns: int | None = None,
+        dropped_events: int = 0,
+        wait_ns: int | None = None,
+        library_self_ns: int | None = None,
+    ) -> RoundFigures:
+        """:meth:`from_events` of the rows ``key_averages()`` would build from these
+        integer sums, without the rows (``model.averages.op_sums``): ``keys[i]`` is a
+        group's op key, ``sums[i]`` its ``_native.GROUP_COLUMNS`` (count, total and self
+        CPU ns, total and self device ns, total and self bytes, FLOPs, self FLOPs).
+        """
+        ops: dict[str, OpFigures] = {}
+        new = object.__new__
+        for key, group in zip(keys, sums, strict=True):
+            # Filled in place, as TimeStats.single is (the frozen __init__ sets each
+            # field through object.__setattr__): the same object, a third of the cost.
+            figures = new(OpFigures)
+            if -_EXACT < min(group) and max(group) < _EXACT:
+                figures.__dict__.update(zip(_SUM_FIELDS, group, strict=True))
+                ops[key] = ops[key] + figures if key in ops else figures
+                continue
+            count, cpu, self_cpu, device, self_device, mem, self_mem, flops, self_flops = group
+            # The very arithmetic from_events does on a row (a time in us as a float, a
+            # count through float): the same figures to the last bit, FLOPs past 2**53
+            # included.
+            figures.__dict__.update(
+                count=int(float(count)),
+                self_cpu_ns=round(self_cpu / _NS_PER_US * _US_TO_NS),
+                cpu_ns=round(cpu / _NS_PER_US * _US_TO_NS),
+                self_memory_bytes=int(float(self_mem)),
+                memory_bytes=int(float(mem)),
+                flops=int(float(flops)),
+                self_device_ns=round(self_device / _NS_PER_US * _US_TO_NS),
+                device_ns=round(device / _NS_PER_US * _US_TO_NS),
+                self_flops=int(float(self_flops)),
+            )
+            ops[key] = ops[key] + figures if key in ops else figures
+        return cls(
+            wall_time_ns=int(wall_time_ns),
+            cpu_time_ns=int(cpu_time_ns),
+            ops=ops,
+            memory=MemoryFigures.of(memory) if memory is not None else None,
+            device_memory_bytes=device_memory_bytes,
+            speed_ref_ns=speed_ref_ns,
+            native_ref_ns=native_ref_ns,
+            dropped_events=dropped_events,
+            wait_ns=wait_ns,
+            library_self_ns=library_self_ns,
+        )
+
     def captured_ns(self) -> int:
         """Time in captured library ops: :attr:`library_self_ns`, or every row's self time."""
         if self.library_self_ns is not None:
@@ -452,18 +550,18 @@ class OpSummary:
         # rounded once.
         cpu = self_cpu if total is self.self_cpu_time else total and total.as_stored()
         # Built directly, not through dataclasses.replace (which reads every field and
-        # calls __init__ by keywords): this runs per op of every test.
-        return OpSummary(
-            key=self.key,
-            count=self.count,
-            self_cpu_time=self_cpu,
-            cpu_time=cpu,
-            self_memory_bytes=self.self_memory_bytes,
-            memory_bytes=self.memory_bytes,
-            flops=self.flops,
-            self_device_time=self_device.as_stored() if paired and self_device else None,
-            device_time=device.as_stored() if paired and device else None,
-            ranges=self.ranges,
+        # calls __init__ by keywords), nor through __init__: this runs per op of every test.
+        return _op_summary(
+            self.key,
+            self.count,
+            self_cpu,
+            cpu,
+            self.self_memory_bytes,
+            self.memory_bytes,
+            self.flops,
+            self_device.as_stored() if paired and self_device else None,
+            device.as_stored() if paired and device else None,
+            self.ranges,
         )
 
     @classmethod
@@ -593,8 +691,12 @@ class TestSummary:
         def stored(stats: TimeStats | None) -> TimeStats | None:
             return stats.as_stored() if stats is not None else None
 
-        return replace(
-            self,
+        # A copy of the fields filled in place, not dataclasses.replace (which reads every
+        # field and calls the frozen __init__, a setattr per field): once per test.
+        out = object.__new__(TestSummary)
+        fields = out.__dict__
+        fields.update(self.__dict__)
+        fields.update(
             wall_time=self.wall_time.as_stored(),
             cpu_time=self.cpu_time.as_stored() if self.cpu_time is not None else None,
             op_time_share=round(self.op_time_share, 3),
@@ -605,6 +707,7 @@ class TestSummary:
             wait_time=stored(self.wait_time),
             sessions=self.sessions if len(self.sessions) > 1 else (),
         )
+        return out
 
     @classmethod
     def from_json(cls, f: Fields) -> TestSummary:
@@ -682,7 +785,44 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
     """Combine the measured rounds of one test (at least one) into its summary."""
     if not rounds:
         raise ValueError("summarize_rounds needs at least one round")
-    if len(rounds) == 1:  # most tests: no lists of one, no statistics, no ranges
+    if len(rounds) == 1:  # most tests
+        return _summarize_one(rounds[0])
+    return _summarize_many(rounds)
+
+
+def _summarize_one(r: RoundFigures) -> TestSummary:
+    """``_summarize_many([r])`` without its lists of one, statistics calls and ranges (one
+    round spans no range): every test with one round, each paid it."""
+    ops = {key: _one_round_op(key, f) for key, f in sorted(r.ops.items())}
+    wall = r.wall_time_ns
+    return TestSummary(
+        rounds=1,
+        wall_time=TimeStats.single(round(wall)),
+        cpu_time=TimeStats.single(round(r.cpu_time_ns)),
+        op_count=sum(f.count for k, f in r.ops.items() if k != MEMORY_EVENT_NAME),
+        flops=sum(f.self_flops for f in r.ops.values()),
+        op_time_share=r.captured_ns() / wall if wall > 0 else 0.0,
+        memory=_low_median_memory([r.memory]) if r.memory is not None else None,
+        ops=ops,
+        device_time=(
+            TimeStats.single(round(sum(f.self_device_ns for f in r.ops.values())))
+            if any(op.device_time is not None for op in ops.values())
+            else None
+        ),
+        device_memory_bytes=r.device_memory_bytes,
+        speed_ref=TimeStats.single(round(r.speed_ref_ns)) if r.speed_ref_ns is not None else None,
+        native_ref=(
+            TimeStats.single(round(r.native_ref_ns)) if r.native_ref_ns is not None else None
+        ),
+        dropped_events=r.dropped_events,
+        wait_time=TimeStats.single(round(r.wait_ns)) if r.wait_ns is not None else None,
+        ranges={},
+    )
+
+
+def _summarize_many(rounds: Sequence[RoundFigures]) -> TestSummary:
+    """:func:`summarize_rounds` of any number of rounds (at least one)."""
+    if len(rounds) == 1:
         ops = {key: _one_round_op(key, f) for key, f in sorted(rounds[0].ops.items())}
     else:
         keys = sorted({key for r in rounds for key in r.ops})
@@ -760,19 +900,49 @@ def _one_round_op(key: str, f: OpFigures) -> OpSummary:
     self_cpu = TimeStats.single(round(f.self_cpu_ns))
     total = round(f.cpu_ns)
     has_device = bool(f.device_ns or f.self_device_ns)
-    return OpSummary(
-        key=key,
-        count=f.count,
-        self_cpu_time=self_cpu,
+    return _op_summary(
+        key,
+        f.count,
+        self_cpu,
         # An op that called no other op: one object, so its stored form rounds it once.
-        cpu_time=self_cpu if total == self_cpu.min_ns else TimeStats.single(total),
-        self_memory_bytes=f.self_memory_bytes,
-        memory_bytes=f.memory_bytes,
-        flops=f.flops,
-        self_device_time=TimeStats.single(round(f.self_device_ns)) if has_device else None,
-        device_time=TimeStats.single(round(f.device_ns)) if has_device else None,
-        ranges={},
+        self_cpu if total == self_cpu.min_ns else TimeStats.single(total),
+        f.self_memory_bytes,
+        f.memory_bytes,
+        f.flops,
+        TimeStats.single(round(f.self_device_ns)) if has_device else None,
+        TimeStats.single(round(f.device_ns)) if has_device else None,
+        {},
     )
+
+
+def _op_summary(
+    key: str,
+    count: int,
+    self_cpu_time: TimeStats,
+    cpu_time: TimeStats | None,
+    self_memory_bytes: int,
+    memory_bytes: int | None,
+    flops: int,
+    self_device_time: TimeStats | None,
+    device_time: TimeStats | None,
+    ranges: Ranges,
+) -> OpSummary:
+    """``OpSummary(...)`` filled in place (the frozen ``__init__`` sets each field through
+    ``object.__setattr__``, twice the cost): built twice per op of every test."""
+    op = object.__new__(OpSummary)
+    op.__dict__.update(
+        key=key,
+        count=count,
+        self_cpu_time=self_cpu_time,
+        cpu_time=cpu_time,
+        self_memory_bytes=self_memory_bytes,
+        memory_bytes=memory_bytes,
+        flops=flops,
+        self_device_time=self_device_time,
+        device_time=device_time,
+        ranges=ranges,
+    )
+    return op
 
 
 def _low_median_memory(memories: list[MemoryFigures]) -> MemoryFigures:

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from pytest_opprof.capture.records import FLAG_EXCEPTION, KIND_MEMORY, Records
-from pytest_opprof.capture.shape_table import prefetch
+from pytest_opprof.capture.shape_table import prefetch, raw_entries
 from pytest_opprof.flops.numpy_ops import flops_for, has_formula
 from pytest_opprof.model.overhead import Overhead, self_corrections_ns
 from pytest_opprof.model.tree import (
     EventTree,
     build_tree,
+    library_self_ns,
     names_with_memory,
     subtree_sums,
 )
@@ -203,15 +204,35 @@ def _device(use_device: str | None, measured: bool) -> str | None:
     return use_device if use_device is not None or not measured else "cuda"
 
 
-def _average_native(
+class _NativeGroups(NamedTuple):
+    """What the C pass gives, per group (see :func:`_native_groups`)."""
+
+    ev: np.ndarray
+    """The events it ran over (orphans made roots where the drain had any)."""
+    names: list[str]
+    memory_group: int
+    parent_rows: np.ndarray
+    device_events: int
+    first_rows: list[int]
+    kinds: list[int]
+    name_ids: list[int]
+    top_level: list[bool]
+    sums: list[list[int]]
+    """Per group, its ``GROUP_COLUMNS`` sums."""
+    corrections: list[float]
+
+
+def _native_groups(
     module: Any,
     records: Records,
     by_shape: bool,
     stack_n: int,
     with_flops: bool,
     overhead: Overhead | None,
-) -> tuple[list[FunctionEventAvg], int] | None:
-    """The C one-pass and the number of events with a device time; None where it does not apply.
+    ordered: bool = True,
+) -> _NativeGroups | None:
+    """The C one-pass's groups, in canonical order (``ordered``: the order of their first
+    events, as the rows are; else by group id); None where the pass does not apply.
 
     ``opprof_model_key_sums`` needs every parent to follow its children on the
     same thread (a native drain).  A session cut at the event limit breaks that
@@ -268,49 +289,117 @@ def _average_native(
             memory_group=memory_group,
             pair_flops=_pair_flops(records, ev, pair_row, formulas),
         )
-    if corrections is None:
-        corrections = np.zeros(m)
-    present = np.flatnonzero(first >= 0).tolist()
-    firsts = ev[first[present]]
-    canonical = np.lexsort(
-        (
-            first[present],
-            firsts["id"],
-            firsts["depth"],
-            -np.maximum(firsts["end_ns"], firsts["start_ns"]),
-            firsts["start_ns"],
-        )
-    )
-    # Every group's figures read in one call per column, not a numpy item (a field view
-    # and a scalar) per group and column: this runs once per measured round of every test.
-    groups = np.asarray(present, dtype=np.intp)[canonical]
-    first_rows = first[groups]
-    columns = module.GROUP_COLUMNS
-    out = []
-    for row, kind, name, top, group_sums, correction in zip(
-        first_rows.tolist(),
-        ev["kind"][first_rows].tolist(),
-        ev["name"][first_rows].tolist(),
-        (rows[first_rows] < 0).tolist(),
-        sums[groups].tolist(),
-        corrections[groups].tolist(),
-        strict=True,
-    ):
-        out.append(
-            _avg(
-                records,
-                ev,
-                names[memory_group if kind == KIND_MEMORY else name],
-                dict(zip(columns, group_sums, strict=True)),
-                row=row,
-                is_top_level=top,
-                by_shape=by_shape,
-                stack_n=stack_n,
-                use_device=None,
-                correction_ns=correction,
+    groups = np.flatnonzero(first >= 0)
+    if ordered:
+        firsts = ev[first[groups]]
+        canonical = np.lexsort(
+            (
+                first[groups],
+                firsts["id"],
+                firsts["depth"],
+                -np.maximum(firsts["end_ns"], firsts["start_ns"]),
+                firsts["start_ns"],
             )
         )
-    return out, device_events
+        groups = groups[canonical]
+    # Every group's figures read in one call per column, not a numpy item (a field view
+    # and a scalar) per group and column: this runs once per measured round of every test.
+    first_rows = first[groups]
+    return _NativeGroups(
+        ev=ev,
+        names=names,
+        memory_group=memory_group,
+        parent_rows=rows,
+        device_events=device_events,
+        first_rows=first_rows.tolist(),
+        kinds=ev["kind"][first_rows].tolist(),
+        name_ids=ev["name"][first_rows].tolist(),
+        top_level=(rows[first_rows] < 0).tolist(),
+        sums=sums[groups].tolist(),
+        corrections=(
+            corrections[groups].tolist() if corrections is not None else [0.0] * len(groups)
+        ),
+    )
+
+
+def _average_native(
+    module: Any,
+    records: Records,
+    by_shape: bool,
+    stack_n: int,
+    with_flops: bool,
+    overhead: Overhead | None,
+) -> tuple[list[FunctionEventAvg], int] | None:
+    """:func:`_native_groups` as rows, and the number of events with a device time."""
+    g = _native_groups(module, records, by_shape, stack_n, with_flops, overhead)
+    if g is None:
+        return None
+    columns = module.GROUP_COLUMNS
+    names, memory_group = g.names, g.memory_group
+    out = [
+        _avg(
+            records,
+            g.ev,
+            names[memory_group if kind == KIND_MEMORY else name],
+            dict(zip(columns, group_sums, strict=True)),
+            row=row,
+            is_top_level=top,
+            by_shape=by_shape,
+            stack_n=stack_n,
+            use_device=None,
+            correction_ns=correction,
+        )
+        for row, kind, name, top, group_sums, correction in zip(
+            g.first_rows, g.kinds, g.name_ids, g.top_level, g.sums, g.corrections, strict=True
+        )
+    ]
+    return out, g.device_events
+
+
+class OpSums(NamedTuple):
+    """Per-key sums of a native drain without a row object per key (:func:`op_sums`)."""
+
+    keys: list[str]
+    """Each group's key (groups in no particular order): its name, and with
+    ``by_input_shape`` its first event's input shapes after a space where it has any
+    (as ``gate.summary`` keys a row)."""
+    sums: list[list[int]]
+    """Each group's sums in ``_native.GROUP_COLUMNS`` order (ns, bytes, FLOPs; raw self
+    time: no profiler cost subtracted)."""
+    library_self_ns: int
+    """``tree.library_self_ns`` of the same records."""
+
+
+def op_sums(
+    records: Records, *, by_input_shape: bool = False, with_flops: bool = False
+) -> OpSums | None:
+    """The integer sums behind :func:`average_records`' rows, one list per group, for the
+    figures a test's round keeps (``RoundFigures.from_sums``): a row object per group
+    cost more than the C pass itself, and only a printed table reads rows.  None where
+    the C pass does not apply (then take the rows).
+    """
+    if len(records) == 0:
+        return OpSums([], [], 0)
+    from pytest_opprof import _native
+
+    # Unordered: a test's figures are keyed by op, and sorting the groups as the rows
+    # are took a tenth of this function.
+    g = _native_groups(_native, records, by_input_shape, 0, with_flops, None, ordered=False)
+    if g is None:
+        return None
+    names, memory_group = g.names, g.memory_group
+    keys = [
+        names[memory_group if kind == KIND_MEMORY else name]
+        for kind, name in zip(g.kinds, g.name_ids, strict=True)
+    ]
+    if by_input_shape:
+        shape_ids = g.ev["shape"][g.first_rows].tolist()
+        prefetch(records.shapes, shape_ids)
+        for i, sid in enumerate(shape_ids):
+            shapes = records.shapes[sid]
+            if shapes:
+                keys[i] = f"{keys[i]} {shapes}"
+    return OpSums(keys, g.sums, library_self_ns(records, g.parent_rows))
 
 
 def _orphans_as_roots(module: Any, ev: np.ndarray) -> np.ndarray | None:
@@ -370,10 +459,37 @@ def _pair_flops(
     # slices (no formula) cost 2 s in a loop over every pair.
     rows = np.flatnonzero(formulas[name_ids] & (shape_ids != 0))
     shape_ids = shape_ids[rows]
-    prefetch(records.shapes, shape_ids.tolist())
-    for k, nid, sid in zip(rows.tolist(), name_ids[rows].tolist(), shape_ids.tolist(), strict=True):
-        out[k] = pair_flops_for(records, records.names[nid], sid)
+    names = records.names
+    todo = list(zip(rows.tolist(), name_ids[rows].tolist(), shape_ids.tolist(), strict=True))
+    raw = raw_entries(records.shapes, [sid for _, _, sid in todo])
+    if raw is None:
+        prefetch(records.shapes, [sid for _, _, sid in todo])
+        for k, nid, sid in todo:
+            out[k] = pair_flops_for(records, names[nid], sid)
+        return out
+    # Looked up by the entry's raw words: most pairs recur from test to test, and
+    # decoding their shapes into lists to find them in _flops_memo cost more than
+    # the rest of a round's figures.
+    missed = []
+    for (k, nid, sid), words in zip(todo, raw, strict=True):
+        flops = _flops_by_words.get((names[nid], words))
+        if flops is None:
+            missed.append((k, nid, sid, words))
+        else:
+            out[k] = flops
+    if missed:
+        if len(_flops_by_words) > _FLOPS_BY_WORDS_MAX:
+            _flops_by_words.clear()
+        prefetch(records.shapes, [sid for _, _, sid, _ in missed])
+        for k, nid, sid, words in missed:
+            out[k] = _flops_by_words[names[nid], words] = pair_flops_for(records, names[nid], sid)
     return out
+
+
+_flops_by_words: dict[tuple[str, bytes], int] = {}
+"""FLOPs by (op name, raw shape entry words): :func:`pair_flops_for` of any drain's pair
+with those words (see ``ShapeTable.raw``)."""
+_FLOPS_BY_WORDS_MAX = 1 << 16
 
 
 def pair_flops_for(records: Records, name: str, shape_id: int) -> int:

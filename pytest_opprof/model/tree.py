@@ -99,14 +99,15 @@ def build_tree(records: Records, *, native: bool = True) -> EventTree:
     )
 
 
-def library_self_ns(records: Records) -> int:
+def library_self_ns(records: Records, parents: np.ndarray | None = None) -> int:
     """Self CPU time (ns) of the library ops: every event but scopes and ``[memory]``.
 
     The time a test spent inside the op tables' view.  ``record_function``
     scopes are the user's own marks around any code, Python loops included, so
     their time is not "captured" time.  The sum of self times over a set of
     events is their totals less the totals of their direct children, which
-    needs parents, not the whole tree.
+    needs parents, not the whole tree: ``parents``, the parent row of each event
+    (``parent_rows``) where the caller has them already.
     """
     raw = records.events
     if not len(raw):
@@ -115,7 +116,7 @@ def library_self_ns(records: Records) -> int:
     total = np.maximum(raw["end_ns"].astype(_I64), start) - start
     kind = raw["kind"]
     library = (kind != KIND_SCOPE) & (kind != KIND_MEMORY)
-    rows = parent_rows(raw)
+    rows = parent_rows(raw) if parents is None else parents
     under_library = (rows >= 0) & library[np.maximum(rows, 0)]
     return int(total[library].sum() - total[under_library].sum())
 

@@ -21,6 +21,7 @@ from pytest_opprof.capture.profiler import profile
 from pytest_opprof.gate.summary import RoundFigures
 from pytest_opprof.gate.waiting import is_clean
 from pytest_opprof.model import EventList, library_self_ns
+from pytest_opprof.model.averages import op_sums
 from pytest_opprof.plugin.marker import TestSettings
 from pytest_opprof.plugin.options import OpprofOptions
 
@@ -42,8 +43,9 @@ class Rounds:
     scopes_left_open: int = 0
     """Most events a round left open on the test's thread (closed after the round)."""
     figures: list[RoundFigures] = field(default_factory=list)
-    averages: list[EventList] = field(default_factory=list)
-    """Per summarised round: its figures and its ``key_averages()`` (for the table)."""
+    """Per summarised round, its figures."""
+    _rows: dict[int, EventList] = field(default_factory=dict)
+    """Rounds' ``key_averages()``, by round, once built (:meth:`rows`)."""
 
     @contextlib.contextmanager
     def measure(
@@ -106,30 +108,54 @@ class Rounds:
                 self.profiles.append(prof)
 
     def summarised(self, settings: TestSettings) -> list[RoundFigures]:
-        """Each measured round's figures (its ``key_averages`` kept for the table), made
-        once per round."""
+        """Each measured round's figures, made once per round: from the C pass's integer
+        sums (``op_sums``), the rows of ``key_averages()`` only where that pass does not
+        apply; :meth:`rows` builds a round's rows for a table."""
+        by_shape = settings.group_by_input_shape
         for i in range(len(self.figures), len(self.profiles)):
             prof = self.profiles[i]
-            rows = prof.key_averages(group_by_input_shape=settings.group_by_input_shape)
-            self.averages.append(rows)
-            self.figures.append(
-                RoundFigures.from_events(
-                    rows,
+            records = prof.records()
+            device = prof.device_memory
+            sums = op_sums(records, by_input_shape=by_shape, with_flops=prof.with_flops)
+            if sums is not None:
+                figures = RoundFigures.from_sums(
+                    sums.keys,
+                    sums.sums,
                     wall_time_ns=prof.wall_time_ns,
                     cpu_time_ns=self.cpu_times_ns[i],
                     memory=prof.memory,
-                    by_input_shape=settings.group_by_input_shape,
-                    device_memory_bytes=(
-                        prof.device_memory.peak_bytes if prof.device_memory is not None else None
-                    ),
+                    device_memory_bytes=device.peak_bytes if device is not None else None,
                     speed_ref_ns=self.speed_refs_ns[i],
                     native_ref_ns=self.native_refs_ns[i],
                     dropped_events=prof.dropped_events,
                     wait_ns=self.waits_ns[i],
-                    library_self_ns=library_self_ns(prof.records()),
+                    library_self_ns=sums.library_self_ns,
                 )
-            )
+            else:
+                figures = RoundFigures.from_events(
+                    self.rows(i, settings),
+                    by_input_shape=by_shape,
+                    wall_time_ns=prof.wall_time_ns,
+                    cpu_time_ns=self.cpu_times_ns[i],
+                    memory=prof.memory,
+                    device_memory_bytes=device.peak_bytes if device is not None else None,
+                    speed_ref_ns=self.speed_refs_ns[i],
+                    native_ref_ns=self.native_refs_ns[i],
+                    dropped_events=prof.dropped_events,
+                    wait_ns=self.waits_ns[i],
+                    library_self_ns=library_self_ns(records),
+                )
+            self.figures.append(figures)
         return self.figures
+
+    def rows(self, i: int, settings: TestSettings) -> EventList:
+        """Round ``i``'s ``key_averages()`` (built on first use, for the table)."""
+        rows = self._rows.get(i)
+        if rows is None:
+            rows = self._rows[i] = self.profiles[i].key_averages(
+                group_by_input_shape=settings.group_by_input_shape
+            )
+        return rows
 
     def clean(self, limit: float) -> int | None:
         """How many rounds waited for a CPU at most ``limit`` of their wall time; None when

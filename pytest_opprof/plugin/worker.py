@@ -330,7 +330,7 @@ class Worker:
         shown = rounds.shown()
         table = None
         if settings.marked or self.config.get_verbosity() >= 2:
-            table = rounds.averages[shown].table(
+            table = rounds.rows(shown, settings).table(
                 sort_by=settings.sort_by,
                 row_limit=settings.row_limit,
                 time_unit=settings.time_unit,

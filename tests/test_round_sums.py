@@ -1,0 +1,190 @@
+"""A round's figures straight from the C pass's sums, against the figures of its rows.
+
+``Rounds.summarised`` builds each round's ``RoundFigures`` from ``op_sums`` (no row object
+per op) wherever the C pass applies; baselines and every report come from those figures,
+so they must be the ones ``RoundFigures.from_events`` gives on ``key_averages()``'s rows
+of the same records, to the last bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from synthetic_records import Ev, records_from
+from test_model_averages import forests
+from test_model_native import drain_order
+
+import pytest_opprof as opprof
+from pytest_opprof import _native
+from pytest_opprof.capture.records import Records
+from pytest_opprof.gate.summary import (
+    OpSummary,
+    RoundFigures,
+    TimeStats,
+    _op_summary,
+    summarize_rounds,
+)
+from pytest_opprof.model import FunctionEventAvg, key_averages, library_self_ns
+from pytest_opprof.model.averages import _average_native, op_sums
+
+
+def _both(records: Records, by_shape: bool) -> tuple[RoundFigures, RoundFigures] | None:
+    """(from the sums, from the rows) of ``records``; None where the C pass refuses them."""
+    sums = op_sums(records, by_input_shape=by_shape, with_flops=True)
+    if sums is None:
+        return None
+    rows = key_averages(records, group_by_input_shape=by_shape, with_flops=True)
+    common = {"wall_time_ns": 10**6, "cpu_time_ns": 9 * 10**5}
+    fast = RoundFigures.from_sums(
+        sums.keys, sums.sums, library_self_ns=sums.library_self_ns, **common
+    )
+    general = RoundFigures.from_events(
+        rows, by_input_shape=by_shape, library_self_ns=library_self_ns(records), **common
+    )
+    return fast, general
+
+
+def _same(records: Records, by_shape: bool) -> None:
+    both = _both(records, by_shape)
+    if both is None:  # refused exactly where the rows' C pass is (threads crossed)
+        assert _average_native(_native, records, by_shape, 0, True, None) is None
+        return
+    fast, general = both
+    assert fast == general
+    assert sorted(fast.ops) == sorted(general.ops)
+    assert summarize_rounds([fast]) == summarize_rounds([general])
+
+
+@settings(max_examples=100, deadline=None)
+@given(forests(), st.booleans(), st.booleans())
+def test_sums_give_the_rows_figures(roots: list[Ev], by_shape: bool, cut: bool) -> None:
+    records = drain_order(records_from(roots))
+    if cut and len(records) > 1:
+        # A drain cut at the event limit: the last commits are gone, their children keep
+        # a parent id that names nothing (the pass makes them roots, as the tree does).
+        records = Records(
+            events=records.events[:-1],
+            names=records.names,
+            shapes=records.shapes,
+            dtypes=records.dtypes,
+            stacks=records.stacks,
+        )
+    _same(records, by_shape)
+
+
+def test_records_the_pass_refuses_have_no_sums() -> None:
+    roots = [Ev("forward", 0, 100, [Ev("numpy.add", 10, 20)])]
+    records = records_from(roots, known_parents=False)  # torch's: parents by interval
+    assert op_sums(records) is None
+
+
+def test_no_records_no_ops() -> None:
+    with opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        pass
+    sums = op_sums(prof.records(), with_flops=True)
+    assert sums is not None
+    assert (sums.keys, sums.sums, sums.library_self_ns) == ([], [], 0)
+
+
+@pytest.mark.parametrize("by_shape", [False, True])
+def test_a_real_round_gives_the_rows_figures(by_shape: bool) -> None:
+    a, b = np.arange(3.0), np.arange(5.0)
+    with opprof.profile(capture=["numpy"]) as prof:
+        for _ in range(3):
+            np.outer(a, b)
+            np.einsum("i,j->ij", a, b)
+            with opprof.record_function("scope"):
+                np.ones((4, 4)) @ np.ones((4, 2))
+                np.ones(7).sum()
+    records = prof.records()
+    assert len(records.shapes) > 1
+    _same(records, by_shape)
+    both = _both(records, by_shape)
+    assert both is not None
+    assert sum(f.self_flops for f in both[0].ops.values()) > 0
+
+
+def _row(key: str, sums: list[int]) -> FunctionEventAvg:
+    """The row ``key_averages()`` builds from a group's sums (``averages._avg``)."""
+    row = FunctionEventAvg()
+    row.key = key
+    row.count = sums[0]
+    row.cpu_time_total = sums[1] / 1000.0
+    row.self_cpu_time_total_raw = row.self_cpu_time_total = sums[2] / 1000.0
+    row.device_time_total = sums[3] / 1000.0
+    row.self_device_time_total = sums[4] / 1000.0
+    row.cpu_memory_usage = sums[5]
+    row.self_cpu_memory_usage = sums[6]
+    row.flops = sums[7]
+    row.self_flops = sums[8]
+    return row
+
+
+def _agree(groups: list[list[int]]) -> None:
+    keys = [f"numpy.op{i % 3}" for i in range(len(groups))]  # some keys twice: summed
+    common = {"wall_time_ns": 1, "cpu_time_ns": 1}
+    fast = RoundFigures.from_sums(keys, groups, **common)
+    general = RoundFigures.from_events(
+        [_row(k, g) for k, g in zip(keys, groups, strict=True)], **common
+    )
+    assert fast == general
+    for key in fast.ops:  # the same fields, not only equal ones
+        assert vars(fast.ops[key]).keys() == vars(general.ops[key]).keys()
+
+
+def test_figures_past_float_precision_are_rounded_alike() -> None:
+    # FLOPs near FLOPS_MAX and times past 2**53 ns go through a float in the rows' path:
+    # the sums' path must land on the same integers.
+    _agree([[3, 2**53 + 1, 2**53 + 3, 7, 5, 2**60 + 1, -(2**55) - 1, 2**63 - 1, 2**62 + 1]])
+    _agree([[1, 2**50 - 1, 2**50, 2**50 + 1, -(2**50), 1 - 2**50, 0, 2**53 - 1, 2**53]])
+    assert len(_native.GROUP_COLUMNS) == 9
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(st.integers(-(2**52), 2**52), st.integers(-(2**63), 2**63 - 1)),
+            min_size=9,
+            max_size=9,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_any_sums_give_the_rows_figures(groups: list[list[int]]) -> None:
+    _agree(groups)
+
+
+def test_op_summaries_filled_in_place_are_the_ones_init_makes() -> None:
+    t = TimeStats.single(1500)
+    values = ("numpy.add", 2, t, TimeStats.single(2500), 8, None, 6, t, t, {"count": (1, 2)})
+    fast, made = _op_summary(*values), OpSummary(*values)
+    assert fast == made
+    assert vars(fast) == vars(made)
+    assert list(vars(fast)) == [f.name for f in dataclasses.fields(OpSummary)]
+    assert repr(fast) == repr(made)
+
+
+def _flops(body: Callable[[], object]) -> dict[str, int]:
+    with opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        body()
+    sums = op_sums(prof.records(), with_flops=True)
+    assert sums is not None
+    return {k: s[7] for k, s in zip(sums.keys, sums.sums, strict=True)}
+
+
+def test_flops_known_by_their_shape_words_follow_the_shapes_not_the_ids() -> None:
+    # Each drain numbers its shape entries from 1: the same id means other shapes in the
+    # next drain, and the FLOPs must follow the shapes (and einsum's subscripts).
+    a, b = np.ones((3, 4)), np.ones(5)
+    for _ in range(2):  # the second time every pair is known already
+        assert _flops(lambda: np.add(a, a)) == {"numpy.add": 12}
+        assert _flops(lambda: np.add(b, b)) == {"numpy.add": 5}
+        assert _flops(lambda: np.einsum("i,i->", b, b))["numpy.einsum"] == 10
+        assert _flops(lambda: np.einsum("i,j->ij", b, b))["numpy.einsum"] == 25
