@@ -256,3 +256,31 @@ def test_package_import_is_lazy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+def test_a_profile_stopped_while_another_holds_the_lock_does_not_hang() -> None:
+    # The garbage collector finalizes an abandoned generator that holds an open profile
+    # at any allocation, even one inside another profile's start(), under the lock: its
+    # profile's stop() runs in the same thread.  Run apart, so a hang fails one process.
+    import subprocess
+    import sys
+
+    code = """
+import pytest_opprof as opprof
+from pytest_opprof.capture import profiler
+
+def abandoned():
+    with opprof.profile(capture=["none"]) as prof:
+        yield prof
+
+gen = abandoned()
+prof = next(gen)
+with profiler._lock:
+    gen.close()  # what the collector does to it
+assert profiler._active is None and prof.wall_time_ns > 0
+print("stopped")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "stopped"

@@ -39,14 +39,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 _lib = _native.lib
 _scope_push = _native.scope_push_fast
 _scope_pop = _native.scope_pop_fast
-_lock = threading.Lock()
+# Re-entrant: the garbage collector can finalize an abandoned generator that holds an
+# open profile at any allocation, including one inside another profile's start() or
+# stop() under this lock; its stop() then takes the lock again in the same thread (a
+# plain Lock hung there).  The re-entered stop finds the state it must: not recording, or
+# preempted.
+_lock = threading.RLock()
 
 
 def _new_lock_in_child() -> None:
     """A forked child starts with this lock free: the parent may have held it (a native
     call under it releases the GIL) while another of its threads forked."""
     global _lock
-    _lock = threading.Lock()
+    _lock = threading.RLock()
 
 
 os.register_at_fork(after_in_child=_new_lock_in_child)
