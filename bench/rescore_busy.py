@@ -30,6 +30,7 @@ from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
 
 sys.path.insert(0, str(Path(__file__).parent))
 import busy_study
+import verdict_study
 
 RECORDED_BY = {"loaded-base": "loaded", "quiet-base": "quiet"}
 """Scenario -> the scenario whose update runs recorded its baseline, when it recorded none."""
@@ -39,7 +40,7 @@ def slowed_tests(args: argparse.Namespace) -> set[str]:
     """The synthetic tests the study slowed: its generator and draw, re-run."""
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        kernels = busy_study.generate(Path(tmp), args.tests, 1000, args.seed)
+        kernels = verdict_study.generate(Path(tmp), args.tests, 1000, args.seed)
     return set(rng.sample(sorted(kernels), len(kernels) // 2))
 
 
