@@ -377,8 +377,9 @@ def compare(
             "--opprof-max-events): op figures, FLOPs, op counts and device time cover part of "
             "the test and are not judged; wall time and memory are"
         )
-    metrics = _metric_rows(summary, base, tol, time_judged, whole)
-    spread = _within_sessions(summary.wall_time, base, tol) if time_judged else None
+    sessions = Sessions.of(base)
+    metrics = _metric_rows(summary, base, tol, time_judged, whole, sessions)
+    spread = _within_sessions(summary.wall_time, base, tol, sessions) if time_judged else None
     if spread is not None:
         notes.append(spread)
     if walls is not None:
@@ -394,7 +395,14 @@ def compare(
             "time and fails no test alone; --opprof-update-baselines re-records it"
         )
     reasons = _op_reasons(
-        summary, base, tol, time_judged and whole, totals, walls is None, other_ops_differ
+        summary,
+        base,
+        tol,
+        time_judged and whole,
+        totals,
+        walls is None,
+        other_ops_differ,
+        sessions,
     )
     statuses = {m.status for m in metrics} | {r.status for r in reasons}
     status: Status = (
@@ -415,7 +423,7 @@ def compare(
         speed_change=speed_change,
         time_not_judged=busy,
         time_undecided=time_judged
-        and _times_to_confirm(summary, base, tol, whole and walls is None),
+        and _times_to_confirm(summary, base, tol, whole and walls is None, sessions),
         work_time=walls is not None,
         varying=_varying(base, tol),
     )
@@ -432,12 +440,13 @@ def judges_time(
     return force_time or (same_machine and enough)
 
 
-def _times_to_confirm(now: TestSummary, base: TestSummary, tol: Tolerances, ops: bool) -> bool:
+def _times_to_confirm(
+    now: TestSummary, base: TestSummary, tol: Tolerances, ops: bool, sessions: Sessions
+) -> bool:
     """Whether the wall time, an op's self time or the device time, judged (at or above
     the floor), is slower than the baseline by more than ``CONFIRM_BAND`` of the time
     tolerance: what confirmation rounds should settle.  Without ``ops`` (events were
     dropped), only the wall time is judged."""
-    sessions = Sessions.of(base)
     pairs = [(base.wall_time, now.wall_time)]
     if ops:
         # Only an op that could fail the test alone (OP_ALONE_TOLERANCES): a smaller one
@@ -626,11 +635,12 @@ def _steady(stats: TimeStats, sessions: Sessions, tol: Tolerances) -> bool:
     return high <= max(low, 1) * (1 + tol.time)
 
 
-def _within_sessions(now: TimeStats, base: TestSummary, tol: Tolerances) -> str | None:
+def _within_sessions(
+    now: TimeStats, base: TestSummary, tol: Tolerances, sessions: Sessions
+) -> str | None:
     """The note of a test's time beyond tolerance of its baseline's pooled rounds that
     passed because it is within tolerance of the slowest session (or the fastest)."""
     b, c = tol.figure(base.wall_time), tol.figure(now)
-    sessions = Sessions.of(base)
     low, high = session_bounds(base.wall_time, sessions, tol)
     slower = b * (1 + tol.time) < c <= high * (1 + tol.time)
     faster = c * (1 + tol.time) < b and c * (1 + tol.time) >= low
@@ -658,11 +668,15 @@ def _row(
 
 
 def _metric_rows(
-    now: TestSummary, base: TestSummary, tol: Tolerances, time_judged: bool, whole: bool
+    now: TestSummary,
+    base: TestSummary,
+    tol: Tolerances,
+    time_judged: bool,
+    whole: bool,
+    sessions: Sessions = NO_SESSIONS,
 ) -> list[MetricRow]:
     """The test-level rows; without ``whole`` (events dropped) the sums of op figures
     (FLOPs, op count, device time) are shown, not judged."""
-    sessions = Sessions.of(base)
     wall = _judge_time(base.wall_time, now.wall_time, tol, time_judged, sessions)
     fig = tol.figure
     partial: RowStatus = "not judged"
@@ -725,6 +739,7 @@ def _op_reasons(
     metric_status: dict[str, RowStatus],
     clean: bool = True,
     other_ops_differ: bool = False,
+    sessions: Sessions = NO_SESSIONS,
 ) -> list[OpReason]:
     """Op-level changes; ``clean``: the op times are of clean rounds (not of work rounds,
     where they are explanations only); ``other_ops_differ``: ``[other ops]`` folds other
@@ -733,7 +748,6 @@ def _op_reasons(
     flops_ref = max(base.flops, 1)
     memory_ref = max(base.memory.allocated_bytes if base.memory else 0, 1)
     count_ref = max(base.op_count, 1)
-    sessions = Sessions.of(base)
     reasons: list[OpReason] = []
     for key in sorted(set(now.ops) | set(base.ops)):
         c, b = now.ops.get(key), base.ops.get(key)
