@@ -55,9 +55,9 @@ def replay(reports: Path, scenario: str) -> dict[str, BaselineEntry]:
                 continue
             here = new.machine.fingerprint
             verdict = compare(new.summary, old, fingerprint=here)
-            why = pooling.replace_reason(new.summary, old, verdict, here)
-            pooled = pooling.pool(new.summary, old.summary)
-            entries[nodeid] = new if why is not None else dataclasses.replace(new, summary=pooled)
+            if pooling.replace_reason(new.summary, old, verdict, here) is None:
+                new = dataclasses.replace(new, summary=pooling.pool(new.summary, old.summary))
+            entries[nodeid] = new
     return entries
 
 
