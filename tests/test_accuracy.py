@@ -50,19 +50,23 @@ def _nested_errors(children: int, depth: int) -> tuple[float, float]:
             with scopes[i]:
                 tree(i + 1)
 
-    def idle() -> int:
-        return min(_time_ns(lambda: [tree() for _ in range(children)]) for _ in range(3))
+    def root_share() -> int:
+        """ns of the unprofiled loop spent at the root's level: its own loop, the call of
+        level 0 and entering and leaving its scope (the whole tree less the tree below)."""
+        whole = min(_time_ns(lambda: [tree() for _ in range(children)]) for _ in range(3))
+        below = min(_time_ns(lambda: [tree(1) for _ in range(children)]) for _ in range(3))
+        loop = min(_time_ns(lambda: [None for _ in range(children)]) for _ in range(3))
+        return max(whole - below, 0) + loop
 
-    # The unprofiled loop is timed right before and right after the profiled one: another
-    # process on the other core (a pytest-xdist worker) slows all three alike.
-    before = idle()
+    # The unprofiled loops are timed right before and right after the profiled one: another
+    # process on the other core (a pytest-xdist worker) slows all of them alike.
+    before = root_share()
     with opprof.profile(capture=["none"], profile_memory=False) as prof:
         with opprof.record_function("root"):
             spun = spin(5_000_000)
             for _ in range(children):
                 tree()
-    loop_ns = (before + idle()) / 2
-    truth_us = (spun + loop_ns / (depth + 1)) / 1000
+    truth_us = (spun + (before + root_share()) / 2) / 1000
     root = next(e for e in prof.events() if e.name == "root")
     return root.self_cpu_time_total_raw / truth_us - 1, root.self_cpu_time_total / truth_us - 1
 
