@@ -656,7 +656,10 @@ def test_auto_confirms_a_time_beyond_its_tolerance_with_more_rounds(
     result = run_pytest(EVERY_ROUND, "--opprof-update-baselines", "--opprof-capture", "none", "-s")
     # Nothing stored to judge against yet: no confirmation.
     result.stdout.fnmatch_lines([f"*RUNS {{'changed': {AUTO_ROUNDS}, 'steady': {AUTO_ROUNDS}}}*"])
-    monkeypatch.setenv("BUSY_SECONDS", "0.006")  # 3x: far beyond the 15% tolerance
+    # 20x: beyond the 15% tolerance even against an update run on a loaded machine, whose
+    # rounds EVERY_ROUND keeps however long they waited (seen: 2 ms of work in rounds of
+    # 10-33 ms, which a 3x slowdown on a quiet moment read as an improvement).
+    monkeypatch.setenv("BUSY_SECONDS", "0.04")
     result = run_pytest(EVERY_ROUND, "--opprof", "--opprof-capture", "none", "-s")
     confirmed = AUTO_ROUNDS + CONFIRM_ROUNDS
     result.stdout.fnmatch_lines([f"*RUNS {{'changed': {confirmed}, 'steady': {AUTO_ROUNDS}}}*"])
