@@ -21,6 +21,7 @@ SOURCES = [
     "strtab.c",
     "cuda.c",
     "core.c",
+    "switches.c",
     "muted.c",
     "drain.c",
     "drain_pool.c",

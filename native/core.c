@@ -185,6 +185,7 @@ static opprof_thread *thread_create(void)
     }
     pthread_mutex_unlock(&core_g.registry);
     if (t) {
+        core_switches_open(t); /* the counter of the thread that calls this */
         opprof_tls_state = t;
         pthread_setspecific(thread_key, t);
     }
@@ -263,6 +264,7 @@ opprof_thread *opprof_thread_get(void) { return opprof_hot_thread(); }
 static void thread_retire(opprof_thread *t)
 {
     core_release_stacks(t);
+    core_switches_close(t);
     arena_trim(&t->stacks, 0);
     arena_trim(&t->shapes, 0);
     while (t->head) {
@@ -600,6 +602,7 @@ void core_close_below_top(opprof_thread *t, int32_t d, uint16_t flags)
     }
     o->ev.end_ns = (int64_t)end;
     o->ev.flags |= flags;
+    opprof_hot_wait_end(t, o);
     if (opprof_g_options & OPPROF_OPT_CUDA)
         opprof_cuda_op_end(o->ev.depth, o->ev.id);
     opprof_hot_commit(t, &o->ev);

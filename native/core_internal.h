@@ -49,6 +49,8 @@ typedef struct core_open {
     int32_t prev_innermost; /* innermost active index to restore at end */
     uint64_t token;         /* handle token of the last scope in this entry (fastscope.c) */
     int32_t hole;           /* closed out of order: popped once it is the top */
+    uint32_t switches;      /* the thread's switch counter at begin (switches.c) */
+    int64_t wait_base;      /* the thread's run-queue wait at begin, ns; -1 unknown */
 } core_open;
 
 struct opprof_thread {
@@ -82,6 +84,16 @@ struct opprof_thread {
      * buffer.  Owner-only writes; the drain reads it after stop. */
     opprof_event loose;
     int32_t loose_used;
+    /* Changes whenever the OS switches this thread out or in (switches.c);
+     * a constant word where that cannot be read. */
+    const volatile uint32_t *switches;
+    int switch_fd;
+    void *switch_page;
+    /* The thread's run-queue wait (schedstat), read again only after a
+     * switch: wait_seen is its value when the switch counter read seen_at. */
+    int sched_fd;
+    uint32_t seen_at;
+    int64_t wait_seen; /* -1: not readable here */
     struct opprof_thread *next;
     core_open open[OPPROF_MAX_DEPTH];
 };
@@ -103,6 +115,13 @@ typedef struct core_globals {
 } core_globals;
 
 extern core_globals core_g;
+
+/* switches.c: open the calling thread's switch counter (owner thread only),
+ * and give it back (any thread, once the owner is gone or forked away). */
+void core_switches_open(opprof_thread *t);
+void core_switches_close(opprof_thread *t);
+/* Out of line: t's switch counter moved from seen_at; read its wait again. */
+void core_switches_refresh(opprof_thread *t);
 
 int64_t core_ticks_to_ns(uint64_t ticks);
 

@@ -42,6 +42,12 @@ static void core_atfork(int phase)
     for (opprof_thread *t = core_g.threads; t != NULL; t = t->next)
         if (t != opprof_tls_state)
             t->alive = 0;
+    /* The forking thread's counter counts the parent's thread (its page is
+     * shared with the parent): the child's own thread needs its own. */
+    if (opprof_tls_state != NULL) {
+        core_switches_close(opprof_tls_state);
+        core_switches_open(opprof_tls_state);
+    }
     pthread_mutex_unlock(&core_g.registry);
 }
 

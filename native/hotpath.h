@@ -90,6 +90,33 @@ OPPROF_HOT void opprof_hot_event_init(opprof_thread *t, opprof_event *ev, uint32
     ev->stack = 0;
     ev->depth = depth;
     ev->self_alloc_count = 0;
+    ev->wait_ns = -1;
+}
+
+/* At an event's begin: the switch counter, and the run-queue wait so far
+ * (re-read only when the thread was switched since the last reading). */
+OPPROF_HOT void opprof_hot_wait_begin(opprof_thread *t, core_open *o)
+{
+    uint32_t now = *t->switches;
+    if (__builtin_expect(now != t->seen_at, 0))
+        core_switches_refresh(t);
+    o->switches = now;
+    o->wait_base = t->wait_seen;
+}
+
+/* At an event's end: flag it and measure its wait when its thread was
+ * switched out in between; an unswitched event waited 0. */
+OPPROF_HOT void opprof_hot_wait_end(opprof_thread *t, core_open *o)
+{
+    uint32_t now = *t->switches;
+    if (__builtin_expect(now == o->switches, 1)) {
+        o->ev.wait_ns = o->wait_base >= 0 ? 0 : -1;
+        return;
+    }
+    o->ev.flags |= OPPROF_FLAG_SWITCHED;
+    if (now != t->seen_at)
+        core_switches_refresh(t);
+    o->ev.wait_ns = o->wait_base >= 0 && t->wait_seen >= 0 ? t->wait_seen - o->wait_base : -1;
 }
 
 static inline void opprof_hot_count_drop(opprof_thread *t)
@@ -135,6 +162,7 @@ OPPROF_HOT int opprof_hot_begin_recording(opprof_thread *t, uint32_t active, uin
     /* Before the start tick: the CUDA call's cost stays out of this event. */
     if (__builtin_expect(active & OPPROF_OPT_CUDA, 0))
         opprof_cuda_op_begin(name_id, o->ev.depth);
+    opprof_hot_wait_begin(t, o);
     o->ev.start_ns = (int64_t)opprof_hot_ticks();
     return 0;
 }
@@ -171,6 +199,7 @@ OPPROF_HOT void opprof_hot_end(opprof_thread *t, uint16_t flags)
     t->active_depth--;
     o->ev.end_ns = (int64_t)end;
     o->ev.flags |= flags;
+    opprof_hot_wait_end(t, o);
     /* The options of the session the event began in (opprof_stop keeps them). */
     if (__builtin_expect(opprof_g_options & OPPROF_OPT_CUDA, 0))
         opprof_cuda_op_end(o->ev.depth, o->ev.id);

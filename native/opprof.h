@@ -30,7 +30,8 @@ enum {
 };
 enum {
     OPPROF_FLAG_EXCEPTION = 1, /* the op raised */
-    OPPROF_FLAG_TRUNCATED = 2  /* shapes or stack were cut at their bound */
+    OPPROF_FLAG_TRUNCATED = 2, /* shapes or stack were cut at their bound */
+    OPPROF_FLAG_SWITCHED = 4   /* the thread left its CPU during the op (switches.c) */
 };
 
 /* ---- start options (bit set passed to opprof_start) ------------------ */
@@ -71,6 +72,7 @@ typedef struct opprof_event {
     uint32_t stack;            /* interned stack id, 0 = none (opprof_stack_get) */
     uint32_t depth;            /* number of enclosing open events on this thread */
     uint32_t self_alloc_count; /* allocations while this was the innermost open event */
+    int64_t wait_ns; /* ns the thread waited for a CPU during the event, -1 not measured */
 } opprof_event;
 
 /* ---- lifecycle -------------------------------------------------------- */
@@ -79,6 +81,9 @@ const char *opprof_last_error(void);   /* message of the last failure on this th
 const char *opprof_clock_source(void); /* "tsc" or "clock_gettime" */
 double opprof_ns_per_tick(void);
 int64_t opprof_now_ns(void); /* the core clock, in ns */
+/* Whether threads can tell that they were switched out during an op
+ * (OPPROF_FLAG_SWITCHED): 1 yes, 0 refused here, -1 no thread recorded yet. */
+int opprof_switches_supported(void);
 
 int opprof_start(uint32_t options); /* clears buffers, starts recording in all threads */
 int opprof_stop(void);              /* stops recording; buffers kept for draining */

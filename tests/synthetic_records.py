@@ -66,6 +66,7 @@ def records_from(roots: list[Ev], *, known_parents: bool = True) -> Records:
             intern(stacks, ev.stack) if ev.stack is not None else 0,
             depth if known_parents else 0,
             1 if ev.alloc else 0,
+            -1,  # wait for a CPU: not measured
         )
     return Records(
         events=arr,

@@ -58,7 +58,7 @@ def test_unknown_parent_nests_inside_known_scope_on_same_thread() -> None:
     records = records_from(_sample())
     # A torch-like op without a native parent, inside the scope's interval.
     extra = np.zeros(1, dtype=EVENT_DTYPE)
-    extra[0] = (9_200, 9_800, 999, -2, 0, 0, -1, 1, 0, 2, 0, 0, 0, 0, 0)
+    extra[0] = (9_200, 9_800, 999, -2, 0, 0, -1, 1, 0, 2, 0, 0, 0, 0, 0, -1)
     records.events = np.concatenate([records.events, extra])
     events = build_events(records)
     by_id = {e.id: e for e in events}
@@ -230,7 +230,7 @@ def test_nest_sweep_on_odd_intervals(items: list[tuple[int, int, int]]) -> None:
 def test_partial_overlaps_never_crash(items: list[tuple[int, int, int]]) -> None:
     arr = np.zeros(len(items), dtype=EVENT_DTYPE)
     for i, (s, d, t) in enumerate(items):
-        arr[i] = (s, s + d, i + 1, -2, 0, 0, -1, t, 0, 2, 0, 0, 0, 0, 0)
+        arr[i] = (s, s + d, i + 1, -2, 0, 0, -1, t, 0, 2, 0, 0, 0, 0, 0, -1)
     events = build_events(Records(events=arr, names=["op"]))
     assert len(events) == len(items)
     for e in events:

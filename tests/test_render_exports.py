@@ -118,7 +118,7 @@ def test_identical_paths_are_summed(tmp_path: Path) -> None:
 def test_odd_intervals_export_cleanly(items: list[tuple[int, int, int]]) -> None:
     arr = np.zeros(len(items), dtype=EVENT_DTYPE)
     for i, (s, d, t) in enumerate(items):
-        arr[i] = (s, s + d, i + 1, -2, 0, 0, -1, t, i % 3, 2, 0, 0, 0, 0, 0)
+        arr[i] = (s, s + d, i + 1, -2, 0, 0, -1, t, i % 3, 2, 0, 0, 0, 0, 0, -1)
     events = build_events(Records(events=arr, names=["a", "b;c", "d e"]))
     lines = collapsed_stacks(events)
     assert all(LINE.match(line) for line in lines)

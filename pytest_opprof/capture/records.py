@@ -21,6 +21,8 @@ KIND_MEMORY = 3
 
 FLAG_EXCEPTION = 1
 FLAG_TRUNCATED = 2
+FLAG_SWITCHED = 4
+"""The thread left its CPU while the event ran (another process took it, or it slept)."""
 
 MEMORY_EVENT_NAME = "[memory]"
 
@@ -41,6 +43,7 @@ EVENT_DTYPE = np.dtype(
         ("stack", "<u4"),  # index into Records.stacks, 0 = none
         ("depth", "<u4"),
         ("self_alloc_count", "<u4"),
+        ("wait_ns", "<i8"),  # ns waiting for a CPU during the event, -1 when not measured
     ]
 )
 

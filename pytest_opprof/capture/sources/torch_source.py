@@ -476,6 +476,7 @@ def _to_records(
     out["self_alloc_bytes"] = np.concatenate([alloc, np.maximum(nbytes[loose], 0)])
     out["self_free_bytes"] = np.concatenate([freed, np.maximum(-nbytes[loose], 0)])
     out["device_ns"] = -1
+    out["wait_ns"] = -1
     out["thread"] = np.concatenate([ops[:, 2], m[loose, 1]]).astype(np.uint64)
     mem_name = names.index(MEMORY_EVENT_NAME) if len(loose) else 0
     out["name"] = np.concatenate([ops[:, 3], np.full(len(loose), mem_name)]).astype(np.uint32)

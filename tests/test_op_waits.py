@@ -1,0 +1,116 @@
+"""Per-op waits for a CPU: the switch bit and the run-queue wait each event carries.
+
+Real processes take the CPU (``busy_machine`` pins this process and two CPU-bound
+processes to one CPU), so the waits measured are the kernel's, not simulated.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+from conftest import busy_machine
+
+import pytest_opprof as opprof
+from pytest_opprof import _native
+from pytest_opprof.capture.records import FLAG_SWITCHED
+
+
+def supported() -> bool:
+    """Whether this thread's switch counter opened (known once the thread has recorded)."""
+    _record(1)
+    return bool(_native.lib.opprof_switches_supported() == 1)
+
+
+REFUSED = "this kernel refuses the thread's switch counter (the first test checks what is recorded)"
+
+
+def spin_cpu(seconds: float) -> float:
+    """Busy-wait ``seconds`` of this thread's CPU time; return the CPU time it took."""
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < seconds:
+        pass
+    return time.thread_time() - t0
+
+
+def scopes(prof: opprof.profile, name: str) -> np.ndarray:
+    events = prof.records().events
+    out: np.ndarray = events[events["name"] == _native.intern(name)]
+    return out
+
+
+def _record(work: int = 10) -> tuple[opprof.profile, list[float]]:
+    cpu = []
+    with opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        for _ in range(work):
+            with opprof.record_function("spin"):
+                cpu.append(spin_cpu(0.004))
+            with opprof.record_function("sleep"):
+                time.sleep(0.001)
+            np.add(np.ones(8), 1.0)
+    return prof, cpu
+
+
+def test_every_event_says_how_long_it_waited_or_that_it_was_not_measured() -> None:
+    prof, _ = _record()
+    events = prof.records().events
+    if not supported():
+        # Refused here (seccomp, perf_event_paranoid): nothing is flagged or claimed.
+        assert (events["wait_ns"] == -1).all()
+        assert not (events["flags"] & FLAG_SWITCHED).any()
+        return
+    timed = events[events["kind"] != 3]
+    duration = timed["end_ns"] - timed["start_ns"]
+    switched = (timed["flags"] & FLAG_SWITCHED) != 0
+    assert (timed["wait_ns"] >= 0).all()
+    assert (timed["wait_ns"] <= duration).all()
+    assert (timed["wait_ns"][~switched] == 0).all()
+    # A sleep leaves the CPU by itself: always switched, and the sleep is not a wait for
+    # a CPU (only the time a busy machine keeps the woken thread queued is).
+    sleeps = scopes(prof, "sleep")
+    assert ((sleeps["flags"] & FLAG_SWITCHED) != 0).all()
+    asleep = sleeps["end_ns"] - sleeps["start_ns"] - sleeps["wait_ns"]
+    assert (asleep >= 1_000_000).all(), (sleeps["end_ns"] - sleeps["start_ns"], sleeps["wait_ns"])
+
+
+def test_an_op_on_a_shared_cpu_waits_and_its_wall_less_wait_is_its_work() -> None:
+    if not supported():
+        pytest.skip(REFUSED)
+    with busy_machine(seconds=20, per_core=2, one_cpu=True):
+        prof, cpu = _record()
+    spins = scopes(prof, "spin")
+    wall = spins["end_ns"] - spins["start_ns"]
+    wait = spins["wait_ns"]
+    # Two CPU-bound processes on our CPU: a 4 ms op is switched out and waits.
+    assert ((spins["flags"] & FLAG_SWITCHED) != 0).mean() >= 0.8, (wall, wait)
+    assert np.median(wait) > 0.5 * np.median(wall - wait), (wall, wait)
+    # What is left is the op's CPU time, within a scheduler tick's rounding.
+    work_ratio = (wall - wait) / (np.array(cpu) * 1e9)
+    assert 0.95 < np.median(work_ratio) < 1.10, work_ratio
+
+
+def test_a_forked_child_measures_its_own_waits() -> None:
+    if not supported():
+        pytest.skip(REFUSED)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        code = 1
+        try:
+            prof, _ = _record(3)
+            sleeps = scopes(prof, "sleep")
+            ok = ((sleeps["flags"] & FLAG_SWITCHED) != 0).all() and (sleeps["wait_ns"] >= 0).all()
+            code = 0 if ok else 2
+        finally:
+            os.write(write, bytes([code]))
+            os._exit(0)
+    os.close(write)
+    status = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    # The parent's own counter still works after the fork.
+    prof, _ = _record(2)
+    assert ((scopes(prof, "sleep")["flags"] & FLAG_SWITCHED) != 0).all()
+    assert status == bytes([0])
