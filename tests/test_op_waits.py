@@ -6,8 +6,10 @@ processes to one CPU), so the waits measured are the kernel's, not simulated.
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -16,6 +18,9 @@ from conftest import busy_machine
 import pytest_opprof as opprof
 from pytest_opprof import _native
 from pytest_opprof.capture.records import FLAG_SWITCHED
+
+if TYPE_CHECKING:
+    from conftest import PytestRunner
 
 
 def supported() -> bool:
@@ -114,3 +119,53 @@ def test_a_forked_child_measures_its_own_waits() -> None:
     prof, _ = _record(2)
     assert ((scopes(prof, "sleep")["flags"] & FLAG_SWITCHED) != 0).all()
     assert status == bytes([0])
+
+
+SPIN_TEST = """
+import time
+
+import pytest_opprof as opprof
+
+
+def test_spins():
+    with opprof.record_function("kernel"):
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < 0.006:  # 6 ms of this thread's CPU time
+            pass
+"""
+
+
+def test_an_ops_time_in_the_report_leaves_out_its_wait_for_a_cpu(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    if not supported():
+        pytest.skip(REFUSED)
+    pytester.makepyfile(test_spin=SPIN_TEST)
+    with busy_machine(seconds=30, per_core=2, one_cpu=True):
+        result = run_pytest("--opprof", "--opprof-rounds=3", "--opprof-report=report.json")
+    result.assert_outcomes(passed=1)
+    (test,) = json.loads((pytester.path / "report.json").read_text())["tests"].values()
+    summary = test["summary"]
+    wall = summary["wall_time"]["samples_ns"]
+    wait = summary["wait_time"]["samples_ns"]
+    kernel = test["ops"]["kernel"]["self_cpu_time"]["samples_ns"]
+    # The rounds waited most of their time on the shared CPU ...
+    assert all(w > 0.4 * t for w, t in zip(wait, wall, strict=True)), (wall, wait)
+    # ... and the scope's time is its 6 ms of work, not the 15-20 ms it took.
+    assert all(5.5e6 < k < 7.5e6 for k in kernel), (kernel, wall, wait)
+
+
+def test_an_ops_self_wait_is_its_wait_less_its_childrens() -> None:
+    from pytest_opprof.capture.records import EVENT_DTYPE, Records
+    from pytest_opprof.model.waits import op_waits_ns
+
+    ev = np.zeros(4, dtype=EVENT_DTYPE)
+    ev["id"] = [1, 2, 3, 4]
+    ev["parent"] = [-1, 1, 1, 2]  # outer > (inner > leaf), outer > quiet
+    ev["name"] = [0, 1, 2, 1]
+    ev["start_ns"], ev["end_ns"] = [0, 10, 50, 20], [100, 40, 60, 30]
+    ev["wait_ns"] = [50, 30, 0, 12]  # the leaf (an inner) waited 12 of its parent's 30
+    waits = op_waits_ns(Records(events=ev, names=["outer", "inner", "quiet"]))
+    assert waits == {"outer": (20, 50), "inner": (18 + 12, 30 + 12)}
+    ev["wait_ns"] = -1  # not measured: nothing to take out
+    assert op_waits_ns(Records(events=ev, names=["outer", "inner", "quiet"])) == {}
