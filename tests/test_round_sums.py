@@ -122,6 +122,7 @@ def test_a_real_round_takes_the_one_call_pass() -> None:
     assert fast is not None
     assert _by_op(fast) == _by_op(_grouped_sums(_native, records, False, True))
     assert _by_op(fast)["numpy.matmul"][7] == 2 * 2 * 3 * 4 * 3
+    assert "[memory]" in fast.keys  # memory events: their own group, named as the rows name it
     assert fast.library_self_ns > 0
 
 
