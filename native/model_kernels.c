@@ -154,12 +154,11 @@ static int64_t pair_find(const opprof_event *ev, const int64_t *slots, int bits,
     }
 }
 
-int opprof_model_pairs(const opprof_event *restrict ev, int64_t n, int64_t *restrict pair,
-                       int64_t *restrict pair_row, int64_t *restrict n_pairs)
+/* Pairs of the events that may have one: not memory instants, and with
+ * shaped_only only those with a recorded shape (the rest get -1). */
+static int pairs_of(const opprof_event *restrict ev, int64_t n, int shaped_only,
+                    int64_t *restrict pair, int64_t *restrict pair_row, int64_t *restrict n_pairs)
 {
-    if (n < 0 || !n_pairs || (n > 0 && (!ev || !pair || !pair_row)))
-        return opprof_fail(OPPROF_E_ARG, "opprof_model_pairs: bad arguments (n %lld)",
-                           (long long)n);
     int bits = 6;
     int64_t count = 0;
     int64_t *slots = pair_slots(bits);
@@ -169,7 +168,7 @@ int opprof_model_pairs(const opprof_event *restrict ev, int64_t n, int64_t *rest
     int64_t last = -1;
     for (int64_t i = 0; i < n; i++) {
         const opprof_event *e = &ev[i];
-        if (e->kind == OPPROF_KIND_MEMORY) {
+        if (e->kind == OPPROF_KIND_MEMORY || (shaped_only && e->shape == 0)) {
             pair[i] = -1;
             continue;
         }
@@ -201,6 +200,15 @@ int opprof_model_pairs(const opprof_event *restrict ev, int64_t n, int64_t *rest
     free(slots);
     *n_pairs = count;
     return OPPROF_OK;
+}
+
+int opprof_model_pairs(const opprof_event *restrict ev, int64_t n, int64_t *restrict pair,
+                       int64_t *restrict pair_row, int64_t *restrict n_pairs)
+{
+    if (n < 0 || !n_pairs || (n > 0 && (!ev || !pair || !pair_row)))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_pairs: bad arguments (n %lld)",
+                           (long long)n);
+    return pairs_of(ev, n, 0, pair, pair_row, n_pairs);
 }
 
 typedef struct {
@@ -363,4 +371,47 @@ int opprof_model_flops(const opprof_event *restrict ev, const int64_t *restrict 
     }
     free(under);
     return OPPROF_OK;
+}
+
+static inline int is_library(const opprof_event *e)
+{
+    return e->kind != OPPROF_KIND_SCOPE && e->kind != OPPROF_KIND_MEMORY;
+}
+
+int opprof_model_round_sums(const opprof_event *restrict ev, int64_t n, int64_t memory_group,
+                            int64_t m, int64_t *restrict parent_row, int64_t *restrict sums,
+                            int64_t *restrict groups, int64_t *restrict n_groups,
+                            int64_t *restrict library_self_ns, int64_t *restrict pair,
+                            int64_t *restrict pair_row, int64_t *restrict n_pairs)
+{
+    if (n < 0 || m < 0 || !n_groups || !library_self_ns || (m > 0 && !groups) ||
+        (pair && (!n_pairs || (n > 0 && !pair_row))))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_round_sums: bad arguments (n %lld, m %lld)",
+                           (long long)n, (long long)m);
+    /* groups holds each group's first row first, then is compacted in place
+     * (the k-th present group is never after group k). */
+    int64_t devices = 0;
+    int status = opprof_model_key_sums(ev, n, NULL, memory_group, m, parent_row, sums, groups,
+                                       &devices, NULL, NULL, 0, NULL);
+    if (status != OPPROF_OK)
+        return status;
+    int64_t k = 0;
+    for (int64_t g = 0; g < m; g++)
+        if (groups[g] >= 0)
+            groups[k++] = g;
+    *n_groups = k;
+    /* tree.library_self_ns: the library events' totals less the totals of
+     * every direct child of a library event. */
+    int64_t self = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = parent_row[i];
+        if (is_library(&ev[i]))
+            self += cpu_total(&ev[i]);
+        if (p >= 0 && is_library(&ev[p]))
+            self -= cpu_total(&ev[i]);
+    }
+    *library_self_ns = self;
+    if (!pair)
+        return OPPROF_OK;
+    return pairs_of(ev, n, 1, pair, pair_row, n_pairs);
 }

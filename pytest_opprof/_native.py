@@ -766,6 +766,64 @@ def model_key_sums(
     return KeySums(sums, first, rows, int(devices[0]), corrections)
 
 
+class RoundSums(NamedTuple):
+    """``opprof_model_round_sums``: a round's per-name sums and what its FLOPs need."""
+
+    sums: np.ndarray
+    """(m, len(GROUP_COLUMNS)); FLOP columns 0 until :func:`model_flops` fills them."""
+    groups: np.ndarray
+    """The groups that have events, ascending."""
+    parent_row: np.ndarray
+    library_self_ns: int
+    pair: np.ndarray | None
+    """Per row, its (name, shape) pair among the rows with a recorded shape, else -1."""
+    pair_row: np.ndarray | None
+    """The first row of each pair."""
+
+
+def model_round_sums(
+    events: np.ndarray, *, memory_group: int, m: int, pairs: bool
+) -> RoundSums | None:
+    """Sums by name, the library self time and (``pairs``) the shaped pairs of a native
+    drain in one call; None where the pass does not hold (as :func:`model_key_sums`)."""
+    n = len(events)
+    # One allocation for every int64 output: this runs once per measured round of
+    # every test, and each array and buffer costs as much as the pass on a small round.
+    width = len(GROUP_COLUMNS)
+    out = np.empty(m * width + m + n + (2 * n if pairs else 0) + 4, dtype=np.int64)
+    buf = ffi.from_buffer("int64_t[]", out)
+    counts = buf + (len(out) - 4)  # n_groups, library self ns, n_pairs
+    at = m * width + m + n
+    status = lib.opprof_model_round_sums(
+        _event_ptr(events),
+        n,
+        memory_group,
+        m,
+        buf + m * width + m,
+        buf,
+        buf + m * width,
+        counts,
+        counts + 1,
+        buf + at if pairs else ffi.NULL,
+        buf + at + n if pairs else ffi.NULL,
+        counts + 2,
+    )
+    if not _unless_unsupported(status):
+        return None
+    n_groups, library_self, n_pairs, _ = out[-4:].tolist()
+    sums = out[: m * width].reshape(m, width)
+    pair = out[at : at + n] if pairs else None
+    pair_row = out[at + n : at + n + n_pairs] if pairs else None
+    return RoundSums(
+        sums,
+        out[m * width : m * width + n_groups],
+        out[m * width + m : at],
+        library_self,
+        pair,
+        pair_row,
+    )
+
+
 def _kind_costs(inside_ns: np.ndarray, outside_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inside = np.ascontiguousarray(inside_ns, dtype=np.float64)
     outside = np.ascontiguousarray(outside_ns, dtype=np.float64)

@@ -30,7 +30,7 @@ from pytest_opprof.gate.summary import (
     summarize_rounds,
 )
 from pytest_opprof.model import FunctionEventAvg, key_averages, library_self_ns
-from pytest_opprof.model.averages import _average_native, op_sums
+from pytest_opprof.model.averages import _average_native, _grouped_sums, _round_sums, op_sums
 
 
 def _both(records: Records, by_shape: bool) -> tuple[RoundFigures, RoundFigures] | None:
@@ -75,6 +75,55 @@ def test_sums_give_the_rows_figures(roots: list[Ev], by_shape: bool, cut: bool) 
             stacks=records.stacks,
         )
     _same(records, by_shape)
+
+
+def _by_op(sums: object) -> dict[str, list[int]]:
+    assert sums is not None
+    keys, groups, _ = sums  # type: ignore[misc]
+    return dict(zip(keys, groups, strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(forests(), st.booleans(), st.booleans())
+def test_the_one_call_pass_gives_the_general_pass_sums(
+    roots: list[Ev], with_flops: bool, cut: bool
+) -> None:
+    # The round's one-call pass (by name; sums, library self time and shaped pairs in one
+    # kernel call) against the rows' own C pass: the same groups, sums and self time.
+    records = drain_order(records_from(roots))
+    if cut and len(records) > 1:
+        records = Records(
+            events=records.events[:-1],
+            names=records.names,
+            shapes=records.shapes,
+            dtypes=records.dtypes,
+            stacks=records.stacks,
+        )
+    fast = _round_sums(_native, records, with_flops)
+    general = _grouped_sums(_native, records, False, with_flops)
+    if fast is None:  # orphans (a cut drain) or crossed threads: op_sums takes the general pass
+        assert op_sums(records, with_flops=with_flops) == general
+        return
+    assert general is not None
+    assert _by_op(fast) == _by_op(general)
+    assert len(fast.keys) == len(general.keys)
+    assert fast.library_self_ns == general.library_self_ns == library_self_ns(records)
+
+
+def test_a_real_round_takes_the_one_call_pass() -> None:
+    a = np.ones((3, 4))
+    with opprof.profile(capture=["numpy"]) as prof:
+        for _ in range(2):
+            np.add(a, a)
+            with opprof.record_function("scope"):
+                (a @ a.T).sum()
+    records = prof.records()
+    fast = _round_sums(_native, records, True)
+    assert fast is not None
+    assert _by_op(fast) == _by_op(_grouped_sums(_native, records, False, True))
+    assert _by_op(fast)["numpy.matmul"][7] == 2 * 2 * 3 * 4 * 3
+    assert "[memory]" in fast.keys  # memory events: their own group, named as the rows name it
+    assert fast.library_self_ns > 0
 
 
 def test_records_the_pass_refuses_have_no_sums() -> None:

@@ -18,7 +18,7 @@ from pytest_opprof.gate.jsonio import dumps_stable
 from pytest_opprof.gate.results import build_report, report_text
 from pytest_opprof.gate.session import BaselineSession, GateOptions
 from pytest_opprof.gate.spool import Spool
-from pytest_opprof.gate.summary import TimeStats
+from pytest_opprof.gate.summary import RoundFigures, TestSummary, TimeStats, summarize_rounds
 from pytest_opprof.plugin.kept import Payloads
 from pytest_opprof.plugin.payload import ProfiledTest
 from pytest_opprof.render.report import render_markdown
@@ -218,3 +218,92 @@ def test_times_come_back_equal_in_short_or_whole_form(stats: TimeStats) -> None:
     )
     assert (stats.spool_short_values() is not None) == single
     assert (b'"v":[%d]}' % stats.min_ns in spool._text(0)) == single
+
+
+def _same_tree(a: object, b: object) -> None:
+    """Equal, field by field, with the same types all the way down (not only ==)."""
+    assert type(a) is type(b), (a, b)
+    if dataclasses.is_dataclass(a):
+        assert list(vars(a)) == list(vars(b))
+        for name in vars(a):
+            _same_tree(getattr(a, name), getattr(b, name))
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b)
+        for k in a:
+            _same_tree(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same_tree(x, y)
+    else:
+        assert a == b or (a != a and b != b)  # NaN
+
+
+def _one_round(sums: list[list[int]], memory: bool, device: bool, wait: int | None) -> TestSummary:
+    class Mem:
+        peak_bytes, allocated_bytes, allocations, leaked_bytes = 96, 80, 3, -16
+
+    keys = [f"numpy.op{i % 3}" for i in range(len(sums))]
+    figures = RoundFigures.from_sums(
+        keys,
+        sums,
+        wall_time_ns=123_456,
+        cpu_time_ns=120_001,
+        memory=Mem() if memory else None,
+        device_memory_bytes=4096 if device else None,
+        wait_ns=wait,
+        library_self_ns=77_000,
+    )
+    return summarize_rounds([figures])
+
+
+_SUMS = st.lists(st.lists(st.integers(0, 2**62), min_size=9, max_size=9), min_size=0, max_size=5)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_SUMS, st.booleans(), st.booleans(), st.one_of(st.none(), st.integers(0, 10**9)))
+def test_one_round_summaries_come_back_the_same_from_their_flat_form(
+    sums: list[list[int]], memory: bool, device: bool, wait: int | None
+) -> None:
+    # A one-round summary (most tests) is written as one flat list of its values; read
+    # back it must be the very tree the generic form gives: same fields, same types, and
+    # an op's total time the same object as its self time where it was.
+    summary = _one_round(sums, memory, device, wait)
+    for s in (summary, summary.as_stored()):
+        assert s.spool_short_values() is not None
+        payload = ProfiledTest("t.py::x", False, s)
+        spool: Spool[object] = Spool()
+        spool.append(payload)
+        back = spool[0]
+        assert back == payload
+        assert isinstance(back, ProfiledTest)
+        _same_tree(back.summary, s)
+        for key, op in s.ops.items():
+            assert (op.cpu_time is op.self_cpu_time) == (
+                back.summary.ops[key].cpu_time is back.summary.ops[key].self_cpu_time
+            )
+        # One record for the whole summary: no per-op record in the text.
+        assert spool._text(0).count(b'"c":') == 2  # the payload and its summary
+
+
+def test_summaries_the_flat_form_has_no_place_for_are_written_whole() -> None:
+    base = _one_round([[2, 10, 5, 0, 0, 8, 8, 3, 3]], True, False, None)
+    ops = dict(base.ops)
+    key = next(iter(ops))
+    varied = {
+        "rounds": simple_summary(rounds=3),
+        "ranges": dataclasses.replace(base, ranges={"flops": (1, 2)}),
+        "op ranges": dataclasses.replace(
+            base, ops={key: dataclasses.replace(ops[key], ranges={"count": (1, 2)})}
+        ),
+        "float time": dataclasses.replace(
+            base, wall_time=dataclasses.replace(base.wall_time, min_ns=1.0)
+        ),
+        "two samples": dataclasses.replace(base, cpu_time=TimeStats.from_samples([1, 3])),
+        "sessions": dataclasses.replace(base, sessions=(1, 1)),
+    }
+    for name, summary in varied.items():
+        assert summary.spool_short_values() is None, name
+        spool: Spool[object] = Spool()
+        spool.append(summary)
+        _same_tree(spool[0], summary)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.errors import FieldError
@@ -682,6 +682,20 @@ class TestSummary:
         if self.left_out is not None:
             out["left_out"] = self.left_out.to_json()
         return out
+
+    def spool_short_values(self) -> list[Any] | None:
+        """A one-round summary's values in one flat list, else None: how the result spool
+        writes most tests (``gate.spool.SHORT_VALUES``, ``gate.summary_flat``)."""
+        from pytest_opprof.gate.summary_flat import flat_values
+
+        return flat_values(self)
+
+    @classmethod
+    def from_spool_short_values(cls, values: list[Any]) -> TestSummary:
+        """What :meth:`spool_short_values` wrote."""
+        from pytest_opprof.gate.summary_flat import from_flat_values
+
+        return from_flat_values(values)
 
     def as_stored(self) -> TestSummary:
         """What :meth:`to_json` reads back as, built without the text: the figures a

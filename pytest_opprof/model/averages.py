@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from pytest_opprof.capture.records import FLAG_EXCEPTION, KIND_MEMORY, Records
+from pytest_opprof.capture.records import (
+    FLAG_EXCEPTION,
+    KIND_MEMORY,
+    MEMORY_EVENT_NAME,
+    Records,
+)
 from pytest_opprof.capture.shape_table import prefetch, raw_entries
 from pytest_opprof.flops.numpy_ops import flops_for, has_formula
 from pytest_opprof.model.overhead import Overhead, self_corrections_ns
@@ -382,9 +387,21 @@ def op_sums(
         return OpSums([], [], 0)
     from pytest_opprof import _native
 
+    if not by_input_shape:
+        fast = _round_sums(_native, records, with_flops)
+        if fast is not None:
+            return fast
+    return _grouped_sums(_native, records, by_input_shape, with_flops)
+
+
+def _grouped_sums(
+    module: Any, records: Records, by_input_shape: bool, with_flops: bool
+) -> OpSums | None:
+    """:func:`op_sums` through the rows' own C pass (:func:`_native_groups`): grouped by
+    input shape too, or over a drain cut at the event limit."""
     # Unordered: a test's figures are keyed by op, and sorting the groups as the rows
     # are took a tenth of this function.
-    g = _native_groups(_native, records, by_input_shape, 0, with_flops, None, ordered=False)
+    g = _native_groups(module, records, by_input_shape, 0, with_flops, None, ordered=False)
     if g is None:
         return None
     names, memory_group = g.names, g.memory_group
@@ -400,6 +417,54 @@ def op_sums(
             if shapes:
                 keys[i] = f"{keys[i]} {shapes}"
     return OpSums(keys, g.sums, library_self_ns(records, g.parent_rows))
+
+
+def _round_sums(module: Any, records: Records, with_flops: bool) -> OpSums | None:
+    """:func:`op_sums` by name in one C pass (sums, library self time, the shaped pairs)
+    and, where some pair has a FLOP formula, one more for the FLOPs: the numpy glue
+    around five kernel calls cost more than the passes on a test's round.  None where
+    the pass does not apply (a drain cut at the event limit: the general path makes its
+    orphans roots)."""
+    ev = records.events
+    names = records.names
+    memory_group = _memory_id(names)
+    m = max(len(names), memory_group + 1)
+    out = module.model_round_sums(
+        ev, memory_group=memory_group, m=m, pairs=with_flops and len(records.shapes) > 1
+    )
+    if out is None:
+        return None
+    if out.pair_row is not None and len(out.pair_row):
+        name_ids = ev["name"][out.pair_row].tolist()
+        shape_ids = ev["shape"][out.pair_row].tolist()
+        todo = [
+            (k, nid, sid)
+            for k, (nid, sid) in enumerate(zip(name_ids, shape_ids, strict=True))
+            if nid < len(names) and _has_formula(names[nid])
+        ]
+        if todo:
+            pair_flops = np.zeros(len(name_ids), dtype=_I64)
+            _flops_into(records, todo, pair_flops)
+            module.model_flops(
+                ev,
+                out.sums,
+                pair=out.pair,
+                parent_row=out.parent_row,
+                group=None,
+                memory_group=memory_group,
+                pair_flops=pair_flops,
+            )
+    groups = out.groups
+    keys = [names[g] if g != memory_group else MEMORY_EVENT_NAME for g in groups.tolist()]
+    return OpSums(keys, out.sums[groups].tolist(), out.library_self_ns)
+
+
+def _memory_id(names: list[str]) -> int:
+    """``names_with_memory``'s id of ``[memory]`` without copying the table."""
+    try:
+        return names.index(MEMORY_EVENT_NAME)
+    except ValueError:
+        return len(names)
 
 
 def _orphans_as_roots(module: Any, ev: np.ndarray) -> np.ndarray | None:
@@ -459,14 +524,21 @@ def _pair_flops(
     # slices (no formula) cost 2 s in a loop over every pair.
     rows = np.flatnonzero(formulas[name_ids] & (shape_ids != 0))
     shape_ids = shape_ids[rows]
-    names = records.names
     todo = list(zip(rows.tolist(), name_ids[rows].tolist(), shape_ids.tolist(), strict=True))
+    _flops_into(records, todo, out)
+    return out
+
+
+def _flops_into(records: Records, todo: list[tuple[int, int, int]], out: np.ndarray) -> None:
+    """``out[k]``: the FLOPs of each ``(k, name id, shape id)`` of ``todo``, which are pairs
+    of ``records`` with a formula and a recorded shape."""
+    names = records.names
     raw = raw_entries(records.shapes, [sid for _, _, sid in todo])
     if raw is None:
         prefetch(records.shapes, [sid for _, _, sid in todo])
         for k, nid, sid in todo:
             out[k] = pair_flops_for(records, names[nid], sid)
-        return out
+        return
     # Looked up by the entry's raw words: most pairs recur from test to test, and
     # decoding their shapes into lists to find them in _flops_memo cost more than
     # the rest of a round's figures.
@@ -483,7 +555,6 @@ def _pair_flops(
         prefetch(records.shapes, [sid for _, _, sid, _ in missed])
         for k, nid, sid, words in missed:
             out[k] = _flops_by_words[names[nid], words] = pair_flops_for(records, names[nid], sid)
-    return out
 
 
 _flops_by_words: dict[tuple[str, bytes], int] = {}
