@@ -145,13 +145,6 @@ def _intern_new(name: str) -> int:
     return int(out[0])
 
 
-def switches_supported() -> bool | None:
-    """Whether recording threads measure their ops' waits for a CPU (``native/switches.c``);
-    None before any thread has recorded."""
-    found = int(lib.opprof_switches_supported())
-    return None if found < 0 else bool(found)
-
-
 def intern(name: str) -> int:
     """Id of ``name`` in the native name table, kept for the process (op names)."""
     global _scope_from

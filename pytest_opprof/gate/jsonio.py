@@ -207,17 +207,6 @@ class Fields:
         """Like :meth:`text`, ``None`` when absent or null."""
         return self.text(key) if self.has(key) else None
 
-    def opt_bool(self, key: str) -> bool | None:
-        """``true`` or ``false``; ``None`` when absent or null."""
-        if not self.has(key):
-            return None
-        value = self._get(key)
-        if not isinstance(value, bool):
-            raise FieldError(
-                field_path(self.path, key), f"expected true or false, got {_kind(value)}"
-            )
-        return value
-
     def obj(self, key: str) -> Fields:
         """A nested object."""
         return Fields(self._get(key), field_path(self.path, key))

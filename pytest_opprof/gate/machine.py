@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 
-from pytest_opprof import _native
 from pytest_opprof.capture.threadpools import thread_counts, thread_env
 from pytest_opprof.gate.jsonio import Fields
 
@@ -53,10 +52,6 @@ class MachineInfo:
     when not recorded (baselines from before issue 16)."""
     thread_env: Mapping[str, str] = field(default_factory=dict)
     """``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` where set."""
-    op_waits: bool | None = None
-    """Whether each op's wait for a CPU was measured and left out of its times
-    (``native/switches.c``): then op times of rounds that waited are work, and may be
-    judged alone.  None where not recorded (baselines from before it)."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -72,7 +67,6 @@ class MachineInfo:
             "blas": self.blas,
             "torch": self.torch,
             "fingerprint": self.fingerprint,
-            "op_waits": self.op_waits,
         }
 
     @classmethod
@@ -91,7 +85,6 @@ class MachineInfo:
             fingerprint=f.text("fingerprint"),
             threads=_read_threads(f),
             thread_env=_read_thread_env(f),
-            op_waits=f.opt_bool("op_waits"),
         )
 
     def pinned(self, threads: int | None) -> MachineInfo:
@@ -202,7 +195,6 @@ def _described() -> MachineInfo:
         torch=torch_version,
         threads=thread_counts(),
         thread_env=thread_env(),
-        op_waits=_native.switches_supported(),
         fingerprint=fingerprint(
             cpu_model=cpu_model,
             cpu_count=cpu_count,

@@ -334,16 +334,9 @@ def compare(
         )
     busy = None
     walls = None  # the measured wall times, when the time judged is work time
-    # Both sides left each op's own wait for a CPU out of its times: op times of rounds
-    # that waited are then work, judged as those of clean rounds are.
-    op_waits = bool(baseline.machine.op_waits and machine is not None and machine.op_waits)
     if time_judged and tol.max_wait_share is not None:
         summary, base, busy = judged_rounds(summary, base, tol.time_min_rounds, tol.max_wait_share)
-        worked = (
-            work_rounds(summary, base, tol.time_min_rounds, op_waits=op_waits)
-            if busy is not None
-            else None
-        )
+        worked = work_rounds(summary, base, tol.time_min_rounds) if busy is not None else None
         if worked is not None:
             walls = (base.wall_time, summary.wall_time)
             summary, base, work_note = worked
@@ -375,8 +368,7 @@ def compare(
                 "judges them as measured)"
             )
     if walls is not None:
-        summary, base = as_work(summary, op_waits), as_work(base, op_waits)
-    ops_judged = walls is None or op_waits
+        summary, base = as_work(summary), as_work(base)
     whole = not (summary.dropped_events or base.dropped_events)
     if not whole:
         notes.append(
@@ -408,7 +400,7 @@ def compare(
         tol,
         time_judged and whole,
         totals,
-        ops_judged,
+        walls is None,
         other_ops_differ,
         sessions,
     )
@@ -431,7 +423,7 @@ def compare(
         speed_change=speed_change,
         time_not_judged=busy,
         time_undecided=time_judged
-        and _times_to_confirm(summary, base, tol, whole and ops_judged, sessions),
+        and _times_to_confirm(summary, base, tol, whole and walls is None, sessions),
         work_time=walls is not None,
         varying=_varying(base, tol),
     )

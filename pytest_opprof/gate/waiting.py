@@ -153,11 +153,7 @@ def judged_rounds(
 
 
 def work_rounds(
-    now: TestSummary,
-    base: TestSummary,
-    needed: int,
-    limit: float = WORK_WAIT_LIMIT,
-    op_waits: bool = False,
+    now: TestSummary, base: TestSummary, needed: int, limit: float = WORK_WAIT_LIMIT
 ) -> tuple[TestSummary, TestSummary, str] | None:
     """Both sides restricted to their rounds that waited at most ``limit``, to be judged
     as work time (:func:`as_work`, after the speed scaling, which needs the measured
@@ -181,20 +177,14 @@ def work_rounds(
     )
     note = (
         f"{label}the test's thread waited for a CPU in {share:.0%} of its rounds' time: "
-        f"{WORK_NOTE_MARK}; "
-        + (
-            "op times, each less its own wait, are judged"
-            if op_waits
-            else "op times (each op's fastest round) explain it, not judged"
-        )
+        f"{WORK_NOTE_MARK}; op times (each op's fastest round) explain it, not judged"
     )
     return sides[0], sides[1], note
 
 
-def as_work(summary: TestSummary, op_waits: bool = False) -> TestSummary:
+def as_work(summary: TestSummary) -> TestSummary:
     """``summary`` with each round's wall time less its wait, and each op's times as its
-    fastest round's (:func:`_least_waited`), or as measured with ``op_waits``: each op's
-    own wait was left out of its times when recorded (``machine.MachineInfo.op_waits``)."""
+    fastest round's (:func:`_least_waited`)."""
     if summary.wait_time is None:
         return summary
     walls = summary.wall_time.samples_ns
@@ -208,9 +198,7 @@ def as_work(summary: TestSummary, op_waits: bool = False) -> TestSummary:
         sessions=(),
         wall_time=TimeStats.from_samples(work),
         wait_time=TimeStats.from_samples([0] * len(work)),
-        ops=summary.ops
-        if op_waits
-        else {
+        ops={
             key: replace(
                 o,
                 self_cpu_time=_least_waited(o.self_cpu_time),
