@@ -88,7 +88,11 @@ def score(run: Path, scenario: str, slowed: set[str]) -> dict[str, Any] | None:
         for nodeid, now in read_report(path).items():
             here = now.machine.fingerprint
             verdict = compare(
-                now.summary, base.get(nodeid), fingerprint=here, tolerances=Tolerances()
+                now.summary,
+                base.get(nodeid),
+                fingerprint=here,
+                tolerances=Tolerances(),
+                machine=now.machine,
             )
             if kind == "slowed":
                 target = nodeid in targets if numpy else nodeid.split("::")[-1] in slowed

@@ -83,7 +83,7 @@ def test_every_event_says_how_long_it_waited_or_that_it_was_not_measured() -> No
 def test_an_op_on_a_shared_cpu_waits_and_its_wall_less_wait_is_its_work() -> None:
     if not supported():
         pytest.skip(REFUSED)
-    with busy_machine(seconds=20, per_core=2, one_cpu=True):
+    with busy_machine(seconds=20, per_core=2, one_cpu=True, last_cpu=True):
         prof, cpu = _record()
     spins = scopes(prof, "spin")
     wall = spins["end_ns"] - spins["start_ns"]
@@ -141,7 +141,7 @@ def test_an_ops_time_in_the_report_leaves_out_its_wait_for_a_cpu(
     if not supported():
         pytest.skip(REFUSED)
     pytester.makepyfile(test_spin=SPIN_TEST)
-    with busy_machine(seconds=30, per_core=2, one_cpu=True):
+    with busy_machine(seconds=30, per_core=2, one_cpu=True, last_cpu=True):
         result = run_pytest("--opprof", "--opprof-rounds=3", "--opprof-report=report.json")
     result.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"].values()
