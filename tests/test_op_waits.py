@@ -83,12 +83,12 @@ def test_every_event_says_how_long_it_waited_or_that_it_was_not_measured() -> No
 def test_an_op_on_a_shared_cpu_waits_and_its_wall_less_wait_is_its_work() -> None:
     if not supported():
         pytest.skip(REFUSED)
-    with busy_machine(seconds=20, per_core=2, one_cpu=True, last_cpu=True):
+    with busy_machine(seconds=20, per_core=1, one_cpu=True, last_cpu=True):
         prof, cpu = _record()
     spins = scopes(prof, "spin")
     wall = spins["end_ns"] - spins["start_ns"]
     wait = spins["wait_ns"]
-    # Two CPU-bound processes on our CPU: a 4 ms op is switched out and waits.
+    # A CPU-bound process on our CPU: a 4 ms op is switched out and waits.
     assert ((spins["flags"] & FLAG_SWITCHED) != 0).mean() >= 0.8, (wall, wait)
     assert np.median(wait) > 0.5 * np.median(wall - wait), (wall, wait)
     # What is left is the op's CPU time, within a scheduler tick's rounding.
@@ -141,7 +141,7 @@ def test_an_ops_time_in_the_report_leaves_out_its_wait_for_a_cpu(
     if not supported():
         pytest.skip(REFUSED)
     pytester.makepyfile(test_spin=SPIN_TEST)
-    with busy_machine(seconds=30, per_core=2, one_cpu=True, last_cpu=True):
+    with busy_machine(seconds=30, per_core=1, one_cpu=True, last_cpu=True):
         result = run_pytest("--opprof", "--opprof-rounds=3", "--opprof-report=report.json")
     result.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"].values()
@@ -149,9 +149,9 @@ def test_an_ops_time_in_the_report_leaves_out_its_wait_for_a_cpu(
     wall = summary["wall_time"]["samples_ns"]
     wait = summary["wait_time"]["samples_ns"]
     kernel = test["ops"]["kernel"]["self_cpu_time"]["samples_ns"]
-    # The rounds waited most of their time on the shared CPU ...
-    assert all(w > 0.4 * t for w, t in zip(wait, wall, strict=True)), (wall, wait)
-    # ... and the scope's time is its 6 ms of work, not the 15-20 ms it took.
+    # The rounds waited a good part of their time on the shared CPU ...
+    assert all(w > 0.25 * t for w, t in zip(wait, wall, strict=True)), (wall, wait)
+    # ... and the scope's time is its 6 ms of work, not the 10-16 ms it took.
     assert all(5.5e6 < k < 7.5e6 for k in kernel), (kernel, wall, wait)
 
 
