@@ -76,7 +76,8 @@ void core_switches_refresh(opprof_thread *t)
     }
 }
 
-void core_switches_open(opprof_thread *t)
+/* No counter: the constant word, and no wait known. */
+static void switches_unset(opprof_thread *t)
 {
     t->switches = &never_changes;
     t->switch_fd = -1;
@@ -84,6 +85,11 @@ void core_switches_open(opprof_thread *t)
     t->sched_fd = -1;
     t->seen_at = never_changes;
     t->wait_seen = -1;
+}
+
+void core_switches_open(opprof_thread *t)
+{
+    switches_unset(t);
 #if defined(__linux__) && defined(SYS_perf_event_open)
     struct perf_event_attr attr;
     memset(&attr, 0, sizeof attr);
@@ -120,12 +126,7 @@ void core_switches_close(opprof_thread *t)
         close(t->switch_fd);
     if (t->sched_fd >= 0)
         close(t->sched_fd);
-    t->switches = &never_changes;
-    t->switch_fd = -1;
-    t->switch_page = NULL;
-    t->sched_fd = -1;
-    t->seen_at = never_changes;
-    t->wait_seen = -1;
+    switches_unset(t);
 }
 
 int opprof_switches_supported(void) { return atomic_load(&supported); }
