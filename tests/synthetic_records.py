@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -75,3 +75,9 @@ def records_from(roots: list[Ev], *, known_parents: bool = True) -> Records:
         dtypes=[["float64"] * len(s) for s in shapes],
         stacks=stacks,
     )
+
+
+def without_last(records: Records) -> Records:
+    """``records`` as a drain cut at the event limit: the last commit is gone, and its
+    children keep a parent id that names nothing."""
+    return replace(records, events=records.events[:-1])

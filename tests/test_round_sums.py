@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from synthetic_records import Ev, records_from
+from synthetic_records import Ev, records_from, without_last
 from test_model_averages import forests
 from test_model_native import drain_order
 
@@ -67,13 +67,7 @@ def test_sums_give_the_rows_figures(roots: list[Ev], by_shape: bool, cut: bool) 
     if cut and len(records) > 1:
         # A drain cut at the event limit: the last commits are gone, their children keep
         # a parent id that names nothing (the pass makes them roots, as the tree does).
-        records = Records(
-            events=records.events[:-1],
-            names=records.names,
-            shapes=records.shapes,
-            dtypes=records.dtypes,
-            stacks=records.stacks,
-        )
+        records = without_last(records)
     _same(records, by_shape)
 
 
@@ -92,13 +86,7 @@ def test_the_one_call_pass_gives_the_general_pass_sums(
     # kernel call) against the rows' own C pass: the same groups, sums and self time.
     records = drain_order(records_from(roots))
     if cut and len(records) > 1:
-        records = Records(
-            events=records.events[:-1],
-            names=records.names,
-            shapes=records.shapes,
-            dtypes=records.dtypes,
-            stacks=records.stacks,
-        )
+        records = without_last(records)
     fast = _round_sums(_native, records, with_flops)
     general = _grouped_sums(_native, records, False, with_flops)
     if fast is None:  # orphans (a cut drain) or crossed threads: op_sums takes the general pass
