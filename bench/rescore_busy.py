@@ -25,6 +25,7 @@ from typing import Any
 
 from pytest_opprof.gate import pooling
 from pytest_opprof.gate.results import read_report
+from pytest_opprof.gate.spread import Spreads, op_spreads
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
 
@@ -44,17 +45,33 @@ def slowed_tests(args: argparse.Namespace) -> set[str]:
     return set(rng.sample(sorted(kernels), len(kernels) // 2))
 
 
+def spreads_of(entries: dict[str, BaselineEntry], nodeid: str, here: str) -> Spreads:
+    """What the plugin's gate gives ``compare`` for ``nodeid``: the spreads of its
+    module's entries recorded on this machine (``BaselineSession.spreads``)."""
+    module = nodeid.split("::")[0]
+    return op_spreads(
+        e.summary
+        for key, e in entries.items()
+        if key.split("::")[0] == module and e.machine.fingerprint == here
+    )
+
+
 def replay(reports: Path, scenario: str) -> dict[str, BaselineEntry]:
     """The baseline the scenario's update runs made, rebuilt with this checkout's rules."""
     entries: dict[str, BaselineEntry] = {}
     for i in range(busy_study.UPDATE_RUNS):
+        stored = dict(entries)  # what this update run's gate read from the files
+        spreads: dict[str, Spreads] = {}
         for nodeid, new in read_report(reports / f"{scenario}-update-{i}.json").items():
             old = entries.get(nodeid)
             if old is None:
                 entries[nodeid] = new
                 continue
             here = new.machine.fingerprint
-            verdict = compare(new.summary, old, fingerprint=here)
+            module = nodeid.split("::")[0]
+            if module not in spreads:
+                spreads[module] = spreads_of(stored, nodeid, here)
+            verdict = compare(new.summary, old, fingerprint=here, spreads=spreads[module])
             if pooling.replace_reason(new.summary, old, verdict, here) is None:
                 new = dataclasses.replace(new, summary=pooling.pool(new.summary, old.summary))
             entries[nodeid] = new
@@ -81,18 +98,23 @@ def score(run: Path, scenario: str, slowed: set[str]) -> dict[str, Any] | None:
         unchanged = json.loads((reports / "numpy-unchanged-0.json").read_text())
         targets, op = busy_study.numpy_targets(unchanged), busy_study.NUMPY_OP
     out = {"false": 0, "verdicts": 0, "judged": 0, "detected": 0, "slowed_judged": 0}
+    spreads: dict[str, Spreads] = {}
     for kind in [f"unchanged-{i}" for i in range(3)] + ["slowed"]:
         path = reports / f"{scenario}-{kind}.json"
         if not path.exists():
             continue
         for nodeid, now in read_report(path).items():
             here = now.machine.fingerprint
+            module = nodeid.split("::")[0]
+            if module not in spreads:
+                spreads[module] = spreads_of(base, nodeid, here)
             verdict = compare(
                 now.summary,
                 base.get(nodeid),
                 fingerprint=here,
                 tolerances=Tolerances(),
                 machine=now.machine,
+                spreads=spreads[module],
             )
             if kind == "slowed":
                 target = nodeid in targets if numpy else nodeid.split("::")[-1] in slowed

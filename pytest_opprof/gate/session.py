@@ -44,6 +44,7 @@ from pytest_opprof.gate.results import (
     write_json_report,
 )
 from pytest_opprof.gate.spool import Spool
+from pytest_opprof.gate.spread import Spreads, op_spreads
 from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_nodeid, update
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.tolerance import DEFAULT_MAX_SPEED_CHANGE, DEFAULT_MAX_WAIT
@@ -146,6 +147,8 @@ class BaselineSession:
         self._paths: dict[str, Path | BaselineError] = {}
         self._shown: dict[Path, str] = {}  # baseline file -> as a result names it
         self._files: dict[Path, Mapping[str, BaselineEntry]] = {}
+        self._spreads: dict[Path, Spreads] = {}
+        """Per baseline file, how this machine's sessions move each op's time (``spread.py``)."""
         self._bad_paths: dict[Path, BaselineError] = {}
         self._verdicts: dict[str, tuple[Verdict, Tolerances]] = {}
         self._passed_calls: dict[str, TestSummary] = {}
@@ -215,17 +218,34 @@ class BaselineSession:
             flops=overrides.get("flops", base.flops),
         )
 
+    def spreads(self, nodeid: str) -> Spreads:
+        """How this machine's sessions move each op's time, over the entries of the test's
+        baseline file recorded on this machine (once per file and session)."""
+        path = self.path_of(nodeid)
+        known = self._spreads.get(path)
+        if known is None:
+            here = self.machine.fingerprint
+            entries = self._files.get(path, {}).values()
+            known = self._spreads[path] = op_spreads(
+                (e.summary for e in entries if e.machine.fingerprint == here),
+                self.tolerances.statistic,
+                self.tolerances.max_wait_share,
+            )
+        return known
+
     def verdict(
         self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float] | None = None
     ) -> Verdict:
         """The verdict on ``summary`` against the stored entry, recorded nowhere."""
+        stored = self.stored(nodeid)
         return compare(
             summary,
-            self.stored(nodeid),
+            stored,
             fingerprint=self.machine.fingerprint,
             tolerances=self.with_overrides(overrides or {}),
             force_time=self.options.force_time,
             machine=self.machine,
+            spreads=self.spreads(nodeid) if stored is not None else None,
         )
 
     # -- what the rounds policy asks -----------------------------------------------

@@ -105,12 +105,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.gate import speed
 from pytest_opprof.gate.machine import MachineInfo
+from pytest_opprof.gate.spread import Spreads, allowance, test_allowance
 from pytest_opprof.gate.stats import mann_whitney_greater
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import OTHER_OPS, OpSummary, Span, TestSummary, TimeStats
@@ -305,9 +307,12 @@ def compare(
     tolerances: Tolerances | None = None,
     force_time: bool = False,
     machine: MachineInfo | None = None,
+    spreads: Spreads | None = None,
 ) -> Verdict:
     """Judge ``summary`` (measured on the machine ``fingerprint``) against ``baseline``;
-    ``machine``, the record of now, lets a note say that the thread pools differ."""
+    ``machine``, the record of now, lets a note say that the thread pools differ;
+    ``spreads``, how this machine's sessions move each op's time (``spread.py``, from the
+    baseline's file), widens the tolerance of times that move more than it allows."""
     tol = tolerances or Tolerances()
     if baseline is None:
         return Verdict(
@@ -334,6 +339,7 @@ def compare(
         )
     busy = None
     walls = None  # the measured wall times, when the time judged is work time
+    co_run = _waited(summary, tol) or _waited(base, tol)
     if time_judged and tol.max_wait_share is not None:
         summary, base, busy = judged_rounds(summary, base, tol.time_min_rounds, tol.max_wait_share)
         worked = work_rounds(summary, base, tol.time_min_rounds) if busy is not None else None
@@ -378,7 +384,11 @@ def compare(
             "the test and are not judged; wall time and memory are"
         )
     sessions = Sessions.of(base)
-    metrics = _metric_rows(summary, base, tol, time_judged, whole, sessions)
+    widths = Widths.of(base, spreads or {}, tol)
+    metrics = _metric_rows(summary, base, tol, time_judged, whole, sessions, widths.test)
+    widened = _widened(metrics, base, spreads or {}, tol, widths.test)
+    if widened is not None:
+        notes.append(widened)
     spread = _within_sessions(summary.wall_time, base, tol, sessions) if time_judged else None
     if spread is not None:
         notes.append(spread)
@@ -394,6 +404,7 @@ def compare(
             "that names more ops than when it was recorded): its time explains the test's "
             "time and fails no test alone; --opprof-update-baselines re-records it"
         )
+    held: list[str] | None = [] if co_run else None
     reasons = _op_reasons(
         summary,
         base,
@@ -403,7 +414,16 @@ def compare(
         walls is None,
         other_ops_differ,
         sessions,
+        widths,
+        held,
     )
+    if held:
+        notes.append(
+            f"{_names(held)} ran slower beyond tolerance but fail{'s' if len(held) == 1 else ''} "
+            "no test alone here: rounds of this run or of the baseline waited for a CPU, and "
+            "processes running beside a test slow library code by 20-70% without a wait "
+            "to measure; a library op's time explains the test's time instead"
+        )
     statuses = {m.status for m in metrics} | {r.status for r in reasons}
     status: Status = (
         "regressed" if "regressed" in statuses else "improved" if "improved" in statuses else "pass"
@@ -423,7 +443,7 @@ def compare(
         speed_change=speed_change,
         time_not_judged=busy,
         time_undecided=time_judged
-        and _times_to_confirm(summary, base, tol, whole and walls is None, sessions),
+        and _times_to_confirm(summary, base, tol, whole and walls is None, sessions, widths),
         work_time=walls is not None,
         varying=_varying(base, tol),
     )
@@ -441,19 +461,25 @@ def judges_time(
 
 
 def _times_to_confirm(
-    now: TestSummary, base: TestSummary, tol: Tolerances, ops: bool, sessions: Sessions
+    now: TestSummary,
+    base: TestSummary,
+    tol: Tolerances,
+    ops: bool,
+    sessions: Sessions,
+    widths: Widths | None = None,
 ) -> bool:
     """Whether the wall time, an op's self time or the device time, judged (at or above
     the floor), is slower than the baseline by more than ``CONFIRM_BAND`` of the time
     tolerance: what confirmation rounds should settle.  Without ``ops`` (events were
     dropped), only the wall time is judged."""
-    pairs = [(base.wall_time, now.wall_time)]
+    widths = widths or Widths()
+    pairs = [(base.wall_time, now.wall_time, widths.test or tol.time)]
     if ops:
         # Only an op that could fail the test alone (OP_ALONE_TOLERANCES): a smaller one
         # explains, and more rounds for it would buy nothing.
         alone = OP_ALONE_TOLERANCES * tol.time * tol.figure(base.wall_time)
         pairs += [
-            (op.self_cpu_time, now.ops[key].self_cpu_time)
+            (op.self_cpu_time, now.ops[key].self_cpu_time, widths.of_op(key, tol))
             for key, op in base.ops.items()
             if key in now.ops
             and not (key == OTHER_OPS and now.left_out != base.left_out)
@@ -461,11 +487,10 @@ def _times_to_confirm(
             and _steady(op.self_cpu_time, sessions, tol)
         ]
     if ops and base.device_time is not None and now.device_time is not None:
-        pairs.append((base.device_time, now.device_time))
-    limit = 1 + tol.time * CONFIRM_BAND
-    for b_stats, c_stats in pairs:
+        pairs.append((base.device_time, now.device_time, tol.time))
+    for b_stats, c_stats, width in pairs:
         b, c = session_bounds(b_stats, sessions, tol)[1], tol.figure(c_stats)
-        if max(b, c) >= tol.min_time_ns and c > b * limit:
+        if max(b, c) >= tol.min_time_ns and c > b * (1 + width * CONFIRM_BAND):
             return True
     return False
 
@@ -572,6 +597,73 @@ class Sessions(NamedTuple):
 NO_SESSIONS = Sessions()
 
 
+@dataclass(frozen=True)
+class Widths:
+    """The tolerances times are judged beyond where this machine's sessions move them
+    more than the time tolerance allows (``spread.py``): the test's time, and each op's
+    time where it could fail the test alone."""
+
+    test: float | None = None
+    ops: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, base: TestSummary, spreads: Spreads, tol: Tolerances) -> Widths:
+        if not spreads:
+            return cls()
+        test = test_allowance(base, spreads, tol.statistic)
+        ops = {key: allowance(spreads[key]) for key in base.ops if key in spreads}
+        return cls(
+            test if test > tol.time else None,
+            {key: width for key, width in ops.items() if width > tol.time},
+        )
+
+    def of_op(self, key: str, tol: Tolerances) -> float:
+        return self.ops.get(key, tol.time)
+
+
+def _waited(summary: TestSummary, tol: Tolerances) -> bool:
+    """Whether a round of ``summary`` waited for a CPU beyond ``max_wait_share`` of its
+    wall time: other processes ran on this machine, beside the test's thread too."""
+    wait = summary.wait_time
+    if tol.max_wait_share is None or wait is None:
+        return False
+    walls = summary.wall_time.samples_ns
+    return len(wait.samples_ns) == len(walls) and any(
+        w > tol.max_wait_share * t for w, t in zip(wait.samples_ns, walls, strict=True)
+    )
+
+
+def _names(keys: Sequence[str]) -> str:
+    quoted = [f"`{k}`" for k in keys]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def _widened(
+    metrics: Sequence[MetricRow],
+    base: TestSummary,
+    spreads: Spreads,
+    tol: Tolerances,
+    width: float | None,
+) -> str | None:
+    """The note of a test's time beyond its tolerance that passed because this machine's
+    sessions move its ops' times more (``spread.py``); None when that changed nothing."""
+    if width is None:
+        return None
+    row = next((m for m in metrics if m.metric == "wall time"), None)
+    if row is None or row.status != "pass" or row.change is None or abs(row.change) <= tol.time:
+        return None
+    moving = sorted(
+        (k for k in base.ops if allowance(spreads.get(k, 0.0)) > tol.time),
+        key=lambda k: -tol.figure(base.ops[k].self_cpu_time),
+    )[:3]
+    return (
+        f"this machine moves the times of {_names(moving)} by up to "
+        f"{max(allowance(spreads[k]) for k in moving):.0%} from one session to the next "
+        "(their spread over this file's baseline tests): the test's time is judged beyond "
+        f"{width:.0%} here, not {tol.time:.0%}"
+    )
+
+
 def _judge_time(
     base: TimeStats,
     now: TimeStats,
@@ -628,6 +720,16 @@ def session_bounds(stats: TimeStats, sessions: Sessions, tol: Tolerances) -> tup
     return min([figure, *per_session]), max([figure, *per_session])
 
 
+def _beyond(
+    base: TimeStats, now: int, sessions: Sessions, tol: Tolerances, tolerance: float | None
+) -> bool:
+    """Whether ``now`` lies beyond ``tolerance`` (None: the time tolerance) of the range of
+    ``base``'s sessions, either way."""
+    width = tol.time if tolerance is None else max(tol.time, tolerance)
+    low, high = session_bounds(base, sessions, tol)
+    return now > high * (1 + width) or now * (1 + width) < low
+
+
 def _steady(stats: TimeStats, sessions: Sessions, tol: Tolerances) -> bool:
     """Whether a time's in-phase pooled sessions agree within its tolerance (one session:
     yes)."""
@@ -674,14 +776,17 @@ def _metric_rows(
     time_judged: bool,
     whole: bool,
     sessions: Sessions = NO_SESSIONS,
+    width: float | None = None,
 ) -> list[MetricRow]:
     """The test-level rows; without ``whole`` (events dropped) the sums of op figures
-    (FLOPs, op count, device time) are shown, not judged."""
-    wall = _judge_time(base.wall_time, now.wall_time, tol, time_judged, sessions)
+    (FLOPs, op count, device time) are shown, not judged; ``width``, wider than the time
+    tolerance, is the test's time's (``Widths``)."""
+    time_tol = dataclasses.replace(tol, time=width) if width is not None else tol
+    wall = _judge_time(base.wall_time, now.wall_time, time_tol, time_judged, sessions)
     fig = tol.figure
     partial: RowStatus = "not judged"
     rows = [
-        _row("wall time", "ns", fig(base.wall_time), fig(now.wall_time), tol.time, wall),
+        _row("wall time", "ns", fig(base.wall_time), fig(now.wall_time), time_tol.time, wall),
         _row("cpu time", "ns", fig(base.cpu_time), fig(now.cpu_time), None, "info"),
         _row(
             "flops",
@@ -740,10 +845,15 @@ def _op_reasons(
     clean: bool = True,
     other_ops_differ: bool = False,
     sessions: Sessions = NO_SESSIONS,
+    widths: Widths | None = None,
+    held: list[str] | None = None,
 ) -> list[OpReason]:
     """Op-level changes; ``clean``: the op times are of clean rounds (not of work rounds,
     where they are explanations only); ``other_ops_differ``: ``[other ops]`` folds other
-    op keys on the two sides, so its time is no one op's and cannot fail a test alone."""
+    op keys on the two sides, so its time is no one op's and cannot fail a test alone;
+    ``widths``: the tolerance an op's time must exceed to fail a test alone; ``held``,
+    where given (a side's rounds waited for a CPU), collects the library ops whose time
+    would have failed the test alone and now only explains it."""
     wall_ref = max(tol.figure(base.wall_time), 1)
     flops_ref = max(base.flops, 1)
     memory_ref = max(base.memory.allocated_bytes if base.memory else 0, 1)
@@ -768,6 +878,8 @@ def _op_reasons(
                     clean,
                     alone=not (other_ops_differ and key == OTHER_OPS),
                     sessions=sessions,
+                    alone_tolerance=(widths or Widths()).of_op(key, tol),
+                    held=held if speed.is_native(key) else None,
                 )
             )
     severity = {"regressed": 0, "improved": 1}
@@ -816,6 +928,8 @@ def _op_changes(
     clean: bool,
     alone: bool = True,
     sessions: Sessions = NO_SESSIONS,
+    alone_tolerance: float | None = None,
+    held: list[str] | None = None,
 ) -> list[OpReason]:
     wall_ref, flops_ref, memory_ref, count_ref = refs
     out: list[OpReason] = []
@@ -837,14 +951,17 @@ def _op_changes(
         # (module docstring): it counts when the test's time moved the same way.
         # Alone, only an op whose time its baseline's sessions agreed on: one that moved
         # between them by more than its tolerance moves with what runs beside it.
-        counts = clean and (
-            test_time == time_status
-            or (
-                alone
-                and impact >= OP_ALONE_TOLERANCES * tol.time
-                and _steady(b.self_cpu_time, sessions, tol)
-            )
+        fails_alone = (
+            alone
+            and impact >= OP_ALONE_TOLERANCES * tol.time
+            and _steady(b.self_cpu_time, sessions, tol)
+            and _beyond(b.self_cpu_time, ct, sessions, tol, alone_tolerance)
         )
+        if fails_alone and held is not None and test_time != time_status:
+            fails_alone = False
+            if clean and time_status == "regressed":
+                held.append(key)
+        counts = clean and (test_time == time_status or fails_alone)
         status: RowStatus = time_status if counts else "info"
         out.append(OpReason(key, kind, "ns", bt, ct, _change(bt, ct), status, impact))
     # An op's deterministic change fails only when the test's total of that figure fails:

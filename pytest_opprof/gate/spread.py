@@ -1,0 +1,130 @@
+"""How far this machine moves each op's time from one session to the next.
+
+A baseline pools the rounds of several update runs (``pooling.py``), and the
+verdict judges a time beyond the range of those sessions (``verdict.py``).  Three
+sessions of one test are too few to see how an op's time moves on this machine:
+on a shared VM, memory-bound library ops (``numpy.add`` of a million floats,
+``add.reduce``, ``linalg.solve``) ran 10-100% slower or faster for minutes at a
+time, with no wait for a CPU to subtract and no speed reference that moved with
+them (their L3 share and memory bandwidth are other tenants' to take).  When the
+three sessions happen to agree, the next one fails the test.
+
+But an op key recurs across the tests of a baseline file, and each test's sessions
+show the same machine.  So for each op key, :func:`op_spreads` takes, per test, the
+standard deviation of the log of its per-session figure (the verdict's statistic over
+the session's clean rounds, at the session's own machine speed: ``speed.at_speed``),
+and keeps the median over the file's tests.  Measured on ``bench/busy_study.py``'s
+kept runs (5 files of 20 tests): ``kernel`` (a Python loop) 0.02-0.05,
+``numpy.ndarray.sort`` 0.01-0.04, ``numpy.matmul`` 0.05-0.07, ``numpy.add`` and
+``add.reduce`` 0.07-0.11.
+
+A time is then judged beyond its tolerance or beyond what that spread allows,
+whichever is wider (:func:`allowance`): ``SPREAD_Z`` standard deviations of the
+difference of two sessions, so a ``numpy.add`` of spread 0.09 is judged beyond 25%
+and a Python scope of 0.03 keeps the 15% default.  A test's own time is allowed the
+sum of its ops' allowances weighted by their share of it (:func:`test_allowance`):
+the slow phases move all memory-bound ops of a round together, so their shares add.
+
+Re-scored on the same kept runs (``bench/rescore_busy.py``, 5 runs, identical
+measurements; with ``verdict.py``'s co-run rule beside it): false failures on
+unchanged code loaded 34 -> 14 of 1,500, quiet 13 -> 6 of 1,200, ``-n 2`` 3 -> 1 of
+600, baseline loaded and judged quiet 54 -> 26 of 1,200, the reverse 38 -> 28 of
+1,500, numpy's ``test_linalg`` 6 -> 6 of 1,323; slowed tests detected unchanged in
+every scenario (102/113, 100/100, 47/49, 54/60, 116/125, 13/13).  ``SPREAD_Z`` of 1.5
+left twice the false failures for the same detection; 2.5 lost 10 of 113 detections.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+
+from pytest_opprof.gate import speed
+from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT
+
+Spreads = Mapping[str, float]
+"""Op key -> the standard deviation of the log of its per-session figure, over a
+baseline file's tests (module docstring)."""
+
+SPREAD_Z = 2.0
+"""Standard deviations of the difference of two sessions' figures that a time may move
+before it is judged to have changed (module docstring for the numbers)."""
+MIN_TESTS = 3
+"""Tests of a file that must show an op's spread before it counts: fewer is no estimate."""
+FLOOR_NS = 100_000
+"""Ops whose session figure is under this are left out: their time is argument parsing
+and dispatch, Python work that the Python speed reference follows."""
+
+
+def op_spreads(
+    summaries: Iterable[TestSummary],
+    statistic: str = "median",
+    limit: float | None = WAIT_SHARE_LIMIT,
+) -> dict[str, float]:
+    """Per op key, the median over ``summaries`` (a baseline file's entries) of the
+    spread of its per-session figure; only keys that ``MIN_TESTS`` pooled summaries
+    show (two sessions or more, a clean round in each, a figure of ``FLOOR_NS``)."""
+    seen: dict[str, list[float]] = {}
+    for summary in summaries:
+        if len(summary.sessions) < 2 or sum(summary.sessions) != summary.rounds:
+            continue
+        sessions = _clean_sessions(summary, limit)
+        if sessions is None:
+            continue
+        if speed.usable(summary):
+            summary = speed.at_speed(summary, summary)
+        for key, op in summary.ops.items():
+            samples = op.self_cpu_time.samples_ns
+            if len(samples) != summary.rounds:
+                continue
+            figures = [_figure([samples[i] for i in rounds], statistic) for rounds in sessions]
+            if min(figures) < FLOOR_NS:
+                continue
+            seen.setdefault(key, []).append(statistics.pstdev(math.log(f) for f in figures))
+    return {key: statistics.median(s) for key, s in seen.items() if len(s) >= MIN_TESTS}
+
+
+def _clean_sessions(summary: TestSummary, limit: float | None) -> list[list[int]] | None:
+    """Per pooled session, the indexes of its rounds that waited at most ``limit`` of their
+    wall time (every round where waiting was not measured, or ``limit`` is None); None when
+    a session has none."""
+    walls = summary.wall_time.samples_ns
+    wait = summary.wait_time
+    measured = wait is not None and limit is not None and len(wait.samples_ns) == len(walls)
+    out, start = [], 0
+    for n in summary.sessions:
+        rounds = list(range(start, start + n))
+        if measured and wait is not None and limit is not None:
+            rounds = [i for i in rounds if wait.samples_ns[i] <= limit * walls[i]]
+        if not rounds:
+            return None
+        out.append(rounds)
+        start += n
+    return out
+
+
+def _figure(samples: list[int], statistic: str) -> float:
+    return float(min(samples) if statistic == "min" else statistics.median(samples))
+
+
+def allowance(spread: float) -> float:
+    """The relative change two sessions of an op of this spread show at ``SPREAD_Z``
+    standard deviations (the difference of two has sqrt(2) times the spread)."""
+    return SPREAD_Z * math.sqrt(2.0) * spread
+
+
+def test_allowance(base: TestSummary, spreads: Spreads, statistic: str = "median") -> float:
+    """The change this machine's sessions allow a test's time: its ops' allowances,
+    weighted by their share of the baseline's time (at most the whole of it each)."""
+    if not spreads:
+        return 0.0
+    wall = max(_figure(list(base.wall_time.samples_ns), statistic), 1.0)
+    total = 0.0
+    for key, op in base.ops.items():
+        spread = spreads.get(key)
+        if spread:
+            share = min(1.0, _figure(list(op.self_cpu_time.samples_ns), statistic) / wall)
+            total += share * allowance(spread)
+    return total
