@@ -13,25 +13,27 @@ But an op key recurs across the tests of a baseline file, and each test's sessio
 show the same machine.  So for each op key, :func:`op_spreads` takes, per test, the
 standard deviation of the log of its per-session figure (the verdict's statistic over
 the session's clean rounds, at the session's own machine speed: ``speed.at_speed``),
-and keeps the median over the file's tests.  Measured on ``bench/busy_study.py``'s
-kept runs (5 files of 20 tests): ``kernel`` (a Python loop) 0.02-0.05,
-``numpy.ndarray.sort`` 0.01-0.04, ``numpy.matmul`` 0.05-0.07, ``numpy.add`` and
-``add.reduce`` 0.07-0.11.
+and keeps the median over the file's tests.  Measured in a quiet baseline of
+``bench/busy_study.py`` (5 files of 20 tests, 2026-11-24 21:10 UTC): ``kernel`` (a
+Python loop) 0.02-0.035, ``numpy.matmul`` 0.04-0.06, ``numpy.ndarray.sort`` 0.02-0.08,
+``numpy.add`` and ``add.reduce`` 0.035-0.12.
 
 A time is then judged beyond its tolerance or beyond what that spread allows,
 whichever is wider (:func:`allowance`): ``SPREAD_Z`` standard deviations of the
 difference of two sessions, so a ``numpy.add`` of spread 0.09 is judged beyond 25%
-and a Python scope of 0.03 keeps the 15% default.  A test's own time is allowed the
+and a Python scope of 0.03 keeps the 15% default (8.5%).  A test's own time is allowed the
 sum of its ops' allowances weighted by their share of it (:func:`test_allowance`):
 the slow phases move all memory-bound ops of a round together, so their shares add.
 
-Re-scored on the same kept runs (``bench/rescore_busy.py``, 5 runs, identical
-measurements; with ``verdict.py``'s co-run rule beside it): false failures on
-unchanged code loaded 34 -> 14 of 1,500, quiet 13 -> 6 of 1,200, ``-n 2`` 3 -> 1 of
-600, baseline loaded and judged quiet 54 -> 26 of 1,200, the reverse 38 -> 28 of
-1,500, numpy's ``test_linalg`` 6 -> 6 of 1,323; slowed tests detected unchanged in
-every scenario (102/113, 100/100, 47/49, 54/60, 116/125, 13/13).  ``SPREAD_Z`` of 1.5
-left twice the false failures for the same detection; 2.5 lost 10 of 113 detections.
+Re-scored on ``bench/busy_study.py``'s kept runs (``bench/rescore_busy.py``: six runs,
+identical measurements judged by the rule before and after, the co-run rule of
+``verdict.py`` included; the sixth run was recorded after the rule was chosen), false
+failures on unchanged code: loaded 43 -> 22 of 1,800, quiet 17 -> 11 of 1,500, ``-n 2``
+7 -> 1 of 900, baseline loaded and judged quiet 63 -> 27 of 1,500, the reverse 42 -> 30
+of 1,800, numpy's ``test_linalg`` 12 -> 12 of 2,646; slowed tests detected unchanged in
+every scenario (131/143, 131/133, 78/80, 84/91, 143/158, 23/24).  ``SPREAD_Z`` 1.5 left
+24, 14, 2, 29 and 33 false failures; 2.5 left 19, 9, 1, 21 and 29 and missed 3 more
+slowed tests.
 """
 
 from __future__ import annotations
