@@ -25,15 +25,16 @@ and a Python scope of 0.03 keeps the 15% default (8.5%).  A test's own time is a
 sum of its ops' allowances weighted by their share of it (:func:`test_allowance`):
 the slow phases move all memory-bound ops of a round together, so their shares add.
 
-Re-scored on ``bench/busy_study.py``'s kept runs (``bench/rescore_busy.py``: six runs,
-identical measurements judged by the rule before and after, the co-run rule of
-``verdict.py`` included; the sixth run was recorded after the rule was chosen), false
-failures on unchanged code: loaded 43 -> 22 of 1,800, quiet 17 -> 11 of 1,500, ``-n 2``
-7 -> 1 of 900, baseline loaded and judged quiet 63 -> 27 of 1,500, the reverse 42 -> 30
-of 1,800, numpy's ``test_linalg`` 12 -> 12 of 2,646; slowed tests detected unchanged in
-every scenario (131/143, 131/133, 78/80, 84/91, 143/158, 23/24).  ``SPREAD_Z`` 1.5 left
-24, 14, 2, 29 and 33 false failures; 2.5 left 19, 9, 1, 21 and 29 and missed 3 more
-slowed tests.
+Re-scored on ``bench/busy_study.py``'s kept runs (``bench/rescore_busy.py``: seven runs,
+identical measurements judged by the gate before and after, the co-run rule of
+``verdict.py`` included; the last two runs were recorded after the rules were chosen),
+false failures on unchanged code: loaded 46 -> 23 of 2,100, quiet 21 -> 12 of 1,800,
+``-n 2`` 7 -> 1 of 1,200, baseline loaded and judged quiet 66 -> 26 of 1,800, the
+reverse 48 -> 31 of 2,100, numpy's ``test_linalg`` 25 -> 25 of 3,969; slowed tests
+detected the same in every scenario but one more and one fewer in the crossed ones.
+On the first six runs, ``SPREAD_Z`` 1.5 left 24, 14, 2, 29 and 33 false failures
+(loaded, quiet, ``-n 2``, crossed) against 22, 11, 1, 27 and 30 at 2; 2.5 left 19, 9,
+1, 21 and 29 and missed 3 more slowed tests.
 """
 
 from __future__ import annotations
