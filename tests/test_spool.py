@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_opprof.gate.jsonio import dumps_stable
-from pytest_opprof.gate.results import build_report, report_text
+from pytest_opprof.gate.results import TestResult, build_report, report_text
 from pytest_opprof.gate.session import BaselineSession, GateOptions
 from pytest_opprof.gate.spool import Spool
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, TimeStats, summarize_rounds
+from pytest_opprof.gate.verdict import NEW, compare
 from pytest_opprof.plugin.kept import Payloads
 from pytest_opprof.plugin.payload import ProfiledTest
 from pytest_opprof.render.report import render_markdown
@@ -307,3 +308,16 @@ def test_summaries_the_flat_form_has_no_place_for_are_written_whole() -> None:
         spool: Spool[object] = Spool()
         spool.append(summary)
         _same_tree(spool[0], summary)
+
+
+def test_the_verdict_of_a_test_without_baseline_is_written_short() -> None:
+    new = compare(simple_summary(), None, fingerprint=machine().fingerprint)
+    assert new is NEW
+    equal = dataclasses.replace(new)  # an equal verdict built elsewhere: the whole form
+    spool: Spool[TestResult] = Spool()
+    spool.append(TestResult("t.py::test_a", simple_summary(), new))
+    spool.append(TestResult("t.py::test_b", simple_summary(), equal))
+    short, whole = spool
+    assert short.verdict is NEW
+    assert whole.verdict == NEW and whole.verdict is not NEW
+    assert short == TestResult("t.py::test_a", simple_summary(), NEW)

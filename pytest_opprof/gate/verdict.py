@@ -296,6 +296,16 @@ class Verdict:
     def failed(self) -> bool:
         return self.status == "regressed"
 
+    def spool_short_values(self) -> list[object] | None:
+        """The result spool's short form (``spool.SHORT_VALUES``): none of values for the
+        verdict of a test without a baseline, the verdict of most tests of a first run."""
+        return [] if self is NEW else None
+
+    @classmethod
+    def from_spool_short_values(cls, values: list[object]) -> Verdict:
+        """What :meth:`spool_short_values` wrote."""
+        return NEW
+
     def to_json(self) -> dict[str, object]:
         return {
             "status": self.status,
@@ -311,6 +321,12 @@ class Verdict:
             "notes": list(self.notes),
             "varying": [figure.to_json() for figure in self.varying],
         }
+
+
+NEW = Verdict(
+    status="new", notes=("no baseline yet; run with --opprof-update-baselines to record one",)
+)
+"""The verdict of a test without a baseline."""
 
 
 def compare(
@@ -329,10 +345,7 @@ def compare(
     baseline's file), widens the tolerance of times that move more than it allows."""
     tol = tolerances or Tolerances()
     if baseline is None:
-        return Verdict(
-            status="new",
-            notes=("no baseline yet; run with --opprof-update-baselines to record one",),
-        )
+        return NEW
     # A trimmed baseline keeps the ops that explain its test (trim.py): the other side's
     # ops that it left out are folded the same way, so they compare as "[other ops]".
     summary, base = align(summary, baseline.summary)
