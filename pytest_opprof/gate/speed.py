@@ -86,14 +86,9 @@ def at_speed(summary: TestSummary, base: TestSummary) -> TestSummary:
     parts plus the rest of the round at the Python factor.  Device times stay as
     measured: the GPU runs neither reference.
     """
-    assert usable(summary) and usable(base)
-    assert summary.speed_ref and summary.native_ref and base.speed_ref and base.native_ref
-    py_base = float(statistics.median(base.speed_ref.samples_ns))
-    nat_base = float(statistics.median(base.native_ref.samples_ns))
-    python = [(py_base / r) ** PYTHON_EXPONENT for r in summary.speed_ref.samples_ns]
-    native = [(nat_base / r) ** NATIVE_EXPONENT for r in summary.native_ref.samples_ns]
+    python, native = factors(summary, base)
     ops = {
-        key: _scaled_op(op, native if _follows_native(key, op, base) else python)
+        key: _scaled_op(op, native if follows_native(key, op, base) else python)
         for key, op in summary.ops.items()
     }
     wall = _parts_factors(summary, ops, python)
@@ -108,7 +103,19 @@ def at_speed(summary: TestSummary, base: TestSummary) -> TestSummary:
     )
 
 
-def _follows_native(key: str, op: OpSummary, base: TestSummary) -> bool:
+def factors(summary: TestSummary, base: TestSummary) -> tuple[list[float], list[float]]:
+    """Per round of ``summary``, the factors that bring a time to ``base``'s machine speed:
+    (Python scopes' and short library calls', library ops') (:func:`at_speed`)."""
+    assert usable(summary) and usable(base)
+    assert summary.speed_ref and summary.native_ref and base.speed_ref and base.native_ref
+    py_base = float(statistics.median(base.speed_ref.samples_ns))
+    nat_base = float(statistics.median(base.native_ref.samples_ns))
+    python = [(py_base / r) ** PYTHON_EXPONENT for r in summary.speed_ref.samples_ns]
+    native = [(nat_base / r) ** NATIVE_EXPONENT for r in summary.native_ref.samples_ns]
+    return python, native
+
+
+def follows_native(key: str, op: OpSummary, base: TestSummary) -> bool:
     """Whether an op's times follow the native reference: a library op whose calls took
     ``SHORT_CALL_NS`` or more each in the baseline (``op``'s own figures for a new op)."""
     if not is_native(key):

@@ -25,6 +25,10 @@ and a Python scope of 0.03 keeps the 15% default (8.5%).  A test's own time is a
 sum of its ops' allowances weighted by their share of it (:func:`test_allowance`):
 the slow phases move all memory-bound ops of a round together, so their shares add.
 
+The gate computes the table once per baseline file and session (``BaselineSession.spreads``):
+92 us an entry of 15 pooled rounds and 10 ops (the study's files), so about a second for a
+suite of 10,000 such entries.
+
 Re-scored on ``bench/busy_study.py``'s kept runs (``bench/rescore_busy.py``: seven runs,
 identical measurements judged by the gate before and after, the co-run rule of
 ``verdict.py`` included; the last two runs were recorded after the rules were chosen),
@@ -41,7 +45,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from pytest_opprof.gate import speed
 from pytest_opprof.gate.summary import TestSummary
@@ -76,16 +80,24 @@ def op_spreads(
         sessions = _clean_sessions(summary, limit)
         if sessions is None:
             continue
-        if speed.usable(summary):
-            summary = speed.at_speed(summary, summary)
+        # At the session's own machine speed (speed.at_speed), without building the
+        # scaled summary: this runs over every entry of a file, once a session.
+        scale = speed.factors(summary, summary) if speed.usable(summary) else None
         for key, op in summary.ops.items():
-            samples = op.self_cpu_time.samples_ns
-            if len(samples) != summary.rounds:
+            samples: Sequence[float] = op.self_cpu_time.samples_ns
+            if len(samples) != summary.rounds or max(samples) < FLOOR_NS / 2:
                 continue
+            if scale is not None:
+                by = scale[1] if speed.follows_native(key, op, summary) else scale[0]
+                samples = [s * f for s, f in zip(samples, by, strict=True)]
             figures = [_figure([samples[i] for i in rounds], statistic) for rounds in sessions]
             if min(figures) < FLOOR_NS:
                 continue
-            seen.setdefault(key, []).append(statistics.pstdev(math.log(f) for f in figures))
+            logs = [math.log(f) for f in figures]
+            mean = sum(logs) / len(logs)
+            seen.setdefault(key, []).append(
+                math.sqrt(sum((x - mean) ** 2 for x in logs) / len(logs))
+            )
     return {key: statistics.median(s) for key, s in seen.items() if len(s) >= MIN_TESTS}
 
 
@@ -108,8 +120,12 @@ def _clean_sessions(summary: TestSummary, limit: float | None) -> list[list[int]
     return out
 
 
-def _figure(samples: list[int], statistic: str) -> float:
-    return float(min(samples) if statistic == "min" else statistics.median(samples))
+def _figure(samples: Sequence[float], statistic: str) -> float:
+    if statistic == "min":
+        return float(min(samples))
+    ordered = sorted(samples)
+    mid = len(ordered) // 2
+    return float(ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2)
 
 
 def allowance(spread: float) -> float:
