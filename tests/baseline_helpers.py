@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_opprof.gate.machine import MachineInfo, fingerprint
+from pytest_opprof.gate.pooling import pool
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
 
@@ -58,6 +59,14 @@ def summary_of(
             for wall_us, rows in rounds
         ]
     )
+
+
+def pooled(*sessions: TestSummary) -> TestSummary:
+    """The baseline three update runs make when none saw a change: their rounds pooled."""
+    base = sessions[0]
+    for later in sessions[1:]:
+        base = pool(later, base)
+    return base
 
 
 def machine(cpu_model: str = "Test CPU 3000") -> MachineInfo:

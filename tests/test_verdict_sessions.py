@@ -7,9 +7,8 @@ import dataclasses
 from collections.abc import Sequence
 
 import pytest
-from baseline_helpers import Row, entry, machine, summary_of
+from baseline_helpers import Row, entry, machine, pooled, summary_of
 
-from pytest_opprof.gate.pooling import pool
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
 from pytest_opprof.gate.verdict import Sessions, Tolerances, Verdict, compare, session_figures
 from pytest_opprof.gate.waiting import as_work, only_rounds
@@ -45,14 +44,6 @@ def session(
             )
         )
     return summarize_rounds(figures)
-
-
-def pooled(*sessions: TestSummary) -> TestSummary:
-    """The baseline three update runs make when none saw a change: their rounds pooled."""
-    base = sessions[0]
-    for later in sessions[1:]:
-        base = pool(later, base)
-    return base
 
 
 def judge(now: TestSummary, base: TestSummary) -> Verdict:

@@ -7,9 +7,8 @@ import math
 from pathlib import Path
 
 import pytest
-from baseline_helpers import Row, entry, machine
+from baseline_helpers import Row, entry, machine, pooled
 
-from pytest_opprof.gate.pooling import pool
 from pytest_opprof.gate.session import BaselineSession, GateOptions
 from pytest_opprof.gate.spread import FLOOR_NS, SPREAD_Z, allowance, op_spreads
 from pytest_opprof.gate.store import update
@@ -41,13 +40,6 @@ def session(
             )
         )
     return summarize_rounds(figures)
-
-
-def pooled(*sessions: TestSummary) -> TestSummary:
-    base = sessions[0]
-    for later in sessions[1:]:
-        base = pool(later, base)
-    return base
 
 
 def moving_file(tests: int = 4) -> list[TestSummary]:
@@ -87,25 +79,15 @@ def test_spreads_leave_out_short_ops_and_rounds_that_waited() -> None:
     ]
     assert FLOOR_NS > 50_000
     assert "numpy.add" not in op_spreads(short)
+
     # A session on a busy machine: its clean rounds ran at the other sessions' speed, and
     # the spread is of those; one whose every round waited leaves its test out.
-    some = [
-        pooled(
-            session(2000.0, 1000.0),
-            session(2000.0, 1000.0, waited=0.5, every=2),
-            session(2000.0, 1000.0),
-        )
-        for _ in range(4)
-    ]
-    assert op_spreads(some)["numpy.add"] == pytest.approx(0.0, abs=0.01)
-    every = [
-        pooled(
-            session(2000.0, 1000.0),
-            session(2000.0, 1000.0, waited=0.5, every=1),
-            session(2000.0, 1000.0),
-        )
-        for _ in range(4)
-    ]
+    def busy_file(every: int) -> list[TestSummary]:
+        busy = session(2000.0, 1000.0, waited=0.5, every=every)
+        return [pooled(session(2000.0, 1000.0), busy, session(2000.0, 1000.0))] * 4
+
+    assert op_spreads(busy_file(every=2))["numpy.add"] == pytest.approx(0.0, abs=0.01)
+    every = busy_file(every=1)
     assert op_spreads(every) == {}
     # With no wait limit (``Tolerances.max_wait_share`` None), those rounds count.
     assert op_spreads(every, limit=None)["numpy.add"] > 0.1
