@@ -48,8 +48,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 
 from pytest_opprof.gate import speed
-from pytest_opprof.gate.summary import TestSummary
-from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT
+from pytest_opprof.gate.summary import TestSummary, TimeStats
+from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, clean_rounds
 
 Spreads = Mapping[str, float]
 """Op key -> the standard deviation of the log of its per-session figure, over a
@@ -105,14 +105,11 @@ def _clean_sessions(summary: TestSummary, limit: float | None) -> list[list[int]
     """Per pooled session, the indexes of its rounds that waited at most ``limit`` of their
     wall time (every round where waiting was not measured, or ``limit`` is None); None when
     a session has none."""
-    walls = summary.wall_time.samples_ns
-    wait = summary.wait_time
-    measured = wait is not None and limit is not None and len(wait.samples_ns) == len(walls)
+    clean = clean_rounds(summary, limit) if limit is not None else None
+    kept = set(range(summary.rounds) if clean is None else clean)
     out, start = [], 0
     for n in summary.sessions:
-        rounds = list(range(start, start + n))
-        if measured and wait is not None and limit is not None:
-            rounds = [i for i in rounds if wait.samples_ns[i] <= limit * walls[i]]
+        rounds = [i for i in range(start, start + n) if i in kept]
         if not rounds:
             return None
         out.append(rounds)
@@ -121,11 +118,18 @@ def _clean_sessions(summary: TestSummary, limit: float | None) -> list[list[int]
 
 
 def _figure(samples: Sequence[float], statistic: str) -> float:
+    """The verdict's statistic of raw samples (``statistics.median`` was a third of
+    :func:`op_spreads` on 3-5 samples)."""
     if statistic == "min":
         return float(min(samples))
     ordered = sorted(samples)
     mid = len(ordered) // 2
     return float(ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2)
+
+
+def _stat(stats: TimeStats, statistic: str) -> int:
+    """The verdict's statistic of a time (``Tolerances.figure``)."""
+    return stats.min_ns if statistic == "min" else stats.median_ns
 
 
 def allowance(spread: float) -> float:
@@ -139,11 +143,11 @@ def test_allowance(base: TestSummary, spreads: Spreads, statistic: str = "median
     weighted by their share of the baseline's time (at most the whole of it each)."""
     if not spreads:
         return 0.0
-    wall = max(_figure(list(base.wall_time.samples_ns), statistic), 1.0)
+    wall = max(_stat(base.wall_time, statistic), 1)
     total = 0.0
     for key, op in base.ops.items():
         spread = spreads.get(key)
         if spread:
-            share = min(1.0, _figure(list(op.self_cpu_time.samples_ns), statistic) / wall)
+            share = min(1.0, _stat(op.self_cpu_time, statistic) / wall)
             total += share * allowance(spread)
     return total

@@ -139,7 +139,13 @@ from pytest_opprof.gate.tolerance import (
     DEFAULT_TIME_TOLERANCE,
 )
 from pytest_opprof.gate.trim import align
-from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, as_work, judged_rounds, work_rounds
+from pytest_opprof.gate.waiting import (
+    WAIT_SHARE_LIMIT,
+    as_work,
+    clean_rounds,
+    judged_rounds,
+    work_rounds,
+)
 
 Status = Literal["pass", "regressed", "improved", "new"]
 Statistic = Literal["min", "median"]
@@ -413,7 +419,7 @@ def compare(
     sessions = Sessions.of(base)
     widths = Widths.of(base, spreads or {}, tol)
     metrics = _metric_rows(summary, base, tol, time_judged, whole, sessions, widths.test)
-    widened = _widened(metrics, base, spreads or {}, tol, widths.test, sessions)
+    widened = _widened(metrics, base, widths, tol, sessions)
     if widened is not None:
         notes.append(widened)
     spread = _within_sessions(summary.wall_time, base, tol, sessions) if time_judged else None
@@ -652,13 +658,10 @@ class Widths:
 def _waited(summary: TestSummary, tol: Tolerances) -> bool:
     """Whether a round of ``summary`` waited for a CPU beyond ``max_wait_share`` of its
     wall time: other processes ran on this machine, beside the test's thread too."""
-    wait = summary.wait_time
-    if tol.max_wait_share is None or wait is None:
+    if tol.max_wait_share is None:
         return False
-    walls = summary.wall_time.samples_ns
-    return len(wait.samples_ns) == len(walls) and any(
-        w > tol.max_wait_share * t for w, t in zip(wait.samples_ns, walls, strict=True)
-    )
+    clean = clean_rounds(summary, tol.max_wait_share)
+    return clean is not None and len(clean) < summary.rounds
 
 
 def _names(keys: Sequence[str]) -> str:
@@ -669,22 +672,19 @@ def _names(keys: Sequence[str]) -> str:
 def _widened(
     metrics: Sequence[MetricRow],
     base: TestSummary,
-    spreads: Spreads,
+    widths: Widths,
     tol: Tolerances,
-    width: float | None,
     sessions: Sessions = NO_SESSIONS,
 ) -> str | None:
     """The note of a test's time beyond its tolerance that passed because this machine's
     sessions move its ops' times more (``spread.py``); None when that changed nothing."""
-    if width is None:
+    width = widths.test
+    if width is None or not widths.ops:
         return None
     row = next((m for m in metrics if m.metric == "wall time"), None)
     if row is None or row.status != "pass" or row.change is None or abs(row.change) <= tol.time:
         return None
-    moving = sorted(
-        (k for k in base.ops if allowance(spreads.get(k, 0.0)) > tol.time),
-        key=lambda k: -tol.figure(base.ops[k].self_cpu_time),
-    )[:3]
+    moving = sorted(widths.ops, key=lambda k: -tol.figure(base.ops[k].self_cpu_time))[:3]
     high = session_bounds(base.wall_time, sessions, tol)[1]
     of = (
         f"{width:.0%} of its slowest pooled session ({high / 1e6:.3g} ms)"
@@ -693,7 +693,7 @@ def _widened(
     )
     return (
         f"this machine moves the times of {_names(moving)} by up to "
-        f"{max(allowance(spreads[k]) for k in moving):.0%} from one session to the next "
+        f"{max(widths.ops[k] for k in moving):.0%} from one session to the next "
         "(their spread over this file's baseline tests): the test's time is judged beyond "
         f"{of} here, not {tol.time:.0%}"
     )
