@@ -178,6 +178,35 @@ def thread_counts(pools: list[ThreadPool] | None = None) -> dict[str, int]:
     return counts
 
 
+_CORENAMES = (
+    "scipy_openblas_get_corename64_",
+    "scipy_openblas_get_corename",
+    "openblas_get_corename64_",
+    "openblas_get_corename",
+)
+
+
+def blas_core() -> str | None:
+    """The kernel set the first loaded OpenBLAS chose for this CPU (``Haswell``, ``Zen``,
+    ``SkylakeX``): a build with every kernel picks one at load time, so one wheel runs
+    different code on different CPUs.  None where no OpenBLAS is loaded or it cannot say."""
+    for pool in thread_pools():
+        if pool.api != "openblas":
+            continue
+        try:
+            lib = ctypes.CDLL(pool.path, mode=os.RTLD_NOLOAD | os.RTLD_LOCAL)
+        except (OSError, AttributeError):
+            continue
+        corename = _symbol(lib, _CORENAMES)
+        if corename is None:
+            continue
+        corename.restype, corename.argtypes = ctypes.c_char_p, []
+        name = corename()
+        if isinstance(name, bytes) and name.strip():
+            return name.decode("ascii", "replace").strip()
+    return None
+
+
 def thread_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The set ones of :data:`THREAD_ENV`, as given."""
     env = os.environ if environ is None else environ

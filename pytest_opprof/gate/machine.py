@@ -2,10 +2,17 @@
 
 Time verdicts are only fair between runs on like machines, so every baseline
 stores a :class:`MachineInfo`.  The fingerprint hashes the parts that change
-op timings: CPU model and core count, architecture, OS family, Python
-implementation and minor version, numpy version and BLAS, torch version.  The
-host name and kernel release are left out: CI runners differ in both while
+op timings: CPU model and core count, the CPU's identity (``cpu_id``: x86 family,
+model, stepping and widest vector unit; an ARM core's implementer and part),
+architecture, OS family, Python implementation and minor version, numpy version
+and BLAS, the kernel set OpenBLAS chose at load (``blas_core``), torch version.
+The host name and kernel release are left out: CI runners differ in both while
 timing alike.
+
+``cpu_id`` and ``blas_core`` are there because a virtual machine's model name is
+often masked: two hosts both read ``AMD EPYC`` here, and on one of them BLAS calls
+ran 40-45% slower while both speed references ran within 9% of the other's.  A
+name alone let those times be compared.
 
 torch's version comes from package metadata, so describing the machine never
 imports torch (seconds) when the test run did not.
@@ -29,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 
-from pytest_opprof.capture.threadpools import thread_counts, thread_env
+from pytest_opprof.capture.threadpools import blas_core, thread_counts, thread_env
 from pytest_opprof.gate.jsonio import Fields
 
 
@@ -52,6 +59,11 @@ class MachineInfo:
     when not recorded (baselines from before issue 16)."""
     thread_env: Mapping[str, str] = field(default_factory=dict)
     """``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` where set."""
+    cpu_id: str | None = None
+    """``family 25 model 1 stepping 1, avx2``; None where the OS does not say (and in
+    records from before it was kept)."""
+    blas_core: str | None = None
+    """OpenBLAS's kernel set, ``Haswell``; None without OpenBLAS (and in older records)."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -66,6 +78,8 @@ class MachineInfo:
             "numpy": self.numpy,
             "blas": self.blas,
             "torch": self.torch,
+            "cpu_id": self.cpu_id,
+            "blas_core": self.blas_core,
             "fingerprint": self.fingerprint,
         }
 
@@ -85,6 +99,8 @@ class MachineInfo:
             fingerprint=f.text("fingerprint"),
             threads=_read_threads(f),
             thread_env=_read_thread_env(f),
+            cpu_id=f.opt_text("cpu_id"),
+            blas_core=f.opt_text("blas_core"),
         )
 
     def pinned(self, threads: int | None) -> MachineInfo:
@@ -115,7 +131,13 @@ class MachineInfo:
             f"numpy {self.numpy}" if self.numpy else "",
             f"torch {self.torch}" if self.torch else "",
         ]
-        parts = [f"{self.cpu_model} x{self.cpu_count}", f"{self.system} {self.arch}", self.python]
+        identity = "; ".join(
+            part
+            for part in (self.cpu_id, f"OpenBLAS {self.blas_core}" if self.blas_core else "")
+            if part
+        )
+        cpu = f"{self.cpu_model} x{self.cpu_count}" + (f" ({identity})" if identity else "")
+        parts = [cpu, f"{self.system} {self.arch}", self.python]
         return ", ".join(parts + [lib for lib in libs if lib])
 
 
@@ -149,9 +171,13 @@ def fingerprint(
     numpy: str | None,
     blas: str | None,
     torch: str | None,
+    cpu_id: str | None = None,
+    blas_core: str | None = None,
 ) -> str:
     """16 hex digits of SHA-256 over the timing-relevant parts."""
     parts = {
+        "cpu_id": cpu_id,
+        "blas_core": blas_core,
         "cpu_model": cpu_model,
         "cpu_count": cpu_count,
         "arch": arch,
@@ -183,6 +209,8 @@ def _described() -> MachineInfo:
     numpy_version = _version("numpy")
     blas = _numpy_blas()
     torch_version = _version("torch")
+    cpu_id = _cpu_id()
+    core = blas_core()
     return MachineInfo(
         cpu_model=cpu_model,
         cpu_count=cpu_count,
@@ -195,6 +223,8 @@ def _described() -> MachineInfo:
         torch=torch_version,
         threads=thread_counts(),
         thread_env=thread_env(),
+        cpu_id=cpu_id,
+        blas_core=core,
         fingerprint=fingerprint(
             cpu_model=cpu_model,
             cpu_count=cpu_count,
@@ -204,6 +234,8 @@ def _described() -> MachineInfo:
             numpy=numpy_version,
             blas=blas,
             torch=torch_version,
+            cpu_id=cpu_id,
+            blas_core=core,
         ),
     )
 
@@ -231,6 +263,48 @@ def _cpu_model() -> str:
         except (OSError, subprocess.SubprocessError):
             pass
     return platform.processor() or "unknown"
+
+
+_CPU_FIELDS = {
+    # x86: the model name may be masked, these are not (CPUID).
+    "cpu family": "family",
+    "model": "model",
+    "stepping": "stepping",
+    # ARM: the core's designer and part number.
+    "CPU implementer": "implementer",
+    "CPU part": "part",
+    "CPU variant": "variant",
+}
+_VECTOR_UNITS = ("avx512f", "avx2", "avx", "sse4_2")
+"""Widest first: a host that hides AVX-512 from its guests runs other BLAS kernels."""
+
+
+def _cpu_id() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return cpu_identity(f.read())
+    except OSError:
+        return None
+
+
+def cpu_identity(cpuinfo: str) -> str | None:
+    """The first processor's identity from the text of ``/proc/cpuinfo``:
+    ``family 25 model 1 stepping 1, avx2``; None where it names none."""
+    first = cpuinfo.split("\n\n", 1)[0]
+    found: dict[str, str] = {}
+    flags: set[str] = set()
+    for line in first.splitlines():
+        name, _, value = line.partition(":")
+        name, value = name.strip(), value.strip()
+        if name in _CPU_FIELDS and value:
+            found.setdefault(_CPU_FIELDS[name], value)
+        elif name in ("flags", "Features"):
+            flags = set(value.split())
+    if not found:
+        return None
+    parts = [f"{label} {found[label]}" for label in _CPU_FIELDS.values() if label in found]
+    unit = next((u for u in _VECTOR_UNITS if u in flags), None)
+    return " ".join(parts) + (f", {unit}" if unit else "")
 
 
 def _version(dist: str) -> str | None:

@@ -363,6 +363,12 @@ def compare(
             f"baseline recorded on another machine ({baseline.machine.describe()}, fingerprint "
             f"{baseline.machine.fingerprint}, now {fingerprint}): times are not judged, "
             "only FLOPs, memory and op counts"
+            + (
+                "; its record predates the CPU's family and model and OpenBLAS's kernels in "
+                "the fingerprint: --opprof-update-baselines on this machine re-records it"
+                if baseline.machine.cpu_id is None and baseline.machine.blas_core is None
+                else ""
+            )
         )
     elif not time_judged:
         notes.append(
