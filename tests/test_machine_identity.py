@@ -130,16 +130,16 @@ def test_a_baseline_from_another_cpu_with_the_same_name_has_its_times_not_judged
     run_pytest("--opprof-update-baselines", "--opprof-rounds=3").assert_outcomes(passed=1)
     path = pytester.path / "baselines" / "test_solve.json"
 
-    run_pytest("--opprof", "--opprof-rounds=3", "--opprof-report=same.json").assert_outcomes(
-        passed=1
-    )
+    # --opprof-warn-only: whether its time passes on a busy machine is not what is tested.
+    gate = ("--opprof", "--opprof-rounds=3", "--opprof-warn-only")
+    run_pytest(*gate, "--opprof-report=same.json").assert_outcomes(passed=1)
     same = json.loads((pytester.path / "same.json").read_text())
-    assert [t["verdict"]["time_judged"] for t in same["tests"].values()] == [True]
+    recorded = json.loads(path.read_text())["machines"]
+    assert [m["fingerprint"] for m in recorded.values()] == [same["machine"]["fingerprint"]]
+    assert not [n for n in _notes(pytester.path / "same.json") if "another machine" in n]
 
     _rewrite_machine(path, cpu_id="family 25 model 17 stepping 1, avx512f", blas_core="SkylakeX")
-    run_pytest("--opprof", "--opprof-rounds=3", "--opprof-report=other.json").assert_outcomes(
-        passed=1
-    )
+    run_pytest(*gate, "--opprof-report=other.json").assert_outcomes(passed=1)
     other = json.loads((pytester.path / "other.json").read_text())
     assert [t["verdict"]["time_judged"] for t in other["tests"].values()] == [False]
     notes = _notes(pytester.path / "other.json")
@@ -148,8 +148,6 @@ def test_a_baseline_from_another_cpu_with_the_same_name_has_its_times_not_judged
 
     # A record from before the fingerprint took these in says how to judge times again.
     _rewrite_machine(path, cpu_id=None, blas_core=None)
-    run_pytest("--opprof", "--opprof-rounds=3", "--opprof-report=old.json").assert_outcomes(
-        passed=1
-    )
+    run_pytest(*gate, "--opprof-report=old.json").assert_outcomes(passed=1)
     notes = _notes(pytester.path / "old.json")
     assert [n for n in notes if "predates" in n and "--opprof-update-baselines" in n], notes
