@@ -71,7 +71,9 @@ def replay(reports: Path, scenario: str) -> dict[str, BaselineEntry]:
             module = nodeid.split("::")[0]
             if module not in spreads:
                 spreads[module] = spreads_of(stored, nodeid, here)
-            verdict = compare(new.summary, old, fingerprint=here, spreads=spreads[module])
+            verdict = compare(
+                new.summary, old, fingerprint=here, spreads=spreads[module], op_waits=True
+            )
             if pooling.replace_reason(new.summary, old, verdict, here) is None:
                 new = dataclasses.replace(new, summary=pooling.pool(new.summary, old.summary))
             entries[nodeid] = new
@@ -115,6 +117,9 @@ def score(run: Path, scenario: str, slowed: set[str]) -> dict[str, Any] | None:
                 tolerances=Tolerances(),
                 machine=now.machine,
                 spreads=spreads[module],
+                # The study's sessions ran where each op's wait is measured (as the
+                # plugin's gate, BaselineSession.verdict, would say here).
+                op_waits=True,
             )
             if kind == "slowed":
                 target = nodeid in targets if numpy else nodeid.split("::")[-1] in slowed

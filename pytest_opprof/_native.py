@@ -216,6 +216,12 @@ def scope_unwind(depth: int) -> int:
     return int(lib.opprof_scope_unwind(depth))
 
 
+def switches_supported() -> bool:
+    """Whether this process's threads can tell when they left their CPU, so that each
+    event's wait for one is measured (``native/switches.c``; known once a profile ran)."""
+    return bool(lib.opprof_switches_supported() == 1)
+
+
 def mute_threads(tids: list[int]) -> None:
     """Leave the ops, scopes and allocations of these OS threads (``native_id``) out of
     every session from the next one on (replaces the previous list)."""

@@ -124,6 +124,51 @@ def test_work_time_regresses_and_names_the_op_as_an_explanation() -> None:
     assert all(r.op != "setup" for r in verdict.reasons)
 
 
+def scope_and_add(scope_ms: float, add_ms: float, waits_ms: Sequence[float]) -> TestSummary:
+    """Rounds of a Python scope and a ``numpy.add`` whose waits for a CPU lie outside both
+    ops' times, as the plugin measures them where each op's wait is left out."""
+    out = []
+    for wait in waits_ms:
+        rows = [
+            Row("kernel", 1, self_cpu_time_total=scope_ms * 1000, cpu_time_total=scope_ms * 1000),
+            Row("numpy.add", 1, self_cpu_time_total=add_ms * 1000, cpu_time_total=add_ms * 1000),
+        ]
+        out.append(
+            RoundFigures.from_events(
+                rows,
+                wall_time_ns=round((scope_ms + add_ms + wait) * 1e6),
+                cpu_time_ns=round((scope_ms + add_ms) * 1e6),
+                wait_ns=round(wait * 1e6),
+            )
+        )
+    return summarize_rounds(out)
+
+
+WAITS = [5.0, 7.0, 6.0, 8.0, 5.5, 6.5, 7.5]
+"""A third of each round's wall time: every round is judged on work time."""
+
+
+def test_on_work_rounds_a_python_scope_fails_alone_where_op_waits_were_left_out() -> None:
+    base = scope_and_add(3.0, 12.0, WAITS)
+    slower_scope = scope_and_add(3.9, 12.0, WAITS)  # +30% of a fifth of the test: +6%
+    measured = compare(slower_scope, entry(base), fingerprint=HERE, tolerances=TOL, op_waits=True)
+    assert measured.work_time and measured.status == "regressed"
+    rows = {m.metric: m for m in measured.metrics}
+    assert rows["work time"].status == "pass"  # within tolerance: the scope fails alone
+    (reason,) = [r for r in measured.reasons if r.status == "regressed"]
+    assert reason.op == "kernel" and reason.change == pytest.approx(0.3, abs=0.01)
+    # Where the op's waits may be in its times, its fastest round only explains.
+    unknown = compare(slower_scope, entry(base), fingerprint=HERE, tolerances=TOL)
+    assert unknown.work_time and unknown.status == "pass"
+    # A library op slowed alike only explains, waits left out or not: a process beside it
+    # slows memory-bound code with no wait to take out.
+    base = scope_and_add(12.0, 3.0, WAITS)
+    slower_add = scope_and_add(12.0, 3.9, WAITS)
+    verdict = compare(slower_add, entry(base), fingerprint=HERE, tolerances=TOL, op_waits=True)
+    assert verdict.work_time and verdict.status == "pass"
+    assert [r.status for r in verdict.reasons if r.op == "numpy.add"] == ["info"]
+
+
 def test_rounds_that_waited_nearly_all_their_time_are_not_judged_even_on_work() -> None:
     # Waits of 85-90% of the wall time: the work estimate spreads too wide to judge.
     busy = rounds([10.0] * 5, [60.0, 70.0, 90.0, 80.0, 65.0])

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import NamedTuple
 
+from pytest_opprof import _native
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.pooling import pool, replace_reason
@@ -246,6 +247,7 @@ class BaselineSession:
             force_time=self.options.force_time,
             machine=self.machine,
             spreads=self.spreads(nodeid) if stored is not None else None,
+            op_waits=_native.switches_supported(),
         )
 
     # -- what the rounds policy asks -----------------------------------------------

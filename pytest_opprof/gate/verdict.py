@@ -144,6 +144,7 @@ from pytest_opprof.gate.waiting import (
     as_work,
     clean_rounds,
     judged_rounds,
+    scope_judged_on_work,
     work_rounds,
 )
 
@@ -344,11 +345,17 @@ def compare(
     force_time: bool = False,
     machine: MachineInfo | None = None,
     spreads: Spreads | None = None,
+    op_waits: bool = False,
 ) -> Verdict:
     """Judge ``summary`` (measured on the machine ``fingerprint``) against ``baseline``;
     ``machine``, the record of now, lets a note say that the thread pools differ;
     ``spreads``, how this machine's sessions move each op's time (``spread.py``, from the
-    baseline's file), widens the tolerance of times that move more than it allows."""
+    baseline's file), widens the tolerance of times that move more than it allows;
+    ``op_waits``: the op times of both sides have each op's wait for a CPU left out
+    (``native/switches.c`` works in this process, and the baseline, recorded on a machine
+    of the same fingerprint, is taken to have had it too), so that on rounds judged as
+    work time a Python scope's time is judged as on clean rounds
+    (``waiting.scope_judged_on_work``)."""
     tol = tolerances or Tolerances()
     if baseline is None:
         return NEW
@@ -381,7 +388,11 @@ def compare(
     co_run = _waited(summary, tol) or _waited(base, tol)
     if time_judged and tol.max_wait_share is not None:
         summary, base, busy = judged_rounds(summary, base, tol.time_min_rounds, tol.max_wait_share)
-        worked = work_rounds(summary, base, tol.time_min_rounds) if busy is not None else None
+        worked = (
+            work_rounds(summary, base, tol.time_min_rounds, op_waits=op_waits)
+            if busy is not None
+            else None
+        )
         if worked is not None:
             walls = (base.wall_time, summary.wall_time)
             summary, base, work_note = worked
@@ -413,7 +424,7 @@ def compare(
                 "judges them as measured)"
             )
     if walls is not None:
-        summary, base = as_work(summary), as_work(base)
+        summary, base = as_work(summary, op_waits), as_work(base, op_waits)
     whole = not (summary.dropped_events or base.dropped_events)
     if not whole:
         notes.append(
@@ -455,6 +466,7 @@ def compare(
         sessions,
         widths,
         held,
+        op_waits,
     )
     if held:
         notes.append(
@@ -888,13 +900,15 @@ def _op_reasons(
     sessions: Sessions = NO_SESSIONS,
     widths: Widths | None = None,
     held: list[str] | None = None,
+    op_waits: bool = False,
 ) -> list[OpReason]:
     """Op-level changes; ``clean``: the op times are of clean rounds (not of work rounds,
     where they are explanations only); ``other_ops_differ``: ``[other ops]`` folds other
     op keys on the two sides, so its time is no one op's and cannot fail a test alone;
     ``widths``: the tolerance an op's time must exceed to fail a test alone; ``held``,
     where given (a side's rounds waited for a CPU), collects the library ops whose time
-    would have failed the test alone and now only explains it."""
+    would have failed the test alone and now only explains it; ``op_waits``: on work
+    rounds, Python scopes' times are judged as on clean ones (``compare``)."""
     wall_ref = max(tol.figure(base.wall_time), 1)
     flops_ref = max(base.flops, 1)
     memory_ref = max(base.memory.allocated_bytes if base.memory else 0, 1)
@@ -916,7 +930,7 @@ def _op_reasons(
                     time_judged,
                     metric_status,
                     (wall_ref, flops_ref, memory_ref, count_ref),
-                    clean,
+                    clean or (op_waits and scope_judged_on_work(key)),
                     alone=not (other_ops_differ and key == OTHER_OPS),
                     sessions=sessions,
                     alone_tolerance=(widths or Widths()).of_op(key, tol),
