@@ -233,7 +233,7 @@ def scope_judged_on_work(key: str) -> bool:
 
     Re-scored on two kept ``bench/busy_study.py`` runs (2026-11-25, identical
     measurements, the +30% ``kernel`` scope), slowed tests caught of those judged: loaded
-    31/40 -> 38/39, recorded loaded and judged quiet 50/56 -> 55/57, the reverse 30/38 ->
+    31/40 -> 39/40, recorded loaded and judged quiet 50/56 -> 54/56, the reverse 30/38 ->
     35/38; false failures unchanged in every scenario (loaded 12/600, crossed 1 and 7)."""
     return not is_native(key)
 
