@@ -148,18 +148,18 @@ def main() -> None:
                 continue
             print(
                 f"{run.name} {scenario:12} false {got['false']}/{got['verdicts']}  "
-                f"detected {got['detected']}/{got['slowed_judged']}"
+                f"judged {got['judged']}  detected {got['detected']}/{got['slowed_judged']}"
             )
             total = totals.setdefault(scenario, dict.fromkeys(got, 0) | {"runs": 0})
             total["runs"] += 1
             for key, value in got.items():
                 total[key] += value
-    print("| scenario | runs | false failures | detected (of judged) |")
-    print("|---|---|---|---|")
+    print("| scenario | runs | false failures | time judged | detected (of judged) |")
+    print("|---|---|---|---|---|")
     for scenario, t in totals.items():
         print(
             f"| {scenario} | {t['runs']} | {t['false']}/{t['verdicts']} | "
-            f"{t['detected']}/{t['slowed_judged']} |"
+            f"{t['judged']}/{t['verdicts']} | {t['detected']}/{t['slowed_judged']} |"
         )
 
 

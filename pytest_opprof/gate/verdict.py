@@ -444,6 +444,9 @@ def compare(
         notes.append(spread)
     if walls is not None:
         metrics = _on_work(metrics, walls, tol)
+    library_moved = None
+    if co_run and time_judged:
+        metrics, library_moved = _library_moved(metrics, summary, base, tol)
     totals = _totals_status(metrics)
     if not whole:  # no op figure is judged, whatever the test's totals did
         totals = dict.fromkeys(totals, "not judged")
@@ -475,6 +478,14 @@ def compare(
             "processes running beside a test slow library code by 20-70% without a wait "
             "to measure; a library op's time explains the test's time instead"
         )
+    if library_moved is not None:
+        if any(r.unit == "ns" and r.status == "regressed" for r in reasons):
+            # A scope failed alone: the test's time was judged, by that op.
+            notes.append(f"the test's {library_moved}; that time is not judged, its ops' are")
+        else:
+            busy = f"time not judged: the test's {library_moved}"
+            time_judged = False
+            notes.append(busy)
     statuses = {m.status for m in metrics} | {r.status for r in reasons}
     status: Status = (
         "regressed" if "regressed" in statuses else "improved" if "improved" in statuses else "pass"
@@ -671,6 +682,51 @@ class Widths:
 
     def of_op(self, key: str, tol: Tolerances) -> float:
         return self.ops.get(key, tol.time)
+
+
+def _library_moved(
+    metrics: list[MetricRow], now: TestSummary, base: TestSummary, tol: Tolerances
+) -> tuple[list[MetricRow], str | None]:
+    """The rows, with a test-level time that regressed only by its library ops' slowdowns
+    marked not judged, and why (``"wall time moved +30.0% with ..."``); ``(metrics, None)``
+    where none did.
+
+    Called where other processes ran beside the test (``_waited``): they share caches and
+    memory bandwidth with its library code, which then runs 20-70% slower with no wait to
+    measure, and a test made mostly of such calls moves beyond tolerance with it.  A time
+    whose change less its library ops' added time (each op's judged figure, now less the
+    baseline's, where it grew) is within tolerance cannot be told from that; one that
+    stays beyond it (a Python scope, or the test's own code, slower) is judged as ever.
+    """
+    out: list[MetricRow] = []
+    reason = None
+    for row in metrics:
+        if (
+            row.metric in ("wall time", WORK_TIME)
+            and row.status == "regressed"
+            and row.baseline
+            and row.now is not None
+            and row.tolerance is not None
+            and row.change is not None
+        ):
+            grown = {
+                key: tol.figure(c.self_cpu_time) - tol.figure(b.self_cpu_time)
+                for key, c in now.ops.items()
+                if speed.is_native(key) and (b := base.ops.get(key)) is not None
+            }
+            added = sum(d for d in grown.values() if d > 0)
+            rest = (row.now - added - row.baseline) / row.baseline
+            if added > 0 and rest <= row.tolerance:
+                row = dataclasses.replace(row, status="not judged")
+                slowest = sorted((k for k, d in grown.items() if d > 0), key=lambda k: -grown[k])
+                reason = (
+                    f"{row.metric} moved {row.change:+.1%} with "
+                    f"{_names(slowest[:3])}{' and others' if len(slowest) > 3 else ''}, "
+                    f"{rest:+.1%} without them, while other processes ran beside it (a round "
+                    "waited for a CPU): they slow library code with no wait to measure"
+                )
+        out.append(row)
+    return out, reason
 
 
 def _waited(summary: TestSummary, tol: Tolerances) -> bool:
