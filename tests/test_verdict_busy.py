@@ -169,6 +169,34 @@ def test_on_work_rounds_a_python_scope_fails_alone_where_op_waits_were_left_out(
     assert [r.status for r in verdict.reasons if r.op == "numpy.add"] == ["info"]
 
 
+def with_one_waited_round(scope_ms: float, add_ms: float) -> TestSummary:
+    """Seven clean rounds and one that waited: another process ran on the machine."""
+    return scope_and_add(scope_ms, add_ms, [0.0, 0.0, 0.0, 4.0, 0.0, 0.0, 0.0, 0.0])
+
+
+def test_beside_other_processes_a_time_moved_only_by_library_ops_is_not_judged() -> None:
+    quiet = scope_and_add(2.0, 8.0, [0.0] * 8)
+    # numpy.add 40% slower beside another process: the test's time +32%, all of it the op's.
+    verdict = judge(with_one_waited_round(2.0, 11.2), quiet)
+    assert verdict.status == "pass" and not verdict.time_judged
+    assert verdict.time_not_judged is not None
+    assert verdict.time_not_judged.startswith("time not judged: the test's wall time moved +32")
+    assert "`numpy.add`" in verdict.time_not_judged and "+0.0% without them" in (
+        verdict.time_not_judged
+    )
+    rows = {m.metric: m for m in verdict.metrics}
+    assert rows["wall time"].status == "not judged"
+    # On a quiet machine the same slowdown is a regression, named by the op.
+    alone = judge(scope_and_add(2.0, 11.2, [0.0] * 8), quiet)
+    assert alone.status == "regressed" and alone.time_judged
+    assert [r.op for r in alone.reasons if r.status == "regressed"][0] == "numpy.add"
+    # A slower Python scope beside the library op's slowdown is still judged and fails.
+    both = judge(with_one_waited_round(2.8, 11.2), quiet)
+    assert both.status == "regressed" and both.time_judged
+    assert [r.op for r in both.reasons if r.status == "regressed"] == ["kernel"]
+    assert any(n.startswith("the test's wall time moved") for n in both.notes)
+
+
 def test_rounds_that_waited_nearly_all_their_time_are_not_judged_even_on_work() -> None:
     # Waits of 85-90% of the wall time: the work estimate spreads too wide to judge.
     busy = rounds([10.0] * 5, [60.0, 70.0, 90.0, 80.0, 65.0])
