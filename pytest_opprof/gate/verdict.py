@@ -124,7 +124,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -711,6 +711,33 @@ def _library_moved(
     baseline's, where it grew) is within tolerance cannot be told from that; one that
     stays beyond it (a Python scope, or the test's own code, slower) is judged as ever.
     """
+
+    def why(row: MetricRow, baseline: float, now_total: float, change: float) -> str | None:
+        grown = {
+            key: tol.figure(c.self_cpu_time) - tol.figure(b.self_cpu_time)
+            for key, c in now.ops.items()
+            if speed.is_native(key) and (b := base.ops.get(key)) is not None
+        }
+        added = sum(d for d in grown.values() if d > 0)
+        rest = (now_total - added - baseline) / baseline
+        if added <= 0 or row.tolerance is None or rest > row.tolerance:
+            return None
+        slowest = sorted((k for k, d in grown.items() if d > 0), key=lambda k: -grown[k])
+        return (
+            f"{row.metric} moved {change:+.1%} with "
+            f"{_names(slowest[:3])}{' and others' if len(slowest) > 3 else ''}, "
+            f"{rest:+.1%} without them, while other processes ran beside it (a round "
+            "waited for a CPU): they slow library code with no wait to measure"
+        )
+
+    return _left_unjudged(metrics, why)
+
+
+def _left_unjudged(
+    metrics: list[MetricRow], why: Callable[[MetricRow, float, float, float], str | None]
+) -> tuple[list[MetricRow], str | None]:
+    """The rows with each regressed test-level time (wall or work time) that ``why`` (the
+    row, its baseline, now and change) explains marked not judged, and the reason."""
     out: list[MetricRow] = []
     reason = None
     for row in metrics:
@@ -719,25 +746,12 @@ def _library_moved(
             and row.status == "regressed"
             and row.baseline
             and row.now is not None
-            and row.tolerance is not None
             and row.change is not None
         ):
-            grown = {
-                key: tol.figure(c.self_cpu_time) - tol.figure(b.self_cpu_time)
-                for key, c in now.ops.items()
-                if speed.is_native(key) and (b := base.ops.get(key)) is not None
-            }
-            added = sum(d for d in grown.values() if d > 0)
-            rest = (row.now - added - row.baseline) / row.baseline
-            if added > 0 and rest <= row.tolerance:
+            because = why(row, row.baseline, row.now, row.change)
+            if because is not None:
                 row = dataclasses.replace(row, status="not judged")
-                slowest = sorted((k for k, d in grown.items() if d > 0), key=lambda k: -grown[k])
-                reason = (
-                    f"{row.metric} moved {row.change:+.1%} with "
-                    f"{_names(slowest[:3])}{' and others' if len(slowest) > 3 else ''}, "
-                    f"{rest:+.1%} without them, while other processes ran beside it (a round "
-                    "waited for a CPU): they slow library code with no wait to measure"
-                )
+                reason = because
         out.append(row)
     return out, reason
 
@@ -763,28 +777,20 @@ def _uniformly_slower(
     and ``linalg.qr`` 30-75% slower together).  A test made of fewer parts is judged as
     ever: one slower op could be all of it.
     """
-    out: list[MetricRow] = []
-    reason = None
-    for row in metrics:
-        if (
-            row.metric in ("wall time", WORK_TIME)
-            and row.status == "regressed"
-            and row.baseline
-            and row.now is not None
-            and row.change is not None
-        ):
-            parts = _part_changes(now, base, tol, row.baseline, row.now)
-            if parts is not None and _alike(list(parts.values()), tol.time):
-                row = dataclasses.replace(row, status="not judged")
-                low, high = min(parts.values()), max(parts.values())
-                reason = (
-                    f"{row.metric} moved {row.change:+.1%} with all {len(parts)} of its parts "
-                    f"slower alike ({low:+.0%} to {high:+.0%}) and the same op counts: a slow "
-                    "phase of the machine that the speed references did not follow, not a "
-                    "code change"
-                )
-        out.append(row)
-    return out, reason
+
+    def why(row: MetricRow, baseline: float, now_total: float, change: float) -> str | None:
+        parts = _part_changes(now, base, tol, baseline, now_total)
+        if parts is None or not _alike(list(parts.values()), tol.time):
+            return None
+        low, high = min(parts.values()), max(parts.values())
+        return (
+            f"{row.metric} moved {change:+.1%} with all {len(parts)} of its parts "
+            f"slower alike ({low:+.0%} to {high:+.0%}) and the same op counts: a slow "
+            "phase of the machine that the speed references did not follow, not a "
+            "code change"
+        )
+
+    return _left_unjudged(metrics, why)
 
 
 def _alike(changes: list[float], tolerance: float) -> bool:
