@@ -189,7 +189,7 @@ def test_beside_other_processes_a_time_moved_only_by_library_ops_is_not_judged()
     # On a quiet machine the same slowdown is a regression, named by the op.
     alone = judge(scope_and_add(2.0, 11.2, [0.0] * 8), quiet)
     assert alone.status == "regressed" and alone.time_judged
-    assert [r.op for r in alone.reasons if r.status == "regressed"][0] == "numpy.add"
+    assert next(r.op for r in alone.reasons if r.status == "regressed") == "numpy.add"
     # A slower Python scope beside the library op's slowdown is still judged and fails.
     both = judge(with_one_waited_round(2.8, 11.2), quiet)
     assert both.status == "regressed" and both.time_judged
