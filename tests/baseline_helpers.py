@@ -69,10 +69,10 @@ def pooled(*sessions: TestSummary) -> TestSummary:
     return base
 
 
-def machine(cpu_model: str = "Test CPU 3000") -> MachineInfo:
-    """A fixed machine description (so fingerprints are chosen by the test)."""
-    parts = dict(
-        cpu_model=cpu_model,
+def machine_parts(**changed: object) -> dict[str, object]:
+    """The fingerprinted parts of a fixed machine, with ``changed`` ones."""
+    parts: dict[str, object] = dict(
+        cpu_model="Test CPU 3000",
         cpu_count=8,
         arch="x86_64",
         system="Linux",
@@ -80,7 +80,16 @@ def machine(cpu_model: str = "Test CPU 3000") -> MachineInfo:
         numpy="2.4.0",
         blas="openblas 0.3",
         torch=None,
+        cpu_id=None,
+        blas_core=None,
     )
+    parts.update(changed)
+    return parts
+
+
+def machine(cpu_model: str = "Test CPU 3000") -> MachineInfo:
+    """A fixed machine description (so fingerprints are chosen by the test)."""
+    parts = machine_parts(cpu_model=cpu_model)
     return MachineInfo(platform="Linux-test", fingerprint=fingerprint(**parts), **parts)  # type: ignore[arg-type]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from baseline_helpers import machine_parts
 
 from pytest_opprof.capture.threadpools import blas_core
 from pytest_opprof.gate.jsonio import Fields
@@ -61,20 +62,13 @@ def test_this_machine_names_its_cpu_and_numpys_openblas_kernels() -> None:
 
 
 def _parts(**changed: str | None) -> dict[str, object]:
-    parts: dict[str, object] = dict(
-        cpu_model="AMD EPYC",
-        cpu_count=2,
-        arch="x86_64",
-        system="Linux",
-        python="CPython 3.11",
-        numpy="2.4.6",
-        blas="scipy-openblas 0.3.31",
-        torch=None,
-        cpu_id="family 25 model 1 stepping 1, avx2",
-        blas_core="Haswell",
-    )
-    parts.update(changed)
-    return parts
+    """A VM host as this one describes itself, with ``changed`` parts."""
+    here = {
+        "cpu_model": "AMD EPYC",
+        "cpu_id": "family 25 model 1 stepping 1, avx2",
+        "blas_core": "Haswell",
+    }
+    return machine_parts(**(here | changed))
 
 
 def test_the_same_model_name_on_another_cpu_or_kernel_set_is_another_machine() -> None:
