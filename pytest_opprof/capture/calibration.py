@@ -12,6 +12,7 @@ and recording alternating: the batch least disturbed by other load.  About 15 ms
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 
@@ -78,7 +79,7 @@ def _idle_and_busy(
             busy = min(busy, busy_ns)
             differences.append((busy_ns - idle_ns) / iterations)
             kept = events if len(kept) == 0 else np.concatenate([kept, events])
-    return idle / iterations, busy / iterations, kept, float(np.median(differences))
+    return idle / iterations, busy / iterations, kept, statistics.median(differences)
 
 
 def calibrate(
