@@ -16,7 +16,10 @@ import pytest_opprof as opprof
 from pytest_opprof.capture.records import KIND_NUMPY, KIND_SCOPE
 from pytest_opprof.gate.summary import RoundFigures
 
-ATTEMPTS = 5
+ATTEMPTS = 9
+"""Timing tests judge their least disturbed attempt: on a VM whose speed swings from
+moment to moment, 5 attempts left none undisturbed in 2 of 4 CI runs here (errors of
+-9% to +13% against the 3% bound)."""
 
 
 def spin(ns: int) -> int:
