@@ -44,6 +44,7 @@ TIMED = (
     ("pytest_opprof.gate.summary", "RoundFigures.from_events"),
     ("pytest_opprof.gate.summary", "RoundFigures.from_sums"),
     ("pytest_opprof.plugin.kept", "Payloads.append"),
+    ("pytest_opprof.plugin.kept", "Lines.append"),
     ("pytest_opprof.gate.spool", "Spool._load"),
     ("pytest_opprof.plugin.payload", "ProfiledTest.as_stored"),
     ("pytest_opprof.gate.summary", "summarize_rounds"),
@@ -123,7 +124,7 @@ def _time_functions() -> None:
         *path, attr = qualname.split(".")
         owner: Any = module
         for part in path:
-            owner = getattr(owner, part)
+            owner = getattr(owner, part, None)
         original = getattr(owner, attr, None)
         if original is None:  # an older checkout's plugin (side-by-side runs)
             continue

@@ -20,7 +20,7 @@ from pytest_opprof.gate.session import BaselineSession, GateOptions
 from pytest_opprof.gate.spool import Spool
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, TimeStats, summarize_rounds
 from pytest_opprof.gate.verdict import NEW, compare
-from pytest_opprof.plugin.kept import Payloads
+from pytest_opprof.plugin.kept import Lines, summary_line
 from pytest_opprof.plugin.payload import ProfiledTest
 from pytest_opprof.render.report import render_markdown
 
@@ -119,40 +119,46 @@ def test_every_form_comes_back_as_it_went_in_and_appends_after_reads_land_at_the
     assert len(spool) == 3 and list(spool) == items
 
 
-def test_payloads_come_back_equal_whether_bare_linked_or_whole(tmp_path: Path) -> None:
-    # The collector keeps a judged payload's figures as its gate result's: a bare one as
-    # only the result's place, one with more (a marker's table) without its figures, and
-    # one not judged or with an unusable baseline whole.
-    session = BaselineSession(GateOptions(tmp_path / "baselines"), machine=machine())
-    payloads = Payloads(session.results)
-    sent: list[ProfiledTest] = []
-    for i, (marked, judged) in enumerate([(False, True), (True, True), (False, False)]):
-        nodeid = f"tests/test_a.py::test_{i}"
-        payload = ProfiledTest(
-            nodeid,
-            marked,
-            simple_summary(matmul_flops=1000 + i),
-            table="table" if marked else None,
-            tolerances={"time": 0.5} if marked else {},
-            judged=judged,
-        )
-        judgement = session.judge(nodeid, payload.summary, payload.tolerances) if judged else None
-        payload.judgement = judgement
-        payloads.append(payload, judgement)
-        sent.append(payload)
-    bad = tmp_path / "baselines" / "tests" / "test_bad.json"
-    bad.parent.mkdir(parents=True, exist_ok=True)
-    bad.write_text("{not json")
-    payload = ProfiledTest("tests/test_bad.py::test_x", False, simple_summary(), judged=True)
-    judgement = session.judge(payload.nodeid, payload.summary, {})
-    assert judgement.error is not None and judgement.place is None
-    payloads.append(payload, judgement)
-    sent.append(payload)
-    assert len(payloads) == 4 and len(session.results) == 2
-    assert list(payloads) == sent and payloads[:] == sent
-    assert payloads[1].table == "table" and payloads[1].tolerances == {"time": 0.5}
-    assert payloads[-1] == sent[-1] and all(p.judgement is None for p in payloads)
-    assert [p.summary.flops for p in payloads] == [p.summary.flops for p in sent]
+def test_summary_lines_come_back_as_made_with_their_extras() -> None:
+    # The collector keeps each test's summary line in flat arrays: what comes back is
+    # the line its payload made, marker flag, table, trace path and top op included.
+    empty = TestSummary(
+        rounds=1,
+        wall_time=TimeStats.from_samples([2_000]),
+        cpu_time=TimeStats.from_samples([2_000]),
+        op_count=0,
+        flops=0,
+        op_time_share=0.0,
+    )
+    payloads = [
+        ProfiledTest("tests/test_a.py::test_0", False, simple_summary(matmul_flops=1000)),
+        ProfiledTest("tests/test_a.py::test_1", True, simple_summary(), table="table"),
+        ProfiledTest(
+            "tests/test_a.py::test_2",
+            False,
+            dataclasses.replace(empty, dropped_events=5),
+            trace_path="/t/2.json",
+        ),
+        ProfiledTest("tests/test_b.py::test_3", True, simple_summary(rounds=1)),
+    ]
+    lines = Lines()
+    for payload in payloads:
+        lines.append(payload)
+    made = [summary_line(p) for p in payloads]
+    assert len(lines) == 4 and list(lines) == made and lines[:] == made
+    assert lines[-1] == made[-1] and lines[1].marked and not lines[0].marked
+    first = made[0]
+    # numpy.matmul's 800 us a round is the top op; the scope and add count in the sum.
+    assert first.top_op == "numpy.matmul" and first.op_count == payloads[0].summary.op_count
+    assert first.ops_self_ns == pytest.approx(
+        sum(op.self_cpu_time.median_ns for op in payloads[0].summary.ops.values())
+    )
+    assert made[2].top_op is None and made[2].ops_self_ns == 0
+    assert [line.nodeid for line in lines.with_tables()] == ["tests/test_a.py::test_1"]
+    assert lines.trace_paths() == ["/t/2.json"]
+    assert lines.partial() == [(5, "tests/test_a.py::test_2")]
+    with pytest.raises(IndexError):
+        lines[4]
 
 
 @dataclasses.dataclass

@@ -280,6 +280,11 @@ class BaselineSession:
 
     # -- judging -----------------------------------------------------------------------
 
+    def compares(self, nodeid: str) -> bool:
+        """Whether :meth:`judge` compares ``nodeid``'s figures with a baseline at all (a
+        test outside the rootdir has no baseline file it could be given)."""
+        return not _outside_rootdir(nodeid)
+
     def judge(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> Judgement:
         """Judge one test whose call passed; say whether it must fail."""
         if _outside_rootdir(nodeid):

@@ -15,17 +15,16 @@ import contextlib
 import heapq
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from pytest_opprof.capture.plan import Plan
-from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.plugin import rounds as policy
-from pytest_opprof.plugin.kept import Payloads
+from pytest_opprof.plugin.kept import Lines, SummaryLine
 from pytest_opprof.plugin.options import OpprofOptions
 from pytest_opprof.plugin.payload import (
     LEFT_BEHIND_ATTRIBUTE,
@@ -46,8 +45,8 @@ class Controller:
         self.options = options
         self.gate = gate
         self.plan = chosen
-        self.results = Payloads(gate.results)
-        """Every profiled test's payload, on disk until the summary reads it (kept.py)."""
+        self.results = Lines()
+        """Every profiled test's summary line (kept.py)."""
         self.not_measured: set[str] = set()
         """"what: why" lines from the profiles run in this process (a pytest-xdist
         controller runs none, so it has none)."""
@@ -103,8 +102,7 @@ class Controller:
         judgement = result.judgement
         if result.judged and judgement is None:  # judged on a pytest-xdist worker
             judgement = self.gate.judge(report.nodeid, result.summary, result.tolerances)
-        # After the judgement: the payload refers to its result's figures, not a copy.
-        self.results.append(result, judgement)
+        self.results.append(result)
         if result.marked:
             self.gate.marked.add(report.nodeid)
         if result.flame is not None:
@@ -161,24 +159,12 @@ class Controller:
         if not self.results:
             tr.write_line("no test was profiled")
             return
-        # One read of the spool (each read decodes every test) feeds the rows, the
-        # PARTIAL line and the tables; a table is read back by index afterwards.
-        partial: list[tuple[int, str]] = []  # (dropped events, node id)
-        tables: list[int] = []
-
-        def watched() -> Iterator[ProfiledTest]:
-            for i, r in enumerate(self.results):
-                if r.summary.dropped_events:
-                    partial.append((r.summary.dropped_events, r.nodeid))
-                if r.table is not None:
-                    tables.append(i)
-                yield r
-
+        partial = self.results.partial()
         # With no op source (--opprof-capture none) every test would read 0% in ops.
         flag_low = bool(self.plan.capture)
         show_all = self.options.summary == "all" or tr.config.get_verbosity() >= 1
         lines = summary_lines(
-            watched(),
+            self.results,
             self._statuses(),
             show_all=show_all,
             min_wall_ns=self.options.gate.min_time_ns,
@@ -196,8 +182,7 @@ class Controller:
             )
         for line in lines:
             tr.write_line(line)
-        for i in tables:
-            result = self.results[i]
+        for result in self.results.with_tables():
             assert result.table is not None
             tr.write_sep("-", f"opprof: {result.nodeid}")
             tr.write_line(result.table.rstrip("\n"))
@@ -205,20 +190,21 @@ class Controller:
                 tr.write_line(f"trace: {result.trace_path}")
         if self.options.trace_dir is not None:
             tr.write_line(
-                trace_line(self.results, self.options.trace_dir, self.options.trace_which)
+                trace_line(
+                    self.results.trace_paths(), self.options.trace_dir, self.options.trace_which
+                )
             )
         tr.write_sep("-", "opprof: baselines")
         for line in session_lines(self.gate, row_limit=self.options.row_limit):
             tr.write_line(line)
 
 
-def trace_line(results: Sequence[ProfiledTest], trace_dir: Path, which: str) -> str:
+def trace_line(trace_paths: Sequence[str], trace_dir: Path, which: str) -> str:
     """How many traces ``--opprof-trace-dir`` got this session, and their size on disk."""
     sizes = []
-    for r in results:
-        if r.trace_path is not None:
-            with contextlib.suppress(OSError):  # removed since: no size to add
-                sizes.append(os.stat(r.trace_path).st_size)
+    for path in trace_paths:
+        with contextlib.suppress(OSError):  # removed since: no size to add
+            sizes.append(os.stat(path).st_size)
     only = " (--opprof-trace-which regressed: only tests that regressed)" if which != "all" else ""
     return (
         f"opprof: {len(sizes)} trace(s) written to {trace_dir}, "
@@ -235,7 +221,7 @@ SLOWEST_SHOWN = 10
 
 
 def summary_lines(
-    results: Iterable[ProfiledTest],
+    results: Iterable[SummaryLine],
     statuses: Mapping[str, str] | None = None,
     *,
     show_all: bool = True,
@@ -254,21 +240,20 @@ def summary_lines(
     ``pass``, the marked ones and the ``slowest``; the totals line counts the rest.
     ``statuses``: node id -> status (``unlisted_status`` for a test not in it).
 
-    ``results`` is read once, one test at a time (a spool decodes each test on every
-    read, and holding them would hold every test's figures): only rows are kept.
+    ``results`` is read once, one test at a time: only the listed tests' rows are made.
     """
     statuses = statuses or {}
     listed: list[tuple[int, tuple[str, ...]]] = []  # (position, row)
     # The slowest by (wall, node id): a min-heap of the `slowest` largest seen so far,
     # each with its row (kept out of `listed` when listed anyway).
-    slow: list[tuple[int, str, int, tuple[str, ...] | None]] = []
+    slow: list[tuple[float, str, int, tuple[str, ...] | None]] = []
     counts: Counter[str] = Counter()
     low = 0
     n = 0
     for i, r in enumerate(results):
         n += 1
-        share = r.summary.op_time_share
-        wall = r.summary.wall_time.median_ns
+        share = r.op_time_share
+        wall = r.wall_ns
         long_enough = wall >= min_wall_ns
         flag = " LOW" if flag_low and share < LOW_CAPTURE_SHARE and long_enough else ""
         low += bool(flag)
@@ -323,13 +308,10 @@ def summary_lines(
     return lines
 
 
-def _row(r: ProfiledTest, share: float, flag: str, status: str) -> tuple[str, ...]:
-    ops = [op for key, op in r.summary.ops.items() if key != MEMORY_EVENT_NAME]
-    self_us = sum(op.self_cpu_time.median_ns for op in ops) / 1000
-    top = max(ops, key=lambda op: op.self_cpu_time.median_ns, default=None)
-    top_text = f"{top.key} {format_time(top.self_cpu_time.median_ns / 1000)}" if top else "-"
-    cpu, count = format_time(self_us), str(r.summary.op_count)
-    return (cpu, count, f"{share:.0%}{flag}", top_text, status, r.nodeid)
+def _row(r: SummaryLine, share: float, flag: str, status: str) -> tuple[str, ...]:
+    top = f"{r.top_op} {format_time(r.top_self_ns / 1000)}" if r.top_op is not None else "-"
+    cpu, count = format_time(r.ops_self_ns / 1000), str(r.op_count)
+    return (cpu, count, f"{share:.0%}{flag}", top, status, r.nodeid)
 
 
 _STATUS_ORDER = ("regressed", "improved", "new", "not judged", "error", "time not judged", "pass")

@@ -398,8 +398,12 @@ class Worker:
         data: dict[str, object] | None = None
         if self.deliver is None:  # a pytest-xdist worker: the figures travel as JSON
             data, sent = result.as_sent()
-        else:
+        elif result.judged and self.gate.compares(item.nodeid):
             sent = result.as_stored()
+        else:
+            # Never compared: no rounding to judge as stored figures are (the terminal
+            # summary's line shows the figures at its own precision).
+            sent = result
         if result.judged:
             judgement = self.gate.judge(item.nodeid, sent.summary, sent.tolerances)
             verdict = judgement.label
