@@ -277,7 +277,7 @@ def test_raw_times_option_and_ini_reach_the_gate(
     assert not BaselineSession(from_ini).tolerances.speed_scaled
 
 
-def test_rounds_too_few_to_judge_run_no_references_unless_they_record(
+def test_references_run_only_where_a_time_verdict_or_a_baseline_can_use_them(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
     pytester.makepyfile("import numpy as np\n\ndef test_a():\n    np.add(np.ones(3), 1)\n")
@@ -287,12 +287,16 @@ def test_rounds_too_few_to_judge_run_no_references_unless_they_record(
         (test,) = json.loads((pytester.path / "r.json").read_text())["tests"].values()
         return [k for k in ("speed_ref", "native_ref") if k in test["summary"]]
 
-    # One round is never judged on time (3 are needed): the references would serve nothing.
-    assert refs("--opprof-rounds", "1") == []
-    # An update run keeps them (a later run pools its rounds with them), as does a run
-    # told to judge times anyway, and any run of enough rounds to judge.
     both = ["speed_ref", "native_ref"]
-    assert refs("--opprof-rounds", "1", "--opprof-update-baselines") == both
-    assert refs("--opprof-rounds", "1", "--opprof-force-time") == both
+    # No baseline and none being recorded: no time verdict for the references to serve,
+    # however many rounds run.
+    assert refs() == []  # auto
+    assert refs("--opprof-rounds", "3") == []
+    # An update run keeps them (a later run pools its rounds with them) ...
+    assert refs("--opprof-rounds", "3", "--opprof-update-baselines") == both
+    # ... and a run with enough rounds to judge against that baseline runs them.
+    assert refs() == both
     assert refs("--opprof-rounds", "3") == both
-    assert refs() == both  # auto
+    # One round is never judged on time (3 are needed), unless told to judge times anyway.
+    assert refs("--opprof-rounds", "1") == []
+    assert refs("--opprof-rounds", "1", "--opprof-force-time") == both

@@ -111,13 +111,15 @@ def needs_confirmation(
     return undecided()
 
 
-def needs_references(fixed: int | None, judged_from: int, records: bool) -> bool:
+def needs_references(fixed: int | None, times_judged: Callable[[int], bool]) -> bool:
     """Whether the rounds run the machine-speed references: they serve time verdicts and
-    the baselines that keep them, so a fixed number of rounds below ``judged_from`` (the
-    verdict's ``time_min_rounds``) that ``records`` nothing (no update run, no
-    ``--opprof-force-time``) skips them.  Measured on numpy's ``test_umath`` at one round
-    (4,761 tests, most under 1 ms): they were 2.6 s of the 11.7 s ``--opprof`` added."""
-    return fixed is None or fixed >= judged_from or records
+    the baselines that keep them, so they run only where ``times_judged`` (the gate's
+    ``times_judged``) says this test's rounds, ``fixed`` or ``auto``'s most, buy one: a
+    baseline being recorded, or a stored one whose times they would judge.  A test outside
+    the rootdir, or with no baseline in a run that records none, skips them.  Measured
+    on numpy's ``test_umath`` (4,761 tests, no baselines): 2.6 s of the 11.7 s
+    ``--opprof`` added at one round; about 1 ms a test at the default rounds."""
+    return times_judged(fixed if fixed is not None else AUTO_ROUNDS)
 
 
 def rounds_line(fixed: int | None, min_time_ns: int) -> str:

@@ -36,7 +36,6 @@ from pytest_opprof.errors import MarkerUsageError
 from pytest_opprof.gate.results import wants_flame
 from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import TestSummary, summarize_rounds
-from pytest_opprof.gate.verdict import Tolerances
 from pytest_opprof.gate.waiting import WORK_WAIT_LIMIT
 from pytest_opprof.model.tree import build_tree
 from pytest_opprof.plugin import rounds as policy
@@ -189,10 +188,9 @@ class Worker:
         running = threading.enumerate()
         item.stash[threads_before_key] = frozenset(running)
         self._mute(running)
-        gate = self.options.gate
         rounds = Rounds(
             references=policy.needs_references(
-                settings.rounds, Tolerances.time_min_rounds, gate.update or gate.force_time
+                settings.rounds, lambda n: self.gate.times_judged(item.nodeid, n)
             )
         )
         # The pools keep their pinned size from the warmup (which warms them at that size)
