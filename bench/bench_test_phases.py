@@ -11,7 +11,8 @@ a call; the pytest run without ``--opprof`` gives the protocol's plain time.
     python bench/bench_test_phases.py [--tests 1000] [-- PYTEST ARGS]
 
 With ``--tests 0`` the pytest arguments name what runs, e.g. numpy's own tests (from
-a directory outside the repository, ``PYTHONPATH`` naming the checkout):
+a directory outside the repository, ``PYTHONPATH`` naming the checkout; ``--refs`` runs
+the real speed references):
 ``--tests 0 -- --opprof --opprof-rounds 1 --pyargs numpy._core.tests.test_umath``.
 """
 
@@ -54,6 +55,7 @@ TIMED = (
     ("pytest_opprof.capture.profiler", "profile.start"),
     ("pytest_opprof.capture.profiler", "profile.stop"),
     ("pytest_opprof.capture.profiler", "profile.key_averages"),
+    ("pytest_opprof.capture.speed_probe", "references_ns"),
     ("pytest_opprof.capture.contention", "ContentionProbe.start"),
     ("pytest_opprof.capture.contention", "ContentionProbe.stop"),
 )
@@ -173,6 +175,9 @@ class _Timers:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tests", type=int, default=1000)
+    parser.add_argument(
+        "--refs", action="store_true", help="run the real speed references (stubbed otherwise)"
+    )
     parser.add_argument("pytest_args", nargs="*", help="after --: pytest arguments")
     args = parser.parse_args()
     extra = args.pytest_args or ["--opprof", "--opprof-rounds", "1"]
@@ -181,7 +186,7 @@ def main() -> None:
             body = "".join(f"def test_{i}():\n    assert {i} >= 0\n\n" for i in range(args.tests))
             Path(tmp, "test_trivial.py").write_text(body)
         Path(tmp, "pytest.ini").write_text("[pytest]\n")
-        Path(tmp, "conftest.py").write_text(NO_REFS)
+        Path(tmp, "conftest.py").write_text("" if args.refs else NO_REFS)
         os.chdir(tmp)
         t0 = time.perf_counter()
         pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", *extra], [_Timers()])

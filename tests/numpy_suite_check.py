@@ -78,7 +78,7 @@ COUNTER = textwrap.dedent(
         manager = config.pluginmanager.get_plugin("opprof-controller")
         if manager is not None:
             STATS["profiled"] = len(manager.results)
-            STATS["ops"] = sum(r.summary.op_count for r in manager.results)
+            STATS["ops"] = sum(line.op_count for line in manager.results)
 
 
     @pytest.hookimpl(trylast=True)

@@ -22,7 +22,7 @@ from pytest_opprof.gate.summary import RoundFigures, TestSummary, TimeStats, sum
 from pytest_opprof.gate.verdict import NEW, compare
 from pytest_opprof.plugin.kept import Lines, summary_line
 from pytest_opprof.plugin.payload import ProfiledTest
-from pytest_opprof.render.report import render_markdown
+from pytest_opprof.render.report import render_markdown, session_lines
 
 
 def test_results_come_back_equal_and_render_the_same(tmp_path: Path) -> None:
@@ -327,3 +327,29 @@ def test_the_verdict_of_a_test_without_baseline_is_written_short() -> None:
     assert short.verdict is NEW
     assert whole.verdict == NEW and whole.verdict is not NEW
     assert short == TestResult("t.py::test_a", simple_summary(), NEW)
+
+
+def test_without_a_report_only_the_results_the_summary_reads_are_kept(tmp_path: Path) -> None:
+    base = tmp_path / "baselines"
+    first = BaselineSession(GateOptions(base), machine=machine())
+    regressing = "tests/test_a.py::test_r"
+    first.judge(regressing, simple_summary(), {})
+    first.stage(regressing, simple_summary())
+    first.write()
+    session = BaselineSession(GateOptions(base, keep_results=False), machine=machine())
+    for i in range(3):
+        assert session.judge(f"tests/test_a.py::test_{i}", simple_summary(), {}).label == "new"
+    judged = session.judge(regressing, simple_summary(matmul_flops=3_000_000), {}).result
+    assert judged is not None and judged.verdict.status == "regressed"
+    # Three new tests are counted in memory, not spooled; the regressed one is, and the
+    # terminal summary finds it by its place among the judged.
+    assert [j.status for j in session.judged] == ["new", "new", "new", "regressed"]
+    assert len(session.results) == 1 and session.result_of(3) == judged
+    assert any(regressing in line for line in session_lines(session))
+    with pytest.raises(KeyError):
+        session.result_of(0)
+    # With a report asked for (the default for a session built in code), every one is.
+    every = BaselineSession(GateOptions(base), machine=machine())
+    for i in range(3):
+        every.judge(f"tests/test_a.py::test_{i}", simple_summary(), {})
+    assert len(every.results) == 3 and every.result_of(1).nodeid == "tests/test_a.py::test_1"

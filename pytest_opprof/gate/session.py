@@ -74,6 +74,11 @@ class GateOptions:
     html_path: Path | None = None
     blas_threads: int | None = None
     """The pools' size in the measured rounds where pinned (``--opprof-blas-threads``)."""
+    keep_results: bool = True
+    """Keep every judged test's result for the reports.  False (the plugin, when no report
+    is asked for) keeps only those the terminal summary reads back: regressed, busy, judged
+    on work time, or with figures that vary (spooling every result cost a judged trivial
+    test 60 us)."""
 
     def tolerances(self) -> Tolerances:
         """The session's thresholds as the verdict takes them."""
@@ -97,9 +102,6 @@ class Judgement:
     error: str | None = None
     fails: bool = False
     """Whether the test must fail (a regression, a required baseline, an unusable file)."""
-    place: int | None = None
-    """Where ``result`` lies in :attr:`BaselineSession.results` (None without a result):
-    the plugin's collector refers to it rather than spooling the figures again."""
 
     @property
     def label(self) -> str:
@@ -130,7 +132,11 @@ class BaselineSession:
         self.tolerances = options.tolerances()
         self._machine = machine
         self.results: Spool[TestResult] = Spool()
-        """Every judged test's result, on disk until the reports read them (see spool.py)."""
+        """The judged tests' results, on disk until the reports read them (see spool.py):
+        every one's, or with ``keep_results`` False those :meth:`result_of` can be asked for."""
+        self._kept_at: dict[int, int] = {}
+        """Without ``keep_results``: a judged test's place in :attr:`results`, by its place
+        in :attr:`judged`."""
         self.judged: list[Judged] = []
         """Per result, in the same order: its status and flags (about 100 bytes a test)."""
         self.errors: dict[str, str] = {}
@@ -310,18 +316,25 @@ class BaselineSession:
         if self.options.update:  # only staging reads it
             self._verdicts[nodeid] = (verdict, tolerances)
         result = TestResult(nodeid, summary, verdict, baseline_file=shown)
-        place = len(self.results)
-        self.results.append(result)
-        self.judged.append(
-            Judged(
-                nodeid,
-                verdict.status,
-                verdict.time_not_judged is not None,
-                bool(verdict.work_time),
-                bool(verdict.varying),
-            )
+        judged = Judged(
+            nodeid,
+            verdict.status,
+            verdict.time_not_judged is not None,
+            bool(verdict.work_time),
+            bool(verdict.varying),
         )
-        return Judgement(result, None, self.fails(result), place)
+        if self.options.keep_results:
+            self.results.append(result)
+        elif judged.status == "regressed" or judged.busy or judged.work_time or judged.varying:
+            self._kept_at[len(self.judged)] = len(self.results)
+            self.results.append(result)
+        self.judged.append(judged)
+        return Judgement(result, None, self.fails(result))
+
+    def result_of(self, i: int) -> TestResult:
+        """The result of :attr:`judged`'s ``i``-th test (kept for a test the terminal
+        summary reads: regressed, busy, judged on work time or varying)."""
+        return self.results[i if self.options.keep_results else self._kept_at[i]]
 
     def fails(self, result: TestResult) -> bool:
         """Whether a judged test fails: a regression, or no baseline where one is required;

@@ -700,8 +700,9 @@ def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None)
         max_speed_change=MAX_SPEED_CHANGE.read(config),
         warn_only=WARN_ONLY.read(config),
         require_baselines=REQUIRE_BASELINES.read(config),
-        report_path=REPORT.read(config),
-        markdown_path=MARKDOWN.read(config),
-        html_path=HTML.read(config),
+        report_path=(report := REPORT.read(config)),
+        markdown_path=(markdown := MARKDOWN.read(config)),
+        html_path=(html := HTML.read(config)),
         blas_threads=blas_threads,
+        keep_results=any(path is not None for path in (report, markdown, html)),
     )

@@ -315,7 +315,7 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
     for i, j in enumerate(session.judged):
         counts[j.status] += 1
         if j.status == "regressed":
-            r = session.results[i]
+            r = session.result_of(i)
             if not session.fails(r):  # not failed: this is the only place it shows
                 regressed.append(["", render_text(r, row_limit=row_limit)])
             else:
@@ -326,14 +326,14 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
             new.append(j.nodeid)
         if j.busy:
             n_busy += 1
-            busy = busy or [(j.nodeid, session.results[i].verdict)]
+            busy = busy or [(j.nodeid, session.result_of(i).verdict)]
         if j.work_time:
             n_worked += 1
-            worked = worked or [(j.nodeid, session.results[i].verdict)]
+            worked = worked or [(j.nodeid, session.result_of(i).verdict)]
         if j.varying:
             n_varying += 1
             if n_varying <= row_limit:
-                varying.append(f"  {j.nodeid}: {varying_figures(session.results[i].verdict)}")
+                varying.append(f"  {j.nodeid}: {varying_figures(session.result_of(i).verdict)}")
     shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     if session.errors:
         shown += (", " if shown else "") + f"{len(session.errors)} unusable baseline"
