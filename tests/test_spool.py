@@ -25,13 +25,18 @@ from pytest_opprof.plugin.payload import ProfiledTest
 from pytest_opprof.render.report import render_markdown, session_lines
 
 
-def test_results_come_back_equal_and_render_the_same(tmp_path: Path) -> None:
-    base = tmp_path / "baselines"
+def _recorded(base: Path, nodeid: str) -> None:
+    """Write a baseline of ``simple_summary()`` for ``nodeid`` under ``base``."""
     first = BaselineSession(GateOptions(base), machine=machine())
-    nodeid = "tests/test_a.py::test_x[a-1]"
     first.judge(nodeid, simple_summary(), {})
     first.stage(nodeid, simple_summary())
     first.write()
+
+
+def test_results_come_back_equal_and_render_the_same(tmp_path: Path) -> None:
+    base = tmp_path / "baselines"
+    nodeid = "tests/test_a.py::test_x[a-1]"
+    _recorded(base, nodeid)
     session = BaselineSession(GateOptions(base), machine=machine())
     judged = session.judge(nodeid, simple_summary(matmul_flops=3_000_000), {}).result
     assert judged is not None and judged.verdict.failed and judged.verdict.reasons
@@ -331,11 +336,8 @@ def test_the_verdict_of_a_test_without_baseline_is_written_short() -> None:
 
 def test_without_a_report_only_the_results_the_summary_reads_are_kept(tmp_path: Path) -> None:
     base = tmp_path / "baselines"
-    first = BaselineSession(GateOptions(base), machine=machine())
     regressing = "tests/test_a.py::test_r"
-    first.judge(regressing, simple_summary(), {})
-    first.stage(regressing, simple_summary())
-    first.write()
+    _recorded(base, regressing)
     session = BaselineSession(GateOptions(base, keep_results=False), machine=machine())
     for i in range(3):
         assert session.judge(f"tests/test_a.py::test_{i}", simple_summary(), {}).label == "new"
