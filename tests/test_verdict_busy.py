@@ -360,9 +360,10 @@ def test_ops():
     # Quiet means the machine kept its speed between the recording and the gate: where
     # its speed references moved past the default limit (another job started beside it;
     # under such load matmul read 33% slower once) the time is not judged, and the pair
-    # is run again, at most three times.
+    # is run again, at most five times (beside the parallel suite in CI, three pairs in a
+    # row once all ran the references 40%+ slower than their recording).
     speed = "--opprof-max-speed-change=25%"
-    for _ in range(3):
+    for _ in range(5):
         monkeypatch.delenv("SORTS", raising=False)
         run_pytest("--opprof-update-baselines", speed).assert_outcomes(passed=1)
         monkeypatch.setenv("SORTS", "4")
