@@ -145,13 +145,15 @@ def test_summary_lines_come_back_as_made_with_their_extras() -> None:
             trace_path="/t/2.json",
         ),
         ProfiledTest("tests/test_b.py::test_3", True, simple_summary(rounds=1)),
+        ProfiledTest("tests/test_b.py::test_4", True, empty),
     ]
     lines = Lines()
     for payload in payloads:
         lines.append(payload)
     made = [summary_line(p) for p in payloads]
-    assert len(lines) == 4 and list(lines) == made and lines[:] == made
+    assert len(lines) == 5 and list(lines) == made and lines[:] == made
     assert lines[-1] == made[-1] and lines[1].marked and not lines[0].marked
+    assert lines[4].marked and lines[4].top_op is None  # marked, with no op
     first = made[0]
     # numpy.matmul's 800 us a round is the top op; the scope and add count in the sum.
     assert first.top_op == "numpy.matmul" and first.op_count == payloads[0].summary.op_count
@@ -163,7 +165,7 @@ def test_summary_lines_come_back_as_made_with_their_extras() -> None:
     assert lines.trace_paths() == ["/t/2.json"]
     assert lines.partial() == [(5, "tests/test_a.py::test_2")]
     with pytest.raises(IndexError):
-        lines[4]
+        lines[5]
 
 
 @dataclasses.dataclass

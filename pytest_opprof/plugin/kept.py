@@ -77,8 +77,8 @@ class Lines(Sequence[SummaryLine]):
         self._numbers = array("d")
         """Per test, 6 numbers: wall, share, op count, ops' self, top's self, dropped."""
         self._tops = array("l")
-        """Per test, its top op's index in ``_names`` (-1: none); negative-marked tests
-        are marked: ``-2 - index``."""
+        """Per test, its top op's index in ``_names`` (-1: none)."""
+        self._marked = array("b")
         self._names: list[str] = []
         self._name_ids: dict[str, int] = {}
         self._extras: dict[int, tuple[str | None, str | None]] = {}
@@ -108,19 +108,16 @@ class Lines(Sequence[SummaryLine]):
                 line.dropped_events,
             )
         )
-        # The marker flag rides in the top op's slot: one array, not two.
-        self._tops.append(-2 - top if line.marked else top)
+        self._tops.append(top)
+        self._marked.append(line.marked)
 
     def _line(self, i: int) -> SummaryLine:
         wall, share, count, ops_self, top_self, dropped = self._numbers[6 * i : 6 * i + 6]
         top = self._tops[i]
-        marked = top <= -2
-        if marked:
-            top = -2 - top
         table, trace_path = self._extras.get(i, (None, None))
         return SummaryLine(
             self._nodeids[i],
-            marked,
+            bool(self._marked[i]),
             wall,
             share,
             int(count),
