@@ -80,7 +80,9 @@
     if (xm || ym) return xm && ym ? 0 : xm ? 1 : -1; // missing figures last either way
     if (typeof x === "string") r = x < y ? -1 : x > y ? 1 : 0;
     else r = x - y;
-    return state.asc ? r : -r;
+    if (!state.asc) r = -r;
+    // Equal figures (stored times are rounded) fall back to the name, so the order is one order.
+    return r || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
   }
   function matches(row) {
     if (state.status && row.st !== state.status) return false;
