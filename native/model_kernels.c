@@ -223,6 +223,45 @@ static inline double kind_cost(const double *table, int64_t n_kinds, int64_t kin
     return kind == OPPROF_KIND_MEMORY || kind >= n_kinds ? 0.0 : table[kind];
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether the children still waiting at the end of the pass are orphans: their
+ * parents are in no row (dropped at the event limit, which cuts a session's
+ * latest events).  Then they are roots, as the tree makes them, and the sums
+ * stand: a waiting child only ever adds to its parent when that parent's row
+ * comes.  A waiting child whose parent is in some row was passed over (another
+ * order than children-then-parent): not so. */
+static int all_orphans(const opprof_event *ev, int64_t n, const pending *waiting, int64_t k)
+{
+    int64_t *parents = malloc((size_t)k * sizeof *parents);
+    if (!parents)
+        return 0;
+    for (int64_t j = 0; j < k; j++)
+        parents[j] = waiting[j].parent;
+    qsort(parents, (size_t)k, sizeof *parents, cmp_i64);
+    int ok = 1;
+    for (int64_t i = 0; i < n && ok; i++) {
+        int64_t id = ev[i].id;
+        if (id < parents[0] || id > parents[k - 1])
+            continue;
+        size_t lo = 0, hi = (size_t)k;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (parents[mid] < id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        ok = !(lo < (size_t)k && parents[lo] == id);
+    }
+    free(parents);
+    return ok;
+}
+
 int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int64_t *restrict group,
                           int64_t memory_group, int64_t m, int64_t *restrict parent_row,
                           int64_t *restrict sums, int64_t *restrict first_row,
@@ -304,7 +343,7 @@ int opprof_model_key_sums(const opprof_event *restrict ev, int64_t n, const int6
         if (first_row[g] < 0 || canonical_before(ev, i, first_row[g]))
             first_row[g] = i;
     }
-    if (status == OPPROF_OK && top > 0)
+    if (status == OPPROF_OK && top > 0 && !all_orphans(ev, n, stack, top))
         status = opprof_fail(OPPROF_E_UNSUPPORTED,
                              "opprof_model_key_sums: parent %lld of row %lld not found after it",
                              (long long)stack[top - 1].parent, (long long)stack[top - 1].row);

@@ -48,9 +48,10 @@ int opprof_model_pairs(const opprof_event *ev, int64_t n, int64_t *pair, int64_t
  * when end < start), CPU self the total minus its direct children's totals;
  * memory self self_alloc - self_free, device self device_ns (-1 counts 0);
  * their totals sum self over the subtree.  *device_events counts events with
- * device_ns >= 0.  OPPROF_E_UNSUPPORTED when a parent is -2 or when some
- * parent id is not found after its child (other order, dropped parents): the
- * model then takes its numpy path.  With corrections not NULL, also fills
+ * device_ns >= 0.  A child whose parent id is in no row (its parent dropped
+ * at the event limit) is a root.  OPPROF_E_UNSUPPORTED when a parent is -2 or
+ * when some parent id is in a row but not found after its child (other order):
+ * the model then takes its numpy path.  With corrections not NULL, also fills
  * corrections[g] (m entries, ns), the profiler's own cost inside the group's
  * self time: inside_ns[kind] summed over the group's events plus
  * outside_ns[kind] over the direct children of its events

@@ -30,7 +30,13 @@ from pytest_opprof.gate.summary import (
     summarize_rounds,
 )
 from pytest_opprof.model import FunctionEventAvg, key_averages, library_self_ns
-from pytest_opprof.model.averages import _average_native, _grouped_sums, _round_sums, op_sums
+from pytest_opprof.model.averages import (
+    _average_native,
+    _grouped_sums,
+    _orphans_as_roots,
+    _round_sums,
+    op_sums,
+)
 
 
 def _both(records: Records, by_shape: bool) -> tuple[RoundFigures, RoundFigures] | None:
@@ -89,7 +95,7 @@ def test_the_one_call_pass_gives_the_general_pass_sums(
         records = without_last(records)
     fast = _round_sums(_native, records, with_flops)
     general = _grouped_sums(_native, records, False, with_flops)
-    if fast is None:  # orphans (a cut drain) or crossed threads: op_sums takes the general pass
+    if fast is None:  # crossed threads: op_sums takes the general pass
         assert op_sums(records, with_flops=with_flops) == general
         return
     assert general is not None
@@ -112,6 +118,37 @@ def test_a_real_round_takes_the_one_call_pass() -> None:
     assert _by_op(fast)["numpy.matmul"][7] == 2 * 2 * 3 * 4 * 3
     assert "[memory]" in fast.keys  # memory events: their own group, named as the rows name it
     assert fast.library_self_ns > 0
+
+
+def test_a_cut_drain_takes_the_one_call_pass_with_its_orphans_as_roots() -> None:
+    # The event limit drops the last commits ("c", "f" and "a"): "b" and "d" name their
+    # dropped parents "a" and "c".  The pass makes them roots where they wait,
+    # without the copy of every event that rewriting their parent ids costs.
+    roots = [
+        Ev("e", 0, 5),
+        Ev("a", 6, 40, [Ev("b", 7, 9), Ev("c", 10, 30, [Ev("d", 11, 12)]), Ev("f", 31, 33)]),
+    ]
+    records = drain_order(records_from(roots))
+    cut = dataclasses.replace(records, events=records.events[:-3])
+    assert [records.names[i] for i in cut.events["name"].tolist()] == ["e", "b", "d"]
+    fast = _round_sums(_native, cut, True)
+    assert fast is not None
+    repaired = _orphans_as_roots(_native, cut.events)
+    assert repaired is not None
+    assert (repaired["parent"] == -1).all()
+    again = _round_sums(_native, dataclasses.replace(cut, events=repaired), True)
+    assert again is not None
+    assert _by_op(fast) == _by_op(again)
+    assert fast.library_self_ns == again.library_self_ns == library_self_ns(cut)
+
+
+def test_a_parent_before_its_child_is_refused_not_taken_for_an_orphan() -> None:
+    # A waiting child whose parent is in some row was passed over: no sums from the pass
+    # (the numpy path takes such records).
+    records = drain_order(records_from([Ev("a", 0, 10, [Ev("b", 2, 4)])]))
+    swapped = dataclasses.replace(records, events=records.events[::-1].copy())
+    assert _round_sums(_native, swapped, True) is None
+    assert _grouped_sums(_native, swapped, False, True) is None
 
 
 def test_records_the_pass_refuses_have_no_sums() -> None:

@@ -241,10 +241,11 @@ def _native_groups(
     events, as the rows are; else by group id); None where the pass does not apply.
 
     ``opprof_model_key_sums`` needs every parent to follow its children on the
-    same thread (a native drain).  A session cut at the event limit breaks that
-    only by its orphans (children of dropped events, whose parent id names
-    nothing): they become roots, as the tree makes them, and the pass runs again.
-    Unknown parents (torch) or another order are left to the numpy path.
+    same thread (a native drain).  A session cut at the event limit leaves orphans
+    (children of dropped events, whose parent id names nothing): the pass makes them
+    roots itself, as the tree does.  Where it refuses them anyway (an orphan in the
+    way of a child whose parent is there), they are made roots here and the pass
+    runs again.  Unknown parents (torch) or another order are left to the numpy path.
     """
     ev = records.events
     names, memory_group = names_with_memory(records)
@@ -424,8 +425,7 @@ def _round_sums(module: Any, records: Records, with_flops: bool) -> OpSums | Non
     """:func:`op_sums` by name in one C pass (sums, library self time, the shaped pairs)
     and, where some pair has a FLOP formula, one more for the FLOPs: the numpy glue
     around five kernel calls cost more than the passes on a test's round.  None where
-    the pass does not apply (a drain cut at the event limit: the general path makes its
-    orphans roots)."""
+    the pass does not apply (then the general path, which can make orphans roots first)."""
     ev = records.events
     names = records.names
     memory_group = _memory_id(names)
