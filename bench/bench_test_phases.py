@@ -54,6 +54,8 @@ TIMED = (
     ("pytest_opprof.gate.spool", "Spool.append"),
     ("pytest_opprof.capture.profiler", "profile.start"),
     ("pytest_opprof.capture.profiler", "profile.stop"),
+    ("pytest_opprof._native", "drain"),
+    ("pytest_opprof.capture.sources.memory_source", "memory_stats"),
     ("pytest_opprof.capture.profiler", "profile.key_averages"),
     ("pytest_opprof.capture.speed_probe", "references_ns"),
     ("pytest_opprof.capture.contention", "ContentionProbe.start"),
