@@ -16,6 +16,7 @@ import pytest_opprof as opprof
 from pytest_opprof.capture import profiler
 from pytest_opprof.capture.records import KIND_NUMPY, KIND_SCOPE
 from pytest_opprof.gate.summary import RoundFigures
+from pytest_opprof.model.overhead import Overhead
 
 ATTEMPTS = 9
 """Timing tests judge their least disturbed attempt: on a VM whose speed swings from
@@ -64,9 +65,10 @@ def _nested_errors(children: int, depth: int) -> tuple[float, float]:
 
     # The unprofiled loops are timed right before and right after the profiled one: another
     # process on the other core (a pytest-xdist worker) slows all of them alike.  So is
-    # the profiler's own cost: calibrated once a process, at its first profile, it came
-    # out 3x the quiet figure in a CI worker whose first profile ran beside heavy tests.
-    # This test holds the subtraction to the truth, so each attempt calibrates afresh.
+    # the profiler's own cost: calibrated at a process's first profile (and once a minute
+    # after), it came out 3x the quiet figure in a CI worker whose first profile ran
+    # beside heavy tests.  This test holds the subtraction to the truth, so each attempt
+    # calibrates afresh.
     profiler._overheads.clear()
     before = root_share()
     with opprof.profile(capture=["none"], profile_memory=False) as prof:
@@ -149,3 +151,45 @@ def test_baseline_figures_use_raw_self_times() -> None:
     assert outer.self_cpu_time_total < outer.self_cpu_time_total_raw
     figures = RoundFigures.from_events(rows, wall_time_ns=prof.wall_time_ns, cpu_time_ns=1)
     assert figures.ops["outer"].self_cpu_ns == round(outer.self_cpu_time_total_raw * 1000)
+
+
+def test_one_calibration_made_beside_other_work_is_outvoted() -> None:
+    quiet = Overhead(inside_ns={KIND_SCOPE: 160.0}, outside_ns={KIND_SCOPE: 25.0})
+    busy = Overhead(inside_ns={KIND_SCOPE: 180.0}, outside_ns={KIND_SCOPE: 75.0})
+    again = Overhead(
+        inside_ns={KIND_SCOPE: 162.0, KIND_NUMPY: 0.0},
+        outside_ns={KIND_SCOPE: 27.0, KIND_NUMPY: 31.0},
+    )
+    median = Overhead.median([quiet, busy, again])
+    assert median.inside_ns == {KIND_SCOPE: 162.0, KIND_NUMPY: 0.0}
+    assert median.outside_ns == {KIND_SCOPE: 27.0, KIND_NUMPY: 31.0}
+
+
+def test_the_profiler_calibrates_again_after_a_while_and_uses_the_median(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def run() -> opprof.profile:
+        with opprof.profile(capture=["none"], profile_memory=False) as prof:
+            with opprof.record_function("root"):
+                pass
+        return prof
+
+    profiler._overheads.clear()
+    first = run().overhead
+    assert first is not None and first.outside_ns
+    assert run().overhead is first  # within the minute: the same calibration
+    [key] = [k for k, (_, kept) in profiler._calibrations.items() if first in kept]
+    assert profiler._calibrations[key][1] == [first]
+
+    monkeypatch.setattr(profiler, "RECALIBRATE_S", 0.0)  # every profile is "a minute later"
+    for _ in range(profiler.CALIBRATIONS_KEPT + 2):
+        used = run().overhead
+    _, kept = profiler._calibrations[key]
+    assert len(kept) == profiler.CALIBRATIONS_KEPT  # the last few
+    assert all(k is not first for k in kept)
+    assert used == Overhead.median(kept)
+    assert profiler._overheads[key] is used
+
+    profiler._overheads.clear()  # a fresh start forgets the history
+    run()
+    assert len(profiler._calibrations[key][1]) == 1

@@ -1,4 +1,5 @@
-"""Calibrate the profiler's own cost per event, once per process, at the first profile.
+"""Calibrate the profiler's own cost per event: at a process's first profile, then about
+once a minute (the profiler uses the median of the last few).
 
 For each event kind the same loop runs with the profiler idle (hooks installed,
 nothing recording) and recording inside an open scope; the difference per

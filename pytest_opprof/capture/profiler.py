@@ -58,8 +58,16 @@ os.register_at_fork(after_in_child=_new_lock_in_child)
 _active: profile | None = None
 # Read by record_function before any native call; written under _lock.
 _recording = False
-# Profiler cost per event, calibrated once per process for each (options, numpy hooked).
+# Profiler cost per event for each (options, numpy hooked): the median of the last
+# CALIBRATIONS_KEPT calibrations, one at the first profile and one at the first profile
+# after each RECALIBRATE_S.  A single calibration made while other work held the CPU
+# (a pytest-xdist worker starting beside the others) read a scope's cost 3x high, and
+# every corrected self time of the process kept that error; ~15 ms a minute bounds it.
 _overheads: dict[tuple[int, bool], Overhead] = {}
+_calibrations: dict[tuple[int, bool], tuple[float, list[Overhead]]] = {}
+"""Per key, (``time.monotonic()`` of the last calibration, the last few calibrations)."""
+RECALIBRATE_S = 60.0
+CALIBRATIONS_KEPT = 5
 
 
 def _set_recording(on: bool) -> None:
@@ -78,7 +86,8 @@ class profile:  # lower case: torch.profiler's spelling
     call of each name; ``device_memory`` then holds the device memory peak and
     ``not_measured`` says what could not be measured and why.
     ``subtract_overhead``: subtract the profiler's own cost per event (calibrated
-    at the first profile of the process, see ``calibration``) from self times in
+    at the first profile of the process and about once a minute after, see
+    ``calibration``) from self times in
     :meth:`events` and :meth:`key_averages`; ``overhead`` holds it, and every
     row keeps ``self_cpu_time_total_raw``.
     ``memory_events``: one ``[memory]`` event per allocation or free outside any
@@ -337,14 +346,27 @@ def stop_abandoned() -> bool:
 
 
 def _overhead(options: int, acquired: list[sources.Source]) -> Overhead:
-    """The calibrated cost per event for these options (measured at first need)."""
+    """The calibrated cost per event for these options (measured at first need, and again
+    at the first profile after each ``RECALIBRATE_S``)."""
     numpy_hooked = any(source.name == "numpy" for source in acquired)
     key = (options, numpy_hooked)
-    if key not in _overheads:
-        from pytest_opprof.capture.calibration import calibrate
+    current = _overheads.get(key)
+    now = time.monotonic()
+    taken_at, kept = _calibrations.get(key, (now, []))
+    if current is not None and now - taken_at < RECALIBRATE_S:
+        return current
+    from pytest_opprof.capture.calibration import calibrate
+    from pytest_opprof.model.overhead import Overhead
 
-        _overheads[key] = calibrate(_set_recording, record_function, numpy_hooked, options)
-    return _overheads[key]
+    if current is None:  # the first, or the cache was cleared: start the history over
+        kept = []
+    kept = [
+        *kept[-(CALIBRATIONS_KEPT - 1) :],
+        calibrate(_set_recording, record_function, numpy_hooked, options),
+    ]
+    _calibrations[key] = (now, kept)
+    _overheads[key] = current = Overhead.median(kept)
+    return current
 
 
 _plans: dict[tuple[object, ...], tuple[Plan, tuple[str, ...]]] = {}

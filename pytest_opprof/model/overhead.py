@@ -5,8 +5,9 @@ the start and end clock reads: the event's own self time grows) and *outside*
 it (before the start read and after the end read: its parent's self time
 grows, once per child).  :class:`Overhead` holds both per event kind, in ns,
 as calibrated by ``capture.calibration.calibrate`` at the first profile of a
-process; :func:`self_corrections_ns` turns them into the ns to subtract from
-each event's self time.  Totals (``cpu_time_total``) stay as measured, and every
+process and again about once a minute (the median of the last few is used);
+:func:`self_corrections_ns` turns them into the ns to subtract from each event's
+self time.  Totals (``cpu_time_total``) stay as measured, and every
 row keeps ``self_cpu_time_total_raw`` (us): the figure before subtraction.
 
 Baselines store the raw self times (see :mod:`pytest_opprof.gate.summary`): the calibration varies
@@ -17,7 +18,8 @@ constant per event of the machine and build, cancels when op counts match.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +41,20 @@ class Overhead:
     def per_event_ns(self, kind: int) -> float:
         """Whole cost of one event of ``kind``, ns."""
         return self.inside_ns.get(kind, 0.0) + self.outside_ns.get(kind, 0.0)
+
+    @classmethod
+    def median(cls, overheads: Sequence[Overhead]) -> Overhead:
+        """Per kind, the median of each figure over ``overheads`` (at least one): one
+        calibration made while other work had the CPU is outvoted by the others."""
+        inside = {
+            kind: statistics.median(o.inside_ns[kind] for o in overheads if kind in o.inside_ns)
+            for kind in {k for o in overheads for k in o.inside_ns}
+        }
+        outside = {
+            kind: statistics.median(o.outside_ns[kind] for o in overheads if kind in o.outside_ns)
+            for kind in {k for o in overheads for k in o.outside_ns}
+        }
+        return cls(inside_ns=inside, outside_ns=outside)
 
     def describe(self) -> str:
         """``"profiler overhead subtracted: 31 ns/numpy op, 610 ns/scope"``."""
