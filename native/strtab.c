@@ -273,12 +273,34 @@ static strvec stack_text;
 void opprof_strtab_lock(void) { pthread_mutex_lock(&tables_lock); }
 void opprof_strtab_unlock(void) { pthread_mutex_unlock(&tables_lock); }
 
+/* A cleared shape table keeps memory up to these sizes for the next session:
+ * grown again from empty at each drain, a test's few hundred shapes paid a
+ * calloc and a rehash per doubling.  Past them (a loop of distinct shapes) it
+ * is given back, and a kept index is zeroed at each clear, so it stays small. */
+#define OPPROF_SHAPE_KEEP_SLOTS 4096
+#define OPPROF_SHAPE_KEEP_WORDS (1 << 17)
+
 void opprof_strtab_clear(void)
 {
-    free(shapes.w);
-    free(shapes.start);
-    free(shapes.ix);
-    memset(&shapes, 0, sizeof shapes);
+    if (shapes.ix_cap > OPPROF_SHAPE_KEEP_SLOTS) {
+        free(shapes.ix);
+        shapes.ix = NULL;
+        shapes.ix_cap = 0;
+    } else if (shapes.ix_cap) {
+        memset(shapes.ix, 0, shapes.ix_cap * sizeof *shapes.ix);
+    }
+    if (shapes.w_cap > OPPROF_SHAPE_KEEP_WORDS) {
+        free(shapes.w);
+        shapes.w = NULL;
+        shapes.w_cap = 0;
+    }
+    if (shapes.start_cap > OPPROF_SHAPE_KEEP_WORDS) {
+        free(shapes.start);
+        shapes.start = NULL;
+        shapes.start_cap = 0;
+    }
+    shapes.wn = 0;
+    shapes.n = 0;
     hmap_free(&stack_raw);
     hmap_free(&stack_texts);
     stack_text.n = 0;
@@ -288,10 +310,13 @@ void opprof_strtab_clear(void)
 int opprof_strtab_ready(void)
 {
     if (shapes.n == 0) {
-        shapes.start = calloc(64, sizeof *shapes.start);
-        if (!shapes.start)
-            return 0;
-        shapes.start_cap = 64;
+        if (!shapes.start) {
+            shapes.start = calloc(64, sizeof *shapes.start);
+            if (!shapes.start)
+                return 0;
+            shapes.start_cap = 64;
+        }
+        shapes.start[0] = shapes.start[1] = 0;
         shapes.n = 1; /* start[0] = start[1] = 0: id 0 holds no words */
     }
     return stack_text.n > 0 || strvec_push(&stack_text, "");
