@@ -246,17 +246,8 @@ static int all_orphans(const opprof_event *ev, int64_t n, const pending *waiting
     int ok = 1;
     for (int64_t i = 0; i < n && ok; i++) {
         int64_t id = ev[i].id;
-        if (id < parents[0] || id > parents[k - 1])
-            continue;
-        size_t lo = 0, hi = (size_t)k;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (parents[mid] < id)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        ok = !(lo < (size_t)k && parents[lo] == id);
+        if (id >= parents[0] && id <= parents[k - 1])
+            ok = !bsearch(&id, parents, (size_t)k, sizeof *parents, cmp_i64);
     }
     free(parents);
     return ok;

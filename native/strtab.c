@@ -273,10 +273,11 @@ static strvec stack_text;
 void opprof_strtab_lock(void) { pthread_mutex_lock(&tables_lock); }
 void opprof_strtab_unlock(void) { pthread_mutex_unlock(&tables_lock); }
 
-/* A cleared shape table keeps memory up to these sizes for the next session:
- * grown again from empty at each drain, a test's few hundred shapes paid a
- * calloc and a rehash per doubling.  Past them (a loop of distinct shapes) it
- * is given back, and a kept index is zeroed at each clear, so it stays small. */
+/* A cleared shape table keeps its memory for the next session up to these
+ * sizes (index slots and ids; words): grown again from empty at each drain, a
+ * test's few hundred shapes paid a calloc and a rehash per doubling.  Past
+ * them (a loop of distinct shapes) it is given back, and a kept index is
+ * zeroed at each clear, so it stays small. */
 #define OPPROF_SHAPE_KEEP_SLOTS 4096
 #define OPPROF_SHAPE_KEEP_WORDS (1 << 17)
 
@@ -294,7 +295,7 @@ void opprof_strtab_clear(void)
         shapes.w = NULL;
         shapes.w_cap = 0;
     }
-    if (shapes.start_cap > OPPROF_SHAPE_KEEP_WORDS) {
+    if (shapes.start_cap > OPPROF_SHAPE_KEEP_SLOTS) {
         free(shapes.start);
         shapes.start = NULL;
         shapes.start_cap = 0;

@@ -87,9 +87,8 @@ class profile:  # lower case: torch.profiler's spelling
     ``not_measured`` says what could not be measured and why.
     ``subtract_overhead``: subtract the profiler's own cost per event (calibrated
     at the first profile of the process and about once a minute after, see
-    ``calibration``) from self times in
-    :meth:`events` and :meth:`key_averages`; ``overhead`` holds it, and every
-    row keeps ``self_cpu_time_total_raw``.
+    ``calibration``) from self times in :meth:`events` and :meth:`key_averages`;
+    ``overhead`` holds it, and every row keeps ``self_cpu_time_total_raw``.
     ``memory_events``: one ``[memory]`` event per allocation or free outside any
     op (the trace's instants, torch's model); False sums each thread's into one
     ``[memory]`` event (the same bytes, much cheaper; torch capture keeps them
