@@ -770,20 +770,18 @@ int opprof_numpy_uninstall(int64_t *foreign)
     return rc;
 }
 
-int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings, int max_args)
+static int np_set_params_locked(intptr_t obj, intptr_t params, int strings, int max_args)
 {
-    PyGILState_STATE g = PyGILState_Ensure();
     PyObject *p = (PyObject *)params;
     np_call *c = np_lookup((PyObject *)obj);
     PyMethodDef *def = c == NULL ? np_def_of((PyObject *)obj, OPPROF_NP_SELF_NONE) : NULL;
     np_slot *s = def != NULL ? *np_def_entry(def) : NULL;
-    int rc = OPPROF_OK;
     if (p != NULL && !PyTuple_CheckExact(p))
-        rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: parameter names must be a tuple");
-    else if (max_args < 1 || max_args > OPPROF_MAX_SHAPE_ARGS)
-        rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: max_args %d is not in 1..%d", max_args,
-                         OPPROF_MAX_SHAPE_ARGS);
-    else if (c != NULL && c->state == NP_OURS) {
+        return opprof_fail(OPPROF_E_ARG, "numpy hooks: parameter names must be a tuple");
+    if (max_args < 1 || max_args > OPPROF_MAX_SHAPE_ARGS)
+        return opprof_fail(OPPROF_E_ARG, "numpy hooks: max_args %d is not in 1..%d", max_args,
+                           OPPROF_MAX_SHAPE_ARGS);
+    if (c != NULL && c->state == NP_OURS) {
         c->params = p;
         c->strings = (uint8_t)(strings != 0);
         c->max_args = (uint8_t)max_args;
@@ -791,18 +789,23 @@ int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings, int max_
         s->params = p;
         s->max_args = (uint8_t)max_args;
     } else
-        rc = opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not hooked", (void *)obj);
+        return opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not hooked", (void *)obj);
+    return OPPROF_OK;
+}
+
+int opprof_numpy_set_params(intptr_t obj, intptr_t params, int strings, int max_args)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = np_set_params_locked(obj, params, strings, max_args);
     PyGILState_Release(g);
     return rc;
 }
 
-int opprof_numpy_set_method(intptr_t obj, intptr_t instance, uint32_t instance_name)
+static int np_set_method_locked(intptr_t obj, intptr_t instance, uint32_t instance_name)
 {
-    PyGILState_STATE g = PyGILState_Ensure();
     np_call *c = np_lookup((PyObject *)obj);
     PyMethodDef *def = c == NULL ? np_def_of((PyObject *)obj, OPPROF_NP_SELF_INSTANCE) : NULL;
     np_slot *s = def != NULL ? *np_def_entry(def) : NULL;
-    int rc = OPPROF_OK;
     if (c != NULL && c->state == NP_OURS) {
         c->method = 1;
         c->instance = (PyObject *)instance;
@@ -811,8 +814,30 @@ int opprof_numpy_set_method(intptr_t obj, intptr_t instance, uint32_t instance_n
         s->instance = (PyObject *)instance;
         s->instance_name = instance_name;
     } else
-        rc =
-            opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not a hooked method", (void *)obj);
+        return opprof_fail(OPPROF_E_ARG, "numpy hooks: object %p is not a hooked method",
+                           (void *)obj);
+    return OPPROF_OK;
+}
+
+int opprof_numpy_set_method(intptr_t obj, intptr_t instance, uint32_t instance_name)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = np_set_method_locked(obj, instance, instance_name);
+    PyGILState_Release(g);
+    return rc;
+}
+
+int opprof_numpy_set_all(const intptr_t *param_objs, const intptr_t *params, const uint8_t *strings,
+                         const uint8_t *max_args, int64_t n_params, const intptr_t *method_objs,
+                         const intptr_t *instances, const uint32_t *instance_names,
+                         int64_t n_methods)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = OPPROF_OK;
+    for (int64_t i = 0; i < n_params && rc == OPPROF_OK; i++)
+        rc = np_set_params_locked(param_objs[i], params[i], strings[i], max_args[i]);
+    for (int64_t i = 0; i < n_methods && rc == OPPROF_OK; i++)
+        rc = np_set_method_locked(method_objs[i], instances[i], instance_names[i]);
     PyGILState_Release(g);
     return rc;
 }

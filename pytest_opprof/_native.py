@@ -18,7 +18,7 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -557,6 +557,58 @@ def numpy_set_method(obj: int, instance: int, instance_name: int) -> None:
     check(lib.opprof_numpy_set_method(obj, instance, instance_name))
 
 
+class NumpySetArgs(NamedTuple):
+    """opprof_numpy_set_all's arrays: :func:`numpy_set_params` and :func:`numpy_set_method`
+    for every object at once, built once (:func:`numpy_set_args`) and reused by each install."""
+
+    param_objs: Any
+    params: Any
+    strings: Any
+    max_args: Any
+    n_params: int
+    method_objs: Any
+    instances: Any
+    instance_names: Any
+    n_methods: int
+
+
+def numpy_set_args(
+    params: list[tuple[int, tuple[str, ...] | None, bool, int]],
+    methods: list[tuple[int, int, int]],
+) -> NumpySetArgs:
+    """The arrays for :func:`numpy_set_all`: ``params`` as (obj id, parameter names or
+    None, strings, max_args), ``methods`` as (obj id, instance id or 0, name id).  The
+    caller keeps the name tuples and instances alive while hooked."""
+    return NumpySetArgs(
+        ffi.new("intptr_t[]", [p[0] for p in params]),
+        ffi.new("intptr_t[]", [0 if p[1] is None else id(p[1]) for p in params]),
+        ffi.new("uint8_t[]", [int(p[2]) for p in params]),
+        ffi.new("uint8_t[]", [p[3] for p in params]),
+        len(params),
+        ffi.new("intptr_t[]", [m[0] for m in methods]),
+        ffi.new("intptr_t[]", [m[1] for m in methods]),
+        ffi.new("uint32_t[]", [m[2] for m in methods]),
+        len(methods),
+    )
+
+
+def numpy_set_all(args: NumpySetArgs) -> None:
+    """Every :func:`numpy_set_params` and :func:`numpy_set_method` of an install, in one call."""
+    check(
+        lib.opprof_numpy_set_all(
+            args.param_objs,
+            args.params,
+            args.strings,
+            args.max_args,
+            args.n_params,
+            args.method_objs,
+            args.instances,
+            args.instance_names,
+            args.n_methods,
+        )
+    )
+
+
 def numpy_string(dtype: str) -> str | None:
     """The recorded string a dtype text ``"type<N>"`` stands for, or None if it is not one."""
     if not dtype.startswith("type") or not dtype[4:].isdigit():
@@ -959,7 +1011,11 @@ def vcall_uninstall() -> bool:
 # Python-level library functions (native/pyfunc_hooks.c), by owner (a capture source):
 # one native table holds them all.  The frame evaluator costs every Python call while
 # armed, so start() arms it only for sessions that record some entry's option bit.
-_pyfunc_tables: dict[str, list[tuple[int, int, int]]] = {}
+_pyfunc_tables: dict[str, Sequence[tuple[int, int, int]]] = {}
+_pyfunc_built: tuple[tuple[Sequence[tuple[int, int, int]], ...], Any, Any, Any, int, int] | None = (
+    None
+)
+"""The tables the arrays were last built from (compared by identity), and the arrays."""
 _pyfunc_options = 0
 pyfunc_foreign = 0
 """Sessions that found another frame evaluator in place (their Python functions went
@@ -973,26 +1029,41 @@ def pyfunc_unsupported() -> str | None:
     return str(ffi.string(lib.opprof_last_error()).decode("utf-8", "replace"))
 
 
-def pyfunc_set(owner: str, entries: list[tuple[int, int, int]]) -> None:
+def pyfunc_set(owner: str, entries: Sequence[tuple[int, int, int]]) -> None:
     """Record the (code id, name id, option bit) entries of ``owner`` (none: remove them).
-    The caller keeps the code objects alive while they are in the table."""
-    global _pyfunc_options
+    The caller keeps the code objects alive while they are in the table.  Passing the
+    same ``entries`` object again reuses the arrays built for it (a source installs the
+    same functions at each profile start: building them cost ~100 us)."""
+    global _pyfunc_options, _pyfunc_built
     if entries:
         _pyfunc_tables[owner] = entries
     else:
         _pyfunc_tables.pop(owner, None)
-    merged = [entry for table in _pyfunc_tables.values() for entry in table]
-    if not merged:
+    tables = tuple(_pyfunc_tables.values())
+    if not tables:
         _pyfunc_options = 0
         check(lib.opprof_pyfunc_uninstall())
         return
-    codes = ffi.new("intptr_t[]", [c for c, _n, _o in merged])
-    names = ffi.new("uint32_t[]", [n for _c, n, _o in merged])
-    options = ffi.new("uint32_t[]", [o for _c, _n, o in merged])
-    check(lib.opprof_pyfunc_install(codes, names, options, len(merged)))
-    bits = 0
-    for _c, _n, option in merged:
-        bits |= option
+    built = _pyfunc_built
+    if (
+        built is None
+        or len(built[0]) != len(tables)
+        or any(a is not b for a, b in zip(built[0], tables, strict=True))
+    ):
+        merged = [entry for table in tables for entry in table]
+        bits = 0
+        for _c, _n, option in merged:
+            bits |= option
+        built = _pyfunc_built = (
+            tables,
+            ffi.new("intptr_t[]", [c for c, _n, _o in merged]),
+            ffi.new("uint32_t[]", [n for _c, n, _o in merged]),
+            ffi.new("uint32_t[]", [o for _c, _n, o in merged]),
+            len(merged),
+            bits,
+        )
+    _tables, codes, names, options, count, bits = built
+    check(lib.opprof_pyfunc_install(codes, names, options, count))
     _pyfunc_options = bits
 
 

@@ -231,6 +231,8 @@ class PreparedHooks:
     params: dict[int, CallParams]
     unbound: list[tuple[int, int, int]]
     """(call id, instance id or 0, name id) for :func:`_native.numpy_set_method`"""
+    set_args: _native.NumpySetArgs
+    """``params`` and ``unbound`` as the arrays of one native call"""
 
 
 def _positional_params(obj: Any) -> tuple[str, ...] | None:
@@ -306,20 +308,22 @@ def prepare(table: HookTable) -> PreparedHooks:
         (id(obj), id(instance) if instance is not None else 0, _native.intern(name or ""))
         for obj, instance, name in table.unbound
     ]
+    params = _call_params(table)
+    set_args = _native.numpy_set_args(
+        [(obj, p.names, p.strings, p.max_args) for obj, p in params.items()], unbound
+    )
     return PreparedHooks(
-        table, _native.numpy_hook_args(calls, methods, slots), _call_params(table), unbound
+        table, _native.numpy_hook_args(calls, methods, slots), params, unbound, set_args
     )
 
 
 def install(prepared: PreparedHooks) -> None:
-    """Install the prepared hooks: one native call, plus one per call that records options
-    or is a method; a failure after the first call restores numpy before it raises."""
+    """Install the prepared hooks: one native call for the hooks, one for the calls that
+    record options or are methods; a failure after the first restores numpy before it
+    raises."""
     _native.numpy_install(prepared.args)
     try:
-        for obj, (names, strings, max_args) in prepared.params.items():
-            _native.numpy_set_params(obj, names, strings, max_args)
-        for obj, instance, name in prepared.unbound:
-            _native.numpy_set_method(obj, instance, name)
+        _native.numpy_set_all(prepared.set_args)
     except BaseException:
         _native.numpy_uninstall()
         raise

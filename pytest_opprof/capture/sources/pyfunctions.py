@@ -123,6 +123,8 @@ class PythonApi:
         # The last search, kept while sys.modules keeps its size: a profile per block of
         # API code would otherwise search scipy's modules each time (15 ms here).
         self._searched: tuple[int, dict[int, tuple[str, types.CodeType]]] | None = None
+        # Its native entries, kept with it (one object: the native side reuses its arrays).
+        self._entries: tuple[object, int, tuple[tuple[int, int, int], ...]] | None = None
 
     def install(self, option: int) -> None:
         """Find the functions now and record them; where this Python's frames cannot be
@@ -142,10 +144,12 @@ class PythonApi:
         if self._searched is None or self._searched[0] != len(sys.modules):
             self._searched = (len(sys.modules), public_functions(self.package, self.modules))
         found = self._searched[1]
-        _native.pyfunc_set(
-            self.owner,
-            [(id(code), _native.intern(name), option) for name, code in found.values()],
-        )
+        if self._entries is None or self._entries[0] is not found or self._entries[1] != option:
+            entries = tuple(
+                (id(code), _native.intern(name), option) for name, code in found.values()
+            )
+            self._entries = (found, option, entries)
+        _native.pyfunc_set(self.owner, self._entries[2])
         self._found = found
 
     def remove(self) -> None:
