@@ -408,27 +408,69 @@ static inline int is_library(const opprof_event *e)
     return e->kind != OPPROF_KIND_SCOPE && e->kind != OPPROF_KIND_MEMORY;
 }
 
+/* Dense groups for a round: the distinct name ids (memory events as
+ * memory_group) ascending in groups[0..*k), and each row's index among them
+ * in row_group.  The slot table has one word per name id, far less to clear
+ * than the sums the pass would otherwise keep for every id. */
+static int dense_groups(const opprof_event *restrict ev, int64_t n, int64_t memory_group, int64_t m,
+                        int64_t *restrict groups, int64_t *restrict row_group,
+                        int64_t *restrict k_out)
+{
+    int64_t *slot = malloc((size_t)(m > 0 ? m : 1) * sizeof *slot);
+    if (!slot)
+        return opprof_fail(OPPROF_E_NOMEM, "opprof_model_round_sums: out of memory");
+    for (int64_t g = 0; g < m; g++)
+        slot[g] = -1;
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = ev[i].kind == OPPROF_KIND_MEMORY ? memory_group : ev[i].name;
+        if (g < 0 || g >= m) {
+            free(slot);
+            return opprof_fail(OPPROF_E_ARG,
+                               "opprof_model_round_sums: row %lld has group %lld, not in [0, %lld)",
+                               (long long)i, (long long)g, (long long)m);
+        }
+        if (slot[g] < 0) {
+            slot[g] = 0;
+            groups[k++] = g;
+        }
+        row_group[i] = g;
+    }
+    qsort(groups, (size_t)k, sizeof *groups, cmp_i64);
+    for (int64_t j = 0; j < k; j++)
+        slot[groups[j]] = j;
+    for (int64_t i = 0; i < n; i++)
+        row_group[i] = slot[row_group[i]];
+    free(slot);
+    *k_out = k;
+    return OPPROF_OK;
+}
+
 int opprof_model_round_sums(const opprof_event *restrict ev, int64_t n, int64_t memory_group,
                             int64_t m, int64_t *restrict parent_row, int64_t *restrict sums,
                             int64_t *restrict groups, int64_t *restrict n_groups,
-                            int64_t *restrict library_self_ns, int64_t *restrict pair,
-                            int64_t *restrict pair_row, int64_t *restrict n_pairs)
+                            int64_t *restrict row_group, int64_t *restrict library_self_ns,
+                            int64_t *restrict pair, int64_t *restrict pair_row,
+                            int64_t *restrict n_pairs)
 {
-    if (n < 0 || m < 0 || !n_groups || !library_self_ns || (m > 0 && !groups) ||
+    if (n < 0 || m < 0 || !n_groups || !library_self_ns ||
+        (n > 0 && (!ev || !groups || !row_group || !parent_row || !sums)) ||
         (pair && (!n_pairs || (n > 0 && !pair_row))))
         return opprof_fail(OPPROF_E_ARG, "opprof_model_round_sums: bad arguments (n %lld, m %lld)",
                            (long long)n, (long long)m);
-    /* groups holds each group's first row first, then is compacted in place
-     * (the k-th present group is never after group k). */
-    int64_t devices = 0;
-    int status = opprof_model_key_sums(ev, n, NULL, memory_group, m, parent_row, sums, groups,
-                                       &devices, NULL, NULL, 0, NULL);
+    int64_t k = 0;
+    int status = dense_groups(ev, n, memory_group, m, groups, row_group, &k);
     if (status != OPPROF_OK)
         return status;
-    int64_t k = 0;
-    for (int64_t g = 0; g < m; g++)
-        if (groups[g] >= 0)
-            groups[k++] = g;
+    int64_t devices = 0;
+    int64_t *first = k > 0 ? malloc((size_t)k * sizeof *first) : NULL;
+    if (k > 0 && !first)
+        return opprof_fail(OPPROF_E_NOMEM, "opprof_model_round_sums: out of memory");
+    status = opprof_model_key_sums(ev, n, row_group, memory_group, k, parent_row, sums, first,
+                                   &devices, NULL, NULL, 0, NULL);
+    free(first);
+    if (status != OPPROF_OK)
+        return status;
     *n_groups = k;
     /* tree.library_self_ns: the library events' totals less the totals of
      * every direct child of a library event. */

@@ -76,15 +76,18 @@ int opprof_model_flops(const opprof_event *ev, const int64_t *pair, const int64_
                        const int64_t *pair_flops, int64_t n_pairs, int64_t m, int64_t *sums);
 
 /* A test round's figures in as few passes as the drain allows: the sums of
- * opprof_model_key_sums grouped by name (group NULL, no corrections; FLOP
- * columns zero), with parent_row as it fills them; groups[0..*n_groups) the
- * groups that have events, ascending (room for m); *library_self_ns the self
- * time of every event that is not OPPROF_KIND_SCOPE or OPPROF_KIND_MEMORY
- * (its total less its direct children's); and with pair not NULL, the pairs
- * of opprof_model_pairs over the events with a recorded shape only (shape
- * != 0; the rest -1): the only ones a FLOP formula counts, to pass on to
- * opprof_model_flops.  OPPROF_E_UNSUPPORTED as opprof_model_key_sums. */
+ * opprof_model_key_sums (no corrections; FLOP columns zero) over dense
+ * groups: groups[0..*n_groups) the name ids that have events (memory events
+ * as memory_group), ascending, sums row j theirs, row_group[i] row i's j
+ * (room for min(n, m) groups: a round touches a few of the name table's
+ * ids), with parent_row as it fills them; *library_self_ns the self time of
+ * every event that is not OPPROF_KIND_SCOPE or OPPROF_KIND_MEMORY (its total
+ * less its direct children's); and with pair not NULL, the pairs of
+ * opprof_model_pairs over the events with a recorded shape only (shape != 0;
+ * the rest -1): the only ones a FLOP formula counts, to pass on to
+ * opprof_model_flops with group = row_group.  OPPROF_E_UNSUPPORTED as
+ * opprof_model_key_sums. */
 int opprof_model_round_sums(const opprof_event *ev, int64_t n, int64_t memory_group, int64_t m,
                             int64_t *parent_row, int64_t *sums, int64_t *groups, int64_t *n_groups,
-                            int64_t *library_self_ns, int64_t *pair, int64_t *pair_row,
-                            int64_t *n_pairs);
+                            int64_t *row_group, int64_t *library_self_ns, int64_t *pair,
+                            int64_t *pair_row, int64_t *n_pairs);

@@ -129,6 +129,8 @@ def _new_names_lock_in_child() -> None:
 os.register_at_fork(after_in_child=_new_names_lock_in_child)
 _name_ids: dict[str, int] = {}
 _names: list[str] = []
+_names_view: list[str] | None = None
+"""The copy of ``_names`` that :func:`names` hands out (None: make a new one)."""
 # Scope names (record_function) are forgotten between sessions: a suite that names
 # scopes f"step {i}" would otherwise hold every name for good (1M names: ~500 MB
 # here, plus the per-name rows they give).  Every id from _scope_from up is a
@@ -172,7 +174,7 @@ def intern_scope(name: str) -> int:
 def forget_scope_names() -> None:
     """Drop the scope names interned since the last call (between sessions: no event
     that is still to be drained may hold their ids)."""
-    global _scope_from, _names_generation
+    global _scope_from, _names_generation, _names_view
     if _scope_from is None:
         return
     keep = _scope_from
@@ -181,17 +183,24 @@ def forget_scope_names() -> None:
         for name in [n for n, i in _name_ids.items() if i >= keep]:
             del _name_ids[name]
         del _names[keep:]
+        _names_view = None
     _scope_from = None
     _names_generation += 1
 
 
 def names() -> list[str]:
-    """Every interned name, indexed by id (a fresh list)."""
+    """Every interned name, indexed by id.  The same list object until the table changes
+    (each drain's records hold it: a copy of thousands of names per drain cost a small
+    test's round ~8 us): read it, do not change it."""
+    global _names_view
     with _names_lock:
         count = int(lib.opprof_name_count())
         for i in range(len(_names), count):
             _names.append(ffi.string(lib.opprof_name_get(i)).decode("utf-8", "replace"))
-        return list(_names)
+        view = _names_view
+        if view is None or len(view) != len(_names):
+            view = _names_view = list(_names)
+        return view
 
 
 # ---- core: record_function scopes --------------------------------------------
@@ -821,9 +830,12 @@ class RoundSums(NamedTuple):
     """``opprof_model_round_sums``: a round's per-name sums and what its FLOPs need."""
 
     sums: np.ndarray
-    """(m, len(GROUP_COLUMNS)); FLOP columns 0 until :func:`model_flops` fills them."""
+    """(len(groups), len(GROUP_COLUMNS)), row j the sums of ``groups[j]``; FLOP columns 0
+    until :func:`model_flops` (with ``group=row_group``) fills them."""
     groups: np.ndarray
-    """The groups that have events, ascending."""
+    """The name ids that have events (memory events as ``memory_group``), ascending."""
+    row_group: np.ndarray
+    """Per row, its index in ``groups``."""
     parent_row: np.ndarray
     library_self_ns: int
     pair: np.ndarray | None
@@ -836,24 +848,32 @@ def model_round_sums(
     events: np.ndarray, *, memory_group: int, m: int, pairs: bool
 ) -> RoundSums | None:
     """Sums by name, the library self time and (``pairs``) the shaped pairs of a native
-    drain in one call; None where the pass does not hold (as :func:`model_key_sums`)."""
+    drain in one call; None where the pass does not hold (as :func:`model_key_sums`).
+    Name ids are in ``[0, m)``."""
     n = len(events)
     # One allocation for every int64 output: this runs once per measured round of
     # every test, and each array and buffer costs as much as the pass on a small round.
+    # Groups are dense (at most one per row): sized by the name table, the sums of a
+    # round of four ops were 100 KB to clear.
     width = len(GROUP_COLUMNS)
-    out = np.empty(m * width + m + n + (2 * n if pairs else 0) + 4, dtype=np.int64)
+    k_max = min(n, m)
+    out = np.empty(k_max * (width + 1) + 2 * n + (2 * n if pairs else 0) + 4, dtype=np.int64)
     buf = ffi.from_buffer("int64_t[]", out)
     counts = buf + (len(out) - 4)  # n_groups, library self ns, n_pairs
-    at = m * width + m + n
+    at_groups = k_max * width
+    at_parents = at_groups + k_max
+    at_rows = at_parents + n
+    at = at_rows + n
     status = lib.opprof_model_round_sums(
         _event_ptr(events),
         n,
         memory_group,
         m,
-        buf + m * width + m,
+        buf + at_parents,
         buf,
-        buf + m * width,
+        buf + at_groups,
         counts,
+        buf + at_rows,
         counts + 1,
         buf + at if pairs else ffi.NULL,
         buf + at + n if pairs else ffi.NULL,
@@ -862,16 +882,14 @@ def model_round_sums(
     if not _unless_unsupported(status):
         return None
     n_groups, library_self, n_pairs, _ = out[-4:].tolist()
-    sums = out[: m * width].reshape(m, width)
-    pair = out[at : at + n] if pairs else None
-    pair_row = out[at + n : at + n + n_pairs] if pairs else None
     return RoundSums(
-        sums,
-        out[m * width : m * width + n_groups],
-        out[m * width + m : at],
+        out[: n_groups * width].reshape(n_groups, width),
+        out[at_groups : at_groups + n_groups],
+        out[at_rows:at],
+        out[at_parents:at_rows],
         library_self,
-        pair,
-        pair_row,
+        out[at : at + n] if pairs else None,
+        out[at + n : at + n + n_pairs] if pairs else None,
     )
 
 

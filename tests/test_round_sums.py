@@ -29,11 +29,12 @@ from pytest_opprof.gate.summary import (
     _op_summary,
     summarize_rounds,
 )
-from pytest_opprof.model import FunctionEventAvg, key_averages, library_self_ns
+from pytest_opprof.model import FunctionEventAvg, averages, key_averages, library_self_ns
 from pytest_opprof.model.averages import (
     _average_native,
     _grouped_sums,
     _orphans_as_roots,
+    _pairs_with_formula,
     _round_sums,
     op_sums,
 )
@@ -262,3 +263,31 @@ def test_flops_known_by_their_shape_words_follow_the_shapes_not_the_ids() -> Non
         assert _flops(lambda: np.add(b, b)) == {"numpy.add": 5}
         assert _flops(lambda: np.einsum("i,i->", b, b))["numpy.einsum"] == 10
         assert _flops(lambda: np.einsum("i,j->ij", b, b))["numpy.einsum"] == 25
+
+
+def test_few_pairs_and_many_pairs_pick_the_same_formula_pairs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A round's pairs are picked by a list pass when few and by the name-id table when
+    # many: both give the same pairs, so the same FLOPs.
+    a = np.ones((3, 4))
+    with opprof.profile(capture=["numpy"]) as prof:
+        np.add(a, a)
+        a.copy()
+        np.ones((2, 2))
+        (a @ a.T).sum()
+        np.einsum("ij,jk->ik", a, a.T)
+    records = prof.records()
+    out = _native.model_round_sums(
+        records.events, memory_group=len(records.names), m=len(records.names) + 1, pairs=True
+    )
+    assert out is not None and out.pair_row is not None
+    few = _pairs_with_formula(records, out.pair_row)
+    names = {records.names[nid] for _k, nid, _sid in few}
+    assert {"numpy.add", "numpy.matmul", "numpy.einsum"} <= names
+    assert "numpy.ndarray.copy" not in names  # no formula: not a pair to count
+    monkeypatch.setattr(averages, "_SMALL_PAIRS", 0)
+    assert _pairs_with_formula(records, out.pair_row) == few
+    fast = _round_sums(_native, records, True)
+    monkeypatch.undo()
+    assert fast == _round_sums(_native, records, True)

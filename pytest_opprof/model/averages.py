@@ -436,35 +436,57 @@ def _round_sums(module: Any, records: Records, with_flops: bool) -> OpSums | Non
     if out is None:
         return None
     if out.pair_row is not None and len(out.pair_row):
-        # The pairs of ops with a formula, picked by name id over the array: a test of
-        # many shapes (numpy's test_multiarray) drains tens of thousands of pairs, most
-        # of ops without one, and a Python pass over each took 4 ms a round.
-        pair_names = ev["name"][out.pair_row]
-        formulas = _formula_table(records, pair_names)
-        rows = np.flatnonzero(formulas[pair_names]) if formulas is not None else _NO_ROWS
-        if len(rows):
-            todo = list(
-                zip(
-                    rows.tolist(),
-                    pair_names[rows].tolist(),
-                    ev["shape"][out.pair_row[rows]].tolist(),
-                    strict=True,
-                )
-            )
-            pair_flops = np.zeros(len(pair_names), dtype=_I64)
+        todo = _pairs_with_formula(records, out.pair_row)
+        if todo:
+            pair_flops = np.zeros(len(out.pair_row), dtype=_I64)
             _flops_into(records, todo, pair_flops)
             module.model_flops(
                 ev,
                 out.sums,
                 pair=out.pair,
                 parent_row=out.parent_row,
-                group=None,
+                group=out.row_group,
                 memory_group=memory_group,
                 pair_flops=pair_flops,
             )
-    groups = out.groups
-    keys = [names[g] if g != memory_group else MEMORY_EVENT_NAME for g in groups.tolist()]
-    return OpSums(keys, out.sums[groups].tolist(), out.library_self_ns)
+    keys = [names[g] if g != memory_group else MEMORY_EVENT_NAME for g in out.groups.tolist()]
+    return OpSums(keys, out.sums.tolist(), out.library_self_ns)
+
+
+_SMALL_PAIRS = 512
+
+
+def _pairs_with_formula(records: Records, pair_row: np.ndarray) -> list[tuple[int, int, int]]:
+    """(pair index, name id, shape id) of the pairs whose op has a FLOP formula."""
+    ev = records.events
+    names = records.names
+    if len(pair_row) <= _SMALL_PAIRS:
+        # A test's round has a few pairs: plain lists beat the array glue below (a
+        # dozen numpy calls, ~20 us) several times over.
+        pair_names = ev["name"][pair_row].tolist()
+        pair_shapes = ev["shape"][pair_row].tolist()
+        n_names = len(names)
+        return [
+            (k, nid, sid)
+            for k, (nid, sid) in enumerate(zip(pair_names, pair_shapes, strict=True))
+            if nid < n_names and _has_formula(names[nid])
+        ]
+    # The pairs of ops with a formula, picked by name id over the array: a test of
+    # many shapes (numpy's test_multiarray) drains tens of thousands of pairs, most
+    # of ops without one, and a Python pass over each took 4 ms a round.
+    name_ids = ev["name"][pair_row]
+    formulas = _formula_table(records, name_ids)
+    if formulas is None:
+        return []
+    rows = np.flatnonzero(formulas[name_ids])
+    return list(
+        zip(
+            rows.tolist(),
+            name_ids[rows].tolist(),
+            ev["shape"][pair_row[rows]].tolist(),
+            strict=True,
+        )
+    )
 
 
 def _memory_id(names: list[str]) -> int:
