@@ -235,6 +235,7 @@ def measure(ops: int, torch_ops: int, repeats: int) -> dict[str, Any]:
     rows: dict[str, dict[str, float]] = {
         "numpy.add(8 floats) unprofiled, ns/op": spread([t / ops for t in totals["plain_around"]]),
         "opprof hook installed, idle": added("idle", "plain", ops, "loop"),
+        "opprof recording: start (hooks installed)": added("opprof", "plain", ops, "start"),
         "opprof recording: in the loop": added("opprof", "plain", ops, "loop"),
         "opprof recording: exit (stop + drain)": added("opprof", "plain", ops, "exit"),
         "opprof recording: key_averages": added("opprof", "plain", ops, "key_averages"),

@@ -73,3 +73,28 @@ def test_names_stay_right_when_ids_are_reused_across_sessions() -> None:
         scopes = {k: n for k, n in rows.items() if not k.startswith("numpy.")}
         assert scopes == {f"only in session {session}": 1, "decorated": 1}
         assert rows["numpy.add"] == 1  # an op name, kept while scope names come and go
+
+
+def test_drains_share_the_name_list_until_a_name_comes_or_goes() -> None:
+    # Each drain's records hold the name table; while no name is added or forgotten
+    # it is one list, and each session still names its own scopes right.
+    def session(scope: str) -> list[str]:
+        with opprof.profile(capture=["none"], profile_memory=False) as prof:
+            with opprof.record_function(scope):
+                pass
+        records = prof.records()
+        assert [records.names[int(n)] for n in records.events["name"]] == [scope]
+        return records.names
+
+    first = session("shared scope a")
+    again = session("shared scope a")
+    assert again is not first  # forgotten at the second start, interned again
+    assert again == first
+    with opprof.profile(capture=["none"], profile_memory=False) as prof:
+        pass
+    assert prof.records().names is not again  # the scope name went: a new list
+    with opprof.profile(capture=["none"], profile_memory=False) as prof2:
+        pass
+    assert prof2.records().names is prof.records().names  # nothing came or went
+    other = session("shared scope b")
+    assert "shared scope b" in other and "shared scope a" not in other
