@@ -540,35 +540,13 @@ def numpy_uninstall() -> int:
 
 
 NUMPY_MAX_ARGS = 8  # OPPROF_MAX_SHAPE_ARGS: arguments a numpy hook can record
-NUMPY_DEFAULT_ARGS = 4  # what it records unless numpy_set_params says more
-
-
-def numpy_set_params(
-    obj: int, params: tuple[str, ...] | None, strings: bool, max_args: int = NUMPY_DEFAULT_ARGS
-) -> None:
-    """What the hook of ``obj`` (an id) records besides positional arguments.
-
-    Keyword arguments named in ``params`` (parameter names in positional order)
-    are recorded at their index; ``strings`` records str arguments (einsum
-    subscripts); at most ``max_args`` arguments (1..8).  The caller keeps
-    ``params`` alive while hooked."""
-    check(
-        lib.opprof_numpy_set_params(
-            obj, 0 if params is None else id(params), int(strings), max_args
-        )
-    )
-
-
-def numpy_set_method(obj: int, instance: int, instance_name: int) -> None:
-    """Mark the hooked call ``obj`` (an id) as a method called with its instance first:
-    shapes skip that argument, and calls on ``instance`` (an id, 0 for none) record as
-    ``instance_name``.  The caller keeps ``instance`` alive while hooked."""
-    check(lib.opprof_numpy_set_method(obj, instance, instance_name))
+NUMPY_DEFAULT_ARGS = 4  # what it records unless numpy_set_all says more
 
 
 class NumpySetArgs(NamedTuple):
-    """opprof_numpy_set_all's arrays: :func:`numpy_set_params` and :func:`numpy_set_method`
-    for every object at once, built once (:func:`numpy_set_args`) and reused by each install."""
+    """opprof_numpy_set_all's arrays (``native/numpy_hooks.h``: opprof_numpy_set_params and
+    opprof_numpy_set_method for every object at once), built once (:func:`numpy_set_args`)
+    and reused by each install."""
 
     param_objs: Any
     params: Any
@@ -585,9 +563,13 @@ def numpy_set_args(
     params: list[tuple[int, tuple[str, ...] | None, bool, int]],
     methods: list[tuple[int, int, int]],
 ) -> NumpySetArgs:
-    """The arrays for :func:`numpy_set_all`: ``params`` as (obj id, parameter names or
-    None, strings, max_args), ``methods`` as (obj id, instance id or 0, name id).  The
-    caller keeps the name tuples and instances alive while hooked."""
+    """The arrays for :func:`numpy_set_all`.
+
+    ``params``: (id of a hooked object, its keyword parameter names in positional order
+    or None, record str arguments, arguments recorded at most: 1..8), for hooks that
+    record more than positional arguments.  ``methods``: (id of a hooked call made with
+    its instance first, id of an instance whose calls record under another name or 0,
+    that name's id).  The caller keeps the name tuples and instances alive while hooked."""
     return NumpySetArgs(
         ffi.new("intptr_t[]", [p[0] for p in params]),
         ffi.new("intptr_t[]", [0 if p[1] is None else id(p[1]) for p in params]),
@@ -602,7 +584,7 @@ def numpy_set_args(
 
 
 def numpy_set_all(args: NumpySetArgs) -> None:
-    """Every :func:`numpy_set_params` and :func:`numpy_set_method` of an install, in one call."""
+    """Set what every hook of an install records besides positional arguments, in one call."""
     check(
         lib.opprof_numpy_set_all(
             args.param_objs,

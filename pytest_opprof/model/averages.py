@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from pytest_opprof.model.events import FunctionEvent
 
 _I64 = np.int64
-_NO_ROWS = np.empty(0, dtype=np.intp)
 _NS_PER_US = 1000.0
 # FLOP counts stop here (2^63 - 1, 9.2e18) instead of wrapping: no op that ran gets
 # near it (it would take years), only the shapes of one that raised (an outer
@@ -454,6 +453,7 @@ def _round_sums(module: Any, records: Records, with_flops: bool) -> OpSums | Non
 
 
 _SMALL_PAIRS = 512
+"""Rounds with at most this many shaped pairs pick their FLOP pairs by a list pass."""
 
 
 def _pairs_with_formula(records: Records, pair_row: np.ndarray) -> list[tuple[int, int, int]]:

@@ -230,7 +230,7 @@ class PreparedHooks:
     args: _native.NumpyHookArgs
     params: dict[int, CallParams]
     unbound: list[tuple[int, int, int]]
-    """(call id, instance id or 0, name id) for :func:`_native.numpy_set_method`"""
+    """(call id, instance id or 0, name id): the methods of :func:`_native.numpy_set_args`"""
     set_args: _native.NumpySetArgs
     """``params`` and ``unbound`` as the arrays of one native call"""
 
