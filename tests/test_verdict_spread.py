@@ -10,7 +10,7 @@ import pytest
 from baseline_helpers import Row, entry, machine, pooled
 
 from pytest_opprof.gate.session import BaselineSession, GateOptions
-from pytest_opprof.gate.spread import FLOOR_NS, SPREAD_Z, allowance, op_spreads
+from pytest_opprof.gate.spread import FLOOR_NS, SPREAD_Z, TEST_KEY, allowance, op_spreads
 from pytest_opprof.gate.store import update
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
@@ -61,11 +61,17 @@ def judge(now: TestSummary, base: TestSummary, spreads: dict[str, float] | None)
 
 def test_spreads_are_the_median_over_a_files_tests_of_each_ops_session_spread() -> None:
     spreads = op_spreads(moving_file())
-    # Sessions of 3.0, 3.75 and 3.0 ms: the standard deviation of their logs.
-    add = math.log(1.25) * math.sqrt(2) / 3
+    # Sessions of 3.0, 3.75 and 3.0 ms: the sample standard deviation of their logs, over
+    # its median for three normal values (so that the median over tests is unbiased).
+    add = math.log(1.25) / math.sqrt(3) / 0.8326
     assert spreads["numpy.add"] == pytest.approx(add, rel=1e-3)
     assert spreads["kernel"] < 0.01
     assert allowance(spreads["numpy.add"]) == pytest.approx(SPREAD_Z * math.sqrt(2) * add)
+    # The test's own time, 3.5, 4.255 and 3.497 ms (the ops' sum), has its spread too.
+    walls = [math.log(w) for w in (3.5, 4.255, 3.497)]
+    mean = sum(walls) / 3
+    own = math.sqrt(sum((w - mean) ** 2 for w in walls) / 2) / 0.8326
+    assert spreads[TEST_KEY] == pytest.approx(own, rel=0.01)
     # Too few tests show it: no estimate.
     assert op_spreads(moving_file(tests=2)) == {}
     # A single session shows nothing about sessions.
@@ -175,9 +181,49 @@ def test_the_gate_reads_spreads_from_the_tests_own_baseline_file(tmp_path: Path)
     gate = BaselineSession(GateOptions(base_dir), machine=machine())
     moved = session(500.0, 4700.0)
     assert gate.verdict("test_moving.py::test_0", moved).status == "pass"
-    assert set(gate.spreads("test_moving.py::test_0")) == {"kernel", "numpy.add"}
+    assert set(gate.spreads("test_moving.py::test_0")) == {"kernel", "numpy.add", TEST_KEY}
     # Another file with one test shows no spread: the plain tolerance.
     assert gate.verdict("test_other.py::test_0", moved).status == "regressed"
     # Entries recorded on another machine say nothing about this one.
     assert gate.spreads("test_foreign.py::test_mine") == {}
     assert gate.verdict("test_foreign.py::test_mine", moved).status == "regressed"
+
+
+def rest_session(kernel_us: float, rest_us: float, rounds: int = 5) -> TestSummary:
+    """One session of a test made of a steady Python scope and ``rest_us`` of time that no
+    op with a spread covers (test code between ops, short library calls)."""
+    figures = [
+        RoundFigures.from_events(
+            [Row("kernel", 1, kernel_us, kernel_us)],
+            wall_time_ns=round((kernel_us + rest_us) * 1000),
+            cpu_time_ns=round((kernel_us + rest_us) * 1000),
+            wait_ns=0,
+        )
+        for _ in range(rounds)
+    ]
+    return summarize_rounds(figures)
+
+
+def test_a_test_time_that_no_op_explains_is_judged_beyond_its_files_test_spread() -> None:
+    # The tests' own times move about 19% from one session to the next, their scope not.
+    files = [
+        pooled(
+            rest_session(1000.0, 3000.0), rest_session(1000.0, 3750.0), rest_session(1000.0, 3000.0)
+        )
+        for _ in range(4)
+    ]
+    spreads = op_spreads(files)
+    assert spreads[TEST_KEY] > 0.1 and spreads["kernel"] < 0.01
+    base = files[0]
+    # 5.8 ms against sessions of 4-4.75 ms: beyond 15% of the slowest, within what the
+    # file's tests show for the three quarters of the time that the scope does not explain.
+    moved = rest_session(1000.0, 4800.0)
+    assert judge(moved, base, None).status == "regressed"
+    widened = judge(moved, base, spreads)
+    assert widened.status == "pass"
+    (note,) = [n for n in widened.notes if "from one session to the next" in n]
+    assert "the times of this file's tests" in note and "not 15%" in note
+    assert judge(rest_session(1000.0, 6500.0), base, spreads).status == "regressed"
+    # The same spread does not widen a test made of its steady scope alone.
+    steady = pooled(*[rest_session(4000.0, 0.0)] * 3)
+    assert judge(rest_session(4800.0, 0.0), steady, spreads).status == "regressed"

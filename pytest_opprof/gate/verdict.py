@@ -855,23 +855,26 @@ def _widened(
     """The note of a test's time beyond its tolerance that passed because this machine's
     sessions move its ops' times more (``spread.py``); None when that changed nothing."""
     width = widths.test
-    if width is None or not widths.ops:
+    if width is None:
         return None
     row = next((m for m in metrics if m.metric == "wall time"), None)
     if row is None or row.status != "pass" or row.change is None or abs(row.change) <= tol.time:
         return None
-    moving = sorted(widths.ops, key=lambda k: -tol.figure(base.ops[k].self_cpu_time))[:3]
     high = session_bounds(base.wall_time, sessions, tol)[1]
     of = (
         f"{width:.0%} of its slowest pooled session ({high / 1e6:.3g} ms)"
         if high > tol.figure(base.wall_time)
         else f"{width:.0%}"
     )
+    if not widths.ops:
+        moves = "the times of this file's tests"
+    else:
+        moving = sorted(widths.ops, key=lambda k: -tol.figure(base.ops[k].self_cpu_time))[:3]
+        moves = f"the times of {_names(moving)} by up to {max(widths.ops[k] for k in moving):.0%}"
     return (
-        f"this machine moves the times of {_names(moving)} by up to "
-        f"{max(widths.ops[k] for k in moving):.0%} from one session to the next "
-        "(their spread over this file's baseline tests): the test's time is judged beyond "
-        f"{of} here, not {tol.time:.0%}"
+        f"this machine moves {moves} from one session to the next (their spread over this "
+        f"file's baseline tests): the test's time is judged beyond {of} here, not "
+        f"{tol.time:.0%}"
     )
 
 
