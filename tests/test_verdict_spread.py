@@ -12,7 +12,7 @@ from baseline_helpers import Row, entry, machine, pooled
 from pytest_opprof.gate.session import BaselineSession, GateOptions
 from pytest_opprof.gate.spread import FLOOR_NS, SPREAD_Z, TEST_KEY, allowance, op_spreads
 from pytest_opprof.gate.store import update
-from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
+from pytest_opprof.gate.summary import OTHER_OPS, RoundFigures, TestSummary, summarize_rounds
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
 
 HERE = machine().fingerprint
@@ -20,7 +20,12 @@ TOL = Tolerances(time=0.15, speed_scaled=False)
 
 
 def session(
-    kernel_us: float, add_us: float, rounds: int = 5, waited: float = 0.0, every: int = 2
+    kernel_us: float,
+    add_us: float,
+    rounds: int = 5,
+    waited: float = 0.0,
+    every: int = 2,
+    library: str = "numpy.add",
 ) -> TestSummary:
     """One session of a test made of a Python scope and a library op (a little noise
     between rounds); every ``every``-th round waited ``waited`` of its wall time for a
@@ -33,7 +38,7 @@ def session(
         wall = (k + a) / (1 - waited) if busy else k + a
         figures.append(
             RoundFigures.from_events(
-                [Row("kernel", 1, k, k), Row("numpy.add", 1, a, a)],
+                [Row("kernel", 1, k, k), Row(library, 1, a, a)],
                 wall_time_ns=round(wall * 1000),
                 cpu_time_ns=round((k + a) * 1000),
                 wait_ns=round((wall - k - a) * 1000),
@@ -159,6 +164,15 @@ def test_a_library_op_fails_no_test_alone_when_rounds_waited_for_a_cpu() -> None
         session(20000.0, 1500.0),
     )
     assert judge(quiet, busy_base, None).status == "pass"
+    # The ops a baseline folded into one key, short library calls mostly, likewise.
+    folded = [session(20000.0, 1500.0, library=OTHER_OPS, waited=w) for w in (0.0, 0.0, 0.0, 0.3)]
+    folded_base = pooled(*folded[:3])
+    assert judge(session(20000.0, 2000.0, library=OTHER_OPS), folded_base, None).status == (
+        "regressed"
+    )
+    held = judge(session(20000.0, 2000.0, library=OTHER_OPS, waited=0.3), folded_base, None)
+    assert held.status == "pass"
+    assert any(n.startswith(f"`{OTHER_OPS}` ran slower") for n in held.notes)
     # A Python scope's time still fails alone: the Python speed reference follows it.
     scope_base = pooled(session(1500.0, 20000.0), session(1500.0, 20000.0))
     assert judge(session(2000.0, 20000.0, waited=0.3), scope_base, None).status == "regressed"

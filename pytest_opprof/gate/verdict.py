@@ -99,7 +99,8 @@ Rules (each threshold is a :class:`Tolerances` field):
   its ops' allowances weighted by their shares (``Widths.test``, shown as the row's
   tolerance, with a note when it decided the verdict), and an op fails a test alone
   only beyond the wider of the tolerance and its own allowance.
-* A library op (``speed.is_native``) fails no test alone when a round of either side
+* A library op (``speed.is_native``), or ``[other ops]`` (``waiting.library_like``),
+  fails no test alone when a round of either side
   waited for a CPU beyond ``max_wait_share``: the machine ran other processes, and in
   ``bench/busy_study.py``'s loaded runs those slowed memory-bound ops by 20-70% on the
   clean rounds too, with no wait to subtract (a note names the ops held back).  Python
@@ -149,6 +150,7 @@ from pytest_opprof.gate.waiting import (
     as_work,
     clean_rounds,
     judged_rounds,
+    library_like,
     scope_judged_on_work,
     work_rounds,
 )
@@ -1095,7 +1097,7 @@ def _op_reasons(
                     alone=not (other_ops_differ and key == OTHER_OPS),
                     sessions=sessions,
                     alone_tolerance=(widths or Widths()).of_op(key, tol),
-                    held=held if speed.is_native(key) else None,
+                    held=held if library_like(key) else None,
                 )
             )
     severity = {"regressed": 0, "improved": 1}
