@@ -315,7 +315,14 @@ def test_a_busy_machine_judges_work_time_passes_unchanged_code_and_fails_a_slowd
     with busy_machine(per_core=1, one_cpu=True):
         result = run_pytest("--opprof", "--opprof-report=report.json", "--junitxml=junit.xml")
         monkeypatch.setenv("SPIN", "400000")
-        slower = run_pytest("--opprof")
+        # Where the burner also slowed the sorts and the test's own code past half the
+        # tolerance, the run reads as a slow phase of the machine ("all parts slower
+        # alike") and its time is not judged, as documented (once in CI: sorts +11%, the
+        # scope +317%): the slowed run is measured again, at most three times.
+        for _ in range(3):
+            slower = run_pytest("--opprof")
+            if "time not judged" not in slower.stdout.str():
+                break
     result.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"].values()
     verdict = test["verdict"]
