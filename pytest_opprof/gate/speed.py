@@ -91,7 +91,7 @@ def at_speed(summary: TestSummary, base: TestSummary) -> TestSummary:
         key: _scaled_op(op, native if follows_native(key, op, base) else python)
         for key, op in summary.ops.items()
     }
-    wall = _parts_factors(summary, ops, python)
+    wall = wall_factors(summary, base, python, native)
     return replace(
         summary,
         wall_time=_scaled(summary.wall_time, wall),
@@ -124,21 +124,26 @@ def follows_native(key: str, op: OpSummary, base: TestSummary) -> bool:
     return judged.self_cpu_time.median_ns >= SHORT_CALL_NS * max(1, judged.count)
 
 
-def _parts_factors(
-    summary: TestSummary, scaled_ops: dict[str, OpSummary], python: Sequence[float]
+def wall_factors(
+    summary: TestSummary, base: TestSummary, python: Sequence[float], native: Sequence[float]
 ) -> list[float]:
     """Per round, the factor that scales the wall time as the sum of its parts.
 
-    Each op's self time is scaled by its own kind's factor; the rest of the round
-    (the test's Python code between ops) by the Python factor.
+    Each op's self time is scaled by its own kind's factor (:func:`follows_native`, by
+    ``base``'s figures); the rest of the round (the test's Python code between ops) by
+    the Python factor.
     """
-    factors = []
+    parts = [
+        (op.self_cpu_time.samples_ns, native if follows_native(key, op, base) else python)
+        for key, op in summary.ops.items()
+    ]
+    out = []
     for i, wall in enumerate(summary.wall_time.samples_ns):
-        own = sum(op.self_cpu_time.samples_ns[i] for op in summary.ops.values())
-        scaled = sum(op.self_cpu_time.samples_ns[i] for op in scaled_ops.values())
+        own = sum(samples[i] for samples, _ in parts)
+        scaled = sum(samples[i] * by[i] for samples, by in parts)
         rest = max(0, wall - own)
-        factors.append((scaled + rest * python[i]) / wall if wall > 0 else 1.0)
-    return factors
+        out.append((scaled + rest * python[i]) / wall if wall > 0 else 1.0)
+    return out
 
 
 def _scaled(stats: TimeStats, factors: Sequence[float]) -> TimeStats:

@@ -38,7 +38,7 @@ false failure was the test's time: 16-40% slower with its refs flat, while its o
 covered half of it.  Measured on 42 kept gate sessions, judged against baselines pooled
 from three of them in a row: false failures 78 -> 25 of about 3,050 judged verdicts,
 sessions failing 57 -> 23 of 546; on 30 sessions run after the rule was chosen, 24 -> 18
-of 1,650 and 21 -> 15 of 270 (against the committed baselines, 4 of 30 sessions failing
+of 1,650 and 21 -> 15 of 270 (against the baselines committed before, 4 of 30 sessions failing
 either way).  Re-scored on the four kept ``bench/busy_study.py`` runs, false failures
 29 -> 19 of 11,292 (numpy's ``test_linalg`` 16 -> 9), slowed tests detected 420 -> 422
 of those judged.  ``SPREAD_Z`` 1.4 on the unbiased spread is about the 2.0 the op rule
@@ -111,12 +111,14 @@ def op_spreads(
         # scaled summary: this runs over every entry of a file, once a session.
         scale = speed.factors(summary, summary) if speed.usable(summary) else None
         walls: Sequence[float] = summary.wall_time.samples_ns
-        if scale is not None:
-            walls = _scaled_walls(summary, scale)
-        if len(walls) == summary.rounds:
-            figures = [_figure([walls[i] for i in rounds], statistic) for rounds in sessions]
-            if min(figures) >= FLOOR_NS:
-                seen.setdefault(TEST_KEY, []).append(_log_spread(figures))
+        if scale is not None and all(
+            len(op.self_cpu_time.samples_ns) == summary.rounds for op in summary.ops.values()
+        ):
+            by_round = speed.wall_factors(summary, summary, *scale)
+            walls = [w * f for w, f in zip(walls, by_round, strict=True)]
+        figures = [_figure([walls[i] for i in rounds], statistic) for rounds in sessions]
+        if min(figures) >= FLOOR_NS:
+            seen.setdefault(TEST_KEY, []).append(_log_spread(figures))
         for key, op in summary.ops.items():
             samples: Sequence[float] = op.self_cpu_time.samples_ns
             if len(samples) != summary.rounds or max(samples) < FLOOR_NS / 2:
@@ -138,24 +140,6 @@ def _log_spread(figures: Sequence[float]) -> float:
     mean = sum(logs) / len(logs)
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
     return sd / _MEDIAN_SD[min(len(logs), len(_MEDIAN_SD)) - 1]
-
-
-def _scaled_walls(summary: TestSummary, scale: tuple[list[float], list[float]]) -> list[float]:
-    """Each round's wall time at the session's own machine speed: its ops' self times by
-    their own factors, the rest of the round by the Python one (``speed.at_speed``)."""
-    python, native = scale
-    out = []
-    for i, wall in enumerate(summary.wall_time.samples_ns):
-        own = scaled = 0.0
-        for key, op in summary.ops.items():
-            samples = op.self_cpu_time.samples_ns
-            if len(samples) != summary.rounds:
-                continue
-            by = native if speed.follows_native(key, op, summary) else python
-            own += samples[i]
-            scaled += samples[i] * by[i]
-        out.append(scaled + max(0.0, wall - own) * python[i])
-    return out
 
 
 def _clean_sessions(summary: TestSummary, limit: float | None) -> list[list[int]] | None:
