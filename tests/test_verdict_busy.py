@@ -312,15 +312,24 @@ def test_a_busy_machine_judges_work_time_passes_unchanged_code_and_fails_a_slowd
     # The test shares one CPU with one burner: every round waits about half its time
     # (more beside another pytest-xdist worker), past the 5% of a clean round and under
     # the 80% past which work time is not judged.
-    with busy_machine(per_core=1, one_cpu=True):
-        result = run_pytest("--opprof", "--opprof-report=report.json", "--junitxml=junit.xml")
+    # This VM's slow phases are not the load under test.  The suite's runs judge times at
+    # any machine speed (``run_pytest``: other workers move the references), but this test
+    # runs alone, so it keeps the default limit: where the references moved past 25% (once
+    # in CI they ran 25% slower and the scope read +28% after scaling) the time is not
+    # judged, and the run is measured again, at most five times.  So is a run
+    # whose every part the burner slowed past half the tolerance: it reads as a slow phase
+    # ("all parts slower alike"; once in CI, sorts +11% and the 4x scope +317%).
+    speed = "--opprof-max-speed-change=25%"
+    with busy_machine(seconds=120.0, per_core=1, one_cpu=True):  # ended by pid at the end
+        for _ in range(5):
+            result = run_pytest(
+                "--opprof", speed, "--opprof-report=report.json", "--junitxml=junit.xml"
+            )
+            if "time not judged" not in result.stdout.str():
+                break
         monkeypatch.setenv("SPIN", "400000")
-        # Where the burner also slowed the sorts and the test's own code past half the
-        # tolerance, the run reads as a slow phase of the machine ("all parts slower
-        # alike") and its time is not judged, as documented (once in CI: sorts +11%, the
-        # scope +317%): the slowed run is measured again, at most three times.
-        for _ in range(3):
-            slower = run_pytest("--opprof")
+        for _ in range(5):
+            slower = run_pytest("--opprof", speed)
             if "time not judged" not in slower.stdout.str():
                 break
     result.assert_outcomes(passed=1)
