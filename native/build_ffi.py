@@ -23,6 +23,7 @@ SOURCES = [
     "core.c",
     "switches.c",
     "muted.c",
+    "sched_probe.c",
     "drain.c",
     "drain_pool.c",
     "memory_count.c",

@@ -139,6 +139,21 @@ int32_t opprof_scope_unwind(int32_t depth);
  * recorded, from the next session on (the plugin: threads a test left running). */
 int opprof_mute_threads(const uint64_t *tids, int64_t n);
 
+/* ---- run-queue waits at round boundaries (sched_probe.c) ------------------ */
+/* The calling thread's (ns on a CPU, ns waiting for one) into out[0..1], from its
+ * schedstat file, kept open.  OPPROF_E_UNSUPPORTED where Linux does not say. */
+int opprof_sched_own(int64_t *out);
+/* Every other thread of this process: begin=1 keeps each one's reading in the
+ * probe; begin=0 writes into out[0..1] the (run, wait) ns they added since then (a
+ * thread started since counts from its start; one that exited takes its figures
+ * with it).  Probes share the open files; each keeps its own readings. */
+typedef struct opprof_sched_probe opprof_sched_probe;
+opprof_sched_probe *opprof_sched_probe_new(void);
+void opprof_sched_probe_free(opprof_sched_probe *probe);
+int opprof_sched_others(opprof_sched_probe *probe, int begin, int64_t *out);
+/* Close the shared files (a later call opens them again). */
+void opprof_sched_close(void);
+
 /* ---- tree helper for events from sources without native parents -------- */
 /* Given n events sorted by (thread, start asc, end desc), write into parent[i]
  * the row index of the innermost event on the same thread whose interval

@@ -97,6 +97,41 @@ def test_a_probe_follows_the_thread_that_runs_the_round() -> None:
         probe.close()
 
 
+def test_a_probe_used_inside_another_probes_round_leaves_its_figures_alone() -> None:
+    # A thread that ran long before the rounds: each probe counts its share of its own
+    # round only, not the thread's life so far, however the two probes interleave.
+    stop = threading.Event()
+    spinner = threading.Thread(target=lambda: stop.wait(30))
+    spinner.start()
+    outer, inner = ContentionProbe(), ContentionProbe()
+    busy = threading.Thread(target=_spin, args=(0.3,))
+    try:
+        busy.start()
+        _spin(0.1)  # the busy thread's life before the rounds: 100 ms or more
+        t0 = time.perf_counter_ns()
+        outer.start()
+        outer_begin = outer.own()
+        inner.start()
+        inner_begin = inner.own()
+        time.sleep(0.02)
+        got_inner = inner.stop(inner_begin, inner.own())
+        time.sleep(0.02)
+        got_outer = outer.stop(outer_begin, outer.own())
+        wall = time.perf_counter_ns() - t0
+    finally:
+        stop.set()
+        busy.join(timeout=10)
+        spinner.join(timeout=10)
+        outer.close()
+        inner.close()
+    assert got_inner is not None and got_outer is not None
+    inner_threads = got_inner.threads_run_ns + got_inner.threads_wait_ns
+    outer_threads = got_outer.threads_run_ns + got_outer.threads_wait_ns
+    # The busy thread spun through both rounds (the sleeps let it hold the GIL).
+    assert outer_threads > inner_threads > 0
+    assert outer_threads <= 1.1 * wall + 2_000_000
+
+
 BUSY_TEST = """
 import time
 
