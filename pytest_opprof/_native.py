@@ -13,6 +13,7 @@ checks live in one place, so it stays whole rather than split by source.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
@@ -56,8 +57,10 @@ if ffi.sizeof("opprof_event") != EVENT_DTYPE.itemsize:  # pragma: no cover - bui
 # ---- core: clock -----------------------------------------------------------
 
 
+@functools.cache
 def clock_source() -> str:
-    """``"tsc"`` (calibrated invariant TSC) or ``"clock_gettime"`` (CLOCK_MONOTONIC)."""
+    """``"tsc"`` (calibrated invariant TSC) or ``"clock_gettime"`` (CLOCK_MONOTONIC): chosen
+    once, when the core starts (``opprof_init``), so read once."""
     return str(ffi.string(lib.opprof_clock_source()).decode())
 
 
@@ -244,8 +247,9 @@ def mute_threads(tids: list[int]) -> None:
 def drain() -> Records:
     """Everything recorded since the last start, as one :class:`Records` (after stop)."""
     capacity = pending()
-    # A round that recorded nothing (a trivial test) skips the pool and the shape text.
-    events = _pooled_events(capacity) if capacity else np.empty(0, dtype=EVENT_DTYPE)
+    if capacity == 0 and int(lib.opprof_stack_count()) <= 1:
+        return _empty_records()  # a test with no op: no pool block, no shape table
+    events = _pooled_events(capacity)
     written = ffi.new("int64_t *")
     dropped = ffi.new("int64_t *")
     check(lib.opprof_drain(ffi.from_buffer("opprof_event[]", events), capacity, written, dropped))
@@ -261,6 +265,27 @@ def drain() -> Records:
         shapes=shapes,
         dtypes=dtypes,
         stacks=stacks,
+        dropped=int(dropped[0]),
+        clock_source=clock_source(),
+    )
+
+
+_NO_EVENTS = np.empty(0, dtype=EVENT_DTYPE)
+_NO_EVENTS.flags.writeable = False
+
+
+def _empty_records() -> Records:
+    """The records of a round that recorded nothing (a test with no op): no event array
+    from the pool, no shape table copied; only the drop count is read."""
+    written = ffi.new("int64_t *")
+    dropped = ffi.new("int64_t *")
+    check(lib.opprof_drain(ffi.from_buffer("opprof_event[]", _NO_EVENTS), 0, written, dropped))
+    return Records(
+        events=_NO_EVENTS,
+        names=names(),
+        shapes=_NO_SHAPES,
+        dtypes=_NO_DTYPES,
+        stacks=[[]],
         dropped=int(dropped[0]),
         clock_source=clock_source(),
     )
@@ -309,6 +334,11 @@ def _shape_texts(
         lib.opprof_text_free(shape_doc[0])
         lib.opprof_text_free(dtype_doc[0])
     return shapes, [d.split(";") for d in dtypes]
+
+
+_NO_SHAPES, _NO_DTYPES = shape_table.columns(
+    shape_table.ShapeTable(np.empty(0, dtype=np.int64), np.zeros(2, dtype=np.int64), _shape_texts)
+)
 
 
 def _pooled_events(n: int) -> np.ndarray:
