@@ -70,6 +70,34 @@ def test_default_lists_what_needs_attention(
         assert "not listed" not in full.stdout.str()
 
 
+def test_a_first_run_lists_a_few_new_tests_and_counts_the_rest(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    # Every test of a first run is new: a line each (twice) buried the summary of a large
+    # suite.  The table shows the first new ones and the slowest; the gate's list stops
+    # at the row limit and says how many more there are.
+    pytester.makepyfile(test_many=MANY)
+    result = run_pytest("--opprof", "--opprof-rounds", "1", "--opprof-row-limit", "5")
+    result.assert_outcomes(passed=32)
+    summary = result.stdout.str()
+    shown = listed(result.outlines)
+    assert "test_many.py::test_many[0]" in shown, summary  # the first new ones
+    assert "test_many.py::test_slow" in shown, summary  # among the slowest
+    assert "test_many.py::test_marked" in shown, summary  # marked: always
+    assert len(shown) <= 10 + 10 + 1, summary
+    line = next(x for x in result.outlines if x.startswith("opprof: 32 profiled"))
+    assert f"; {32 - len(shown)} new test(s) not listed: -v" in line, summary
+    start = result.outlines.index("new (no baseline):")
+    assert result.outlines[start + 1 : start + 7] == [
+        "  test_many.py::test_many[0]",
+        "  test_many.py::test_many[1]",
+        "  test_many.py::test_many[2]",
+        "  test_many.py::test_many[3]",
+        "  test_many.py::test_many[4]",
+        "  ... 27 more (the JSON and HTML reports list all)",
+    ], summary
+
+
 def test_summary_option_is_checked(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     pytester.makepyfile("def test_a(): pass")
     result = run_pytest.inprocess("--opprof", "--opprof-summary", "some")

@@ -218,6 +218,9 @@ is in code the op tables cannot see (Python, or a library no source captures), s
 op figures miss most of what a regression could change."""
 SLOWEST_SHOWN = 10
 """The slowest passing tests (by median wall time) listed beside those needing attention."""
+NEW_SHOWN = 10
+"""New tests (no baseline) listed among those needing attention: a first run of a large
+suite has thousands, every one new, and a line each buried the rest."""
 
 
 def summary_lines(
@@ -226,6 +229,7 @@ def summary_lines(
     *,
     show_all: bool = True,
     slowest: int = SLOWEST_SHOWN,
+    new_shown: int = NEW_SHOWN,
     min_wall_ns: int = 1_000_000,
     flag_low: bool = True,
     unlisted_status: str = "-",
@@ -237,7 +241,8 @@ def summary_lines(
     flagged: their time is not judged).
 
     ``show_all=False`` lists what needs attention: every test whose status is not
-    ``pass``, the marked ones and the ``slowest``; the totals line counts the rest.
+    ``pass`` (of the new ones, the first ``new_shown``), the marked ones and the
+    ``slowest``; the totals line counts the rest.
     ``statuses``: node id -> status (``unlisted_status`` for a test not in it).
 
     ``results`` is read once, one test at a time: only the listed tests' rows are made.
@@ -250,6 +255,7 @@ def summary_lines(
     counts: Counter[str] = Counter()
     low = 0
     n = 0
+    new_listed = 0
     for i, r in enumerate(results):
         n += 1
         share = r.op_time_share
@@ -260,6 +266,9 @@ def summary_lines(
         status = statuses.get(r.nodeid, unlisted_status)
         counts[status] += 1
         anyway = show_all or r.marked or status not in ("pass", "-")
+        if anyway and status == "new" and not (show_all or r.marked):
+            anyway = new_listed < new_shown
+            new_listed += anyway
         if not anyway and slowest <= 0:
             continue
         key = (wall, r.nodeid)
@@ -292,9 +301,16 @@ def summary_lines(
     counted = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=_by_status))
     total = f"opprof: {n} profiled test(s) ({counted})"
     hidden = sum(counts.values()) - len(rows)
+    hidden_new = counts["new"] - sum(row[4] == "new" for row in rows)
     if hidden:
+        if not hidden_new:
+            which = "passing test(s) not listed"
+        elif hidden_new == hidden:
+            which = "new test(s) not listed"
+        else:
+            which = f"test(s) not listed ({hidden_new} new, {hidden - hidden_new} passing)"
         total += (
-            f"; {hidden} passing test(s) not listed: -v or --opprof-summary all lists every "
+            f"; {hidden} {which}: -v or --opprof-summary all lists every "
             "test, and the JSON and HTML reports have them all"
         )
     lines.append(total)

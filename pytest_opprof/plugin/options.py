@@ -534,7 +534,8 @@ SUMMARY = Setting(
     parse_summary,
     "attention",
     "which profiled tests get a line in the terminal summary: attention (regressed, "
-    "improved, new, not judged, marked, and the slowest; the default) or all (so does -v)",
+    "improved, the first new ones, not judged, marked, and the slowest; the default) or all "
+    "(so does -v)",
     metavar="WHICH",
 )
 HTML: Setting[Path | None] = Setting(

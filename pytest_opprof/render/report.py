@@ -299,6 +299,15 @@ def failure_text(judgement: Judgement, *, row_limit: int = DEFAULT_ROW_LIMIT) ->
     return render_text(result, row_limit=row_limit)
 
 
+def _listed(nodeids: list[str], row_limit: int) -> list[str]:
+    """The first ``row_limit`` node ids, a line each, then how many more (a first run of a
+    large suite has every test new: a line each buried the rest of the summary)."""
+    lines = [f"  {nodeid}" for nodeid in nodeids[:row_limit]]
+    if len(nodeids) > row_limit:
+        lines.append(f"  ... {len(nodeids) - row_limit} more (the JSON and HTML reports list all)")
+    return lines
+
+
 def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMIT) -> list[str]:
     """The terminal summary of a session's comparison: counts, then each notable test."""
     # From the statuses kept in memory: a result is read back from the spool (which
@@ -371,11 +380,11 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
             lines.append(f"  ... {n_varying - row_limit} more")
     if improved:
         lines += ["", "improved beyond tolerance:"]
-        lines += [f"  {nodeid}" for nodeid in improved]
+        lines += _listed(improved, row_limit)
         if not session.options.update:
             lines.append(f"  hint: {UPDATE_HINT}")
     if new:
-        lines += ["", "new (no baseline):"] + [f"  {nodeid}" for nodeid in new]
+        lines += ["", "new (no baseline):", *_listed(new, row_limit)]
     if session.errors:
         lines += ["", "unusable baselines:"]
         lines += [f"  {nodeid}: {message}" for nodeid, message in session.errors.items()]
