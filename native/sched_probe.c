@@ -91,7 +91,7 @@ static int64_t find(int64_t tid)
 
 /* Bring the table in line with the task directory: open the threads that are
  * new, close those gone.  -1 when the directory cannot be read. */
-static int relist(int64_t own)
+static int relist(void)
 {
     struct stat st;
     if (stat(TASKS, &st) != 0)
@@ -114,7 +114,7 @@ static int relist(int64_t own)
     while ((entry = readdir(dir)) != NULL) {
         char *end;
         long long tid = strtoll(entry->d_name, &end, 10);
-        if (end == entry->d_name || *end != 0 || tid <= 0 || tid == own)
+        if (end == entry->d_name || *end != 0 || tid <= 0)
             continue;
         int64_t at = find(-tid);
         if (at >= 0) {
@@ -170,7 +170,7 @@ int opprof_sched_others(opprof_sched_probe *probe, int begin, int64_t *out)
     int64_t own = (int64_t)syscall(SYS_gettid);
     pthread_mutex_lock(&g_lock);
     out[0] = out[1] = 0;
-    if (relist(own) != 0) {
+    if (relist() != 0) {
         pthread_mutex_unlock(&g_lock);
         return opprof_fail(OPPROF_E_UNSUPPORTED, "opprof_sched_others: %s cannot be read", TASKS);
     }
@@ -187,7 +187,7 @@ int opprof_sched_others(opprof_sched_probe *probe, int begin, int64_t *out)
     for (int64_t i = g_count - 1; i >= 0; i--) {
         int64_t run, wait;
         if (g_files[i].tid == own)
-            continue; /* the rounds moved to a thread listed before */
+            continue; /* listed with the others: the rounds can move to another thread */
         if (read_stat(g_files[i].fd, &run, &wait) != 0) { /* exited: list again next time */
             close_file(i);
             g_links = -1;
