@@ -45,7 +45,8 @@ class ContentionProbe:
     The reading is native (``native/sched_probe.c``): the schedstat files stay open
     between rounds (until :meth:`close`), the running thread's is reopened when rounds
     move to another thread, and the threads are listed again only when their number
-    moved.  A round's probe costs a few us where Python's file reads cost 26.
+    moved.  A round's probe costs about 20 us, most of it the kernel's (a ``stat`` of
+    the task directory and a ``pread`` per file); reading them from Python cost 30.
     """
 
     def __init__(self) -> None:
