@@ -108,6 +108,10 @@ void opprof_cuda_atfork(int phase);      /* cuda.c */
 /* base.c: sets the calling thread's opprof_last_error() text and returns code. */
 int opprof_fail(int code, const char *fmt, ...);
 
+/* (ns on a CPU, ns waiting for one) from an open schedstat file (switches.c);
+ * 0 on success, -1 when it cannot be read. */
+int opprof_schedstat_read(int fd, int64_t *run, int64_t *wait);
+
 /* Slot of an object's address in the open-addressing tables that map hooked
  * objects to their names (scipy_hooks.c, pyfunc_hooks.c): mask the result. */
 static inline size_t opprof_ptr_hash(const void *p)

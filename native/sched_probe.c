@@ -54,27 +54,6 @@ static pid_t g_pid;          /* the process that listed it (a fork's child lists
 static int g_own_fd = -1;
 static int64_t g_own_tid; /* whose schedstat g_own_fd is */
 
-/* (ns on a CPU, ns waiting) from an open schedstat file; 0 on success. */
-static int read_stat(int fd, int64_t *run, int64_t *wait)
-{
-    char buf[128];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    char *end;
-    unsigned long long r = strtoull(buf, &end, 10);
-    if (end == buf)
-        return -1;
-    char *at = end;
-    unsigned long long w = strtoull(at, &end, 10);
-    if (end == at)
-        return -1;
-    *run = (int64_t)r;
-    *wait = (int64_t)w;
-    return 0;
-}
-
 static void close_file(int64_t i)
 {
     close(g_files[i].fd);
@@ -188,7 +167,8 @@ int opprof_sched_others(opprof_sched_probe *probe, int begin, int64_t *out)
         int64_t run, wait;
         if (g_files[i].tid == own)
             continue; /* listed with the others: the rounds can move to another thread */
-        if (read_stat(g_files[i].fd, &run, &wait) != 0) { /* exited: list again next time */
+        if (opprof_schedstat_read(g_files[i].fd, &run, &wait) !=
+            0) { /* exited: list again next time */
             close_file(i);
             g_links = -1;
             continue;
@@ -220,7 +200,7 @@ int opprof_sched_own(int64_t *out)
         g_own_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
         g_own_tid = tid;
     }
-    int ok = g_own_fd >= 0 && read_stat(g_own_fd, &out[0], &out[1]) == 0;
+    int ok = g_own_fd >= 0 && opprof_schedstat_read(g_own_fd, &out[0], &out[1]) == 0;
     pthread_mutex_unlock(&g_lock);
     if (!ok)
         return opprof_fail(OPPROF_E_UNSUPPORTED,

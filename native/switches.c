@@ -42,10 +42,9 @@
 static const uint32_t never_changes = 0;
 static _Atomic int supported = -1; /* -1: no thread has tried; 0 refused; 1 works */
 
-/* The thread's run-queue wait so far, ns; -1 when it cannot be read. */
-static int64_t read_wait(int fd)
+int opprof_schedstat_read(int fd, int64_t *run, int64_t *wait)
 {
-    char buf[96];
+    char buf[128];
     if (fd < 0)
         return -1;
     ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
@@ -53,12 +52,23 @@ static int64_t read_wait(int fd)
         return -1;
     buf[n] = 0;
     char *end;
-    strtoull(buf, &end, 10); /* time on a CPU */
+    unsigned long long r = strtoull(buf, &end, 10);
     if (end == buf)
         return -1;
     char *wait_at = end;
-    unsigned long long wait = strtoull(wait_at, &end, 10);
-    return end == wait_at ? -1 : (int64_t)wait;
+    unsigned long long w = strtoull(wait_at, &end, 10);
+    if (end == wait_at)
+        return -1;
+    *run = (int64_t)r;
+    *wait = (int64_t)w;
+    return 0;
+}
+
+/* The thread's run-queue wait so far, ns; -1 when it cannot be read. */
+static int64_t read_wait(int fd)
+{
+    int64_t run, wait;
+    return opprof_schedstat_read(fd, &run, &wait) == 0 ? wait : -1;
 }
 
 void core_switches_refresh(opprof_thread *t)
