@@ -56,13 +56,22 @@ def spreads_of(entries: dict[str, BaselineEntry], nodeid: str, here: str) -> Spr
     )
 
 
+def as_baseline(entry: BaselineEntry) -> BaselineEntry:
+    """``entry`` as a baseline file holds it: without the per-round switched-out op keys,
+    which the gate reads on the side it judges only."""
+    if getattr(entry.summary, "switched", None) is None:
+        return entry
+    return dataclasses.replace(entry, summary=dataclasses.replace(entry.summary, switched=None))
+
+
 def replay(reports: Path, scenario: str) -> dict[str, BaselineEntry]:
     """The baseline the scenario's update runs made, rebuilt with this checkout's rules."""
     entries: dict[str, BaselineEntry] = {}
     for i in range(busy_study.UPDATE_RUNS):
         stored = dict(entries)  # what this update run's gate read from the files
         spreads: dict[str, Spreads] = {}
-        for nodeid, new in read_report(reports / f"{scenario}-update-{i}.json").items():
+        for nodeid, read in read_report(reports / f"{scenario}-update-{i}.json").items():
+            new = as_baseline(read)
             old = entries.get(nodeid)
             if old is None:
                 entries[nodeid] = new
@@ -72,7 +81,7 @@ def replay(reports: Path, scenario: str) -> dict[str, BaselineEntry]:
             if module not in spreads:
                 spreads[module] = spreads_of(stored, nodeid, here)
             verdict = compare(
-                new.summary, old, fingerprint=here, spreads=spreads[module], op_waits=True
+                read.summary, old, fingerprint=here, spreads=spreads[module], op_waits=True
             )
             if pooling.replace_reason(new.summary, old, verdict, here) is None:
                 new = dataclasses.replace(new, summary=pooling.pool(new.summary, old.summary))

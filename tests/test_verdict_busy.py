@@ -13,7 +13,10 @@ import pytest
 from baseline_helpers import Row, entry, machine
 from conftest import busy_machine
 
-from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
+from pytest_opprof.errors import FieldError
+from pytest_opprof.gate.jsonio import Fields
+from pytest_opprof.gate.pooling import pool
+from pytest_opprof.gate.summary import RoundFigures, TestSummary, TimeStats, summarize_rounds
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
 from pytest_opprof.gate.waiting import (
     WORK_NOTE_MARK,
@@ -167,6 +170,73 @@ def test_on_work_rounds_a_python_scope_fails_alone_where_op_waits_were_left_out(
     verdict = compare(slower_add, entry(base), fingerprint=HERE, tolerances=TOL, op_waits=True)
     assert verdict.work_time and verdict.status == "pass"
     assert [r.status for r in verdict.reasons if r.op == "numpy.add"] == ["info"]
+
+
+def switched_in(summary: TestSummary, rounds_out: Sequence[int]) -> TestSummary:
+    """``summary`` whose ``kernel`` was switched out in the rounds ``rounds_out`` (as
+    ``plugin.measure`` records it from each event's wait)."""
+    return dataclasses.replace(
+        summary,
+        switched=tuple(("kernel",) if i in rounds_out else () for i in range(summary.rounds)),
+    )
+
+
+def test_on_work_rounds_a_scope_switched_out_in_nearly_every_round_explains() -> None:
+    # A span the thread left its CPU in can run longer than its work and wait with no
+    # figure to show it (waiting.UNSWITCHED_ROUNDS): a scope switched out in every round
+    # but one is not judged alone, however much slower it reads.
+    base = scope_and_add(3.0, 12.0, WAITS)
+    slower_scope = scope_and_add(3.9, 12.0, WAITS)
+    every = switched_in(slower_scope, range(1, len(WAITS)))
+    verdict = compare(every, entry(base), fingerprint=HERE, tolerances=TOL, op_waits=True)
+    assert verdict.work_time and verdict.status == "pass"
+    assert [r.status for r in verdict.reasons if r.op == "kernel"] == ["info"]
+    assert any("`kernel` ran slower but was switched out" in n for n in verdict.notes)
+    # With two rounds that ran through, those are judged: the scope fails alone again.
+    two = switched_in(slower_scope, range(2, len(WAITS)))
+    verdict = compare(two, entry(base), fingerprint=HERE, tolerances=TOL, op_waits=True)
+    assert verdict.status == "regressed"
+    assert [r.op for r in verdict.reasons if r.status == "regressed"] == ["kernel"]
+    # And only those: the switched rounds' inflated times (here +60%) do not count.
+    inflated = scope_and_add(4.8, 12.0, WAITS)
+    ran_through = scope_and_add(3.0, 12.0, WAITS)
+    mixed = dataclasses.replace(
+        inflated,
+        ops={
+            **inflated.ops,
+            "kernel": dataclasses.replace(
+                inflated.ops["kernel"],
+                self_cpu_time=TimeStats.from_samples(
+                    [
+                        *ran_through.ops["kernel"].self_cpu_time.samples_ns[:2],
+                        *inflated.ops["kernel"].self_cpu_time.samples_ns[2:],
+                    ]
+                ),
+            ),
+        },
+    )
+    verdict = compare(
+        switched_in(mixed, range(2, len(WAITS))),
+        entry(base),
+        fingerprint=HERE,
+        tolerances=TOL,
+        op_waits=True,
+    )
+    assert [r.status for r in verdict.reasons if r.op == "kernel"] in ([], ["pass"])
+    assert not any(r.status == "regressed" for r in verdict.reasons)
+
+
+def test_switched_out_ops_travel_in_the_json_report_and_stay_out_of_baselines() -> None:
+    summary = switched_in(scope_and_add(3.0, 12.0, WAITS), [1, 4])
+    back = TestSummary.from_json(Fields(summary.to_json()))
+    assert back.switched == summary.switched
+    assert only_rounds(back, [0, 1, 2]).switched == ((), ("kernel",), ())
+    pooled = pool(summary, scope_and_add(3.0, 12.0, WAITS))
+    assert pooled.switched is None
+    bad = summary.to_json()
+    bad["summary"]["switched"] = [["kernel"]]  # type: ignore[index]
+    with pytest.raises(FieldError, match=r"summary\.switched: expected 7 lists of op keys"):
+        TestSummary.from_json(Fields(bad))
 
 
 def with_one_waited_round(scope_ms: float, add_ms: float) -> TestSummary:

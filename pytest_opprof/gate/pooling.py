@@ -201,6 +201,7 @@ def pool(new: TestSummary, old: TestSummary) -> TestSummary:
         wait_time=maybe(new.wait_time, old.wait_time),
         ops={key: op(key, now) for key, now in new.ops.items()},
         ranges=_joined_ranges(new.exact_values(), new.span, old.exact_values(), old.span),
+        switched=None,  # read on the side judged, never on a baseline
     )
 
 

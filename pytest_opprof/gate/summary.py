@@ -368,6 +368,9 @@ class RoundFigures:
     library_self_ns: int | None = None
     """Self CPU time of the round's library ops (ns; ``model.library_self_ns``): not its
     ``record_function`` scopes.  None for rows from elsewhere: then every row counts."""
+    switched: frozenset[str] | None = None
+    """The op keys an event of which the thread was switched out in, waiting for a CPU
+    (``model.waits``); None when waits were not measured per op."""
 
     @classmethod
     def from_events(
@@ -623,6 +626,10 @@ class TestSummary:
     in a baseline, over the sessions pooled since it was last replaced)."""
     left_out: LeftOut | None = None
     """The op keys folded into ``ops[OTHER_OPS]`` (``trim.py``); None when none was."""
+    switched: tuple[tuple[str, ...], ...] | None = None
+    """Per round, the op keys (sorted) the thread was switched out in, waiting for a CPU (an
+    event of theirs waited); None when not measured or when no op waited.  Not stored in
+    baselines: a verdict reads it on the side being judged (``waiting.as_work``)."""
 
     def exact_values(self) -> dict[str, int]:
         """The deterministic figures that may carry a range, by name (those measured)."""
@@ -674,6 +681,8 @@ class TestSummary:
             figures["wait_time"] = self.wait_time.to_json()
         if self.ranges:
             figures["ranges"] = ranges_json(self.ranges)
+        if self.switched is not None:
+            figures["switched"] = [list(keys) for keys in self.switched]
         out: dict[str, object] = {"rounds": self.rounds}
         if len(self.sessions) > 1:
             out["sessions"] = list(self.sessions)
@@ -751,6 +760,7 @@ class TestSummary:
             dropped_events=figures.opt_integer("dropped_events") or 0,
             wait_time=TimeStats.from_json(wait_time, rounds) if wait_time else None,
             left_out=read_left_out(f, ops),
+            switched=read_switched(figures, rounds),
         )
         ranges = ranges_from_json(figures, TEST_RANGED, summary.exact_values())
         return replace(summary, ranges=ranges) if ranges else summary
@@ -774,6 +784,24 @@ def read_rounds(f: Fields) -> tuple[int, tuple[int, ...]]:
             f"got {list(sessions)}",
         )
     return rounds, sessions
+
+
+def read_switched(figures: Fields, rounds: int) -> tuple[tuple[str, ...], ...] | None:
+    """A summary's ``switched`` (per round, a list of op keys), checked (raises
+    ``FieldError``); None when absent."""
+    if not figures.has("switched"):
+        return None
+    raw = figures.data["switched"]
+    if (
+        not isinstance(raw, list)
+        or len(raw) != rounds
+        or not all(isinstance(keys, list) and all(isinstance(k, str) for k in keys) for keys in raw)
+    ):
+        raise FieldError(
+            field_path(figures.path, "switched"),
+            f"expected {rounds} lists of op keys, one per round",
+        )
+    return tuple(tuple(sorted(keys)) for keys in raw)
 
 
 def read_left_out(f: Fields, ops: Mapping[str, object]) -> LeftOut | None:
@@ -879,7 +907,19 @@ def _summarize_many(rounds: Sequence[RoundFigures]) -> TestSummary:
         dropped_events=max(r.dropped_events for r in rounds),
         wait_time=TimeStats.from_samples(waits) if len(waits) == len(rounds) else None,
         ranges=varying(spans),
+        switched=_switched(rounds),
     )
+
+
+def _switched(rounds: Sequence[RoundFigures]) -> tuple[tuple[str, ...], ...] | None:
+    """Per round, the op keys switched out (``TestSummary.switched``).  A round with
+    none is ``None`` too (it skips building an empty set): whether each op's wait is
+    measured holds for the whole process, so in a test where some round has keys, the
+    others had none."""
+    per_round = [r.switched for r in rounds]
+    if not any(per_round):
+        return None
+    return tuple(tuple(sorted(keys or ())) for keys in per_round)
 
 
 def _summarize_op(key: str, per_round: list[OpFigures]) -> OpSummary:

@@ -95,6 +95,7 @@ def _flat(s: TestSummary) -> list[Any]:
         or d["ranges"] != {}
         or type(d["ranges"]) is not dict
         or d["left_out"] is not None
+        or d["switched"] is not None
         or type(ops) is not dict
         or (memory is not None and type(memory) is not MemoryFigures)
     ):
@@ -194,5 +195,6 @@ def from_flat_values(values: list[Any]) -> TestSummary:
         wait_time=_single(values[14]),
         ranges={},
         left_out=None,
+        switched=None,
     )
     return out

@@ -152,6 +152,7 @@ from pytest_opprof.gate.waiting import (
     judged_rounds,
     library_like,
     scope_judged_on_work,
+    switched_out,
     work_rounds,
 )
 
@@ -430,7 +431,9 @@ def compare(
                 "recorded; times are compared at the baseline's speed (--opprof-raw-times "
                 "judges them as measured)"
             )
+    switched: frozenset[str] = frozenset()
     if walls is not None:
+        switched = switched_out(summary, op_waits) | switched_out(base, op_waits)
         summary, base = as_work(summary, op_waits), as_work(base, op_waits)
     whole = not (summary.dropped_events or base.dropped_events)
     if not whole:
@@ -485,7 +488,17 @@ def compare(
         widths,
         held,
         op_waits,
+        switched,
     )
+    explained = sorted(
+        {r.op for r in reasons if r.op in switched and r.unit == "ns" and r.kind == "slower"}
+    )
+    if explained:
+        notes.append(
+            f"{_names(explained)} ran slower but was switched out in nearly every round: "
+            "such a span can run longer than its work and its wait (by up to 80% on a shared "
+            "VM), so its time explains the test's time and fails no test alone"
+        )
     if held:
         notes.append(
             f"{_names(held)} ran slower beyond tolerance but fail{'s' if len(held) == 1 else ''} "
@@ -1064,6 +1077,7 @@ def _op_reasons(
     widths: Widths | None = None,
     held: list[str] | None = None,
     op_waits: bool = False,
+    switched: frozenset[str] = frozenset(),
 ) -> list[OpReason]:
     """Op-level changes; ``clean``: the op times are of clean rounds (not of work rounds,
     where they are explanations only); ``other_ops_differ``: ``[other ops]`` folds other
@@ -1071,7 +1085,8 @@ def _op_reasons(
     ``widths``: the tolerance an op's time must exceed to fail a test alone; ``held``,
     where given (a side's rounds waited for a CPU), collects the library ops whose time
     would have failed the test alone and now only explains it; ``op_waits``: on work
-    rounds, Python scopes' times are judged as on clean ones (``compare``)."""
+    rounds, Python scopes' times are judged as on clean ones (``compare``), except those
+    in ``switched`` (``waiting.switched_out``)."""
     wall_ref = max(tol.figure(base.wall_time), 1)
     flops_ref = max(base.flops, 1)
     memory_ref = max(base.memory.allocated_bytes if base.memory else 0, 1)
@@ -1093,7 +1108,7 @@ def _op_reasons(
                     time_judged,
                     metric_status,
                     (wall_ref, flops_ref, memory_ref, count_ref),
-                    clean or (op_waits and scope_judged_on_work(key)),
+                    clean or (op_waits and scope_judged_on_work(key) and key not in switched),
                     alone=not (other_ops_differ and key == OTHER_OPS),
                     sessions=sessions,
                     alone_tolerance=(widths or Widths()).of_op(key, tol),

@@ -211,4 +211,4 @@ def _less_waits(figures: RoundFigures, waits: dict[str, tuple[int, int]]) -> Rou
                 self_cpu_ns=max(op.self_cpu_ns - self_wait, 0),
                 cpu_ns=max(op.cpu_ns - total_wait, 0),
             )
-    return replace(figures, ops=ops)
+    return replace(figures, ops=ops, switched=frozenset(waits))
