@@ -5,7 +5,8 @@ CPU-bound process pinned to the same CPU, so that most chunks are switched out o
 and times each: wall time, the thread's run-queue wait over the chunk
 (``/proc/thread-self/schedstat``, as ``native/switches.c`` reads it per op), the
 thread's own CPU time, and its involuntary context switches.  Prints, per number of
-switches, the median of wall time less wait and of the thread's CPU time; then the
+switches, the median (and 90th percentile) of wall time less wait and the median of the
+thread's CPU time; then the
 same chunks with the CPU to themselves.  ``--runs`` repeats it (this VM's host moves
 between phases from minute to minute).
 
@@ -67,12 +68,14 @@ def report(label: str, by_switches: dict[int, list[tuple[int, int, int]]]) -> No
     print(label)
     for n in sorted(by_switches):
         rows = by_switches[n]
-        work = statistics.median(w - q for w, q, _ in rows) / 1e6
+        works = sorted(w - q for w, q, _ in rows)
+        work = statistics.median(works) / 1e6
+        p90 = works[int(0.9 * (len(works) - 1))] / 1e6
         cpu = statistics.median(c for _, _, c in rows) / 1e6
         wait = statistics.median(q for _, q, _ in rows) / 1e6
         print(
-            f"  {n} switch(es): {len(rows):4d} chunks  wall less wait {work:6.2f} ms  "
-            f"thread CPU {cpu:6.2f} ms  wait {wait:6.2f} ms"
+            f"  {n} switch(es): {len(rows):4d} chunks  wall less wait {work:6.2f} ms "
+            f"(90th percentile {p90:6.2f})  thread CPU {cpu:6.2f} ms  wait {wait:6.2f} ms"
         )
 
 
