@@ -204,7 +204,6 @@ def as_work(summary: TestSummary, op_waits: bool = False) -> TestSummary:
     nearly all left the CPU)."""
     if summary.wait_time is None:
         return summary
-
     walls = summary.wall_time.samples_ns
     waits = summary.wait_time.samples_ns
     work = [max(0, wall - wait) for wall, wait in zip(walls, waits, strict=True)]
