@@ -59,7 +59,7 @@ def spreads_of(entries: dict[str, BaselineEntry], nodeid: str, here: str) -> Spr
 def as_baseline(entry: BaselineEntry) -> BaselineEntry:
     """``entry`` as a baseline file holds it: without the per-round switched-out op keys,
     which the gate reads on the side it judges only."""
-    if getattr(entry.summary, "switched", None) is None:
+    if entry.summary.switched is None:
         return entry
     return dataclasses.replace(entry, summary=dataclasses.replace(entry.summary, switched=None))
 

@@ -370,7 +370,7 @@ class RoundFigures:
     ``record_function`` scopes.  None for rows from elsewhere: then every row counts."""
     switched: frozenset[str] | None = None
     """The op keys an event of which the thread was switched out in, waiting for a CPU
-    (``model.waits``); None when waits were not measured per op."""
+    (``model.waits``); None when no op waited or waits were not measured per op."""
 
     @classmethod
     def from_events(
@@ -629,7 +629,7 @@ class TestSummary:
     switched: tuple[tuple[str, ...], ...] | None = None
     """Per round, the op keys (sorted) the thread was switched out in, waiting for a CPU (an
     event of theirs waited); None when not measured or when no op waited.  Not stored in
-    baselines: a verdict reads it on the side being judged (``waiting.as_work``)."""
+    baselines: a verdict reads it on the side being judged (``waiting.switched_out``)."""
 
     def exact_values(self) -> dict[str, int]:
         """The deterministic figures that may carry a range, by name (those measured)."""
@@ -912,10 +912,9 @@ def _summarize_many(rounds: Sequence[RoundFigures]) -> TestSummary:
 
 
 def _switched(rounds: Sequence[RoundFigures]) -> tuple[tuple[str, ...], ...] | None:
-    """Per round, the op keys switched out (``TestSummary.switched``).  A round with
-    none is ``None`` too (it skips building an empty set): whether each op's wait is
-    measured holds for the whole process, so in a test where some round has keys, the
-    others had none."""
+    """Per round, the op keys switched out (``TestSummary.switched``); None when no
+    round has any.  A round's None is an empty one here: whether each op's wait is
+    measured holds for the whole process."""
     per_round = [r.switched for r in rounds]
     if not any(per_round):
         return None

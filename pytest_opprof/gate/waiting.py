@@ -244,23 +244,16 @@ on its CPU, 2 -> 0 false failures of 106 runs.  Judging such a scope on the roun
 ran through instead lost 16 loaded detections."""
 
 
-def ran_through(summary: TestSummary, key: str) -> list[int] | None:
-    """The rounds in which no event of op ``key`` was switched out; None when that was
-    not measured (a baseline: every round counts)."""
-    if summary.switched is None:
-        return None
-    return [i for i, keys in enumerate(summary.switched) if key not in keys]
-
-
 def switched_out(summary: TestSummary, op_waits: bool) -> frozenset[str]:
     """The Python scopes of ``summary`` judged on work rounds (:func:`as_work`) that ran
     through fewer than ``UNSWITCHED_ROUNDS`` of them without being switched out."""
     if not op_waits or summary.switched is None:
         return frozenset()
+    rounds = summary.switched
     return frozenset(
         key
         for key in summary.ops
-        if scope_judged_on_work(key) and len(ran_through(summary, key) or ()) < UNSWITCHED_ROUNDS
+        if scope_judged_on_work(key) and sum(key not in keys for keys in rounds) < UNSWITCHED_ROUNDS
     )
 
 
