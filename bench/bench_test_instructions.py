@@ -13,7 +13,7 @@ Kernel work (system calls: the contention probe's reads) is not counted: this
 measures the Python and C the plugin runs per test, not the syscalls it makes.
 Needs ``valgrind`` (``apt-get install valgrind``); about 5 minutes at the default size.
 
-    python bench/bench_test_instructions.py [--tests 300] [--trees DIR ...]
+    python bench/bench_test_instructions.py [--tests 300] [--body trivial|numpy] [--trees DIR ...]
 """
 
 from __future__ import annotations
@@ -35,11 +35,28 @@ profiler.RECALIBRATE_S = 1e9
 """
 
 
-def _suite(where: Path, tests: int) -> Path:
+NUMPY_TEST = """\
+def test_{i}():
+    a = np.arange({n}, dtype=float)
+    b = a * 2.0 + 1.0
+    assert np.sqrt(b).sum() > 0
+    assert np.maximum(a, b).reshape(-1, 1).T.shape == (1, {n})
+
+"""
+"""A small numpy test: six ops (a creation, three ufuncs, a reduction, two methods) on
+arrays of a size no other test uses, so each test's shapes are new to the FLOP memo."""
+
+
+def _suite(where: Path, tests: int, body: str) -> Path:
     where.mkdir(parents=True)
     (where / "conftest.py").write_text(CONFTEST)
-    body = "".join(f"def test_{i}():\n    assert {i} >= 0\n\n" for i in range(tests))
-    (where / "test_trivial.py").write_text(body)
+    if body == "numpy":
+        text = "import numpy as np\n\n" + "".join(
+            NUMPY_TEST.format(i=i, n=i + 2) for i in range(tests)
+        )
+    else:
+        text = "".join(f"def test_{i}():\n    assert {i} >= 0\n\n" for i in range(tests))
+    (where / "test_trivial.py").write_text(text)
     return where
 
 
@@ -80,12 +97,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tests", type=int, default=300)
     parser.add_argument(
+        "--body",
+        choices=("trivial", "numpy"),
+        default="trivial",
+        help="each test's body: an assert, or six numpy ops on a size of its own",
+    )
+    parser.add_argument(
         "--trees", nargs="+", type=Path, default=[Path(__file__).resolve().parent.parent]
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        small = _suite(Path(tmp) / "small", args.tests)
-        large = _suite(Path(tmp) / "large", 3 * args.tests)
+        small = _suite(Path(tmp) / "small", args.tests, args.body)
+        large = _suite(Path(tmp) / "large", 3 * args.tests, args.body)
         runs = [
             (tree, profiled, suite)
             for tree in args.trees
@@ -98,7 +121,7 @@ def main() -> None:
         (tree, profiled, suite): n for (tree, profiled, suite), n in zip(runs, counts, strict=True)
     }
     per = 2 * args.tests
-    print(f"instructions per trivial test (slope over {args.tests} -> {3 * args.tests} tests)")
+    print(f"instructions per {args.body} test (slope over {args.tests} -> {3 * args.tests} tests)")
     for tree in args.trees:
         plain = (got[tree, False, large] - got[tree, False, small]) / per
         profiled = (got[tree, True, large] - got[tree, True, small]) / per

@@ -34,6 +34,7 @@ SOURCES = [
     "scipy_hooks.c",
     "pyfunc_hooks.c",
     "model_kernels.c",
+    "one_round.c",
     "buffers.c",
     "fastscope.c",
     "fork.c",
@@ -48,6 +49,7 @@ CDEF_HEADERS = [
     "pyfunc_hooks.h",
     "cuda.h",
     "model_kernels.h",
+    "one_round.h",
     "buffers.h",
     "fastscope.h",
 ]

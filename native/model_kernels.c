@@ -450,10 +450,10 @@ int opprof_model_round_sums(const opprof_event *restrict ev, int64_t n, int64_t 
                             int64_t m, int64_t *restrict parent_row, int64_t *restrict sums,
                             int64_t *restrict groups, int64_t *restrict n_groups,
                             int64_t *restrict row_group, int64_t *restrict library_self_ns,
-                            int64_t *restrict pair, int64_t *restrict pair_row,
-                            int64_t *restrict n_pairs)
+                            int64_t *restrict n_waited, int64_t *restrict pair,
+                            int64_t *restrict pair_row, int64_t *restrict n_pairs)
 {
-    if (n < 0 || m < 0 || !n_groups || !library_self_ns ||
+    if (n < 0 || m < 0 || !n_groups || !library_self_ns || !n_waited ||
         (n > 0 && (!ev || !groups || !row_group || !parent_row || !sums)) ||
         (pair && (!n_pairs || (n > 0 && !pair_row))))
         return opprof_fail(OPPROF_E_ARG, "opprof_model_round_sums: bad arguments (n %lld, m %lld)",
@@ -474,15 +474,17 @@ int opprof_model_round_sums(const opprof_event *restrict ev, int64_t n, int64_t 
     *n_groups = k;
     /* tree.library_self_ns: the library events' totals less the totals of
      * every direct child of a library event. */
-    int64_t self = 0;
+    int64_t self = 0, waited = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t p = parent_row[i];
         if (is_library(&ev[i]))
             self += cpu_total(&ev[i]);
         if (p >= 0 && is_library(&ev[p]))
             self -= cpu_total(&ev[i]);
+        waited += ev[i].wait_ns > 0;
     }
     *library_self_ns = self;
+    *n_waited = waited;
     if (!pair)
         return OPPROF_OK;
     return pairs_of(ev, n, 1, pair, pair_row, n_pairs);

@@ -85,9 +85,10 @@ int opprof_model_flops(const opprof_event *ev, const int64_t *pair, const int64_
  * less its direct children's); and with pair not NULL, the pairs of
  * opprof_model_pairs over the events with a recorded shape only (shape != 0;
  * the rest -1): the only ones a FLOP formula counts, to pass on to
- * opprof_model_flops with group = row_group.  OPPROF_E_UNSUPPORTED as
- * opprof_model_key_sums. */
+ * opprof_model_flops with group = row_group; *n_waited the events that
+ * waited for a CPU (wait_ns > 0: model.waits reads only those, and most
+ * rounds have none).  OPPROF_E_UNSUPPORTED as opprof_model_key_sums. */
 int opprof_model_round_sums(const opprof_event *ev, int64_t n, int64_t memory_group, int64_t m,
                             int64_t *parent_row, int64_t *sums, int64_t *groups, int64_t *n_groups,
-                            int64_t *row_group, int64_t *library_self_ns, int64_t *pair,
-                            int64_t *pair_row, int64_t *n_pairs);
+                            int64_t *row_group, int64_t *library_self_ns, int64_t *n_waited,
+                            int64_t *pair, int64_t *pair_row, int64_t *n_pairs);

@@ -850,6 +850,8 @@ class RoundSums(NamedTuple):
     """Per row, its index in ``groups``."""
     parent_row: np.ndarray
     library_self_ns: int
+    waited: int
+    """How many events waited for a CPU (``wait_ns`` > 0)."""
     pair: np.ndarray | None
     """Per row, its (name, shape) pair among the rows with a recorded shape, else -1."""
     pair_row: np.ndarray | None
@@ -871,7 +873,7 @@ def model_round_sums(
     k_max = min(n, m)
     out = np.empty(k_max * (width + 1) + 2 * n + (2 * n if pairs else 0) + 4, dtype=np.int64)
     buf = ffi.from_buffer("int64_t[]", out)
-    counts = buf + (len(out) - 4)  # n_groups, library self ns, n_pairs
+    counts = buf + (len(out) - 4)  # n_groups, library self ns, n_pairs, events that waited
     at_groups = k_max * width
     at_parents = at_groups + k_max
     at_rows = at_parents + n
@@ -887,19 +889,21 @@ def model_round_sums(
         counts,
         buf + at_rows,
         counts + 1,
+        counts + 3,
         buf + at if pairs else ffi.NULL,
         buf + at + n if pairs else ffi.NULL,
         counts + 2,
     )
     if not _unless_unsupported(status):
         return None
-    n_groups, library_self, n_pairs, _ = out[-4:].tolist()
+    n_groups, library_self, n_pairs, waited = out[-4:].tolist()
     return RoundSums(
         out[: n_groups * width].reshape(n_groups, width),
         out[at_groups : at_groups + n_groups],
         out[at_rows:at],
         out[at_parents:at_rows],
         library_self,
+        waited,
         out[at : at + n] if pairs else None,
         out[at + n : at + n + n_pairs] if pairs else None,
     )
@@ -967,6 +971,20 @@ def buffer_stats() -> BufferStats:
     out = ffi.new("int64_t[4]")
     check(lib.opprof_buffer_stats(out, out + 1, out + 2, out + 3))
     return BufferStats(*(int(v) for v in out))
+
+
+# ---- a one-round test's op summaries (native/one_round.h) -------------------------
+
+
+def _one_round_door() -> Callable[..., tuple[dict[str, Any], int, int, int | None] | None]:
+    """``one_round_ops(keys, sums, memory_key, exact, op_type, stats_type)``: a builtin
+    that builds a one-round test's op summaries from its round's sums (see the header)."""
+    module = sys.modules[__name__]
+    check(lib.opprof_install_summary_functions(id(module)))
+    return module.one_round_ops  # type: ignore[no-any-return]
+
+
+one_round_ops = _one_round_door()
 
 
 # ---- record_function's fast path (native/fastscope.h) ----------------------------

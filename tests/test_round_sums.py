@@ -25,6 +25,7 @@ from pytest_opprof.capture.records import Records
 from pytest_opprof.gate.summary import (
     OpSummary,
     RoundFigures,
+    TestSummary,
     TimeStats,
     _op_summary,
     summarize_rounds,
@@ -78,10 +79,9 @@ def test_sums_give_the_rows_figures(roots: list[Ev], by_shape: bool, cut: bool) 
     _same(records, by_shape)
 
 
-def _by_op(sums: object) -> dict[str, list[int]]:
+def _by_op(sums: averages.OpSums | None) -> dict[str, list[int]]:
     assert sums is not None
-    keys, groups, _ = sums  # type: ignore[misc]
-    return dict(zip(keys, groups, strict=True))
+    return dict(zip(sums.keys, sums.sums, strict=True))
 
 
 @settings(max_examples=100, deadline=None)
@@ -291,3 +291,80 @@ def test_few_pairs_and_many_pairs_pick_the_same_formula_pairs(
     fast = _round_sums(_native, records, True)
     monkeypatch.undo()
     assert fast == _round_sums(_native, records, True)
+
+
+def _summaries_of(keys: list[str], groups: list[list[int]]) -> tuple[TestSummary, TestSummary]:
+    """(built natively from the sums, built in Python from the same round's op figures)."""
+    common = {"wall_time_ns": 10**6, "cpu_time_ns": 9 * 10**5, "library_self_ns": 5 * 10**5}
+    native = summarize_rounds([RoundFigures.from_sums(keys, groups, **common)])
+    made = RoundFigures.from_sums(keys, groups, **common)
+    python = summarize_rounds([dataclasses.replace(made, ops=dict(made.ops))])
+    return native, python
+
+
+def _alike(native: TestSummary, python: TestSummary) -> None:
+    assert native == python
+    assert list(native.ops) == list(python.ops)  # the same key order
+    for key, op in native.ops.items():
+        other = python.ops[key]
+        assert type(op) is OpSummary
+        assert list(vars(op)) == list(vars(other))
+        assert vars(op) == vars(other)
+        for name in ("self_cpu_time", "cpu_time", "self_device_time", "device_time"):
+            stats, expected = getattr(op, name), getattr(other, name)
+            assert type(stats) is type(expected)
+            if stats is not None:
+                assert vars(stats) == vars(expected)
+                assert [type(v) for v in vars(stats).values()] == [
+                    type(v) for v in vars(expected).values()
+                ]
+        # An op that called no other op shares one object, as its stored form relies on.
+        assert (op.cpu_time is op.self_cpu_time) == (other.cpu_time is other.self_cpu_time)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["numpy.add", "numpy.sum", "[memory]", "scope", "aten::mm"]),
+            st.lists(
+                st.one_of(st.integers(0, 5), st.integers(-(2**51), 2**51), st.just(2**50)),
+                min_size=9,
+                max_size=9,
+            ),
+        ),
+        max_size=5,
+    )
+)
+def test_a_one_round_summary_built_natively_is_the_python_one(
+    rows: list[tuple[str, list[int]]],
+) -> None:
+    # Keys that repeat, figures at or past 2**50 (the rows' float arithmetic) and device
+    # times: the native builder declines what it cannot build exactly, and Python builds it.
+    keys = [key for key, _ in rows]
+    groups = [list(g) for _, g in rows]
+    _alike(*_summaries_of(keys, groups))
+
+
+def test_the_native_builder_builds_a_plain_round_and_declines_what_python_must_sum() -> None:
+    keys = ["numpy.sum", "[memory]", "numpy.add"]
+    groups = [[2, 900, 400, 0, 0, 64, 32, 10, 10], [3, 0, 0, 0, 0, 96, 96, 0, 0]]
+    groups.append([1, 300, 300, 50, 40, 8, 8, 6, 6])
+    built = _native.one_round_ops(keys, groups, "[memory]", 2**50, OpSummary, TimeStats)
+    assert built is not None
+    ops, op_count, flops, device_ns = built
+    assert list(ops) == ["[memory]", "numpy.add", "numpy.sum"]
+    assert (op_count, flops, device_ns) == (3, 16, 40)
+    assert ops["numpy.add"].cpu_time is ops["numpy.add"].self_cpu_time
+    assert ops["numpy.sum"].cpu_time.median_ns == 900
+    assert ops["numpy.add"].device_time.samples_ns == (50,)
+    _alike(*_summaries_of(keys, groups))
+    # A repeated key (its rows are summed) and a figure past exact: Python's to build.
+    assert (
+        _native.one_round_ops(keys[:1] * 2, groups[:2], "[memory]", 2**50, OpSummary, TimeStats)
+        is None
+    )
+    past = [[1, 2**50, 0, 0, 0, 0, 0, 0, 0]]
+    assert _native.one_round_ops(["x"], past, "[memory]", 2**50, OpSummary, TimeStats) is None
+    with pytest.raises(ValueError, match="one row per key"):
+        _native.one_round_ops(keys, groups[:2], "[memory]", 2**50, OpSummary, TimeStats)

@@ -26,7 +26,7 @@ decimals; ints that are exact (counts, FLOPs, bytes) stay exact.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -445,32 +445,10 @@ class RoundFigures:
         group's op key, ``sums[i]`` its ``_native.GROUP_COLUMNS`` (count, total and self
         CPU ns, total and self device ns, total and self bytes, FLOPs, self FLOPs).
         """
-        ops: dict[str, OpFigures] = {}
-        new = object.__new__
-        for key, group in zip(keys, sums, strict=True):
-            # Filled in place, as TimeStats.single is (the frozen __init__ sets each
-            # field through object.__setattr__): the same object, a third of the cost.
-            figures = new(OpFigures)
-            if -_EXACT < min(group) and max(group) < _EXACT:
-                figures.__dict__.update(zip(_SUM_FIELDS, group, strict=True))
-                ops[key] = ops[key] + figures if key in ops else figures
-                continue
-            count, cpu, self_cpu, device, self_device, mem, self_mem, flops, self_flops = group
-            # The very arithmetic from_events does on a row (a time in us as a float, a
-            # count through float): the same figures to the last bit, FLOPs past 2**53
-            # included.
-            figures.__dict__.update(
-                count=int(float(count)),
-                self_cpu_ns=round(self_cpu / _NS_PER_US * _US_TO_NS),
-                cpu_ns=round(cpu / _NS_PER_US * _US_TO_NS),
-                self_memory_bytes=int(float(self_mem)),
-                memory_bytes=int(float(mem)),
-                flops=int(float(flops)),
-                self_device_ns=round(self_device / _NS_PER_US * _US_TO_NS),
-                device_ns=round(device / _NS_PER_US * _US_TO_NS),
-                self_flops=int(float(self_flops)),
-            )
-            ops[key] = ops[key] + figures if key in ops else figures
+        ops = _SummedOps(
+            keys if isinstance(keys, list) else list(keys),
+            sums if isinstance(sums, list) else list(sums),
+        )
         return cls(
             wall_time_ns=int(wall_time_ns),
             cpu_time_ns=int(cpu_time_ns),
@@ -489,6 +467,75 @@ class RoundFigures:
         if self.library_self_ns is not None:
             return self.library_self_ns
         return sum(f.self_cpu_ns for f in self.ops.values())
+
+
+def _ops_from_sums(keys: Sequence[str], sums: Iterable[Sequence[int]]) -> dict[str, OpFigures]:
+    """:meth:`RoundFigures.from_sums`' op figures, made when first read (``_SummedOps``)."""
+    ops: dict[str, OpFigures] = {}
+    new = object.__new__
+    for key, group in zip(keys, sums, strict=True):
+        # Filled in place, as TimeStats.single is (the frozen __init__ sets each
+        # field through object.__setattr__): the same object, a third of the cost.
+        figures = new(OpFigures)
+        if -_EXACT < min(group) and max(group) < _EXACT:
+            figures.__dict__.update(zip(_SUM_FIELDS, group, strict=True))
+            ops[key] = ops[key] + figures if key in ops else figures
+            continue
+        count, cpu, self_cpu, device, self_device, mem, self_mem, flops, self_flops = group
+        # The very arithmetic from_events does on a row (a time in us as a float, a
+        # count through float): the same figures to the last bit, FLOPs past 2**53
+        # included.
+        figures.__dict__.update(
+            count=int(float(count)),
+            self_cpu_ns=round(self_cpu / _NS_PER_US * _US_TO_NS),
+            cpu_ns=round(cpu / _NS_PER_US * _US_TO_NS),
+            self_memory_bytes=int(float(self_mem)),
+            memory_bytes=int(float(mem)),
+            flops=int(float(flops)),
+            self_device_ns=round(self_device / _NS_PER_US * _US_TO_NS),
+            device_ns=round(device / _NS_PER_US * _US_TO_NS),
+            self_flops=int(float(self_flops)),
+        )
+        ops[key] = ops[key] + figures if key in ops else figures
+    return ops
+
+
+class _SummedOps(Mapping[str, OpFigures]):
+    """A round's ops as :meth:`RoundFigures.from_sums` got them, made into ``OpFigures`` on
+    first read: a one-round test's summary is built from the sums themselves, in one
+    native call (``_summarize_one``), and most tests never read their round's ops."""
+
+    __slots__ = ("_made", "group_keys", "sums")
+
+    def __init__(self, keys: Sequence[str], sums: Iterable[Sequence[int]]) -> None:
+        self.group_keys = keys
+        self.sums = sums
+        self._made: dict[str, OpFigures] | None = None
+
+    def made(self) -> dict[str, OpFigures]:
+        if self._made is None:
+            self._made = _ops_from_sums(self.group_keys, self.sums)
+        return self._made
+
+    def __getitem__(self, key: str) -> OpFigures:
+        return self.made()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.made())
+
+    def __len__(self) -> int:
+        return len(self.made())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.made()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return self.made() == (other.made() if isinstance(other, _SummedOps) else dict(other))
+
+    def __repr__(self) -> str:
+        return repr(self.made())
 
 
 @dataclass(frozen=True)
@@ -835,22 +882,29 @@ def summarize_rounds(rounds: Sequence[RoundFigures]) -> TestSummary:
 def _summarize_one(r: RoundFigures) -> TestSummary:
     """``_summarize_many([r])`` without its lists of one, statistics calls and ranges (one
     round spans no range): every test with one round, each paid it."""
-    ops = {key: _one_round_op(key, f) for key, f in sorted(r.ops.items())}
+    built = _native_one_round(r.ops)
+    if built is not None:
+        ops, op_count, flops, device_ns = built
+    else:
+        ops = {key: _one_round_op(key, f) for key, f in sorted(r.ops.items())}
+        op_count = sum(f.count for k, f in r.ops.items() if k != MEMORY_EVENT_NAME)
+        flops = sum(f.self_flops for f in r.ops.values())
+        device_ns = (
+            round(sum(f.self_device_ns for f in r.ops.values()))
+            if any(op.device_time is not None for op in ops.values())
+            else None
+        )
     wall = r.wall_time_ns
     return TestSummary(
         rounds=1,
         wall_time=TimeStats.single(round(wall)),
         cpu_time=TimeStats.single(round(r.cpu_time_ns)),
-        op_count=sum(f.count for k, f in r.ops.items() if k != MEMORY_EVENT_NAME),
-        flops=sum(f.self_flops for f in r.ops.values()),
+        op_count=op_count,
+        flops=flops,
         op_time_share=r.captured_ns() / wall if wall > 0 else 0.0,
         memory=_low_median_memory([r.memory]) if r.memory is not None else None,
         ops=ops,
-        device_time=(
-            TimeStats.single(round(sum(f.self_device_ns for f in r.ops.values())))
-            if any(op.device_time is not None for op in ops.values())
-            else None
-        ),
+        device_time=TimeStats.single(device_ns) if device_ns is not None else None,
         device_memory_bytes=r.device_memory_bytes,
         speed_ref=TimeStats.single(round(r.speed_ref_ns)) if r.speed_ref_ns is not None else None,
         native_ref=(
@@ -859,6 +913,22 @@ def _summarize_one(r: RoundFigures) -> TestSummary:
         dropped_events=r.dropped_events,
         wait_time=TimeStats.single(round(r.wait_ns)) if r.wait_ns is not None else None,
         ranges={},
+    )
+
+
+def _native_one_round(
+    ops: Mapping[str, OpFigures],
+) -> tuple[dict[str, OpSummary], int, int, int | None] | None:
+    """(op summaries, op count, FLOPs, device ns or None) of a round's ops still in their
+    sums, built natively (``_native.one_round_ops``, the objects ``_one_round_op``
+    makes); None where the ops were made already or the sums need the rows' float
+    arithmetic."""
+    if type(ops) is not _SummedOps or ops._made is not None:
+        return None
+    from pytest_opprof import _native
+
+    return _native.one_round_ops(
+        ops.group_keys, ops.sums, MEMORY_EVENT_NAME, _EXACT, OpSummary, TimeStats
     )
 
 

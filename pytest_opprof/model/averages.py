@@ -374,6 +374,9 @@ class OpSums(NamedTuple):
     time: no profiler cost subtracted)."""
     library_self_ns: int
     """``tree.library_self_ns`` of the same records."""
+    waited: int | None = None
+    """How many events waited for a CPU (``model.waits`` has nothing to say when none
+    did); None when not counted."""
 
 
 def op_sums(
@@ -449,7 +452,7 @@ def _round_sums(module: Any, records: Records, with_flops: bool) -> OpSums | Non
                 pair_flops=pair_flops,
             )
     keys = [names[g] if g != memory_group else MEMORY_EVENT_NAME for g in out.groups.tolist()]
-    return OpSums(keys, out.sums.tolist(), out.library_self_ns)
+    return OpSums(keys, out.sums.tolist(), out.library_self_ns, out.waited)
 
 
 _SMALL_PAIRS = 512

@@ -1,0 +1,277 @@
+/* A one-round test's op summaries, built in one call from the round's sums.
+ *
+ * Most tests run one round, and their summary holds per op an OpSummary with
+ * one-sample TimeStats.  Built in Python that took two objects and a dozen
+ * attribute writes per op, twice (the round's figures, then the summary):
+ * about a tenth of a profiled numpy test's added time (issue 18).  Here the
+ * objects are made directly, with the same types and values as
+ * gate.summary._one_round_op makes, so every reader (verdict, spool, reports)
+ * sees the same summary.  The objects are filled as object.__new__ and
+ * __dict__ writes fill them in Python: the frozen dataclasses' __setattr__
+ * is not called (PyObject_GenericSetAttr is the plain attribute store).
+ */
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "opprof_internal.h"
+#include "model_kernels.h"
+#include "one_round.h"
+
+enum { STATS_FIELDS = 7, OP_FIELDS = 10 };
+
+static PyObject *stats_names[STATS_FIELDS]; /* interned, never released */
+static PyObject *op_names[OP_FIELDS];
+static PyObject *zero;
+
+static int intern_names(void)
+{
+    static const char *const stats[STATS_FIELDS] = {"samples_ns", "median_ns", "min_ns", "max_ns",
+                                                    "mean_ns",    "stdev_ns",  "mad_ns"};
+    static const char *const ops[OP_FIELDS] = {
+        "key",          "count", "self_cpu_time",    "cpu_time",    "self_memory_bytes",
+        "memory_bytes", "flops", "self_device_time", "device_time", "ranges"};
+    if (zero != NULL)
+        return 0;
+    for (int i = 0; i < STATS_FIELDS; i++)
+        if ((stats_names[i] = PyUnicode_InternFromString(stats[i])) == NULL)
+            return -1;
+    for (int i = 0; i < OP_FIELDS; i++)
+        if ((op_names[i] = PyUnicode_InternFromString(ops[i])) == NULL)
+            return -1;
+    zero = PyLong_FromLong(0);
+    return zero == NULL ? -1 : 0;
+}
+
+/* A new instance of type without calling its __init__ (object.__new__). */
+static PyObject *bare(PyTypeObject *type, PyObject *no_args)
+{
+    return type->tp_new(type, no_args, NULL);
+}
+
+/* Set each names[i] to values[i], stealing the references to values (all of
+ * them, also on failure); 0 or -1. */
+static int fill(PyObject *obj, PyObject *const *names, PyObject **values, int n)
+{
+    int status = 0;
+    for (int i = 0; i < n; i++) {
+        if (status == 0 && (values[i] == NULL || PyObject_GenericSetAttr(obj, names[i], values[i])))
+            status = -1;
+        Py_XDECREF(values[i]);
+    }
+    return status;
+}
+
+/* TimeStats.single(ns). */
+static PyObject *single(PyTypeObject *stats_type, PyObject *no_args, int64_t ns)
+{
+    PyObject *value = PyLong_FromLongLong(ns);
+    if (value == NULL)
+        return NULL;
+    PyObject *stats = bare(stats_type, no_args);
+    if (stats == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyObject *samples = PyTuple_Pack(1, value); /* the tuple takes its own reference */
+    /* Four references to value (median, min, max, mean), two to zero: fill steals them. */
+    Py_INCREF(value);
+    Py_INCREF(value);
+    Py_INCREF(value);
+    Py_INCREF(zero);
+    Py_INCREF(zero);
+    PyObject *values[STATS_FIELDS] = {samples, value, value, value, value, zero, zero};
+    if (fill(stats, stats_names, values, STATS_FIELDS) != 0) {
+        Py_DECREF(stats);
+        return NULL;
+    }
+    return stats;
+}
+
+static PyObject *one_op(PyObject *key, const int64_t *row, PyTypeObject *op_type,
+                        PyTypeObject *stats_type, PyObject *no_args)
+{
+    PyObject *self_cpu = single(stats_type, no_args, row[OPPROF_GROUP_CPU_SELF]);
+    if (self_cpu == NULL)
+        return NULL;
+    PyObject *total;
+    if (row[OPPROF_GROUP_CPU_TOTAL] == row[OPPROF_GROUP_CPU_SELF]) {
+        /* An op that called no other op: one object, as _one_round_op shares it. */
+        Py_INCREF(self_cpu);
+        total = self_cpu;
+    } else {
+        total = single(stats_type, no_args, row[OPPROF_GROUP_CPU_TOTAL]);
+    }
+    PyObject *self_device = Py_None, *device = Py_None;
+    if (row[OPPROF_GROUP_DEVICE_TOTAL] != 0 || row[OPPROF_GROUP_DEVICE_SELF] != 0) {
+        self_device = single(stats_type, no_args, row[OPPROF_GROUP_DEVICE_SELF]);
+        device = single(stats_type, no_args, row[OPPROF_GROUP_DEVICE_TOTAL]);
+    } else {
+        Py_INCREF(Py_None);
+        Py_INCREF(Py_None);
+    }
+    Py_INCREF(key);
+    PyObject *values[OP_FIELDS] = {
+        key,
+        PyLong_FromLongLong(row[OPPROF_GROUP_COUNT]),
+        self_cpu,
+        total,
+        PyLong_FromLongLong(row[OPPROF_GROUP_MEM_SELF]),
+        PyLong_FromLongLong(row[OPPROF_GROUP_MEM_TOTAL]),
+        PyLong_FromLongLong(row[OPPROF_GROUP_FLOPS]),
+        self_device,
+        device,
+        PyDict_New(),
+    };
+    PyObject *op = bare(op_type, no_args);
+    if (op == NULL) {
+        for (int i = 0; i < OP_FIELDS; i++)
+            Py_XDECREF(values[i]);
+        return NULL;
+    }
+    if (fill(op, op_names, values, OP_FIELDS) != 0) {
+        Py_DECREF(op);
+        return NULL;
+    }
+    return op;
+}
+
+/* one_round_ops(keys, sums, memory_key, exact, op_type, stats_type): see one_round.h. */
+static PyObject *one_round_ops(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6 || !PyList_Check(args[0]) || !PyType_Check(args[4]) || !PyType_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "one_round_ops(keys: list, sums, memory_key, exact: "
+                                         "int, op_type: type, stats_type: type)");
+        return NULL;
+    }
+    PyObject *keys = args[0], *memory_key = args[2];
+    PyTypeObject *op_type = (PyTypeObject *)args[4], *stats_type = (PyTypeObject *)args[5];
+    long long exact = PyLong_AsLongLong(args[3]);
+    if (exact == -1 && PyErr_Occurred())
+        return NULL;
+    if (intern_names() != 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    PyObject *result = NULL, *where = NULL, *order = NULL, *ops = NULL, *no_args = NULL;
+    int64_t *sums = PyMem_Malloc((size_t)(n > 0 ? n : 1) * OPPROF_GROUP_COLUMNS * sizeof *sums);
+    if (sums == NULL)
+        return PyErr_NoMemory();
+    if (!PyList_Check(args[1]) || PyList_GET_SIZE(args[1]) != n) {
+        PyErr_SetString(PyExc_ValueError, "one_round_ops: sums must be a list, one row per key");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PySequence_Fast(PyList_GET_ITEM(args[1], i), "one_round_ops: a row");
+        if (row == NULL)
+            goto done;
+        int usable = PySequence_Fast_GET_SIZE(row) == OPPROF_GROUP_COLUMNS;
+        for (Py_ssize_t c = 0; usable && c < OPPROF_GROUP_COLUMNS; c++) {
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(PySequence_Fast_GET_ITEM(row, c), &overflow);
+            if (v == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                usable = 0;
+            }
+            /* Beyond exact: the float arithmetic of the rows, which Python does. */
+            usable = usable && !overflow && -exact < v && v < exact;
+            sums[i * OPPROF_GROUP_COLUMNS + c] = v;
+        }
+        Py_DECREF(row);
+        if (!usable) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+    }
+    /* Key -> row, to find each row again in key order (and to see repeats). */
+    if ((where = PyDict_New()) == NULL || (order = PyList_New(n)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        PyObject *row = PyLong_FromSsize_t(i);
+        if (row == NULL || PyDict_SetItem(where, key, row) != 0) {
+            Py_XDECREF(row);
+            goto done;
+        }
+        Py_DECREF(row);
+        Py_INCREF(key);
+        PyList_SET_ITEM(order, i, key);
+    }
+    if (PyDict_GET_SIZE(where) != n) { /* a repeated key sums its rows: Python's */
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    if (PyList_Sort(order) != 0 || (ops = PyDict_New()) == NULL ||
+        (no_args = PyTuple_New(0)) == NULL)
+        goto done;
+    long long op_count = 0, self_flops = 0, device_ns = 0;
+    int has_device = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *key = PyList_GET_ITEM(order, j);
+        PyObject *at = PyDict_GetItemWithError(where, key); /* borrowed */
+        Py_ssize_t i = at != NULL ? PyLong_AsSsize_t(at) : -1;
+        if (i < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_KeyError, "one_round_ops: a key changed while sorting");
+            goto done;
+        }
+        const int64_t *row = sums + i * OPPROF_GROUP_COLUMNS;
+        PyObject *op = one_op(key, row, op_type, stats_type, no_args);
+        if (op == NULL)
+            goto done;
+        int failed = PyDict_SetItem(ops, key, op);
+        Py_DECREF(op);
+        if (failed)
+            goto done;
+        int is_memory = PyObject_RichCompareBool(key, memory_key, Py_EQ);
+        if (is_memory < 0)
+            goto done;
+        if (!is_memory)
+            op_count += row[OPPROF_GROUP_COUNT];
+        self_flops += row[OPPROF_GROUP_SELF_FLOPS];
+        device_ns += row[OPPROF_GROUP_DEVICE_SELF];
+        has_device |= row[OPPROF_GROUP_DEVICE_TOTAL] != 0 || row[OPPROF_GROUP_DEVICE_SELF] != 0;
+    }
+    /* n rows under 2**50 each: the sums cannot overflow. */
+    if (has_device)
+        result = Py_BuildValue("(OLLL)", ops, op_count, self_flops, device_ns);
+    else
+        result = Py_BuildValue("(OLLO)", ops, op_count, self_flops, Py_None);
+done:
+    PyMem_Free(sums);
+    Py_XDECREF(where);
+    Py_XDECREF(order);
+    Py_XDECREF(ops);
+    Py_XDECREF(no_args);
+    return result;
+}
+
+/* Static: each function object keeps a pointer to its entry (m_ml). */
+static PyMethodDef summary_defs[] = {
+    {"one_round_ops", (PyCFunction)(void (*)(void))one_round_ops, METH_FASTCALL,
+     "A one-round test's OpSummary per key from its round's sums (native/one_round.h)."},
+};
+
+int opprof_install_summary_functions(intptr_t module_id)
+{
+    /* cffi released the GIL around this call. */
+    PyGILState_STATE g = PyGILState_Ensure();
+    int status = OPPROF_OK;
+    for (size_t i = 0; i < sizeof summary_defs / sizeof summary_defs[0]; i++) {
+        PyObject *fn = PyCFunction_NewEx(&summary_defs[i], NULL, NULL);
+        if (fn == NULL ||
+            PyObject_SetAttrString((PyObject *)module_id, summary_defs[i].ml_name, fn)) {
+            Py_XDECREF(fn);
+            PyErr_Clear();
+            status =
+                opprof_fail(OPPROF_E_PYTHON, "opprof_install_summary_functions: could not set %s",
+                            summary_defs[i].ml_name);
+            break;
+        }
+        Py_DECREF(fn);
+    }
+    PyGILState_Release(g);
+    return status;
+}

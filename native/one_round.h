@@ -1,0 +1,15 @@
+/* A one-round test's op summaries built from its round's integer sums.
+ *
+ * opprof_install_summary_functions(id(module)) takes the GIL and sets on that
+ * module one builtin:
+ *   one_round_ops(keys, sums, memory_key, exact, op_type, stats_type)
+ *     -> (ops, op_count, self_flops, device_ns) or None
+ *   keys: list of str, one per row of sums (a list of rows, each
+ *   OPPROF_GROUP_COLUMNS ints); ops: dict key -> op_type object, in key order, each with stats_type objects of one sample, as
+ *   gate.summary._one_round_op builds them; op_count: the counts of every key
+ *   but memory_key; self_flops: every row's self FLOPs; device_ns: every row's
+ *   self device time, or None when no row has device time.  None (build it in
+ *   Python) where a key repeats or a figure is not an int strictly within
+ *   (-exact, exact): such figures take the rows' float arithmetic there.
+ * Returns OPPROF_OK, or an error code with opprof_last_error() set. */
+int opprof_install_summary_functions(intptr_t module_id);
