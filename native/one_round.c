@@ -11,6 +11,7 @@
  * is not called (PyObject_GenericSetAttr is the plain attribute store).
  */
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -248,10 +249,188 @@ done:
     return result;
 }
 
+/* jsonio.round_sig(v): v to three significant digits, as Python rounds an int
+ * (math.log10 of the value as a double, then round(v, 2 - exponent): half to
+ * even, exact on the integer). */
+static int64_t round_sig(int64_t v)
+{
+    if (v == 0)
+        return 0;
+    int64_t a = v < 0 ? -v : v;
+    int exponent = (int)floor(log10((double)a));
+    int k = exponent - 2; /* digits to drop */
+    if (k <= 0)
+        return v;
+    if (k > 18)
+        return 0; /* unreachable for an int64: 10**19 exceeds every value */
+    int64_t p = 1;
+    for (int i = 0; i < k; i++)
+        p *= 10;
+    int64_t q = a / p, r = a % p;
+    if (r > p - r || (r == p - r && (q & 1)))
+        q++;
+    int64_t rounded = q * p;
+    return v < 0 ? -rounded : rounded;
+}
+
+/* The ns of a one-sample TimeStats (what single() makes), or -1 with *ok = 0
+ * for anything else (then Python rounds it). */
+static int64_t single_ns(PyObject *stats, PyTypeObject *stats_type, int *ok)
+{
+    int64_t ns = 0;
+    if (Py_TYPE(stats) != stats_type) {
+        *ok = 0;
+        return -1;
+    }
+    PyObject *v[STATS_FIELDS];
+    for (int i = 0; i < STATS_FIELDS; i++) {
+        v[i] = PyObject_GenericGetAttr(stats, stats_names[i]);
+        if (v[i] == NULL) {
+            PyErr_Clear();
+            *ok = 0;
+        }
+    }
+    if (*ok && PyTuple_CheckExact(v[0]) && PyTuple_GET_SIZE(v[0]) == 1) {
+        PyObject *sample = PyTuple_GET_ITEM(v[0], 0);
+        int overflow = 0;
+        ns = PyLong_CheckExact(sample) ? PyLong_AsLongLongAndOverflow(sample, &overflow) : 0;
+        *ok = PyLong_CheckExact(sample) && !overflow && !(ns == -1 && PyErr_Occurred());
+        for (int i = 1; *ok && i < STATS_FIELDS; i++) {
+            long long want = i < 5 ? ns : 0; /* median, min, max, mean; stdev, mad */
+            *ok = PyLong_CheckExact(v[i]) &&
+                  PyLong_AsLongLongAndOverflow(v[i], &overflow) == want && !overflow;
+        }
+        PyErr_Clear();
+    } else {
+        *ok = 0;
+    }
+    for (int i = 0; i < STATS_FIELDS; i++)
+        Py_XDECREF(v[i]);
+    return ns;
+}
+
+/* The stored (rounded) form of a one-sample TimeStats, or NULL with *ok = 0. */
+static PyObject *stored_single(PyObject *stats, PyTypeObject *stats_type, PyObject *no_args,
+                               int *ok)
+{
+    int64_t ns = single_ns(stats, stats_type, ok);
+    return *ok ? single(stats_type, no_args, round_sig(ns)) : NULL;
+}
+
+/* OpSummary.as_stored of an op whose times have one sample each; NULL with
+ * *ok = 0 where Python must do it (or with *ok = 1 and an exception set). */
+static PyObject *stored_op(PyObject *op, PyTypeObject *op_type, PyTypeObject *stats_type,
+                           PyObject *no_args, int *ok)
+{
+    if (Py_TYPE(op) != op_type) {
+        *ok = 0;
+        return NULL;
+    }
+    PyObject *values[OP_FIELDS];
+    for (int i = 0; i < OP_FIELDS; i++)
+        if ((values[i] = PyObject_GenericGetAttr(op, op_names[i])) == NULL) {
+            for (int j = 0; j < i; j++)
+                Py_DECREF(values[j]);
+            PyErr_Clear();
+            *ok = 0;
+            return NULL;
+        }
+    enum { SELF_CPU = 2, CPU = 3, SELF_DEVICE = 7, DEVICE = 8 };
+    PyObject *self_cpu = values[SELF_CPU], *cpu = values[CPU];
+    PyObject *self_device = values[SELF_DEVICE], *device = values[DEVICE];
+    int paired = self_device != Py_None && device != Py_None;
+    values[SELF_CPU] = stored_single(self_cpu, stats_type, no_args, ok);
+    /* One object for both times (an op that called no other op): rounded once. */
+    if (cpu == self_cpu) {
+        values[CPU] = values[SELF_CPU];
+        Py_XINCREF(values[CPU]);
+    } else if (cpu == Py_None) {
+        values[CPU] = Py_None;
+        Py_INCREF(Py_None);
+    } else {
+        values[CPU] = *ok ? stored_single(cpu, stats_type, no_args, ok) : NULL;
+    }
+    if (paired) {
+        values[SELF_DEVICE] = *ok ? stored_single(self_device, stats_type, no_args, ok) : NULL;
+        values[DEVICE] = *ok ? stored_single(device, stats_type, no_args, ok) : NULL;
+    } else { /* device times travel as a pair or not at all */
+        values[SELF_DEVICE] = Py_None;
+        values[DEVICE] = Py_None;
+        Py_INCREF(Py_None);
+        Py_INCREF(Py_None);
+    }
+    Py_DECREF(self_cpu);
+    Py_DECREF(cpu);
+    Py_DECREF(self_device);
+    Py_DECREF(device);
+    PyObject *out = *ok ? bare(op_type, no_args) : NULL;
+    if (out == NULL) {
+        for (int i = 0; i < OP_FIELDS; i++)
+            Py_XDECREF(values[i]);
+        return NULL;
+    }
+    if (fill(out, op_names, values, OP_FIELDS) != 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* stored_ops(ops, op_type, stats_type) -> dict or None: see one_round.h. */
+static PyObject *stored_ops(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3 || !PyDict_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "stored_ops(ops: dict, op_type: type, stats_type: type)");
+        return NULL;
+    }
+    if (intern_names() != 0)
+        return NULL;
+    PyObject *ops = args[0];
+    PyTypeObject *op_type = (PyTypeObject *)args[1], *stats_type = (PyTypeObject *)args[2];
+    PyObject *keys = PyDict_Keys(ops), *out = NULL, *no_args = PyTuple_New(0);
+    if (keys == NULL || no_args == NULL || PyList_Sort(keys) != 0 || (out = PyDict_New()) == NULL)
+        goto failed;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(keys); j++) {
+        PyObject *key = PyList_GET_ITEM(keys, j);
+        PyObject *op = PyDict_GetItemWithError(ops, key); /* borrowed */
+        if (op == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_KeyError, "stored_ops: the ops changed while read");
+            goto failed;
+        }
+        int ok = 1;
+        PyObject *stored = stored_op(op, op_type, stats_type, no_args, &ok);
+        if (!ok) { /* more than one sample somewhere: Python's */
+            Py_XDECREF(stored);
+            Py_DECREF(out);
+            Py_DECREF(keys);
+            Py_DECREF(no_args);
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (stored == NULL || PyDict_SetItem(out, key, stored) != 0) {
+            Py_XDECREF(stored);
+            goto failed;
+        }
+        Py_DECREF(stored);
+    }
+    Py_DECREF(keys);
+    Py_DECREF(no_args);
+    return out;
+failed:
+    Py_XDECREF(keys);
+    Py_XDECREF(no_args);
+    Py_XDECREF(out);
+    return NULL;
+}
+
 /* Static: each function object keeps a pointer to its entry (m_ml). */
 static PyMethodDef summary_defs[] = {
     {"one_round_ops", (PyCFunction)(void (*)(void))one_round_ops, METH_FASTCALL,
      "A one-round test's OpSummary per key from its round's sums (native/one_round.h)."},
+    {"stored_ops", (PyCFunction)(void (*)(void))stored_ops, METH_FASTCALL,
+     "The stored form of one-sample op summaries, in key order (native/one_round.h)."},
 };
 
 int opprof_install_summary_functions(intptr_t module_id)

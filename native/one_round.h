@@ -1,7 +1,7 @@
 /* A one-round test's op summaries built from its round's integer sums.
  *
  * opprof_install_summary_functions(id(module)) takes the GIL and sets on that
- * module one builtin:
+ * module two builtins:
  *   one_round_ops(keys, sums, memory_key, exact, op_type, stats_type)
  *     -> (ops, op_count, self_flops, device_ns) or None
  *   keys: list of str, one per row of sums (a list of rows, each
@@ -11,5 +11,10 @@
  *   self device time, or None when no row has device time.  None (build it in
  *   Python) where a key repeats or a figure is not an int strictly within
  *   (-exact, exact): such figures take the rows' float arithmetic there.
+ *   stored_ops(ops, op_type, stats_type) -> dict or None
+ *   OpSummary.as_stored of each op of the dict ops, in key order, where every
+ *   time of every op has one sample (TimeStats.single's form): times rounded
+ *   to three significant digits as jsonio.round_sig rounds them.  None where
+ *   some time has more samples (Python rounds those).
  * Returns OPPROF_OK, or an error code with opprof_last_error() set. */
 int opprof_install_summary_functions(intptr_t module_id);

@@ -976,15 +976,19 @@ def buffer_stats() -> BufferStats:
 # ---- a one-round test's op summaries (native/one_round.h) -------------------------
 
 
-def _one_round_door() -> Callable[..., tuple[dict[str, Any], int, int, int | None] | None]:
-    """``one_round_ops(keys, sums, memory_key, exact, op_type, stats_type)``: a builtin
-    that builds a one-round test's op summaries from its round's sums (see the header)."""
+def _one_round_doors() -> tuple[
+    Callable[..., tuple[dict[str, Any], int, int, int | None] | None],
+    Callable[..., dict[str, Any] | None],
+]:
+    """``one_round_ops(keys, sums, memory_key, exact, op_type, stats_type)``, which builds
+    a one-round test's op summaries from its round's sums, and ``stored_ops(ops, op_type,
+    stats_type)``, their stored form: builtins (see the header)."""
     module = sys.modules[__name__]
     check(lib.opprof_install_summary_functions(id(module)))
-    return module.one_round_ops  # type: ignore[no-any-return]
+    return module.one_round_ops, module.stored_ops
 
 
-one_round_ops = _one_round_door()
+one_round_ops, stored_ops = _one_round_doors()
 
 
 # ---- record_function's fast path (native/fastscope.h) ----------------------------

@@ -368,3 +368,60 @@ def test_the_native_builder_builds_a_plain_round_and_declines_what_python_must_s
     assert _native.one_round_ops(["x"], past, "[memory]", 2**50, OpSummary, TimeStats) is None
     with pytest.raises(ValueError, match="one row per key"):
         _native.one_round_ops(keys, groups[:2], "[memory]", 2**50, OpSummary, TimeStats)
+
+
+_single_ns = st.one_of(
+    st.integers(0, 999), st.integers(0, 10**12), st.sampled_from([1235, 1245, 99950, 10**15 - 1])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["numpy.add", "numpy.sum", "[memory]", "a b", "aten::mm"]),
+        st.tuples(
+            _single_ns,
+            _single_ns | st.none() | st.just(-1),
+            _single_ns | st.none(),
+            _single_ns | st.none(),
+        ),
+        min_size=1,
+    ),
+    st.booleans(),
+)
+def test_stored_ops_round_as_each_op_does(
+    specs: dict[str, tuple[int, int | None, int | None, int | None]], two_samples: bool
+) -> None:
+    # One-sample times (the native path), or one op with two samples (Python's): either
+    # way the stored ops are what OpSummary.as_stored makes, op by op, in key order.
+    ops = {}
+    for key, (self_ns, total_ns, self_device_ns, device_ns) in reversed(specs.items()):
+        self_cpu = TimeStats.single(self_ns)
+        total = (
+            self_cpu if total_ns == -1 else None if total_ns is None else TimeStats.single(total_ns)
+        )
+        ops[key] = _op_summary(
+            key,
+            3,
+            self_cpu,
+            total,
+            8,
+            16,
+            5,
+            None if self_device_ns is None else TimeStats.single(self_device_ns),
+            None if device_ns is None else TimeStats.single(device_ns),
+            {"count": (2, 3)},
+        )
+    if two_samples:
+        key = next(iter(ops))
+        ops[key] = dataclasses.replace(ops[key], self_cpu_time=TimeStats.from_samples([5, 7]))
+    native = _native.stored_ops(ops, OpSummary, TimeStats)
+    expected = {key: op.as_stored() for key, op in sorted(ops.items())}
+    if two_samples:
+        assert native is None
+        return
+    assert native == expected and list(native) == list(expected)
+    for key, op in native.items():
+        assert list(vars(op)) == list(vars(expected[key]))
+        assert op.ranges is ops[key].ranges
+        assert (op.cpu_time is op.self_cpu_time) == (ops[key].cpu_time is ops[key].self_cpu_time)
