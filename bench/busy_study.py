@@ -24,14 +24,17 @@ the same unchanged and slowed ones, ``--benchmark-compare-fail=mean:10%``).  It
 disables itself under pytest-xdist and cannot time tests that do not use its
 fixture (numpy's own), so those cells say n/a.
 
-Scenarios (``--scenario``, comma-separated): ``quiet``; ``loaded`` (2 CPU-bound
-processes per core during recording and judging); ``n2`` (``-n 2``, recording and
+Scenarios (``--scenario``, comma-separated): ``quiet``; ``loaded`` (one CPU-bound
+process per core during recording and judging); ``n2`` (``-n 2``, recording and
 judging); ``loaded-base`` (baseline recorded loaded, judged quiet) and
 ``quiet-base`` (recorded quiet, judged loaded), which reuse the baselines of
 ``loaded`` and ``quiet`` when those ran; ``numpy`` (numpy's own ``test_linalg``,
 heaviest cases deselected, quiet; the slowed run makes ``numpy.linalg.svd`` 30%
 slower from inside, ``NUMPY_INJECT``, and the targets are the tests whose svd took
->= 1 ms of self time in the first unchanged run).
+>= 1 ms of self time in the first unchanged run); ``scipy`` and ``sklearn`` (some of
+scipy.linalg's and scikit-learn's ``linear_model`` installed tests, :data:`REAL_SUITES`,
+quiet) and their ``-loaded`` twins: unchanged runs only (false failures, share judged,
+cost), the protocol of the issue's report on those suites.
 
     python bench/busy_study.py [--scenario quiet,loaded] [--tests 100] [--sessions 3]
                                [--json out.json] [--plot out.png]
@@ -66,9 +69,39 @@ from verdict_study import BENCH_FLAGGED, KERNEL, PYTHON, benchmark_cmd, generate
 from verdict_study import iterations_per_ms as _iterations_per_ms
 
 UPDATE_RUNS = 3
-SCENARIOS = ("quiet", "loaded", "n2", "loaded-base", "quiet-base", "numpy", "heavy")
-DEFAULT_SCENARIOS = SCENARIOS[:-1]
-"""The issue's scenarios; ``heavy`` (twice the load) runs when asked for."""
+SCENARIOS = (
+    "quiet",
+    "loaded",
+    "n2",
+    "loaded-base",
+    "quiet-base",
+    "numpy",
+    "heavy",
+    "scipy",
+    "scipy-loaded",
+    "sklearn",
+    "sklearn-loaded",
+)
+DEFAULT_SCENARIOS = SCENARIOS[:6]
+"""The issue's scenarios; ``heavy`` (twice the load) and the other real suites run when
+asked for."""
+# Other projects' suites as installed (the issue's report: scipy and scikit-learn tests
+# failed 5-22% of unchanged runs), run unchanged only: no slowdown is injected there, so
+# they give false failures, the share judged and the cost, not detection.
+REAL_SUITES = {
+    "scipy": (
+        "scipy.linalg.tests.test_basic",
+        "scipy.linalg.tests.test_decomp",
+        "scipy.linalg.tests.test_decomp_cholesky",
+        "scipy.linalg.tests.test_decomp_lu",
+        "scipy.linalg.tests.test_matfuncs",
+        "scipy.linalg.tests.test_solvers",
+    ),
+    "sklearn": (
+        "sklearn.linear_model.tests.test_ridge",
+        "sklearn.linear_model.tests.test_base",
+    ),
+}
 NUMPY_MODULES = ("numpy.linalg.tests.test_linalg",)
 # The generalized (stacked) cases and one BLAS regression test are 80% of the module's
 # time under --opprof (10-100 ms a round, up to 10 rounds each): without them a gate run
@@ -144,7 +177,7 @@ HEAVY = Condition(burners=2)
 class Scenario:
     name: str
     suite: str
-    """``synth`` (the generated suite) or ``numpy``."""
+    """``synth`` (the generated suite), ``numpy`` or a :data:`REAL_SUITES` key."""
     record: Condition
     judge: Condition
     baseline: str
@@ -159,6 +192,10 @@ SCENARIO_SPECS = {
     "quiet-base": Scenario("quiet-base", "synth", QUIET, LOADED, "synth-quiet"),
     "numpy": Scenario("numpy", "numpy", QUIET, QUIET, "numpy-quiet"),
     "heavy": Scenario("heavy", "synth", HEAVY, HEAVY, "synth-heavy"),
+    "scipy": Scenario("scipy", "scipy", QUIET, QUIET, "scipy-quiet"),
+    "scipy-loaded": Scenario("scipy-loaded", "scipy", LOADED, LOADED, "scipy-loaded"),
+    "sklearn": Scenario("sklearn", "sklearn", QUIET, QUIET, "sklearn-quiet"),
+    "sklearn-loaded": Scenario("sklearn-loaded", "sklearn", LOADED, LOADED, "sklearn-loaded"),
 }
 
 
@@ -236,7 +273,10 @@ def target_args(suite: str) -> list[str]:
     """The tests a session runs, the way the README tells users to name them."""
     if suite == "synth":
         return ["opprof"]
-    # rootdir above numpy: node ids name their module, and baselines have a path under it.
+    # rootdir above the package: node ids name their module, and baselines have a path
+    # under it.
+    if suite in REAL_SUITES:
+        return [f"--rootdir={_site()}", "--pyargs", *REAL_SUITES[suite]]
     # busy_inject: NUMPY_INJECT, a no-op unless the slowed session asks for it.
     args = [f"--rootdir={_site()}", "-p", "busy_inject", "-k", NUMPY_DESELECT]
     return [*args, "--pyargs", *NUMPY_MODULES]
@@ -305,14 +345,8 @@ def _regressed_on(test: dict[str, Any], op: str) -> bool:
     return bool(slower) and slower[0]["op"] == op
 
 
-def score_opprof(
-    unchanged: list[dict[str, Any]],
-    slowed_run: dict[str, Any],
-    targets: set[str],
-    op: str,
-) -> dict[str, Any]:
-    """False failures, share judged and detection from the gate runs' JSON reports;
-    ``targets``: node ids of the slowed tests, ``op``: the op slowed in them."""
+def score_unchanged(unchanged: list[dict[str, Any]]) -> dict[str, Any]:
+    """False failures and the share judged from the unchanged gate runs' JSON reports."""
     runs = [r["tests"] for r in unchanged]
     n = sum(len(tests) for tests in runs)
     false = sum(t["status"] == "regressed" for tests in runs for t in tests.values())
@@ -320,11 +354,6 @@ def score_opprof(
     busy = sum(
         t["verdict"]["time_not_judged"] is not None for tests in runs for t in tests.values()
     )
-    tests = slowed_run["tests"]
-    present = [t for nid, t in tests.items() if nid in targets]
-    judged_slowed = [t for t in present if t["verdict"]["time_judged"]]
-    detected_judged = sum(_regressed_on(t, op) for t in judged_slowed)
-    detected_all = sum(_regressed_on(t, op) for t in present)
     return {
         "false": false,
         "runs_x_tests": n,
@@ -332,6 +361,24 @@ def score_opprof(
         "judged_share": judged / max(1, n),
         "not_judged_busy_share": busy / max(1, n),
         "gate_seconds": statistics.median(r["seconds"] for r in unchanged),
+    }
+
+
+def score_opprof(
+    unchanged: list[dict[str, Any]],
+    slowed_run: dict[str, Any],
+    targets: set[str],
+    op: str,
+) -> dict[str, Any]:
+    """:func:`score_unchanged`, and detection from the slowed run's report; ``targets``:
+    node ids of the slowed tests, ``op``: the op slowed in them."""
+    tests = slowed_run["tests"]
+    present = [t for nid, t in tests.items() if nid in targets]
+    judged_slowed = [t for t in present if t["verdict"]["time_judged"]]
+    detected_judged = sum(_regressed_on(t, op) for t in judged_slowed)
+    detected_all = sum(_regressed_on(t, op) for t in present)
+    return {
+        **score_unchanged(unchanged),
         "slowed": len(targets),
         "slowed_judged": len(judged_slowed),
         "detected_judged": detected_judged,
@@ -402,12 +449,16 @@ def run_scenario(
         for i in range(args.sessions)
     ]
     synth = scenario.suite == "synth"
-    if synth:
+    op: str | None
+    if scenario.suite in REAL_SUITES:
+        opprof, op = score_unchanged(unchanged), None
+    elif synth:
         slowed_run = opprof_session(
             study, "slowed", scenario, scenario.judge, extra=_slow_env(slow)
         )
         targets = {nid for nid in slowed_run["tests"] if name_of(nid) in slow}
         op = KERNEL
+        opprof = score_opprof(unchanged, slowed_run, targets, op)
     else:
         slowed_run = opprof_session(
             study,
@@ -417,7 +468,7 @@ def run_scenario(
             extra={"OPPROF_STUDY_SLOW_SVD": str(args.slowdown)},
         )
         targets, op = numpy_targets(unchanged[0]), NUMPY_OP
-    opprof = score_opprof(unchanged, slowed_run, targets, op)
+        opprof = score_opprof(unchanged, slowed_run, targets, op)
     opprof["cost"] = opprof["gate_seconds"] / plain
     result: dict[str, Any] = {
         "scenario": scenario.name,
@@ -429,7 +480,9 @@ def run_scenario(
         "opprof": opprof,
     }
     if not synth:
-        result["pytest_benchmark"] = "n/a: numpy's tests do not use the benchmark fixture"
+        result["pytest_benchmark"] = (
+            f"n/a: {scenario.suite}'s tests do not use the benchmark fixture"
+        )
     elif scenario.judge.workers or scenario.record.workers:
         result["pytest_benchmark"] = "n/a: pytest-benchmark disables itself under pytest-xdist"
     elif not args.benchmark:
@@ -554,9 +607,10 @@ def markdown(result: dict[str, Any]) -> str:
     rows = []
     for s in result["scenarios"]:
         load = f"load {s['load']['min']:.1f}-{s['load']['max']:.1f}"
+        slowed = f"`{s['slowed_op']}` slowed" if s["slowed_op"] else "unchanged only"
         what = (
             f"{s['scenario']} (recorded {s['recorded']}, judged {s['judged']}; "
-            f"{s['tests']} tests, `{s['slowed_op']}` slowed; {load})"
+            f"{s['tests']} tests, {slowed}; {load})"
         )
         rows.append([what, "opprof defaults", *_cells(s["opprof"])])
         rows.append(["", "pytest-benchmark mean:10%", *_cells(s["pytest_benchmark"])])
