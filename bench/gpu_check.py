@@ -1,0 +1,154 @@
+"""CUDA device times on a real GPU, against CUDA events timed by torch itself.
+
+The CPU suite checks ``native/cuda.c`` against a fake runtime (``tests/fake_cudart``);
+this script is the check only a GPU machine can make: the real ``libcudart`` found the
+way the plugin finds it (torch's own, already mapped), torch's CUDA ops and a
+``record_function`` scope timed by the plugin's event pairs, and the same work timed
+with ``torch.cuda.Event`` around it.  It then runs ``pytest --opprof`` on a two-test
+GPU module and reads the device time from the JSON report.  Exits non-zero when a
+figure is missing or the two timings disagree by more than ``--tolerance``.
+
+    python bench/gpu_check.py [--size 4096] [--repeats 20] [--tolerance 0.15] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+GPU_TESTS = """
+import torch
+
+A = torch.randn(2048, 2048, device="cuda")
+
+def test_matmul():
+    for _ in range(10):
+        A @ A
+    torch.cuda.synchronize()
+
+def test_softmax():
+    for _ in range(10):
+        torch.softmax(A, dim=1)
+    torch.cuda.synchronize()
+"""
+
+
+def torch_event_ms(fn: Any, repeats: int) -> float:
+    """Median of ``repeats`` CUDA-event timings of ``fn`` (ms), torch's own events."""
+    import torch
+
+    times = []
+    for _ in range(repeats):
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(float(start.elapsed_time(end)))
+    times.sort()
+    return float(times[len(times) // 2])
+
+
+def check_profile(size: int, repeats: int, tolerance: float) -> list[str]:
+    """Problems found in one profile of ``repeats`` matmuls inside a scope."""
+    import torch
+
+    import pytest_opprof as opprof
+    from pytest_opprof import _native
+
+    a = torch.randn(size, size, device="cuda")
+    for _ in range(3):  # cuBLAS picks its kernel and loads it before anything is timed
+        a @ a
+    torch.cuda.synchronize()
+    reference_ms = torch_event_ms(lambda: a @ a, repeats)
+    with opprof.profile(capture=["torch"], with_flops=True) as prof:
+        with opprof.record_function("block"):
+            for _ in range(repeats):
+                a @ a
+        torch.cuda.synchronize()
+    rows = {row.key: row for row in prof.key_averages()}
+    print(f"libcudart: {_native.cuda_loaded_path()}")
+    print(prof.key_averages().table(sort_by="device_time_total", row_limit=8))
+    problems = []
+    matmul = rows.get("aten::mm") or rows.get("aten::matmul")
+    if matmul is None:
+        return [f"no aten::mm or aten::matmul row: {sorted(rows)}"]
+    block = rows.get("block")
+    if block is None or block.device_time_total <= 0:
+        problems.append("the record_function scope has no device time")
+    if matmul.count != repeats:
+        problems.append(f"{matmul.key} counted {matmul.count} calls, not {repeats}")
+    print(f"torch.cuda.Event: {reference_ms:.3f} ms a matmul of {size}x{size}")
+    timed = [(matmul.key, matmul.device_time_total / 1000 / matmul.count)]
+    if block is not None:
+        timed.append(("block (the scope)", block.device_time_total / 1000 / repeats))
+    for what, per_op_ms in timed:
+        if per_op_ms <= 0:
+            problems.append(f"{what}: no device time")
+            continue
+        change = per_op_ms / reference_ms - 1
+        tflops = 2 * size**3 / (per_op_ms / 1000) / 1e12
+        print(f"{what}: {per_op_ms:.3f} ms a matmul ({tflops:.1f} TFLOP/s), {change:+.1%}")
+        if abs(change) > tolerance:
+            problems.append(
+                f"{what}: device time {change:+.1%} off torch's events (tolerance {tolerance:.0%})"
+            )
+    return problems
+
+
+def check_plugin(out: Path) -> list[str]:
+    """``pytest --opprof`` on a GPU module: every test has device time in the report."""
+    suite = out / "gpu_suite"
+    suite.mkdir(parents=True, exist_ok=True)
+    (suite / "test_gpu.py").write_text(textwrap.dedent(GPU_TESTS))
+    report = out / "gpu_report.json"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--opprof"]
+    cmd += ["--opprof-rounds", "1", f"--opprof-report={report}", str(suite)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=out)
+    print(done.stdout[-4000:], done.stderr[-2000:])
+    if done.returncode != 0:
+        return [f"pytest --opprof exited {done.returncode}"]
+    tests = json.loads(report.read_text())["tests"]
+    problems = []
+    for nodeid, test in sorted(tests.items()):
+        device = (test["summary"].get("device_time") or {}).get("median_ns")
+        ops = {
+            key: op.get("self_device_time", {}).get("median_ns")
+            for key, op in test.get("ops", {}).items()
+        }
+        print(f"{nodeid}: device time {device} ns; ops' self device time (ns): {ops}")
+        if not device:
+            problems.append(f"{nodeid}: no device time in the report")
+    return problems
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--size", type=int, default=4096)
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--tolerance", type=float, default=0.15)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA device: this check needs a GPU")
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    out = args.out or Path(tempfile.mkdtemp(prefix="opprof-gpu-"))
+    problems = check_profile(args.size, args.repeats, args.tolerance)
+    problems += check_plugin(out)
+    for line in problems:
+        print(f"PROBLEM: {line}")
+    print("OK" if not problems else f"{len(problems)} problem(s)")
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
