@@ -370,3 +370,67 @@ def test_another_frame_evaluator_is_left_in_place_and_said(foreign_evaluator: ob
     with opprof.profile(capture=["numpy"]) as after:
         np.ones(2)
     assert op_counts(after)["numpy.ones"] == 1
+
+
+HELD_SUITE = """
+import json
+import os
+
+import numpy as np
+import pytest
+from scipy.linalg import solve
+
+from pytest_opprof.capture.sources import scipy_source
+
+SEEN = []
+
+
+@pytest.fixture(autouse=True)
+def installed_between_rounds():
+    # Setup and teardown run outside the test's rounds: no profile holds the source.
+    SEEN.append(scipy_source.SOURCE.installed)
+    yield
+    SEEN.append(scipy_source.SOURCE.installed)
+    with open(os.environ["SEEN_FILE"], "w") as f:
+        json.dump(SEEN, f)
+
+
+def test_1():
+    assert solve(np.eye(3) * 2.0, np.ones(3))[0] == 0.5
+
+
+def test_2():
+    from scipy import signal  # imported here, after the session's first test
+
+    signal.lfilter([1.0], [1.0, -0.5], np.ones(8))
+
+
+def test_3():
+    from scipy import signal
+
+    assert signal.lfilter([1.0], [1.0, -0.5], np.ones(8))[0] == 1.0
+"""
+
+
+def test_the_plugin_holds_scipy_for_the_session_and_finds_what_tests_import_later(
+    run_pytest: PytestRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scipy, imported by the test modules after the plugin made its plan, is held from the
+    first test on, as numpy is: each round's profile only counts a reference, instead of
+    installing scipy's hooks and removing them again (3 ms a round).  A scipy module a test
+    imports later is found for the tests after it, as a profile of its own finds it."""
+    pytest.importorskip("scipy.signal")
+    run_pytest.pytester.makepyfile(test_held=HELD_SUITE)
+    seen, report = tmp_path / "seen.json", tmp_path / "r.json"
+    monkeypatch.setenv("SEEN_FILE", str(seen))
+    run_pytest("--opprof", "--opprof-rounds", "1", f"--opprof-report={report}").assert_outcomes(
+        passed=3
+    )
+    # test_1's setup runs before the plugin's first call hook: nothing is installed yet.
+    assert json.loads(seen.read_text()) == [False, True, True, True, True, True]
+    tests = {
+        nid.rsplit("::", 1)[1]: t for nid, t in json.loads(report.read_text())["tests"].items()
+    }
+    assert "scipy.linalg.solve" in tests["test_1"]["ops"]
+    assert "scipy.signal.lfilter" not in tests["test_2"]["ops"]  # imported inside its round
+    assert "scipy.signal.lfilter" in tests["test_3"]["ops"]
