@@ -82,15 +82,19 @@ def test_ranges_survive_json_and_bad_ones_name_their_field() -> None:
             TestSummary.from_json(Fields(broken))
 
 
-def test_judging_beyond_a_range_widened_by_the_tolerance() -> None:
+def test_judging_beyond_a_range_widened_by_its_width_and_the_tolerance() -> None:
+    # (1200, 1310) is judged as (1090, 1420): a range of n values holds the next one with
+    # probability (n - 1) / (n + 1) only.
     assert judge_exact((1200, 1310), 1200, 0.0) == "pass"
     assert judge_exact((1200, 1310), 1310, 0.0) == "pass"
-    assert judge_exact((1200, 1310), 1311, 0.0) == "regressed"
-    assert judge_exact((1200, 1310), 1199, 0.0) == "improved"
-    assert judge_exact((1200, 1310), 1441, 0.1) == "pass"  # 1310 * 1.1 = 1441
-    assert judge_exact((1200, 1310), 1442, 0.1) == "regressed"
-    assert judge_exact((1200, 1310), 1300 + 4096, 0.0, floor=4096) == "pass"
-    assert judge_exact((1200, 1310), 1310 + 4097, 0.0, floor=4096) == "regressed"
+    assert judge_exact((1200, 1310), 1420, 0.0) == "pass"
+    assert judge_exact((1200, 1310), 1421, 0.0) == "regressed"
+    assert judge_exact((1200, 1310), 1090, 0.0) == "pass"
+    assert judge_exact((1200, 1310), 1089, 0.0) == "improved"
+    assert judge_exact((1200, 1310), 1562, 0.1) == "pass"  # 1420 * 1.1 = 1562
+    assert judge_exact((1200, 1310), 1563, 0.1) == "regressed"
+    assert judge_exact((1200, 1310), 1420 + 4096, 0.0, floor=4096) == "pass"
+    assert judge_exact((1200, 1310), 1420 + 4097, 0.0, floor=4096) == "regressed"
     # One value: what the verdict always did.
     assert judge_exact((1000, 1000), 1000, 0.0) == "pass"
     assert judge_exact((1000, 1000), 1001, 0.0) == "regressed"
@@ -107,9 +111,13 @@ def test_the_verdict_judges_beyond_the_range_and_says_the_figure_varies() -> Non
     text = render_text(TestResult("t.py::test", rounds_with_flops([1_300_000_000] * 3), inside))
     assert (
         "note: flops vary between runs (1.20 GFLOP-1.31 GFLOP in the baseline's runs): "
-        "judged beyond that range, so a change smaller than the spread cannot be seen"
+        "judged beyond that range widened by its width, so a change smaller than the spread "
+        "cannot be seen"
     ) in text
-    beyond = compare(rounds_with_flops([1_320_000_000] * 3), base, fingerprint=HERE.fingerprint)
+    # Judged beyond 1.09-1.42 GFLOP: the range widened by its width.
+    near = compare(rounds_with_flops([1_400_000_000] * 3), base, fingerprint=HERE.fingerprint)
+    assert near.status == "pass"
+    beyond = compare(rounds_with_flops([1_430_000_000] * 3), base, fingerprint=HERE.fingerprint)
     assert beyond.status == "regressed"
     assert {r.kind: r.status for r in beyond.reasons}["more flops"] == "regressed"
     steady = entry(rounds_with_flops([1_250_000_000] * 3), HERE)
@@ -136,8 +144,9 @@ def test_pooling_joins_ranges_and_overlapping_ranges_pool() -> None:
     second = rounds_with_flops([1030, 1060, 1050, 1045, 1055])
     stored = entry(first, HERE)
     verdict = compare(second, stored, fingerprint=HERE.fingerprint)
-    assert verdict.status == "regressed"  # 1050 > 1040: the verdict sees it ...
-    # ... but the runs overlap: the same varying figure, not a change.
+    # 1050 > 1040, within the range widened by its width (960-1080): the runs overlap,
+    # the same varying figure, not a change.
+    assert verdict.status == "pass"
     assert can_pool(second, stored, verdict, HERE.fingerprint)
     pooled = pool(second, first)
     assert pooled.flops == second.flops and pooled.ranges == {"flops": (1000, 1060)}
@@ -245,8 +254,8 @@ def test_a_test_with_random_sizes_records_a_range_and_is_judged_beyond_it(
     result.stdout.fnmatch_lines(["opprof baselines (baselines): 1 pass"])
     result.stdout.fnmatch_lines(
         [
-            "figures that vary between runs: 1 test(s), judged beyond that range, so a change "
-            "smaller than the spread cannot be seen:",
+            "figures that vary between runs: 1 test(s), judged beyond that range widened by its "
+            "width, so a change smaller than the spread cannot be seen:",
             "  test_a_test_with_random_sizes*::test_random_sizes: flops *MFLOP-*MFLOP*",
         ]
     )
@@ -259,7 +268,8 @@ def test_a_test_with_random_sizes_records_a_range_and_is_judged_beyond_it(
             "*flops *REGRESSED*",
             "note: flops, peak memory and allocated memory vary between runs "
             "(* MFLOP-* MFLOP; * MB-* MB; * MB-* MB in the baseline's runs): "
-            "judged beyond that range, so a change smaller than the spread cannot be seen",
+            "judged beyond that range widened by its width, so a change smaller than the spread "
+            "cannot be seen",
         ]
     )
 

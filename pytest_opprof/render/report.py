@@ -85,7 +85,10 @@ MEMORY_ROW_MEANING = (
     "[memory] is the memory allocated or freed outside any captured op: by the test's own "
     "code, or by a library no capture source sees"
 )
-VARYING_MEANING = "judged beyond that range, so a change smaller than the spread cannot be seen"
+VARYING_MEANING = (
+    "judged beyond that range widened by its width, so a change smaller than the spread "
+    "cannot be seen"
+)
 
 
 def _span(low: int, high: int, unit: str) -> str:
