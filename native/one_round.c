@@ -63,6 +63,23 @@ static int fill(PyObject *obj, PyObject *const *names, PyObject **values, int n)
     return status;
 }
 
+/* A new OpSummary holding values (stolen, all of them, also on failure); with
+ * make 0 (an earlier step failed) none is made and the values are dropped. */
+static PyObject *new_op(PyTypeObject *op_type, PyObject *no_args, PyObject **values, int make)
+{
+    PyObject *op = make ? bare(op_type, no_args) : NULL;
+    if (op == NULL) {
+        for (int i = 0; i < OP_FIELDS; i++)
+            Py_XDECREF(values[i]);
+        return NULL;
+    }
+    if (fill(op, op_names, values, OP_FIELDS) != 0) {
+        Py_DECREF(op);
+        return NULL;
+    }
+    return op;
+}
+
 /* TimeStats.single(ns). */
 static PyObject *single(PyTypeObject *stats_type, PyObject *no_args, int64_t ns)
 {
@@ -124,17 +141,7 @@ static PyObject *one_op(PyObject *key, const int64_t *row, PyTypeObject *op_type
         device,
         PyDict_New(),
     };
-    PyObject *op = bare(op_type, no_args);
-    if (op == NULL) {
-        for (int i = 0; i < OP_FIELDS; i++)
-            Py_XDECREF(values[i]);
-        return NULL;
-    }
-    if (fill(op, op_names, values, OP_FIELDS) != 0) {
-        Py_DECREF(op);
-        return NULL;
-    }
-    return op;
+    return new_op(op_type, no_args, values, 1);
 }
 
 /* one_round_ops(keys, sums, memory_key, exact, op_type, stats_type): see one_round.h. */
@@ -363,17 +370,7 @@ static PyObject *stored_op(PyObject *op, PyTypeObject *op_type, PyTypeObject *st
     Py_DECREF(cpu);
     Py_DECREF(self_device);
     Py_DECREF(device);
-    PyObject *out = *ok ? bare(op_type, no_args) : NULL;
-    if (out == NULL) {
-        for (int i = 0; i < OP_FIELDS; i++)
-            Py_XDECREF(values[i]);
-        return NULL;
-    }
-    if (fill(out, op_names, values, OP_FIELDS) != 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    return out;
+    return new_op(op_type, no_args, values, *ok);
 }
 
 /* stored_ops(ops, op_type, stats_type) -> dict or None: see one_round.h. */
