@@ -145,17 +145,17 @@ class Worker:
             return
         self._modules_seen = len(sys.modules)
         for source in sources.resolve(self.options.capture):
-            if source in self._acquired and source not in self._late:
-                continue  # planned: held from the first test, as numpy is
-            modules = _package_modules(source.name)
-            if source in self._late:
-                if self._late[source] == modules:
-                    continue
-                del self._late[source]
-                self._acquired.remove(source)
-                source.release()
+            if source in self.plan.sources:
+                continue  # held from the first test, as numpy is
+            modules = _package_modules(source.name)  # a capture source is named for its package
+            held = self._late.get(source)
+            if held == modules:
+                continue
+            if held is not None:
+                source.release()  # the last reference: the acquire below installs anew
             source.acquire()
-            self._acquired.append(source)
+            if held is None:
+                self._acquired.append(source)
             self._late[source] = modules
 
     def close(self) -> None:
