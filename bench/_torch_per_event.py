@@ -24,7 +24,7 @@ def read_events_per_event(events: list[Any]) -> KinetoRead:
     shape_ids: dict[tuple[str, ...], int] = {}
     shapes: list[list[list[int] | None]] = [[]]
     dtypes: list[list[str]] = [[]]
-    rows: list[tuple[int, int, int, int, int]] = []
+    rows: list[tuple[int, int, int, int, int, int]] = []
     mem: list[tuple[int, int, int]] = []
     for e in events:
         name = e.name()
@@ -50,9 +50,9 @@ def read_events_per_event(events: list[Any]) -> KinetoRead:
             shapes.append([list(s) for s in ev_shapes])
             dtypes.append(list(ev_dtypes))
         nid = names.setdefault(name, len(names))
-        rows.append((e.start_ns(), e.end_ns(), e.device_resource_id(), nid, sid))
+        rows.append((e.start_ns(), e.end_ns(), e.device_resource_id(), nid, sid, -1))
     return KinetoRead(
-        ops=np.array(rows, dtype=np.int64).reshape(-1, 5),
+        ops=np.array(rows, dtype=np.int64).reshape(-1, 6),  # Kineto times no device here
         mem=np.array(mem, dtype=np.int64).reshape(-1, 3),
         names=list(names),
         shapes=shapes,

@@ -73,6 +73,10 @@ def check_profile(size: int, repeats: int, tolerance: float) -> list[str]:
             for _ in range(repeats):
                 a @ a
         torch.cuda.synchronize()
+    with opprof.profile(capture=["torch"], cuda_sample_rate=4) as sampled:
+        for _ in range(repeats):
+            a @ a
+        torch.cuda.synchronize()
     rows = {row.key: row for row in prof.key_averages()}
     print(f"libcudart: {_native.cuda_loaded_path()}")
     print(prof.key_averages().table(sort_by="device_time_total", row_limit=8))
@@ -83,10 +87,20 @@ def check_profile(size: int, repeats: int, tolerance: float) -> list[str]:
     block = rows.get("block")
     if block is None or block.device_time_total <= 0:
         problems.append("the record_function scope has no device time")
+    elif block.self_device_time_total > tolerance * block.device_time_total:
+        problems.append(
+            f"the scope's own device time is {block.self_device_time_total:.0f} us of "
+            f"{block.device_time_total:.0f} us: its matmuls' time is not subtracted"
+        )
     if matmul.count != repeats:
         problems.append(f"{matmul.key} counted {matmul.count} calls, not {repeats}")
     print(f"torch.cuda.Event: {reference_ms:.3f} ms a matmul of {size}x{size}")
     timed = [(matmul.key, matmul.device_time_total / 1000 / matmul.count)]
+    sampled_mm = {row.key: row for row in sampled.key_averages()}.get(matmul.key)
+    if sampled_mm is not None:  # 1 call in 4 timed, extrapolated to all
+        timed.append(
+            (f"{matmul.key}, 1 call in 4 timed", sampled_mm.device_time_total / 1000 / repeats)
+        )
     if block is not None:
         timed.append(("block (the scope)", block.device_time_total / 1000 / repeats))
     for what, per_op_ms in timed:
@@ -101,6 +115,43 @@ def check_profile(size: int, repeats: int, tolerance: float) -> list[str]:
                 f"{what}: device time {change:+.1%} off torch's events (tolerance {tolerance:.0%})"
             )
     return problems
+
+
+def per_op_cost(n: int = 5000, repeats: int = 5) -> None:
+    """What timing each torch op on the device adds on the host: ``n`` small CUDA adds
+    (launch-bound) plain, profiled without device time and with it; best of ``repeats``."""
+    import time
+
+    import torch
+
+    import pytest_opprof as opprof
+
+    x = torch.ones(16, device="cuda")
+
+    def loop() -> None:
+        for _ in range(n):
+            x.add(1)
+        torch.cuda.synchronize()
+
+    def best(cuda: bool | None, rate: int = 1) -> float:
+        times = []
+        for _ in range(repeats):
+            began = time.perf_counter()
+            if cuda is None:
+                loop()
+            else:
+                with opprof.profile(capture=["torch"], cuda=cuda, cuda_sample_rate=rate):
+                    loop()
+            times.append(time.perf_counter() - began)
+        return min(times) / n * 1e6
+
+    loop()
+    plain, host, device, sampled = best(None), best(False), best(True), best(True, 10)
+    print(
+        f"per op (x.add(1), {n} calls, best of {repeats}): plain {plain:.2f} us, "
+        f"profiled +{host - plain:.2f} us, with device time +{device - plain:.2f} us, "
+        f"1 call in 10 timed +{sampled - plain:.2f} us"
+    )
 
 
 def check_plugin(out: Path) -> list[str]:
@@ -126,6 +177,8 @@ def check_plugin(out: Path) -> list[str]:
         print(f"{nodeid}: device time {device} ns; ops' self device time (ns): {ops}")
         if not device:
             problems.append(f"{nodeid}: no device time in the report")
+        if not any(ops.get(key) for key in ("aten::mm", "aten::softmax", "aten::_softmax")):
+            problems.append(f"{nodeid}: no torch op has a self device time in the report")
     return problems
 
 
@@ -143,6 +196,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     out = args.out or Path(tempfile.mkdtemp(prefix="opprof-gpu-"))
     problems = check_profile(args.size, args.repeats, args.tolerance)
+    per_op_cost()
     problems += check_plugin(out)
     for line in problems:
         print(f"PROBLEM: {line}")

@@ -15,6 +15,8 @@ import pytest
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
+from pytest_opprof.capture.records import EVENT_DTYPE
+from pytest_opprof.capture.sources.cuda_source import own_device_times
 from pytest_opprof.gate import store
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import RoundFigures, TimeStats, summarize_rounds
@@ -211,3 +213,28 @@ def test_a_cuda_runtime_without_a_driver_is_a_clear_error_not_a_crash(fake_cudar
     assert "CUDA driver version is insufficient for CUDA runtime version" in proc.stdout
     assert str(fake_cudart) in proc.stdout
     assert not proc.stdout.startswith("loaded")
+
+
+def _event(start: int, end: int, ident: int, parent: int, name: int, timed: int) -> tuple:
+    row = np.zeros(1, dtype=EVENT_DTYPE)[0]
+    row["start_ns"], row["end_ns"], row["id"], row["parent"] = start, end, ident, parent
+    row["name"], row["thread"], row["device_ns"] = name, 7, timed
+    return tuple(row.tolist())
+
+
+def test_torch_ops_device_time_is_subtracted_from_the_scope_around_them() -> None:
+    # A native scope (timed by the core's pair) around torch ops (no native parent: -2),
+    # timed by the torch observer's pairs, children included.  On a GPU machine these
+    # come from torch (bench/gpu_check.py); the arithmetic is checked here.
+    rows = [
+        _event(0, 100, 1, -1, 0, 1000),  # scope "block"
+        _event(10, 90, 2**62, -2, 1, 700),  # aten::linear
+        _event(20, 80, 2**62 + 1, -2, 2, -1),  # aten::t: no CUDA input, not timed
+        _event(30, 70, 2**62 + 2, -2, 3, 500),  # aten::addmm inside it
+        _event(92, 98, 2**62 + 3, -2, 4, 200),  # aten::relu, a sibling of linear
+    ]
+    events = np.array(rows, dtype=EVENT_DTYPE)
+    own = own_device_times(events, events["device_ns"].astype(np.int64))
+    assert own.tolist() == [1000 - 700 - 200, 700 - 500, -1, 500, 200]
+    timed = own >= 0
+    assert int(own[timed].sum()) == 1000  # the scope's whole time, counted once

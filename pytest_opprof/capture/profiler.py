@@ -209,6 +209,14 @@ class profile:  # lower case: torch.profiler's spelling
                 # however many distinct names a suite uses).
                 _native.forget_scope_names()
                 for source in acquired:
+                    if source.name == "torch":
+                        from pytest_opprof.capture.sources.torch_source import TorchSource
+
+                        assert isinstance(source, TorchSource)
+                        # The cuda source checked the rate; without it nothing is timed.
+                        timed = self._cuda_source is not None
+                        source.time_device = timed
+                        source.device_sample_rate = self.cuda_sample_rate if timed else 1
                     options |= source.start_options()
                 if self.memory_events or any(s.name == "torch" for s in acquired):
                     options |= int(_lib.OPPROF_OPT_MEMORY_EVENTS)

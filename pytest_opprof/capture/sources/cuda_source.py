@@ -8,12 +8,15 @@ the profile stops.  :meth:`CudaSource.attach` then reads the elapsed times and
 writes them into the drained records' ``device_ns``:
 
 * ``device_ns`` is the event's own device time: its pair's elapsed time minus
-  the elapsed times of its timed direct children (a child that was not sampled
-  stays in its parent's figure), scaled by (calls of its name) / (timed
-  calls of its name) in the profile, so that the sum over a name's events
-  estimates the total over every call (the scale is ``sample_rate`` when the
-  call count is a multiple of it, 1 when every call was timed);
-* an event whose call was not sampled keeps ``device_ns == -1`` (not measured).
+  the elapsed times of the timed events nearest below it (an unsampled event
+  between them is passed over: it has no figure of its own), scaled by (calls
+  of its name) / (timed calls of its name) in the profile, so that the sum over
+  a name's events estimates the total over every call (the scale is
+  ``sample_rate`` when the call count is a multiple of it, 1 when every call
+  was timed);
+* an event whose call was not sampled keeps ``device_ns == -1`` (not measured);
+* torch's ops with a CUDA input are timed the same way by the torch observer
+  (their pairs on the current stream, every call), and nest with the rest.
 
 The elapsed time of a pair is the device time between the two records on the
 stream, gaps included: device work the op enqueued, plus idle time when the
@@ -178,36 +181,27 @@ class CudaSource:
         return None
 
     def attach(self, records: Records) -> Records:
-        """After stop: resolve the event pairs and write ``device_ns`` (module docstring)."""
+        """After stop: resolve the event pairs and write ``device_ns`` (module docstring).
+
+        The torch observer's ops come with their pairs' elapsed times already in
+        ``device_ns`` (children included); they are made own times here with the
+        core's pairs, so a scope around torch ops does not count their time twice."""
         ids, elapsed = _native.cuda_resolve()
         self.device_memory = self._device_memory()
         events = records.events
-        if len(ids) == 0 or len(events) == 0:
+        if len(events) == 0:
             return records
-        order = np.argsort(events["id"], kind="stable")
-        sorted_ids = events["id"][order]
-        pos = np.searchsorted(sorted_ids, ids)
-        pos = np.minimum(pos, len(sorted_ids) - 1)
-        found = sorted_ids[pos] == ids
-        rows = order[pos[found]]
-        timed = np.full(len(events), -1, dtype=np.int64)
-        timed[rows] = elapsed[found]
-        # Own time: subtract the timed direct children from their timed parent.
-        child_rows = rows[events["parent"][rows] >= 0]
-        parents = events["parent"][child_rows]
-        ppos = np.minimum(np.searchsorted(sorted_ids, parents), len(sorted_ids) - 1)
-        has_parent = sorted_ids[ppos] == parents
-        parent_rows = order[ppos[has_parent]]
-        children = np.zeros(len(events), dtype=np.int64)
-        np.add.at(children, parent_rows, timed[child_rows[has_parent]])
-        names = events["name"].astype(np.int64)
-        calls = np.bincount(names)
-        timed_calls = np.bincount(names[timed >= 0], minlength=len(calls))
-        scale = calls[names] / np.maximum(timed_calls[names], 1)
-        own_raw = np.maximum(timed - children, 0)
-        own = np.where(timed >= 0, np.rint(own_raw * scale).astype(np.int64), -1)
+        timed = events["device_ns"].astype(np.int64)
+        if len(ids):
+            order = np.argsort(events["id"], kind="stable")
+            sorted_ids = events["id"][order]
+            pos = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+            found = sorted_ids[pos] == ids
+            timed[order[pos[found]]] = elapsed[found]
+        if not (timed >= 0).any():
+            return records
         events = events.copy()
-        events["device_ns"] = np.where(own >= 0, own, events["device_ns"])
+        events["device_ns"] = own_device_times(events, timed)
         return Records(
             events=events,
             names=records.names,
@@ -228,3 +222,32 @@ class CudaSource:
         return DeviceMemoryStats(
             peak_bytes=max(total - free - self._start_used, 0), method="cudaMemGetInfo"
         )
+
+
+def own_device_times(events: np.ndarray, timed: np.ndarray) -> np.ndarray:
+    """Each timed event's own device time from the elapsed times of its pair (``timed``,
+    children included; -1 where not timed): minus the elapsed times of the timed
+    events nearest below it, scaled by (calls of its name) / (timed calls of its
+    name).  -1 stays -1.  Parents are the model's (native ids, or intervals on a
+    thread with torch ops), so a torch op inside a scope is subtracted from the scope.
+    """
+    from pytest_opprof.model.tree import parent_rows
+
+    parent = parent_rows(events)
+    # The nearest timed ancestor: an untimed (unsampled) one is passed over.
+    above = parent.copy()
+    while True:
+        up = (above >= 0) & (timed[np.maximum(above, 0)] < 0)
+        if not up.any():
+            break
+        above[up] = parent[above[up]]
+    inner = (timed >= 0) & (above >= 0)
+    children = np.zeros(len(events), dtype=np.int64)
+    np.add.at(children, above[inner], timed[inner])
+    names = events["name"].astype(np.int64)
+    calls = np.bincount(names)
+    timed_calls = np.bincount(names[timed >= 0], minlength=len(calls))
+    scale = calls[names] / np.maximum(timed_calls[names], 1)
+    own_raw = np.maximum(timed - children, 0)
+    own: np.ndarray = np.where(timed >= 0, np.rint(own_raw * scale).astype(np.int64), -1)
+    return own

@@ -2,6 +2,9 @@
 // what Kineto's CPU activity records for our summary (name, start/end, thread,
 // input shapes and dtypes, the concrete scalar inputs the FLOP formulas need,
 // memory instants) into per-thread C++ buffers, read in bulk after stop.
+// With device timing on, an op with a CUDA tensor input also gets a CUDA event
+// pair on the current stream (torch's own profiler stubs, as its legacy CUDA
+// profiler records them), resolved only at read time.
 //
 // Compiled against the installed torch by torch_observer.py
 // (torch.utils.cpp_extension.load); the Python side turns the buffers into
@@ -26,6 +29,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
+#include <torch/csrc/profiler/stubs/base.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -45,6 +49,7 @@ using torch::profiler::impl::ActiveProfilerType;
 using torch::profiler::impl::ProfilerConfig;
 using torch::profiler::impl::ProfilerState;
 using torch::profiler::impl::ProfilerStateBase;
+using torch::profiler::impl::ProfilerVoidEventStub;
 
 namespace {
 
@@ -66,7 +71,12 @@ struct Op {
     uint64_t args_begin; // into the thread's args stream
     uint64_t args_end;
     uint32_t name;
-    uint32_t pad;
+    uint32_t pair; // 1 + index into the thread's CUDA event pairs; 0: not timed
+};
+
+struct Pair {
+    ProfilerVoidEventStub begin;
+    ProfilerVoidEventStub end; // empty until the op exits on this thread
 };
 
 struct Mem {
@@ -86,6 +96,8 @@ struct ThreadBuf {
     std::vector<int64_t> args;
     std::vector<Mem> mems;
     std::vector<Open> open;
+    std::vector<Pair> pairs;
+    std::vector<uint32_t> cuda_calls; // per name id: calls with a CUDA input this session
 };
 
 struct Names {
@@ -102,6 +114,8 @@ struct Global {
     std::atomic<uint64_t> session{0};
     std::atomic<bool> active{false};
     bool record = true; // false: the callbacks return at once (the benchmark's floor)
+    bool time_device = false; // CUDA event pairs around ops with a CUDA input
+    uint32_t sample_rate = 1; // ... around every sample_rate-th such call of each name
     Names names;
     at::CallbackHandle handle = 0;
     size_t reserve_ops = 1 << 14;
@@ -218,9 +232,11 @@ inline bool plain_tensor(const at::Tensor &t)
            !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
 }
 
-void encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inputs,
+// Returns whether a tensor input lives on a CUDA device.
+bool encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inputs,
                    bool concrete)
 {
+    bool cuda = false;
     for (const c10::IValue &v : inputs) {
         if (v.isTensor()) {
             const at::Tensor &t = v.toTensor();
@@ -228,6 +244,7 @@ void encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inp
                 a.push_back(TAG_OTHER);
                 continue;
             }
+            cuda |= t.is_cuda();
             auto sizes = t.sizes();
             a.push_back(TAG_TENSOR);
             a.push_back((int64_t)t.scalar_type());
@@ -265,6 +282,19 @@ void encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inp
             a.push_back(TAG_OTHER);
         }
     }
+    return cuda;
+}
+
+// Whether this call of the name gets an event pair: calls 1, 1 + rate, ...
+// of each name on each thread, as the core samples its ops.
+inline bool sampled(ThreadBuf &b, uint32_t name)
+{
+    uint32_t rate = g().sample_rate;
+    if (rate <= 1)
+        return true;
+    if (name >= b.cuda_calls.size())
+        b.cuda_calls.resize(name + 1, 0);
+    return b.cuda_calls[name]++ % rate == 0;
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction &fn)
@@ -277,11 +307,18 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction &fn)
     bool concrete = (name & CONCRETE_BIT) != 0;
     Op op;
     op.name = name & ~CONCRETE_BIT;
-    op.pad = 0;
+    op.pair = 0;
     op.args_begin = b->args.size();
-    encode_inputs(b->args, fn.inputs(), concrete);
+    bool cuda = encode_inputs(b->args, fn.inputs(), concrete);
     op.args_end = b->args.size();
     op.end_ns = INT64_MIN;
+    if (cuda && G.time_device && sampled(*b, op.name)) {
+        // Before the CPU clock is read: creating and recording an event is not the op's time.
+        Pair pair;
+        torch::profiler::impl::cudaStubs()->record(nullptr, &pair.begin, nullptr);
+        b->pairs.push_back(std::move(pair));
+        op.pair = (uint32_t)b->pairs.size();
+    }
     b->open.push_back({&fn, b->ops.size()});
     op.start_ns = now_ns(); // last: the encoding is not the op's time
     b->ops.push_back(op);
@@ -301,8 +338,12 @@ void on_exit(const at::RecordFunction &fn, at::ObserverContext *)
     // here and keeps the end given at read time.
     for (size_t i = b->open.size(); i-- > 0;) {
         if (b->open[i].fn == &fn) {
-            b->ops[b->open[i].index].end_ns = t;
+            Op &op = b->ops[b->open[i].index];
+            op.end_ns = t;
             b->open.erase(b->open.begin() + (ptrdiff_t)i);
+            if (op.pair != 0)
+                torch::profiler::impl::cudaStubs()->record(nullptr, &b->pairs[op.pair - 1].end,
+                                                           nullptr);
             return;
         }
     }
@@ -339,8 +380,11 @@ void set_concrete_names(const std::vector<std::string> &names)
 // Starts recording on the calling thread (and the threads torch hands its
 // work to).  Raises when a torch profiler is already enabled on this thread.
 // record=false registers everything but records nothing: what RecordFunction
-// with inputs costs by itself (bench/bench_torch_source.py).
-void start(bool record)
+// with inputs costs by itself (bench/bench_torch_source.py).  time_device:
+// CUDA event pairs around every sample_rate-th call of each op name with a
+// CUDA input (the caller knows CUDA is initialised; torch's CPU builds have no
+// CUDA stubs to record with).
+void start(bool record, bool time_device, uint32_t sample_rate)
 {
     Global &G = g();
     if (G.handle != 0 || torch::profiler::impl::profilerEnabled())
@@ -352,6 +396,8 @@ void start(bool record)
             t->args.clear();
             t->mems.clear();
             t->open.clear();
+            t->pairs.clear();
+            t->cuda_calls.clear();
             if (t->ops.capacity() > (G.reserve_ops << 6)) {
                 // a huge profile's buffers are not kept for the whole session
                 std::vector<Op>().swap(t->ops);
@@ -374,6 +420,8 @@ void start(bool record)
     ProfilerStateBase::push(std::move(state));
     g_state_pushed = true;
     G.record = record;
+    G.time_device = time_device && torch::profiler::impl::cudaStubs()->enabled();
+    G.sample_rate = sample_rate;
     G.active.store(true, std::memory_order_release);
     G.handle = at::addThreadLocalCallback(
         at::RecordFunctionCallback(on_enter, on_exit).needsInputs(true));
@@ -396,8 +444,26 @@ void stop()
 
 bool recording() { return g().handle != 0; }
 
+// The elapsed device time of an op's event pair (waits for both events), or -1.
+int64_t device_ns(const ThreadBuf &t, const Op &op)
+{
+    if (op.pair == 0)
+        return -1;
+    const Pair &pair = t.pairs[op.pair - 1];
+    if (!pair.begin || !pair.end)
+        return -1;
+    try {
+        float us = torch::profiler::impl::cudaStubs()->elapsed(&pair.begin, &pair.end);
+        return (int64_t)((double)us * 1000.0 + 0.5);
+    } catch (const std::exception &) {
+        return -1; // a failed event (e.g. the context is gone): not measured
+    }
+}
+
 // Everything recorded since start(), in bulk:
-//   ops:  int64 rows (start_ns, end_ns, thread, name id, signature id)
+//   ops:  int64 rows (start_ns, end_ns, thread, name id, signature id, device ns)
+//         (device ns: the elapsed time of the op's CUDA event pair, its
+//         children's included; -1 where not timed)
 //   mems: int64 rows (time_ns, thread, bytes)
 //   sigs: the distinct argument encodings, concatenated; sig_offsets: n+1 bounds
 //   names: every interned name (ids index it)
@@ -421,7 +487,7 @@ py::tuple read_buffers()
             n_ops += t->ops.size();
             n_mem += t->mems.size();
         }
-        ops.reserve(n_ops * 5);
+        ops.reserve(n_ops * 6);
         mems.reserve(n_mem * 3);
         for (auto &t : G.threads) {
             if (t->session != G.session.load())
@@ -445,6 +511,7 @@ py::tuple read_buffers()
                 ops.push_back((int64_t)t->tid);
                 ops.push_back(op.name);
                 ops.push_back(sig);
+                ops.push_back(device_ns(*t, op));
             }
             for (const Mem &m : t->mems) {
                 mems.push_back(m.time_ns);
@@ -484,7 +551,8 @@ std::vector<std::string> dtype_names()
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 {
-    m.def("start", &start, py::arg("record") = true);
+    m.def("start", &start, py::arg("record") = true, py::arg("time_device") = false,
+          py::arg("sample_rate") = 1);
     m.def("stop", &stop);
     m.def("recording", &recording);
     m.def("read", &read_buffers);

@@ -163,7 +163,7 @@ def read(module: Any, marker: str) -> Any:
     from pytest_opprof.capture.sources.torch_source import KinetoRead
 
     ops_b, mem_b, sigs_b, offsets_b, all_names = module.read()
-    rows = np.frombuffer(ops_b, dtype=np.int64).reshape(-1, 5)
+    rows = np.frombuffer(ops_b, dtype=np.int64).reshape(-1, 6)
     mem = np.frombuffer(mem_b, dtype=np.int64).reshape(-1, 3).copy()
     sigs = np.frombuffer(sigs_b, dtype=np.int64).tolist()
     offsets = np.frombuffer(offsets_b, dtype=np.int64).tolist()
@@ -195,8 +195,9 @@ def read(module: Any, marker: str) -> Any:
             dtype_rows.append(dt)
         sig_map[s] = distinct[key]
 
-    out = np.empty((len(rows), 5), dtype=np.int64)
+    out = np.empty((len(rows), 6), dtype=np.int64)
     out[:, :3] = rows[:, :3]
     out[:, 3] = name_map[rows[:, 3]]
     out[:, 4] = sig_map[rows[:, 4]]
+    out[:, 5] = rows[:, 5]
     return KinetoRead(out, mem, names, shapes, dtype_rows, marker_starts)

@@ -140,7 +140,13 @@ class TorchSource:
 
     ``collector``: ``"kineto"``, or ``"auto"``: the native observer
     (:mod:`~pytest_opprof.capture.sources.torch_observer`) when it builds and
-    loads, else Kineto (``collector_reason`` says why)."""
+    loads, else Kineto (``collector_reason`` says why).
+
+    ``time_device`` and ``device_sample_rate``: set by each profile before it
+    starts; true when it times device work (its ``cuda`` helper source is
+    acquired).  The observer then times every ``device_sample_rate``-th call of
+    each op with a CUDA input by a CUDA event pair (Kineto, with CPU activity
+    only, times none)."""
 
     name = "torch"
 
@@ -156,6 +162,8 @@ class TorchSource:
         self._observer: Any = None  # the loaded observer module while it records
         self._tried: tuple[Any, str | None] | None = None  # torch_observer.load()'s answer
         self._marker = _Marker()
+        self.time_device = False
+        self.device_sample_rate = 1
 
     def _observer_module(self) -> Any | None:
         """The native observer when this source uses it (built on first use)."""
@@ -221,7 +229,7 @@ class TorchSource:
             return
         observer = self._observer_module()
         if observer is not None:
-            observer.start()
+            observer.start(time_device=self.time_device, sample_rate=self.device_sample_rate)
             self._observer = observer
             self._marker.emit(_profiler._RecordFunctionFast)
             return
@@ -305,7 +313,9 @@ class TorchSource:
 class KinetoRead:
     """What :func:`read_events` takes from Kineto's list, in arrays and tables."""
 
-    ops: np.ndarray  # int64 rows: start_ns, end_ns, thread, name id, shape id
+    # int64 rows: start_ns, end_ns, thread, name id, shape id, device ns (the op's
+    # CUDA event pair, children included; -1: not timed, and always with Kineto)
+    ops: np.ndarray
     mem: np.ndarray  # int64 rows: time_ns, thread, bytes (negative: freed)
     names: list[str]  # op names, in order of first appearance
     shapes: list[list[list[int] | None]]
@@ -387,6 +397,7 @@ def read_events(events: list[Any]) -> KinetoRead:
         map(kind.device_resource_id, ops),
         map(name_id.__getitem__, names_of_ops),
         map(shape_id.__getitem__, keys),
+        itertools.repeat(-1, len(ops)),
     )
     mems = list(itertools.compress(events, map(MEMORY_EVENT_NAME.__eq__, all_names)))
     mem = _columns(
@@ -421,7 +432,7 @@ def merge_same_name_children(ops: np.ndarray) -> np.ndarray:
     keeps the parent, gives it the child's children, and repeats until no such
     pair is left.  Here the parent keeps its interval, so the child's children
     and memory instants nest under it when the intervals are nested below.
-    ``ops`` rows are (start, end, thread, name id, shape id)."""
+    ``ops`` rows are :attr:`KinetoRead.ops`'s."""
     while len(ops) > 1:
         start = ops[:, 0]
         parent = _interval_parents(ops[:, 2], start, np.maximum(ops[:, 1], start))
@@ -475,7 +486,8 @@ def _to_records(
     out["parent"] = PARENT_UNKNOWN
     out["self_alloc_bytes"] = np.concatenate([alloc, np.maximum(nbytes[loose], 0)])
     out["self_free_bytes"] = np.concatenate([freed, np.maximum(-nbytes[loose], 0)])
-    out["device_ns"] = -1
+    # Device time with children's (cuda_source.own_device_times makes it the op's own).
+    out["device_ns"] = np.concatenate([ops[:, 5], np.full(len(loose), -1, dtype=np.int64)])
     out["wait_ns"] = -1
     out["thread"] = np.concatenate([ops[:, 2], m[loose, 1]]).astype(np.uint64)
     mem_name = names.index(MEMORY_EVENT_NAME) if len(loose) else 0
