@@ -11,7 +11,6 @@ the same sums: the property tests hold both record paths to it."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -612,16 +611,36 @@ def pair_flops_for(records: Records, name: str, shape_id: int) -> int:
     return min(flops, FLOPS_MAX)
 
 
-_has_formula = functools.lru_cache(maxsize=1 << 12)(has_formula)
+# Plain dicts, not functools.lru_cache: their keys (str, tuples of ints and str) and
+# int values hold nothing the garbage collector tracks, so it stops walking them,
+# while an lru_cache's 65,536 linked entries were walked by every full collection
+# (numpy's own tests run tens of them; each took a third longer).
+_formula_known: dict[str, bool] = {}
+_flops_memo_by_key: dict[tuple[str, tuple[tuple[int, ...] | None, ...], tuple[str, ...]], int] = {}
+_FLOPS_MEMO_MAX = 1 << 16
 
 
-@functools.lru_cache(maxsize=1 << 16)
+def _has_formula(name: str) -> bool:
+    known = _formula_known.get(name)
+    if known is None:
+        if len(_formula_known) >= 1 << 12:
+            _formula_known.clear()
+        known = _formula_known[name] = has_formula(name)
+    return known
+
+
 def _flops_memo(
     name: str, shapes: tuple[tuple[int, ...] | None, ...], dtypes: tuple[str, ...]
 ) -> int:
     # The same (op, shapes, dtypes) recur from test to test and round to round;
     # einsum's recorded subscripts are process-lifetime ids, so a key means one count.
-    return flops_for(name, shapes, dtypes)
+    key = (name, shapes, dtypes)
+    flops = _flops_memo_by_key.get(key)
+    if flops is None:
+        if len(_flops_memo_by_key) >= _FLOPS_MEMO_MAX:
+            _flops_memo_by_key.clear()
+        flops = _flops_memo_by_key[key] = flops_for(name, shapes, dtypes)
+    return flops
 
 
 def _avg(

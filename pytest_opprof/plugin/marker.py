@@ -95,7 +95,13 @@ def settings_for(
     whose value is wrong and the values it accepts.
     """
     if marker_args is None or marker_kwargs is None:
-        return _defaults(options, marked=False)
+        # One frozen object for every unmarked test of the session: each item keeps its
+        # settings in its stash, and 20,000 copies were 20,000 more objects for every
+        # full garbage collection to walk (numpy's tests run tens of them).
+        global _unmarked
+        if _unmarked is None or _unmarked[0] is not options:
+            _unmarked = (options, _defaults(options, marked=False))
+        return _unmarked[1]
     accepted = list(inspect.signature(profile).parameters)
     if marker_args:
         raise MarkerUsageError(
@@ -123,6 +129,10 @@ def settings_for(
         group_by_input_shape=_check("group_by_input_shape", kw, False, _parse_bool),
         top_level_events_only=_check("top_level_events_only", kw, False, _parse_bool),
     )
+
+
+_unmarked: tuple[OpprofOptions, TestSettings] | None = None
+"""The last session's options and its unmarked tests' settings (one session at a time)."""
 
 
 def _defaults(options: OpprofOptions, *, marked: bool) -> TestSettings:
