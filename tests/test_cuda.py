@@ -238,3 +238,23 @@ def test_torch_ops_device_time_is_subtracted_from_the_scope_around_them() -> Non
     assert own.tolist() == [1000 - 700 - 200, 700 - 500, -1, 500, 200]
     timed = own >= 0
     assert int(own[timed].sum()) == 1000  # the scope's whole time, counted once
+
+
+def test_torch_ops_asked_for_device_time_on_a_cpu_torch_record_none(fake: ctypes.CDLL) -> None:
+    # With the (fake) runtime loaded, the profile times device work and asks the torch
+    # observer to time its ops too; a CPU build of torch has no CUDA stubs to time with,
+    # so its ops keep "not measured" while the scope around them is timed.
+    torch = pytest.importorskip("torch")
+    from pytest_opprof.capture.sources.torch_source import SOURCE
+
+    with opprof.profile(capture=["torch"]) as prof:
+        assert SOURCE.time_device
+        with opprof.record_function("block"):
+            torch.ones(8, 8) @ torch.ones(8, 8)
+    rec = prof.records()
+    names = [rec.names[n] for n in rec.events["name"]]
+    dev = dict(zip(names, rec.events["device_ns"].tolist(), strict=False))
+    assert "aten::mm" in dev and dev["aten::mm"] == -1
+    assert dev["block"] > 0
+    with opprof.profile(capture=["torch"], cuda=False):
+        assert not SOURCE.time_device
