@@ -16,7 +16,8 @@ writes them into the drained records' ``device_ns``:
   was timed);
 * an event whose call was not sampled keeps ``device_ns == -1`` (not measured);
 * torch's ops with a CUDA input are timed the same way by the torch observer
-  (their pairs on the current stream, every call), and nest with the rest.
+  (their pairs on the current stream of the op's device, sampled by the same
+  rate), and nest with the rest.
 
 The elapsed time of a pair is the device time between the two records on the
 stream, gaps included: device work the op enqueued, plus idle time when the

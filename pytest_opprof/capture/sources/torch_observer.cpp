@@ -3,8 +3,9 @@
 // input shapes and dtypes, the concrete scalar inputs the FLOP formulas need,
 // memory instants) into per-thread C++ buffers, read in bulk after stop.
 // With device timing on, an op with a CUDA tensor input also gets a CUDA event
-// pair on the current stream (torch's own profiler stubs, as its legacy CUDA
-// profiler records them), resolved only at read time.
+// pair on its device's current stream (through c10's device guard, torch's own
+// device-generic event API; the events are reused from session to session),
+// resolved only at read time.
 //
 // Compiled against the installed torch by torch_observer.py
 // (torch.utils.cpp_extension.load); the Python side turns the buffers into
@@ -29,7 +30,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
-#include <torch/csrc/profiler/stubs/base.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -49,7 +50,6 @@ using torch::profiler::impl::ActiveProfilerType;
 using torch::profiler::impl::ProfilerConfig;
 using torch::profiler::impl::ProfilerState;
 using torch::profiler::impl::ProfilerStateBase;
-using torch::profiler::impl::ProfilerVoidEventStub;
 
 namespace {
 
@@ -75,8 +75,9 @@ struct Op {
 };
 
 struct Pair {
-    ProfilerVoidEventStub begin;
-    ProfilerVoidEventStub end; // empty until the op exits on this thread
+    void *begin = nullptr; // CUDA events (c10's device guard owns the type)
+    void *end = nullptr;   // null until the op exits on this thread
+    c10::DeviceIndex device = -1;
 };
 
 struct Mem {
@@ -98,6 +99,9 @@ struct ThreadBuf {
     std::vector<Open> open;
     std::vector<Pair> pairs;
     std::vector<uint32_t> cuda_calls; // per name id: calls with a CUDA input this session
+    // Events of past sessions, per device, recorded again instead of created:
+    // creating and destroying a pair cost more than the op on launch-bound loops.
+    std::vector<std::vector<void *>> spare_events;
 };
 
 struct Names {
@@ -232,11 +236,11 @@ inline bool plain_tensor(const at::Tensor &t)
            !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
 }
 
-// Returns whether a tensor input lives on a CUDA device.
-bool encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inputs,
-                   bool concrete)
+// Returns the device index of the first tensor input on a CUDA device, or -1.
+c10::DeviceIndex encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inputs,
+                               bool concrete)
 {
-    bool cuda = false;
+    c10::DeviceIndex cuda = -1;
     for (const c10::IValue &v : inputs) {
         if (v.isTensor()) {
             const at::Tensor &t = v.toTensor();
@@ -244,7 +248,8 @@ bool encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inp
                 a.push_back(TAG_OTHER);
                 continue;
             }
-            cuda |= t.is_cuda();
+            if (cuda < 0 && t.is_cuda())
+                cuda = t.device().index();
             auto sizes = t.sizes();
             a.push_back(TAG_TENSOR);
             a.push_back((int64_t)t.scalar_type());
@@ -285,6 +290,40 @@ bool encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inp
     return cuda;
 }
 
+const c10::impl::DeviceGuardImplInterface *cuda_guard()
+{
+    static const c10::impl::DeviceGuardImplInterface *impl =
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    return impl;
+}
+
+// Records *event (a spare one of the device, else a new one with timing on) on
+// the device's current stream.
+void record_event(ThreadBuf &b, void **event, c10::DeviceIndex device)
+{
+    if (*event == nullptr && (size_t)device < b.spare_events.size() &&
+        !b.spare_events[device].empty()) {
+        *event = b.spare_events[device].back();
+        b.spare_events[device].pop_back();
+    }
+    const auto *impl = cuda_guard();
+    c10::Stream stream = impl->getStream(c10::Device(c10::DeviceType::CUDA, device));
+    impl->record(event, stream, device, c10::EventFlag::BACKEND_DEFAULT);
+}
+
+// The thread's pairs' events become spares (start() of the next session).
+void keep_spare_events(ThreadBuf &b)
+{
+    for (const Pair &pair : b.pairs) {
+        if ((size_t)pair.device >= b.spare_events.size())
+            b.spare_events.resize((size_t)pair.device + 1);
+        for (void *event : {pair.begin, pair.end})
+            if (event != nullptr)
+                b.spare_events[pair.device].push_back(event);
+    }
+    b.pairs.clear();
+}
+
 // Whether this call of the name gets an event pair: calls 1, 1 + rate, ...
 // of each name on each thread, as the core samples its ops.
 inline bool sampled(ThreadBuf &b, uint32_t name)
@@ -309,14 +348,15 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction &fn)
     op.name = name & ~CONCRETE_BIT;
     op.pair = 0;
     op.args_begin = b->args.size();
-    bool cuda = encode_inputs(b->args, fn.inputs(), concrete);
+    c10::DeviceIndex device = encode_inputs(b->args, fn.inputs(), concrete);
     op.args_end = b->args.size();
     op.end_ns = INT64_MIN;
-    if (cuda && G.time_device && sampled(*b, op.name)) {
-        // Before the CPU clock is read: creating and recording an event is not the op's time.
+    if (device >= 0 && G.time_device && sampled(*b, op.name)) {
+        // Before the CPU clock is read: recording an event is not the op's time.
         Pair pair;
-        torch::profiler::impl::cudaStubs()->record(nullptr, &pair.begin, nullptr);
-        b->pairs.push_back(std::move(pair));
+        pair.device = device;
+        record_event(*b, &pair.begin, device);
+        b->pairs.push_back(pair);
         op.pair = (uint32_t)b->pairs.size();
     }
     b->open.push_back({&fn, b->ops.size()});
@@ -341,9 +381,10 @@ void on_exit(const at::RecordFunction &fn, at::ObserverContext *)
             Op &op = b->ops[b->open[i].index];
             op.end_ns = t;
             b->open.erase(b->open.begin() + (ptrdiff_t)i);
-            if (op.pair != 0)
-                torch::profiler::impl::cudaStubs()->record(nullptr, &b->pairs[op.pair - 1].end,
-                                                           nullptr);
+            if (op.pair != 0) {
+                Pair &pair = b->pairs[op.pair - 1];
+                record_event(*b, &pair.end, pair.device);
+            }
             return;
         }
     }
@@ -382,8 +423,8 @@ void set_concrete_names(const std::vector<std::string> &names)
 // record=false registers everything but records nothing: what RecordFunction
 // with inputs costs by itself (bench/bench_torch_source.py).  time_device:
 // CUDA event pairs around every sample_rate-th call of each op name with a
-// CUDA input (the caller knows CUDA is initialised; torch's CPU builds have no
-// CUDA stubs to record with).
+// CUDA input (the caller knows CUDA is initialised; torch's CPU builds have no CUDA
+// device guard to record with).
 void start(bool record, bool time_device, uint32_t sample_rate)
 {
     Global &G = g();
@@ -396,7 +437,7 @@ void start(bool record, bool time_device, uint32_t sample_rate)
             t->args.clear();
             t->mems.clear();
             t->open.clear();
-            t->pairs.clear();
+            keep_spare_events(*t);
             t->cuda_calls.clear();
             if (t->ops.capacity() > (G.reserve_ops << 6)) {
                 // a huge profile's buffers are not kept for the whole session
@@ -420,7 +461,7 @@ void start(bool record, bool time_device, uint32_t sample_rate)
     ProfilerStateBase::push(std::move(state));
     g_state_pushed = true;
     G.record = record;
-    G.time_device = time_device && torch::profiler::impl::cudaStubs()->enabled();
+    G.time_device = time_device && c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA);
     G.sample_rate = sample_rate;
     G.active.store(true, std::memory_order_release);
     G.handle = at::addThreadLocalCallback(
@@ -453,8 +494,10 @@ int64_t device_ns(const ThreadBuf &t, const Op &op)
     if (!pair.begin || !pair.end)
         return -1;
     try {
-        float us = torch::profiler::impl::cudaStubs()->elapsed(&pair.begin, &pair.end);
-        return (int64_t)((double)us * 1000.0 + 0.5);
+        const auto *impl = cuda_guard();
+        impl->synchronizeEvent(pair.end); // the begin is before it on the same stream
+        double ms = impl->elapsedTime(pair.begin, pair.end, pair.device);
+        return (int64_t)(ms * 1e6 + 0.5);
     } catch (const std::exception &) {
         return -1; // a failed event (e.g. the context is gone): not measured
     }
