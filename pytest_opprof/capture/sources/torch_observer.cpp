@@ -236,9 +236,10 @@ inline bool plain_tensor(const at::Tensor &t)
            !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
 }
 
-// Returns the device index of the first tensor input on a CUDA device, or -1.
+// Returns the device index of the first tensor input on a CUDA device, or -1
+// (always -1 without find_device: a CPU session asks no tensor its device).
 c10::DeviceIndex encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10::IValue> inputs,
-                               bool concrete)
+                               bool concrete, bool find_device)
 {
     c10::DeviceIndex cuda = -1;
     for (const c10::IValue &v : inputs) {
@@ -248,7 +249,7 @@ c10::DeviceIndex encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10:
                 a.push_back(TAG_OTHER);
                 continue;
             }
-            if (cuda < 0 && t.is_cuda())
+            if (find_device && cuda < 0 && t.is_cuda())
                 cuda = t.device().index();
             auto sizes = t.sizes();
             a.push_back(TAG_TENSOR);
@@ -311,24 +312,31 @@ void record_event(ThreadBuf &b, void **event, c10::DeviceIndex device)
     impl->record(event, stream, device, c10::EventFlag::BACKEND_DEFAULT);
 }
 
-// The thread's pairs' events become spares (start() of the next session).
-void keep_spare_events(ThreadBuf &b)
+// The thread's pairs' events become spares (start() of the next session), up
+// to keep per device; a huge profile's others are destroyed, as its buffers are
+// not kept either.
+void keep_spare_events(ThreadBuf &b, size_t keep)
 {
     for (const Pair &pair : b.pairs) {
         if ((size_t)pair.device >= b.spare_events.size())
             b.spare_events.resize((size_t)pair.device + 1);
-        for (void *event : {pair.begin, pair.end})
-            if (event != nullptr)
-                b.spare_events[pair.device].push_back(event);
+        std::vector<void *> &spares = b.spare_events[pair.device];
+        for (void *event : {pair.begin, pair.end}) {
+            if (event == nullptr)
+                continue;
+            if (spares.size() < keep)
+                spares.push_back(event);
+            else
+                cuda_guard()->destroyEvent(event, pair.device);
+        }
     }
     b.pairs.clear();
 }
 
 // Whether this call of the name gets an event pair: calls 1, 1 + rate, ...
 // of each name on each thread, as the core samples its ops.
-inline bool sampled(ThreadBuf &b, uint32_t name)
+inline bool sampled(ThreadBuf &b, uint32_t name, uint32_t rate)
 {
-    uint32_t rate = g().sample_rate;
     if (rate <= 1)
         return true;
     if (name >= b.cuda_calls.size())
@@ -348,10 +356,10 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction &fn)
     op.name = name & ~CONCRETE_BIT;
     op.pair = 0;
     op.args_begin = b->args.size();
-    c10::DeviceIndex device = encode_inputs(b->args, fn.inputs(), concrete);
+    c10::DeviceIndex device = encode_inputs(b->args, fn.inputs(), concrete, G.time_device);
     op.args_end = b->args.size();
     op.end_ns = INT64_MIN;
-    if (device >= 0 && G.time_device && sampled(*b, op.name)) {
+    if (device >= 0 && sampled(*b, op.name, G.sample_rate)) {
         // Before the CPU clock is read: recording an event is not the op's time.
         Pair pair;
         pair.device = device;
@@ -437,7 +445,7 @@ void start(bool record, bool time_device, uint32_t sample_rate)
             t->args.clear();
             t->mems.clear();
             t->open.clear();
-            keep_spare_events(*t);
+            keep_spare_events(*t, 2 * G.reserve_ops);
             t->cuda_calls.clear();
             if (t->ops.capacity() > (G.reserve_ops << 6)) {
                 // a huge profile's buffers are not kept for the whole session
