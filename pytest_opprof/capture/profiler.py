@@ -132,6 +132,8 @@ class profile:  # lower case: torch.profiler's spelling
         self.wall_time_ns = 0
         self._sources: list[sources.Source] = []
         self._memory_source: sources.Source | None = None
+        self._old_collections: int | None = None
+        """``memory_source.old_collections()`` at the start: the leak figure's collection."""
         self.yields = False
         """Set by a driver (the pytest plugin's rounds): a profile started while this one
         records stops this one instead of failing, and sets ``preempted``."""
@@ -226,6 +228,10 @@ class profile:  # lower case: torch.profiler's spelling
                 self._memory_samples = None
                 self.device_memory = None
                 foreign = _native.pyfunc_foreign
+                if self._memory_source in acquired:
+                    from pytest_opprof.capture.sources import memory_source
+
+                    self._old_collections = memory_source.old_collections()
                 _native.start(options)
                 self._pyfunc_foreign = foreign
                 # After the native start, not before: the start is a cffi call that gives
@@ -279,7 +285,7 @@ class profile:  # lower case: torch.profiler's spelling
                 # counters are read once for both (after stop they move only by frees).
                 counters = _native.memory_counters()
                 self._memory_samples = memory_source.memory_samples(counters.samples)
-                self.memory = memory_source.memory_stats(counters)
+                self.memory = memory_source.memory_stats(counters, since=self._old_collections)
         finally:
             _release(acquired)
 
