@@ -92,7 +92,18 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
         int64_t cnt = atomic_load_explicit(&t->count, memory_order_acquire);
         lost += atomic_load_explicit(&t->dropped, memory_order_relaxed);
         int64_t i = 0;
-        for (core_chunk *c = t->head; c && i < cnt; c = c->next) {
+        /* The chunks before the one being written are full and no commit
+         * touches them again (a commit still in flight writes in t->cur or
+         * after it).  Those the next session would not keep are freed as soon
+         * as they are copied: the copy's fresh pages then reuse theirs, where
+         * a huge round's output would otherwise fault in as much new memory
+         * again (on a VM that hands back freed memory, 2-5 s a GB). */
+        const core_chunk *writing = t->cur;
+        int before_writing = writing != NULL;
+        int64_t kept_bytes = 0;
+        core_chunk **link = &t->head;
+        for (int index = 0; *link && i < cnt; index++) {
+            core_chunk *c = *link;
             int64_t k = cnt - i < c->cap ? cnt - i : c->cap;
             for (int64_t j = 0; j < k; j++) {
                 if (n < capacity)
@@ -101,6 +112,17 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
                     lost++;
             }
             i += k;
+            if (c == writing)
+                before_writing = 0;
+            int64_t bytes = (int64_t)sizeof *c + c->cap * (int64_t)sizeof(opprof_event);
+            if (before_writing && index >= OPPROF_KEEP_CHUNKS &&
+                kept_bytes + bytes > OPPROF_KEEP_BYTES) {
+                *link = c->next;
+                free(c);
+            } else {
+                kept_bytes += bytes;
+                link = &c->next;
+            }
         }
         if (t->loose_used) {
             if (n < capacity)

@@ -398,6 +398,35 @@ def test_many_events_span_several_buffer_chunks() -> None:
     assert sorted(seq) == list(range(1, n + 1))
 
 
+def test_a_huge_drain_frees_the_chunks_a_next_session_would_not_keep_as_it_copies() -> None:
+    """Freed as copied, so the copy's pages reuse theirs (a huge round otherwise faults
+    in its records' memory twice); the thread keeps at most 16 MiB and the chunk it was
+    writing, and the next session records as before."""
+    name = _native.intern("huge")
+    n = 400_000  # about 38 MB of records: several 64K-record chunks past the 16 MiB kept
+    chunk_bytes = 65536 * _native.EVENT_DTYPE.itemsize
+
+    def body() -> None:
+        push, pop = lib.opprof_scope_push, lib.opprof_scope_pop
+        for _ in range(n):
+            push(name)
+            pop(0)
+
+    _native.start(0)
+    body()
+    _native.stop()
+    held_recorded = _native.buffer_stats().bytes
+    records = _native.drain()
+    held_drained = _native.buffer_stats().bytes
+    assert len(records) == n and records.dropped == 0
+    seq = records.events["id"] & ((1 << 40) - 1)
+    assert sorted(seq) == list(range(1, n + 1))
+    assert held_recorded >= n * _native.EVENT_DTYPE.itemsize
+    assert held_drained <= (16 << 20) + chunk_bytes + (2 << 20)  # + the arenas, thread state
+    again = record(lambda: (lib.opprof_scope_push(name), lib.opprof_scope_pop(0)))
+    assert len(again) == 1
+
+
 def test_drain_empties_the_buffers() -> None:
     name = _native.intern("once")
     _native.start(0)
