@@ -155,8 +155,10 @@ static int64_t pair_find(const opprof_event *ev, const int64_t *slots, int bits,
 }
 
 /* Pairs of the events that may have one: not memory instants, and with
- * shaped_only only those with a recorded shape (the rest get -1). */
+ * shaped_only only those with a recorded shape, and with row_group not NULL
+ * only those whose group has wanted[group] set (the rest get -1). */
 static int pairs_of(const opprof_event *restrict ev, int64_t n, int shaped_only,
+                    const int64_t *restrict row_group, const uint8_t *restrict wanted,
                     int64_t *restrict pair, int64_t *restrict pair_row, int64_t *restrict n_pairs)
 {
     int bits = 6;
@@ -168,7 +170,8 @@ static int pairs_of(const opprof_event *restrict ev, int64_t n, int shaped_only,
     int64_t last = -1;
     for (int64_t i = 0; i < n; i++) {
         const opprof_event *e = &ev[i];
-        if (e->kind == OPPROF_KIND_MEMORY || (shaped_only && e->shape == 0)) {
+        if (e->kind == OPPROF_KIND_MEMORY || (shaped_only && e->shape == 0) ||
+            (row_group && !wanted[row_group[i]])) {
             pair[i] = -1;
             continue;
         }
@@ -208,7 +211,24 @@ int opprof_model_pairs(const opprof_event *restrict ev, int64_t n, int64_t *rest
     if (n < 0 || !n_pairs || (n > 0 && (!ev || !pair || !pair_row)))
         return opprof_fail(OPPROF_E_ARG, "opprof_model_pairs: bad arguments (n %lld)",
                            (long long)n);
-    return pairs_of(ev, n, 0, pair, pair_row, n_pairs);
+    return pairs_of(ev, n, 0, NULL, NULL, pair, pair_row, n_pairs);
+}
+
+int opprof_model_formula_pairs(const opprof_event *restrict ev, int64_t n,
+                               const int64_t *restrict row_group, const uint8_t *restrict formula,
+                               int64_t k, int64_t *restrict pair, int64_t *restrict pair_row,
+                               int64_t *restrict n_pairs)
+{
+    if (n < 0 || k < 0 || !n_pairs ||
+        (n > 0 && (!ev || !row_group || !formula || !pair || !pair_row)))
+        return opprof_fail(OPPROF_E_ARG, "opprof_model_formula_pairs: bad arguments (n %lld)",
+                           (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (row_group[i] < 0 || row_group[i] >= k)
+            return opprof_fail(OPPROF_E_ARG,
+                               "opprof_model_formula_pairs: row %lld has group %lld of %lld",
+                               (long long)i, (long long)row_group[i], (long long)k);
+    return pairs_of(ev, n, 1, row_group, formula, pair, pair_row, n_pairs);
 }
 
 typedef struct {
@@ -450,12 +470,10 @@ int opprof_model_round_sums(const opprof_event *restrict ev, int64_t n, int64_t 
                             int64_t m, int64_t *restrict parent_row, int64_t *restrict sums,
                             int64_t *restrict groups, int64_t *restrict n_groups,
                             int64_t *restrict row_group, int64_t *restrict library_self_ns,
-                            int64_t *restrict n_waited, int64_t *restrict pair,
-                            int64_t *restrict pair_row, int64_t *restrict n_pairs)
+                            int64_t *restrict n_waited)
 {
     if (n < 0 || m < 0 || !n_groups || !library_self_ns || !n_waited ||
-        (n > 0 && (!ev || !groups || !row_group || !parent_row || !sums)) ||
-        (pair && (!n_pairs || (n > 0 && !pair_row))))
+        (n > 0 && (!ev || !groups || !row_group || !parent_row || !sums)))
         return opprof_fail(OPPROF_E_ARG, "opprof_model_round_sums: bad arguments (n %lld, m %lld)",
                            (long long)n, (long long)m);
     int64_t k = 0;
@@ -485,7 +503,5 @@ int opprof_model_round_sums(const opprof_event *restrict ev, int64_t n, int64_t 
     }
     *library_self_ns = self;
     *n_waited = waited;
-    if (!pair)
-        return OPPROF_OK;
-    return pairs_of(ev, n, 1, pair, pair_row, n_pairs);
+    return OPPROF_OK;
 }

@@ -82,13 +82,19 @@ int opprof_model_flops(const opprof_event *ev, const int64_t *pair, const int64_
  * (room for min(n, m) groups: a round touches a few of the name table's
  * ids), with parent_row as it fills them; *library_self_ns the self time of
  * every event that is not OPPROF_KIND_SCOPE or OPPROF_KIND_MEMORY (its total
- * less its direct children's); and with pair not NULL, the pairs of
- * opprof_model_pairs over the events with a recorded shape only (shape != 0;
- * the rest -1): the only ones a FLOP formula counts, to pass on to
- * opprof_model_flops with group = row_group; *n_waited the events that
- * waited for a CPU (wait_ns > 0: model.waits reads only those, and most
- * rounds have none).  OPPROF_E_UNSUPPORTED as opprof_model_key_sums. */
+ * less its direct children's); *n_waited the events that waited for a CPU
+ * (wait_ns > 0: model.waits reads only those, and most rounds have none).
+ * OPPROF_E_UNSUPPORTED as opprof_model_key_sums. */
 int opprof_model_round_sums(const opprof_event *ev, int64_t n, int64_t memory_group, int64_t m,
                             int64_t *parent_row, int64_t *sums, int64_t *groups, int64_t *n_groups,
-                            int64_t *row_group, int64_t *library_self_ns, int64_t *n_waited,
-                            int64_t *pair, int64_t *pair_row, int64_t *n_pairs);
+                            int64_t *row_group, int64_t *library_self_ns, int64_t *n_waited);
+
+/* The pairs of opprof_model_pairs over only the events a FLOP formula counts:
+ * with a recorded shape (shape != 0) and in a group g (row_group[i], of k)
+ * whose op has a formula (formula[g] != 0); the rest get -1.  For
+ * opprof_model_flops with group = row_group.  A round of many shapes is
+ * mostly indexing (each scalar index recorded by value is its own shape):
+ * those events make no pairs at all. */
+int opprof_model_formula_pairs(const opprof_event *ev, int64_t n, const int64_t *row_group,
+                               const uint8_t *formula, int64_t k, int64_t *pair, int64_t *pair_row,
+                               int64_t *n_pairs);

@@ -852,18 +852,11 @@ class RoundSums(NamedTuple):
     library_self_ns: int
     waited: int
     """How many events waited for a CPU (``wait_ns`` > 0)."""
-    pair: np.ndarray | None
-    """Per row, its (name, shape) pair among the rows with a recorded shape, else -1."""
-    pair_row: np.ndarray | None
-    """The first row of each pair."""
 
 
-def model_round_sums(
-    events: np.ndarray, *, memory_group: int, m: int, pairs: bool
-) -> RoundSums | None:
-    """Sums by name, the library self time and (``pairs``) the shaped pairs of a native
-    drain in one call; None where the pass does not hold (as :func:`model_key_sums`).
-    Name ids are in ``[0, m)``."""
+def model_round_sums(events: np.ndarray, *, memory_group: int, m: int) -> RoundSums | None:
+    """Sums by name and the library self time of a native drain in one call; None where
+    the pass does not hold (as :func:`model_key_sums`).  Name ids are in ``[0, m)``."""
     n = len(events)
     # One allocation for every int64 output: this runs once per measured round of
     # every test, and each array and buffer costs as much as the pass on a small round.
@@ -871,13 +864,12 @@ def model_round_sums(
     # round of four ops were 100 KB to clear.
     width = len(GROUP_COLUMNS)
     k_max = min(n, m)
-    out = np.empty(k_max * (width + 1) + 2 * n + (2 * n if pairs else 0) + 4, dtype=np.int64)
+    out = np.empty(k_max * (width + 1) + 2 * n + 3, dtype=np.int64)
     buf = ffi.from_buffer("int64_t[]", out)
-    counts = buf + (len(out) - 4)  # n_groups, library self ns, n_pairs, events that waited
+    counts = buf + (len(out) - 3)  # n_groups, library self ns, events that waited
     at_groups = k_max * width
     at_parents = at_groups + k_max
     at_rows = at_parents + n
-    at = at_rows + n
     status = lib.opprof_model_round_sums(
         _event_ptr(events),
         n,
@@ -889,24 +881,44 @@ def model_round_sums(
         counts,
         buf + at_rows,
         counts + 1,
-        counts + 3,
-        buf + at if pairs else ffi.NULL,
-        buf + at + n if pairs else ffi.NULL,
         counts + 2,
     )
     if not _unless_unsupported(status):
         return None
-    n_groups, library_self, n_pairs, waited = out[-4:].tolist()
+    n_groups, library_self, waited = out[-3:].tolist()
     return RoundSums(
         out[: n_groups * width].reshape(n_groups, width),
         out[at_groups : at_groups + n_groups],
-        out[at_rows:at],
+        out[at_rows : at_rows + n],
         out[at_parents:at_rows],
         library_self,
         waited,
-        out[at : at + n] if pairs else None,
-        out[at + n : at + n + n_pairs] if pairs else None,
     )
+
+
+def model_formula_pairs(
+    events: np.ndarray, row_group: np.ndarray, formula: Sequence[bool]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(pair id per row, first row of each distinct (name, shape)) over only the rows with
+    a recorded shape whose group ``row_group[i]`` has ``formula[g]`` set (the rest -1)."""
+    n = len(events)
+    k = len(formula)
+    out = np.empty(2 * n, dtype=np.int64)
+    buf = ffi.from_buffer("int64_t[]", out)
+    count = ffi.new("int64_t *")
+    check(
+        lib.opprof_model_formula_pairs(
+            _event_ptr(events),
+            n,
+            _i64(row_group),
+            ffi.new("uint8_t[]", bytes(formula)) if k else ffi.NULL,
+            k,
+            buf,
+            buf + n,
+            count,
+        )
+    )
+    return out[:n], out[n : n + int(count[0])]
 
 
 def _kind_costs(inside_ns: np.ndarray, outside_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -35,7 +35,6 @@ from pytest_opprof.model.averages import (
     _average_native,
     _grouped_sums,
     _orphans_as_roots,
-    _pairs_with_formula,
     _round_sums,
     op_sums,
 )
@@ -265,32 +264,46 @@ def test_flops_known_by_their_shape_words_follow_the_shapes_not_the_ids() -> Non
         assert _flops(lambda: np.einsum("i,j->ij", b, b))["numpy.einsum"] == 25
 
 
-def test_few_pairs_and_many_pairs_pick_the_same_formula_pairs(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # A round's pairs are picked by a list pass when few and by the name-id table when
-    # many: both give the same pairs, so the same FLOPs.
+def test_a_round_pairs_only_the_rows_of_ops_with_a_flop_formula() -> None:
+    # Indexing rows (a scalar index is recorded by value: a shape entry each) and other
+    # ops without a formula make no pair; the FLOPs are the general pass's, which pairs
+    # every row.
     a = np.ones((3, 4))
     with opprof.profile(capture=["numpy"]) as prof:
         np.add(a, a)
         a.copy()
-        np.ones((2, 2))
+        for i in range(3):
+            a[i]
         (a @ a.T).sum()
         np.einsum("ij,jk->ik", a, a.T)
     records = prof.records()
-    out = _native.model_round_sums(
-        records.events, memory_group=len(records.names), m=len(records.names) + 1, pairs=True
-    )
-    assert out is not None and out.pair_row is not None
-    few = _pairs_with_formula(records, out.pair_row)
-    names = {records.names[nid] for _k, nid, _sid in few}
-    assert {"numpy.add", "numpy.matmul", "numpy.einsum"} <= names
-    assert "numpy.ndarray.copy" not in names  # no formula: not a pair to count
-    monkeypatch.setattr(averages, "_SMALL_PAIRS", 0)
-    assert _pairs_with_formula(records, out.pair_row) == few
+    names, ev = records.names, records.events
+    memory = averages._memory_id(names)
+    out = _native.model_round_sums(ev, memory_group=memory, m=max(len(names), memory + 1))
+    assert out is not None
+    formula = [
+        g < len(names) and g != memory and averages._has_formula(names[g])
+        for g in out.groups.tolist()
+    ]
+    pair, pair_row = _native.model_formula_pairs(ev, out.row_group, formula)
+    paired = {names[n] for n in ev["name"][pair_row].tolist()}
+    assert {"numpy.add", "numpy.matmul", "numpy.einsum"} <= paired
+    assert not paired & {"numpy.ndarray.copy", "numpy.ndarray.__getitem__"}
+    getitem = ev["name"] == names.index("numpy.ndarray.__getitem__")
+    assert getitem.sum() == 3 and (pair[getitem] == -1).all()
     fast = _round_sums(_native, records, True)
-    monkeypatch.undo()
-    assert fast == _round_sums(_native, records, True)
+    assert fast is not None
+    assert _by_op(fast) == _by_op(_grouped_sums(_native, records, False, True))
+    assert _by_op(fast)["numpy.matmul"][7] == 2 * 3 * 3 * 4
+
+
+def test_formula_pairs_refuse_a_group_out_of_range() -> None:
+    a = np.ones(3)
+    with opprof.profile(capture=["numpy"]) as prof:
+        np.add(a, a)
+    ev = prof.records().events
+    with pytest.raises(_native.NativeError, match="group"):
+        _native.model_formula_pairs(ev, np.full(len(ev), 5, dtype=np.int64), [True])
 
 
 def _summaries_of(keys: list[str], groups: list[list[int]]) -> tuple[TestSummary, TestSummary]:

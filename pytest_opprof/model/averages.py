@@ -423,72 +423,48 @@ def _grouped_sums(
 
 
 def _round_sums(module: Any, records: Records, with_flops: bool) -> OpSums | None:
-    """:func:`op_sums` by name in one C pass (sums, library self time, the shaped pairs)
-    and, where some pair has a FLOP formula, one more for the FLOPs: the numpy glue
-    around five kernel calls cost more than the passes on a test's round.  None where
-    the pass does not apply (then the general path, which can make orphans roots first)."""
+    """:func:`op_sums` by name in one C pass (sums, library self time) and, where some op
+    of the round has a FLOP formula, its shaped pairs and one more pass for the FLOPs:
+    the numpy glue around five kernel calls cost more than the passes on a test's round.
+    None where the pass does not apply (then the general path, which can make orphans
+    roots first)."""
     ev = records.events
     names = records.names
     memory_group = _memory_id(names)
     m = max(len(names), memory_group + 1)
-    out = module.model_round_sums(
-        ev, memory_group=memory_group, m=m, pairs=with_flops and len(records.shapes) > 1
-    )
+    out = module.model_round_sums(ev, memory_group=memory_group, m=m)
     if out is None:
         return None
-    if out.pair_row is not None and len(out.pair_row):
-        todo = _pairs_with_formula(records, out.pair_row)
-        if todo:
-            pair_flops = np.zeros(len(out.pair_row), dtype=_I64)
-            _flops_into(records, todo, pair_flops)
-            module.model_flops(
-                ev,
-                out.sums,
-                pair=out.pair,
-                parent_row=out.parent_row,
-                group=out.row_group,
-                memory_group=memory_group,
-                pair_flops=pair_flops,
-            )
-    keys = [names[g] if g != memory_group else MEMORY_EVENT_NAME for g in out.groups.tolist()]
-    return OpSums(keys, out.sums.tolist(), out.library_self_ns, out.waited)
-
-
-_SMALL_PAIRS = 512
-"""Rounds with at most this many shaped pairs pick their FLOP pairs by a list pass."""
-
-
-def _pairs_with_formula(records: Records, pair_row: np.ndarray) -> list[tuple[int, int, int]]:
-    """(pair index, name id, shape id) of the pairs whose op has a FLOP formula."""
-    ev = records.events
-    names = records.names
-    if len(pair_row) <= _SMALL_PAIRS:
-        # A test's round has a few pairs: plain lists beat the array glue below (a
-        # dozen numpy calls, ~20 us) several times over.
-        pair_names = ev["name"][pair_row].tolist()
-        pair_shapes = ev["shape"][pair_row].tolist()
+    groups = out.groups.tolist()
+    if with_flops and len(records.shapes) > 1:
         n_names = len(names)
-        return [
-            (k, nid, sid)
-            for k, (nid, sid) in enumerate(zip(pair_names, pair_shapes, strict=True))
-            if nid < n_names and _has_formula(names[nid])
-        ]
-    # The pairs of ops with a formula, picked by name id over the array: a test of
-    # many shapes (numpy's test_multiarray) drains tens of thousands of pairs, most
-    # of ops without one, and a Python pass over each took 4 ms a round.
-    name_ids = ev["name"][pair_row]
-    formulas = _formula_table(records, name_ids)
-    if formulas is None:
-        return []
-    rows = np.flatnonzero(formulas[name_ids])
-    return list(
-        zip(
-            rows.tolist(),
-            name_ids[rows].tolist(),
-            ev["shape"][pair_row[rows]].tolist(),
-            strict=True,
-        )
-    )
+        formula = [g < n_names and g != memory_group and _has_formula(names[g]) for g in groups]
+        if any(formula):
+            # Pairs of those ops only: a round of many shapes is mostly indexing (each
+            # scalar index is recorded by value), whose rows need no pair at all.
+            pair, pair_row = module.model_formula_pairs(ev, out.row_group, formula)
+            if len(pair_row):
+                todo = list(
+                    zip(
+                        range(len(pair_row)),
+                        ev["name"][pair_row].tolist(),
+                        ev["shape"][pair_row].tolist(),
+                        strict=True,
+                    )
+                )
+                pair_flops = np.zeros(len(pair_row), dtype=_I64)
+                _flops_into(records, todo, pair_flops)
+                module.model_flops(
+                    ev,
+                    out.sums,
+                    pair=pair,
+                    parent_row=out.parent_row,
+                    group=out.row_group,
+                    memory_group=memory_group,
+                    pair_flops=pair_flops,
+                )
+    keys = [names[g] if g != memory_group else MEMORY_EVENT_NAME for g in groups]
+    return OpSums(keys, out.sums.tolist(), out.library_self_ns, out.waited)
 
 
 def _memory_id(names: list[str]) -> int:
