@@ -60,11 +60,11 @@ DEFAULT_WARMUP = 0
 DEFAULT_MAX_EVENTS = 4 * 1024 * 1024
 """Events one round keeps (the native core's default capacity); later ones are dropped
 and counted, and the verdict then judges no op figure of that test."""
-EVENT_PEAK_BYTES = 190
-"""Peak memory per recorded event, measured (tests/test_event_memory.py: 176 at 2^19
-events, 184 at 2^20, 190 at the default limit, ~800 MB): an event is 88 bytes in the
-native buffer and 88 more in the drained copy while both are held, plus the model's
-working arrays."""
+EVENT_PEAK_BYTES = 130
+"""Peak memory per recorded event, measured (tests/test_event_memory.py: 143 at 2^19
+events, 131 at 2^20, 123 at the default limit, ~520 MB): an event is 96 bytes in the
+native buffer; the drain frees the buffer's chunks as it copies them, so the copy and
+the model's working arrays mostly reuse their pages."""
 DEFAULT_BASELINE_DIR = "baselines"
 
 
