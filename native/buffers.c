@@ -9,7 +9,7 @@ static int64_t state_bytes(const opprof_thread *t)
 {
     int64_t bytes = (int64_t)sizeof *t;
     for (const core_chunk *c = t->head; c != NULL; c = c->next)
-        bytes += (int64_t)sizeof *c + c->cap * (int64_t)sizeof(opprof_event);
+        bytes += core_chunk_bytes(c);
     bytes += (int64_t)(t->shapes.nchunks + t->stacks.nchunks) * OPPROF_ARENA_WORDS *
              (int64_t)sizeof(int64_t);
     return bytes;

@@ -225,8 +225,8 @@ __attribute__((noinline)) void core_thread_reset(opprof_thread *t, uint32_t gen)
     core_chunk **link = &t->head;
     for (int i = 0; *link; i++) {
         core_chunk *c = *link;
-        int64_t bytes = (int64_t)sizeof *c + c->cap * (int64_t)sizeof(opprof_event);
-        int keep = i < OPPROF_KEEP_CHUNKS || (used && kept_bytes + bytes <= OPPROF_KEEP_BYTES);
+        int64_t bytes = core_chunk_bytes(c);
+        int keep = used ? core_chunk_kept(i, kept_bytes, bytes) : i < OPPROF_KEEP_CHUNKS;
         if (c == last_used)
             used = 0;
         if (keep) {

@@ -31,6 +31,20 @@ typedef struct core_chunk {
     opprof_event rec[];
 } core_chunk;
 
+/* Bytes a chunk holds, header included. */
+static inline int64_t core_chunk_bytes(const core_chunk *c)
+{
+    return (int64_t)sizeof *c + c->cap * (int64_t)sizeof(opprof_event);
+}
+
+/* Whether a thread keeps the index-th chunk of its list for the next session,
+ * given the bytes of the chunks kept before it: the first OPPROF_KEEP_CHUNKS,
+ * then as many as fit in OPPROF_KEEP_BYTES (core_thread_reset, opprof_drain). */
+static inline int core_chunk_kept(int index, int64_t kept_bytes, int64_t bytes)
+{
+    return index < OPPROF_KEEP_CHUNKS || kept_bytes + bytes <= OPPROF_KEEP_BYTES;
+}
+
 /* Append-only word store; a position is chunk * OPPROF_ARENA_WORDS + offset.
  * Chunks never move, so a position stays valid until the owner resets. */
 typedef struct core_arena {

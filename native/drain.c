@@ -114,9 +114,8 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
             i += k;
             if (c == writing)
                 before_writing = 0;
-            int64_t bytes = (int64_t)sizeof *c + c->cap * (int64_t)sizeof(opprof_event);
-            if (before_writing && index >= OPPROF_KEEP_CHUNKS &&
-                kept_bytes + bytes > OPPROF_KEEP_BYTES) {
+            int64_t bytes = core_chunk_bytes(c);
+            if (before_writing && !core_chunk_kept(index, kept_bytes, bytes)) {
                 *link = c->next;
                 free(c);
             } else {

@@ -911,7 +911,7 @@ def model_formula_pairs(
             _event_ptr(events),
             n,
             _i64(row_group),
-            ffi.new("uint8_t[]", bytes(formula)) if k else ffi.NULL,
+            ffi.new("uint8_t[]", bytes(formula)),
             k,
             buf,
             buf + n,

@@ -34,6 +34,7 @@ from pytest_opprof.model.tree import (
 )
 
 if TYPE_CHECKING:
+    from pytest_opprof._native import RoundSums
     from pytest_opprof.model.events import FunctionEvent
 
 _I64 = np.int64
@@ -428,43 +429,51 @@ def _round_sums(module: Any, records: Records, with_flops: bool) -> OpSums | Non
     the numpy glue around five kernel calls cost more than the passes on a test's round.
     None where the pass does not apply (then the general path, which can make orphans
     roots first)."""
-    ev = records.events
     names = records.names
     memory_group = _memory_id(names)
     m = max(len(names), memory_group + 1)
-    out = module.model_round_sums(ev, memory_group=memory_group, m=m)
+    out = module.model_round_sums(records.events, memory_group=memory_group, m=m)
     if out is None:
         return None
     groups = out.groups.tolist()
     if with_flops and len(records.shapes) > 1:
-        n_names = len(names)
-        formula = [g < n_names and g != memory_group and _has_formula(names[g]) for g in groups]
-        if any(formula):
-            # Pairs of those ops only: a round of many shapes is mostly indexing (each
-            # scalar index is recorded by value), whose rows need no pair at all.
-            pair, pair_row = module.model_formula_pairs(ev, out.row_group, formula)
-            if len(pair_row):
-                todo = list(
-                    zip(
-                        range(len(pair_row)),
-                        ev["name"][pair_row].tolist(),
-                        ev["shape"][pair_row].tolist(),
-                        strict=True,
-                    )
-                )
-                pair_flops = np.zeros(len(pair_row), dtype=_I64)
-                _flops_into(records, todo, pair_flops)
-                module.model_flops(
-                    ev,
-                    out.sums,
-                    pair=pair,
-                    parent_row=out.parent_row,
-                    group=out.row_group,
-                    memory_group=memory_group,
-                    pair_flops=pair_flops,
-                )
+        _round_flops(module, records, out, groups, memory_group)
     keys = [names[g] if g != memory_group else MEMORY_EVENT_NAME for g in groups]
     return OpSums(keys, out.sums.tolist(), out.library_self_ns, out.waited)
+
+
+def _round_flops(
+    module: Any, records: Records, out: RoundSums, groups: list[int], memory_group: int
+) -> None:
+    """Fill the FLOP columns of a round's sums (``model_round_sums``' ``out``) from the
+    pairs of its ops that have a formula: a round of many shapes is mostly indexing
+    (each scalar index is recorded by value), whose rows need no pair at all."""
+    ev, names = records.events, records.names
+    formula = [g < len(names) and g != memory_group and _has_formula(names[g]) for g in groups]
+    if not any(formula):
+        return
+    pair, pair_row = module.model_formula_pairs(ev, out.row_group, formula)
+    if not len(pair_row):
+        return
+    todo = list(
+        zip(
+            range(len(pair_row)),
+            ev["name"][pair_row].tolist(),
+            ev["shape"][pair_row].tolist(),
+            strict=True,
+        )
+    )
+    pair_flops = np.zeros(len(pair_row), dtype=_I64)
+    _flops_into(records, todo, pair_flops)
+    module.model_flops(
+        ev,
+        out.sums,
+        pair=pair,
+        parent_row=out.parent_row,
+        group=out.row_group,
+        memory_group=memory_group,
+        pair_flops=pair_flops,
+    )
 
 
 def _memory_id(names: list[str]) -> int:
