@@ -1,13 +1,16 @@
-"""Run every benchmark and write BENCHMARKS.md (and its plots) at the repository root.
+"""Run the standing benchmarks and write bench/results.md (and its plots).
 
     .venv/bin/python bench/run_all.py            # everything, about 15 minutes
     .venv/bin/python bench/run_all.py --quick    # smoke test of the runner, about 2 minutes
 
 Each section is its own script in ``bench/`` (runnable alone, ``--json`` for
 its figures), run here in a fresh process with a time limit, so a failing
-section is reported in BENCHMARKS.md instead of stopping the run.  The 1-minute
+section is reported in the results instead of stopping the run.  The 1-minute
 load average is recorded before each section: on a busy machine every timing
-is inflated and noisier, so read the figures beside it.
+is inflated and noisier, so read the figures beside it.  The results are laid
+out under BENCHMARKS.md's questions; BENCHMARKS.md itself keeps the latest
+figure of every study, these and the ones other scripts produce, each with its
+command, and is updated from a run by hand.
 """
 
 from __future__ import annotations
@@ -31,11 +34,19 @@ HERE = Path(__file__).resolve().parent
 PLOTS = HERE / "plots"
 
 
+# BENCHMARKS.md's questions, in its order: each section is written under its own.
+CAPTURE = "What does capture cost?"
+SUITE = "What does a suite cost?"
+TRUST = "How trustworthy is a verdict?"
+BUSY = "Quiet and busy"
+
+
 @dataclass
 class Section:
     key: str
     title: str
     script: str
+    question: str
     args: list[str] = field(default_factory=list)
     quick_args: list[str] = field(default_factory=lambda: ["--quick"])
     json: bool = True
@@ -43,21 +54,25 @@ class Section:
 
 
 SECTIONS = [
-    Section("per_op", "Cost per captured op", "bench_numpy_capture.py"),
-    Section("record_function", "record_function scopes", "bench_record_function.py"),
-    Section("hotpath", "Native hot path", "bench_core_hotpath.py", quick_args=[], json=False),
+    Section("per_op", "Cost per captured op", "bench_numpy_capture.py", CAPTURE),
+    Section("record_function", "record_function scopes", "bench_record_function.py", CAPTURE),
+    Section(
+        "hotpath", "Native hot path", "bench_core_hotpath.py", CAPTURE, quick_args=[], json=False
+    ),
     Section(
         "memory",
         "Allocation hooks (memory accounting)",
         "bench_memory.py",
+        CAPTURE,
         quick_args=["--n", "5000", "--repeats", "11"],
         json=False,
     ),
-    Section("key_averages", "key_averages()", "bench_key_averages.py", timeout_s=900),
+    Section("key_averages", "key_averages()", "bench_key_averages.py", CAPTURE, timeout_s=900),
     Section(
         "chrome_trace",
         "Chrome trace export",
         "bench_chrome_trace.py",
+        CAPTURE,
         args=["--repeats", "3"],
         timeout_s=1500,
     ),
@@ -65,27 +80,35 @@ SECTIONS = [
         "torch_source",
         "torch ops",
         "bench_torch_source.py",
+        CAPTURE,
         args=["--phases"],
         quick_args=["--ops", "200", "--repeats", "3", "--phases"],
         json=False,
     ),
-    Section("accuracy", "Accuracy and overhead subtraction", "bench_accuracy.py"),
     Section(
         "test_overhead",
         "Per-test and per-allocation overhead",
         "bench_test_overhead.py",
+        SUITE,
         quick_args=["--repeats", "3", "--tests", "200"],
         json=False,
         timeout_s=1200,
     ),
-    Section("suite", "Whole-suite overhead", "bench_suite_overhead.py", timeout_s=1200),
+    Section("suite", "Whole-suite overhead", "bench_suite_overhead.py", SUITE, timeout_s=1200),
+    Section("accuracy", "Accuracy and overhead subtraction", "bench_accuracy.py", TRUST),
     Section(
-        "verdict", "Verdict quality", "verdict_study.py", args=["--rounds", "9"], timeout_s=1800
+        "verdict",
+        "Verdict quality",
+        "verdict_study.py",
+        TRUST,
+        args=["--rounds", "9"],
+        timeout_s=1800,
     ),
     Section(
         "busy",
         "Verdict quality on busy machines",
         "busy_study.py",
+        BUSY,
         # BLAS on one thread for both tools: the plugin pins its rounds by default, and
         # pytest-benchmark should not lose to a thread pool rather than to noise.
         args=["--pin-blas"],
@@ -166,7 +189,7 @@ def md_per_op(d: dict[str, Any]) -> str:
         + _table(["what", "ns per op"], rows)
         + "\n\nRatios (per repeat, side by side):\n\n"
         + _table(["ratio", "median [IQR]"], ratios)
-        + "\n\n![per-op cost](bench/plots/per_op.png)"
+        + "\n\n![per-op cost](plots/per_op.png)"
     )
 
 
@@ -305,7 +328,7 @@ def md_verdict(d: dict[str, Any]) -> str:
         "(judged against the refined baseline) with 4 more rounds. "
         f"{DEFAULT_LABEL}\n\n"
         + _table(["setting", "false regressions", "detected", "false in slowed session"], rows)
-        + "\n\n![verdict quality](bench/plots/verdict.png)"
+        + "\n\n![verdict quality](plots/verdict.png)"
     )
 
 
@@ -323,8 +346,7 @@ def md_busy(d: dict[str, Any]) -> str:
         f"BLAS threads {'pinned to 1' if d['pin_blas'] else 'as the environment has them'}. "
         f"Whole study {d['seconds'] / 60:.0f} min.\n\n"
         + markdown(d)
-        + "\n\n![busy machines](bench/plots/busy.png)"
-        + '\n\nWhat these figures mean, run to run: bench/NOTES.md, "Busy machines".'
+        + "\n\n![busy machines](plots/busy.png)"
     )
 
 
@@ -444,9 +466,12 @@ def write_markdown(
 ) -> None:
     cmd = "python bench/run_all.py" + (" --quick" if args.quick else "")
     parts = [
-        "# Benchmarks",
+        "# Benchmark results",
         "",
-        f"Generated by `{cmd}` (see `bench/`; every section is a script that runs alone).",
+        f"Generated by `{cmd}` (see `bench/`; every section is a script that runs alone)"
+        " from `bench/results.json`: do not edit. The sections sit under the questions of"
+        " [BENCHMARKS.md](../BENCHMARKS.md), which keeps the latest figure of every study"
+        " with its command.",
         "",
         f"- machine: {machine}",
         f"- date: {started}; whole run {total_s / 60:.1f} min (a section re-run later with "
@@ -460,12 +485,16 @@ def write_markdown(
         "are medians over repeats with the interquartile range (IQR) or the min-max range.",
         "",
     ]
+    question = ""
     for section in SECTIONS:
         r = results.get(section.key)
         if r is None:
             continue
+        if section.question != question:
+            question = section.question
+            parts += [f"## {question}", ""]
         when = f", {r['started']}" if r.get("started", started) != started else ""
-        parts += [f"## {section.title}", "", f"`{r['command']}` ({r['seconds']:.0f} s{when})", ""]
+        parts += [f"### {section.title}", "", f"`{r['command']}` ({r['seconds']:.0f} s{when})", ""]
         if r["rc"]:
             parts += [f"**failed** (exit {r['rc']}):", "", "```", r["error"].strip(), "```", ""]
             continue
@@ -474,7 +503,6 @@ def write_markdown(
             parts += [render(r["data"]), ""]
         else:
             parts += ["```", r["stdout"].strip(), "```", ""]
-    parts.append((HERE / "NOTES.md").read_text())
     out.write_text("\n".join(parts))
 
 
@@ -487,7 +515,7 @@ def main() -> None:
         choices=[s.key for s in SECTIONS],
         help="re-run these sections; the others are kept from --json",
     )
-    parser.add_argument("--out", type=Path, default=REPO / "BENCHMARKS.md")
+    parser.add_argument("--out", type=Path, default=HERE / "results.md")
     parser.add_argument("--json", type=Path, default=HERE / "results.json")
     parser.add_argument(
         "--render-only", action="store_true", help="rewrite the Markdown and plots from --json"
