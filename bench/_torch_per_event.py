@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.capture.sources.torch_source import MARKER, KinetoRead, _dtype_text
 from pytest_opprof.flops.aten import CONCRETE_ARGUMENT_OPS
+from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 
 
 def read_events_per_event(events: list[Any]) -> KinetoRead:

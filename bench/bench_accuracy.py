@@ -27,7 +27,7 @@ from typing import Any
 from _common import fmt_spread, spread
 
 import pytest_opprof as opprof
-from pytest_opprof.capture.records import KIND_SCOPE
+from pytest_opprof.native_layout.records import KIND_SCOPE
 
 
 def spin(ns: int) -> int:

@@ -32,7 +32,7 @@ import numpy as np
 from _common import fmt_spread, loadavg, spread
 
 import pytest_opprof as opprof
-from pytest_opprof.capture.records import KIND_MEMORY
+from pytest_opprof.native_layout.records import KIND_MEMORY
 
 
 def workload(n: int) -> opprof.profile:

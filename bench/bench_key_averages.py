@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 from _common import fmt_spread, spread
 
-from pytest_opprof.capture.records import EVENT_DTYPE, KIND_NUMPY, KIND_SCOPE, Records
 from pytest_opprof.model import build_events, key_averages
 from pytest_opprof.model.averages import average_records
+from pytest_opprof.native_layout.records import EVENT_DTYPE, KIND_NUMPY, KIND_SCOPE, Records
 
 BLOCK = 13  # scope, then 4 x (op, sub-op, sub-op)
 N_NAMES = 50

@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 import pytest_opprof
 from pytest_opprof.capture.contention import ContentionProbe
-from pytest_opprof.capture.profiler import _planned, profile
+from pytest_opprof.capture.recorder import _planned
+from pytest_opprof.profiler import profile
 
 
 def _median_us(fn: Callable[[], object], rounds: int) -> float:

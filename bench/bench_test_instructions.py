@@ -28,10 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 CONFTEST = """\
-from pytest_opprof.capture import profiler, speed_probe
+from pytest_opprof.capture import recorder, speed_probe
 
 speed_probe.references_ns = lambda: (1, 1)
-profiler.RECALIBRATE_S = 1e9
+recorder.RECALIBRATE_S = 1e9
 """
 
 

@@ -49,7 +49,7 @@ def _alloc_variant(kind: str, **profile_kwargs: object) -> float:
     and ``key_averages`` included.  The hooks are installed outside the timing, as the
     plugin holds them for its whole session."""
     from pytest_opprof.capture import sources
-    from pytest_opprof.capture.profiler import profile
+    from pytest_opprof.profiler import profile
 
     if kind == "plain":
         t0 = time.perf_counter_ns()
@@ -74,7 +74,7 @@ def _alloc_variant(kind: str, **profile_kwargs: object) -> float:
 def bench_alloc(repeats: int) -> None:
     import inspect
 
-    from pytest_opprof.capture.profiler import profile
+    from pytest_opprof.profiler import profile
 
     # The plugin's setting; a checkout from before it had events only.
     summed = "memory_events" in inspect.signature(profile).parameters

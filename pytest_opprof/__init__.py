@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_opprof.errors import OpprofError
 
 if TYPE_CHECKING:
-    from pytest_opprof.capture.profiler import profile, record_function
     from pytest_opprof.model import EventList, FunctionEvent, FunctionEventAvg
+    from pytest_opprof.profiler import profile, record_function
 
 __all__ = [
     "EventList",
@@ -26,8 +26,8 @@ __all__ = [
 ]
 
 _LAZY = {
-    "profile": "pytest_opprof.capture.profiler",
-    "record_function": "pytest_opprof.capture.profiler",
+    "profile": "pytest_opprof.profiler",
+    "record_function": "pytest_opprof.profiler",
     "EventList": "pytest_opprof.model",
     "FunctionEvent": "pytest_opprof.model",
     "FunctionEventAvg": "pytest_opprof.model",

@@ -24,9 +24,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from pytest_opprof.capture import shape_table
-from pytest_opprof.capture.records import EVENT_DTYPE, Records
 from pytest_opprof.errors import NativeBuildError, NativeError, OpprofError
+from pytest_opprof.native_layout import shape_table
+from pytest_opprof.native_layout.records import EVENT_DTYPE, Records
 
 try:
     from pytest_opprof._opprof_native import ffi, lib

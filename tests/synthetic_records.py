@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from pytest_opprof.capture.records import EVENT_DTYPE, KIND_NUMPY, Records
+from pytest_opprof.native_layout.records import EVENT_DTYPE, KIND_NUMPY, Records
 
 
 @dataclass

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import pytest_opprof as opprof
-from pytest_opprof.capture import profiler
-from pytest_opprof.capture.records import KIND_NUMPY, KIND_SCOPE
+from pytest_opprof.capture import recorder
+from pytest_opprof.capture.overhead import Overhead
 from pytest_opprof.gate.summary import RoundFigures
-from pytest_opprof.model.overhead import Overhead
+from pytest_opprof.native_layout.records import KIND_NUMPY, KIND_SCOPE
 
 ATTEMPTS = 9
 """Timing tests judge their least disturbed attempt: on a VM whose speed swings from
@@ -69,7 +69,7 @@ def _nested_errors(children: int, depth: int) -> tuple[float, float]:
     # after), it came out 3x the quiet figure in a CI worker whose first profile ran
     # beside heavy tests.  This test holds the subtraction to the truth, so each attempt
     # calibrates afresh.
-    profiler._overheads.clear()
+    recorder._overheads.clear()
     before = root_share()
     with opprof.profile(capture=["none"], profile_memory=False) as prof:
         with opprof.record_function("root"):
@@ -176,22 +176,22 @@ def test_the_profiler_calibrates_again_after_a_while_and_uses_the_median(
                 pass
         return prof
 
-    profiler._overheads.clear()
+    recorder._overheads.clear()
     first = run().overhead
     assert first is not None and first.outside_ns
     assert run().overhead is first  # within the minute: the same calibration
-    [key] = [k for k, (_, kept) in profiler._calibrations.items() if first in kept]
-    assert profiler._calibrations[key][1] == [first]
+    [key] = [k for k, (_, kept) in recorder._calibrations.items() if first in kept]
+    assert recorder._calibrations[key][1] == [first]
 
-    monkeypatch.setattr(profiler, "RECALIBRATE_S", 0.0)  # every profile is "a minute later"
-    for _ in range(profiler.CALIBRATIONS_KEPT + 2):
+    monkeypatch.setattr(recorder, "RECALIBRATE_S", 0.0)  # every profile is "a minute later"
+    for _ in range(recorder.CALIBRATIONS_KEPT + 2):
         used = run().overhead
-    _, kept = profiler._calibrations[key]
-    assert len(kept) == profiler.CALIBRATIONS_KEPT  # the last few
+    _, kept = recorder._calibrations[key]
+    assert len(kept) == recorder.CALIBRATIONS_KEPT  # the last few
     assert all(k is not first for k in kept)
     assert used == Overhead.median(kept)
-    assert profiler._overheads[key] is used
+    assert recorder._overheads[key] is used
 
-    profiler._overheads.clear()  # a fresh start forgets the history
+    recorder._overheads.clear()  # a fresh start forgets the history
     run()
-    assert len(profiler._calibrations[key][1]) == 1
+    assert len(recorder._calibrations[key][1]) == 1

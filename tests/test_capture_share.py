@@ -16,8 +16,8 @@ import pytest
 from synthetic_records import Ev, records_from
 
 import pytest_opprof as opprof
-from pytest_opprof.capture.records import KIND_SCOPE, KIND_TORCH
 from pytest_opprof.model import library_self_ns
+from pytest_opprof.native_layout.records import KIND_SCOPE, KIND_TORCH
 
 if TYPE_CHECKING:
     from conftest import PytestRunner

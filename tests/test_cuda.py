@@ -15,12 +15,12 @@ import pytest
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.capture.records import EVENT_DTYPE
 from pytest_opprof.capture.sources.cuda_source import own_device_times
 from pytest_opprof.gate import store
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import RoundFigures, TimeStats, summarize_rounds
 from pytest_opprof.gate.verdict import Tolerances, compare
+from pytest_opprof.native_layout.records import EVENT_DTYPE
 
 FAKE_SOURCE = Path(__file__).parent / "fake_cudart" / "fake_cudart.c"
 

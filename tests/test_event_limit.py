@@ -20,11 +20,11 @@ import pytest
 from baseline_helpers import entry, machine, simple_summary
 
 from pytest_opprof import _native
-from pytest_opprof.capture.profiler import profile
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.verdict import compare
 from pytest_opprof.plugin import options
+from pytest_opprof.profiler import profile
 
 if TYPE_CHECKING:
     from conftest import PytestRunner

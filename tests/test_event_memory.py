@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_opprof.capture.records import EVENT_DTYPE
+from pytest_opprof.native_layout.records import EVENT_DTYPE
 from pytest_opprof.plugin.options import EVENT_PEAK_BYTES
 
 if TYPE_CHECKING:

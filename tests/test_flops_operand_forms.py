@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pytest_opprof as opprof
-from pytest_opprof.capture.records import Records
 from pytest_opprof.flops.numpy_ops import flops_for
+from pytest_opprof.native_layout.records import Records
 
 A = np.ones((40, 30))
 LIST30 = [1.0] * 30

@@ -120,14 +120,14 @@ import os, sys, threading
 import numpy as np
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.capture import profiler, sources
+from pytest_opprof.capture import recorder, sources
 
 # Another thread of the parent holds the Python-side locks as the fork happens.
 held = threading.Event()
 release = threading.Event()
 
 def holder():
-    with profiler._lock, sources._lock, _native._names_lock:
+    with recorder._lock, sources._lock, _native._names_lock:
         held.set()
         release.wait(30)
 

@@ -17,13 +17,13 @@ import pytest
 import pytest_opprof as opprof
 from pytest_opprof import _native
 from pytest_opprof.capture import sources
-from pytest_opprof.capture.records import KIND_MEMORY, MEMORY_EVENT_NAME, Records
 from pytest_opprof.capture.sources.memory_source import (
     SAMPLE_MIN_BYTES,
     MemorySource,
     memory_samples,
 )
 from pytest_opprof.errors import NativeError
+from pytest_opprof.native_layout.records import KIND_MEMORY, MEMORY_EVENT_NAME, Records
 
 MB8 = 8_000_000
 _kept: list[np.ndarray] = []  # a deliberate leak across a profile

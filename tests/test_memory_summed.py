@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import pytest_opprof as opprof
-from pytest_opprof.capture.records import KIND_MEMORY, MEMORY_EVENT_NAME
+from pytest_opprof.native_layout.records import KIND_MEMORY, MEMORY_EVENT_NAME
 
 SMALL = 100  # np.ones(10) outside any op: 100 allocations and 100 frees of 80 bytes
 

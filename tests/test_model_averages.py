@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from synthetic_records import Ev, records_from
 
-from pytest_opprof.capture.records import KIND_MEMORY, KIND_SCOPE, Records
 from pytest_opprof.model import FunctionEventAvg, build_events, key_averages
+from pytest_opprof.native_layout.records import KIND_MEMORY, KIND_SCOPE, Records
 
 FIELDS = (
     "key",

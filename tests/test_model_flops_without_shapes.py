@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import pytest_opprof as opprof
-from pytest_opprof.capture.records import Records
 from pytest_opprof.model.averages import average_records
+from pytest_opprof.native_layout.records import Records
 
 
 def _records(record_shapes: bool) -> Records:

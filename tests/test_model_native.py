@@ -11,10 +11,10 @@ from test_model_averages import FIELDS, forests
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.capture.records import KIND_MEMORY, Records
 from pytest_opprof.gate.summary import RoundFigures, summarize_rounds
 from pytest_opprof.model import build_events, key_averages
 from pytest_opprof.model.averages import FunctionEventAvg, _average_native, average_records
+from pytest_opprof.native_layout.records import KIND_MEMORY, Records
 
 
 def drain_order(records: Records) -> Records:
@@ -220,8 +220,8 @@ def test_many_shapes_stay_on_the_native_path() -> None:
 @settings(max_examples=50, deadline=None)
 @given(forests(), st.booleans(), st.booleans())
 def test_overhead_corrections_match_numpy(roots: list[Ev], by_shape: bool, drained: bool) -> None:
-    from pytest_opprof.capture.records import KIND_NUMPY, KIND_SCOPE
-    from pytest_opprof.model.overhead import Overhead
+    from pytest_opprof.capture.overhead import Overhead
+    from pytest_opprof.native_layout.records import KIND_NUMPY, KIND_SCOPE
 
     records = drain_order(records_from(roots)) if drained else records_from(roots)
     overhead = Overhead(

@@ -9,15 +9,15 @@ from hypothesis import strategies as st
 from synthetic_records import Ev, records_from
 
 from pytest_opprof import _native
-from pytest_opprof.capture.records import (
+from pytest_opprof.model import build_events, build_tree
+from pytest_opprof.model.tree import PARENT_NONE
+from pytest_opprof.native_layout.records import (
     EVENT_DTYPE,
     FLAG_EXCEPTION,
     KIND_MEMORY,
     KIND_SCOPE,
     Records,
 )
-from pytest_opprof.model import build_events, build_tree
-from pytest_opprof.model.tree import PARENT_NONE
 
 
 def _sample() -> list[Ev]:

@@ -15,8 +15,8 @@ import pytest
 from thread_helpers import run_threads
 
 from pytest_opprof import _native
-from pytest_opprof.capture.records import FLAG_EXCEPTION, KIND_SCOPE, Records
 from pytest_opprof.errors import NativeError
+from pytest_opprof.native_layout.records import FLAG_EXCEPTION, KIND_SCOPE, Records
 
 lib = _native.lib
 MAX_DEPTH = 256  # OPPROF_MAX_DEPTH in native/opprof_internal.h

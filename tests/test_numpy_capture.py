@@ -13,8 +13,8 @@ import pytest
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.capture.records import FLAG_EXCEPTION, Records
 from pytest_opprof.capture.sources.numpy_source import SOURCE, build_hook_table
+from pytest_opprof.native_layout.records import FLAG_EXCEPTION, Records
 
 LOOP = 300  # well past CPython's call-site specialisation threshold
 

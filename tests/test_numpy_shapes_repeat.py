@@ -10,7 +10,7 @@ import numpy as np
 from thread_helpers import run_threads
 
 import pytest_opprof as opprof
-from pytest_opprof.capture.records import FLAG_TRUNCATED, Records
+from pytest_opprof.native_layout.records import FLAG_TRUNCATED, Records
 
 
 def _record(fn: object) -> Records:

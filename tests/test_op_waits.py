@@ -17,7 +17,7 @@ from conftest import busy_machine
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.capture.records import FLAG_SWITCHED
+from pytest_opprof.native_layout.records import FLAG_SWITCHED
 
 if TYPE_CHECKING:
     from conftest import PytestRunner
@@ -156,8 +156,8 @@ def test_an_ops_time_in_the_report_leaves_out_its_wait_for_a_cpu(
 
 
 def test_an_ops_self_wait_is_its_wait_less_its_childrens() -> None:
-    from pytest_opprof.capture.records import EVENT_DTYPE, Records
     from pytest_opprof.model.waits import op_waits_ns
+    from pytest_opprof.native_layout.records import EVENT_DTYPE, Records
 
     ev = np.zeros(4, dtype=EVENT_DTYPE)
     ev["id"] = [1, 2, 3, 4]

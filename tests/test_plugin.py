@@ -60,7 +60,7 @@ def test_without_opprof_nothing_is_loaded_and_the_fixture_is_a_no_op_scope(
 
         def test_nothing_loaded():
             heavy = ["numpy", "pytest_opprof._opprof_native", "pytest_opprof.plugin.worker",
-                     "pytest_opprof.capture.profiler"]
+                     "pytest_opprof.capture.recorder", "pytest_opprof.profiler"]
             assert [m for m in heavy if m in sys.modules] == []
             assert "pytest_opprof.plugin" in sys.modules
         """,

@@ -11,9 +11,9 @@ from thread_helpers import run_threads
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.capture import profiler, sources
-from pytest_opprof.capture.records import FLAG_EXCEPTION, KIND_SCOPE, Records
+from pytest_opprof.capture import recorder, sources
 from pytest_opprof.errors import OpprofError
+from pytest_opprof.native_layout.records import FLAG_EXCEPTION, KIND_SCOPE, Records
 
 
 def scope_names(records: Records) -> list[str]:
@@ -26,7 +26,7 @@ def scope_names(records: Records) -> list[str]:
 @pytest.fixture(autouse=True)
 def no_profile_left() -> Iterator[None]:
     yield
-    assert profiler._active is None
+    assert recorder._active is None
     assert not _native.is_recording()
 
 
@@ -107,12 +107,12 @@ def test_record_function_without_a_profile_makes_no_native_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     spy = CallSpy(_native.lib)
-    monkeypatch.setattr(profiler, "_lib", spy)
+    monkeypatch.setattr(recorder, "_lib", spy)
     # record_function's own doors to the core (builtins, see native/fastscope.c).
     for door, name in (("_scope_push", "opprof_scope_push"), ("_scope_pop", "opprof_scope_pop")):
-        real = getattr(profiler, door)
+        real = getattr(recorder, door)
         monkeypatch.setattr(
-            profiler,
+            recorder,
             door,
             lambda *args, real=real, name=name: spy.calls.append(name) or real(*args),
         )
@@ -186,7 +186,7 @@ def test_unknown_capture_source_names_the_accepted_ones() -> None:
     message = str(info.value)
     assert "'bogus'" in message
     assert "accepted: numpy, scipy, sklearn, torch, none" in message
-    assert profiler._active is None
+    assert recorder._active is None
 
 
 def test_capture_none_stands_alone() -> None:
@@ -249,10 +249,11 @@ def test_package_import_is_lazy() -> None:
 
     code = (
         "import sys, pytest_opprof\n"
-        "heavy = ['numpy', 'pytest_opprof._opprof_native', 'pytest_opprof.capture.profiler']\n"
+        "heavy = ['numpy', 'pytest_opprof._opprof_native',\n"
+        "         'pytest_opprof.capture.recorder', 'pytest_opprof.profiler']\n"
         "print([m for m in heavy if m in sys.modules])\n"
         "pytest_opprof.record_function\n"
-        "print('pytest_opprof.capture.profiler' in sys.modules)\n"
+        "print('pytest_opprof.profiler' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "True"]
@@ -267,7 +268,7 @@ def test_a_profile_stopped_while_another_holds_the_lock_does_not_hang() -> None:
 
     code = """
 import pytest_opprof as opprof
-from pytest_opprof.capture import profiler
+from pytest_opprof.capture import recorder
 
 def abandoned():
     with opprof.profile(capture=["none"]) as prof:
@@ -275,9 +276,9 @@ def abandoned():
 
 gen = abandoned()
 prof = next(gen)
-with profiler._lock:
+with recorder._lock:
     gen.close()  # what the collector does to it
-assert profiler._active is None and prof.wall_time_ns > 0
+assert recorder._active is None and prof.wall_time_ns > 0
 print("stopped")
 """
     out = subprocess.run(

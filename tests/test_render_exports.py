@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from synthetic_records import Ev, records_from
 
-from pytest_opprof.capture.records import EVENT_DTYPE, KIND_SCOPE, Records
 from pytest_opprof.model import build_events, key_averages
+from pytest_opprof.native_layout.records import EVENT_DTYPE, KIND_SCOPE, Records
 from pytest_opprof.render.stacks import collapsed_stacks
 from pytest_opprof.render.trace import chrome_trace
 

@@ -7,8 +7,8 @@ import re
 import pytest
 from synthetic_records import Ev, records_from
 
-from pytest_opprof.capture.records import Records
 from pytest_opprof.model import EventList, build_events, key_averages
+from pytest_opprof.native_layout.records import Records
 from pytest_opprof.render.table import SORT_KEYS
 from pytest_opprof.render.units import flops_scale, format_memory, format_time, format_time_share
 

@@ -21,7 +21,6 @@ from test_model_native import drain_order
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.capture.records import Records
 from pytest_opprof.gate.summary import (
     OpSummary,
     RoundFigures,
@@ -38,6 +37,7 @@ from pytest_opprof.model.averages import (
     _round_sums,
     op_sums,
 )
+from pytest_opprof.native_layout.records import Records
 
 
 def _both(records: Records, by_shape: bool) -> tuple[RoundFigures, RoundFigures] | None:

@@ -1,4 +1,4 @@
-"""A drain's shapes are decoded on first use (capture/shape_table.py), from a
+"""A drain's shapes are decoded on first use (native_layout/shape_table.py), from a
 copy of the core's table taken at the drain: the next profile's start clears
 that table and reuses its ids for other shapes, so what a later read returns
 must still be the first session's shapes, in every way they are read."""
@@ -10,8 +10,8 @@ import pytest
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.capture.records import Records
 from pytest_opprof.errors import NativeError
+from pytest_opprof.native_layout.records import Records
 
 
 def _record(arrays: list[np.ndarray]) -> tuple[Records, opprof.profile]:

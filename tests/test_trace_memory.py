@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import pytest_opprof as opprof
-from pytest_opprof.capture.records import MEMORY_EVENT_NAME
+from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 from pytest_opprof.render.trace import MEMORY_COUNTER_NAME
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from collections.abc import Callable
 import numpy as np
 
 from pytest_opprof import _native
-from pytest_opprof.capture.records import KIND_NUMPY, KIND_SCOPE
-from pytest_opprof.model.overhead import Overhead
+from pytest_opprof.capture.overhead import Overhead
+from pytest_opprof.native_layout.records import KIND_NUMPY, KIND_SCOPE
 
 # Scopes run long batches: recording costs more per event once the event buffer no longer
 # fits in the caches, as in a real test's thousands of events, and 300-scope batches

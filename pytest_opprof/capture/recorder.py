@@ -1,11 +1,12 @@
-"""``profile`` and ``record_function``: torch.profiler's API over the native core.
+"""The recorder behind ``profile``, and ``record_function``'s scopes.
 
-A profile picks its sources (``plan.py``), installs their hooks, and starts the
-native session with their option bits; stop drains the native buffers, merges
-what Python-side sources collected, and removes every hook (on every exit
-path).  One profile records at a time.  ``record_function`` checks a module
-flag before touching the native core, so it is nearly free when nothing
-records.
+A :class:`Recorder` picks its sources (``plan.py``), installs their hooks, and
+starts the native session with their option bits; stop drains the native
+buffers, merges what Python-side sources collected, and removes every hook (on
+every exit path).  One recorder records at a time.  ``record_function`` checks a
+module flag before touching the native core, so it is nearly free when nothing
+records.  What a recording means (events, averages, exports) is the event
+model's and the renderers': ``pytest_opprof.profiler`` puts them together.
 """
 
 from __future__ import annotations
@@ -22,17 +23,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pytest_opprof import _native
 from pytest_opprof.capture import sources
 from pytest_opprof.capture.plan import Plan, plan
-from pytest_opprof.capture.records import FLAG_EXCEPTION, Records
 from pytest_opprof.errors import OpprofError
+from pytest_opprof.native_layout.records import FLAG_EXCEPTION, Records
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from pytest_opprof.capture.overhead import Overhead
     from pytest_opprof.capture.sources.cuda_source import CudaSource, DeviceMemoryStats
     from pytest_opprof.capture.sources.memory_source import MemoryStats
-    from pytest_opprof.model import EventList, Overhead
 
-__all__ = ["profile", "record_function"]
+__all__ = ["Recorder", "record_function", "stop_abandoned"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,7 +56,7 @@ def _new_lock_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_new_lock_in_child)
-_active: profile | None = None
+_active: Recorder | None = None
 # Read by record_function before any native call; written under _lock.
 _recording = False
 # Profiler cost per event for each (options, numpy hooked): the median of the last
@@ -75,26 +76,11 @@ def _set_recording(on: bool) -> None:
     _recording = on
 
 
-class profile:  # lower case: torch.profiler's spelling
-    """Record ops (record_function scopes and captured library calls) while active.
-
-    Use as a context manager or with :meth:`start`/:meth:`stop`.  ``capture``
-    names the op sources (``["numpy"]``, ``["none"]``; None: every available
-    one).  ``python_memory`` also counts Python object allocations (slower).
-    ``cuda`` times ops and scopes with CUDA events (None: when the process
-    already uses CUDA, see ``sources.cuda_source``), every ``cuda_sample_rate``-th
-    call of each name; ``device_memory`` then holds the device memory peak and
-    ``not_measured`` says what could not be measured and why.
-    ``subtract_overhead``: subtract the profiler's own cost per event (calibrated
-    at the first profile of the process and about once a minute after, see
-    ``calibration``) from self times in :meth:`events` and :meth:`key_averages`;
-    ``overhead`` holds it, and every row keeps ``self_cpu_time_total_raw``.
-    ``memory_events``: one ``[memory]`` event per allocation or free outside any
-    op (the trace's instants, torch's model); False sums each thread's into one
-    ``[memory]`` event (the same bytes, much cheaper; torch capture keeps them
-    per allocation, as it nests them under torch ops by time).
-    After stop: :meth:`records`, :meth:`events`, :meth:`key_averages`, the
-    exports, ``memory`` (bytes, when ``profile_memory``) and ``wall_time_ns``.
+class Recorder:
+    """Records ops (record_function scopes and captured library calls) while active;
+    ``pytest_opprof.profiler.profile`` documents the settings and adds what reads the
+    records.  After stop: :meth:`records`, ``memory``, ``device_memory``, ``overhead``,
+    ``not_measured`` and ``wall_time_ns``.
     """
 
     def __init__(
@@ -139,10 +125,9 @@ class profile:  # lower case: torch.profiler's spelling
         records stops this one instead of failing, and sets ``preempted``."""
         self.preempted = False
         self._records: Records | None = None
-        self._events: EventList | None = None
         self._start_ns = 0
 
-    def __enter__(self) -> profile:
+    def __enter__(self) -> Recorder:
         self.start()
         return self
 
@@ -223,7 +208,6 @@ class profile:  # lower case: torch.profiler's spelling
                 if self.memory_events or any(s.name == "torch" for s in acquired):
                     options |= int(_lib.OPPROF_OPT_MEMORY_EVENTS)
                 self._records = None
-                self._events = None
                 self.memory = None
                 self._memory_samples = None
                 self.device_memory = None
@@ -295,57 +279,11 @@ class profile:  # lower case: torch.profiler's spelling
             raise OpprofError("profile has no records yet: stop it first")
         return self._records
 
-    def events(self) -> EventList:
-        """One FunctionEvent per record, tree linked (built on first call)."""
-        if self._events is None:
-            from pytest_opprof.model import build_events
-
-            self._events = build_events(
-                self.records(),
-                profile_memory=self.profile_memory,
-                with_flops=self.with_flops,
-                overhead=self.overhead,
-            )
-            self._events.memory_samples = self._memory_samples
-            self._events.dropped_events = self.dropped_events
-        return self._events
-
-    def key_averages(
-        self, group_by_input_shape: bool = False, group_by_stack_n: int = 0
-    ) -> EventList:
-        """FunctionEventAvg per op name (and input shapes / stack frames when asked)."""
-        from pytest_opprof.model import key_averages
-
-        rows = key_averages(
-            self.records(),
-            group_by_input_shape=group_by_input_shape,
-            group_by_stack_n=group_by_stack_n,
-            profile_memory=self.profile_memory,
-            with_flops=self.with_flops,
-            overhead=self.overhead,
-        )
-        rows.dropped_events = self.dropped_events
-        return rows
-
     @property
     def dropped_events(self) -> int:
         """Events recorded beyond the event limit and dropped (after stop): when not 0,
         :meth:`events` and :meth:`key_averages` cover only the events before the limit."""
         return self.records().dropped
-
-    def export_chrome_trace(self, path: str) -> None:
-        """Write a Chrome/Perfetto trace (JSON) of the events and the memory counter track."""
-        # From the records, not self.events(): a FunctionEvent per record cost more
-        # than the whole streamed export (render/trace.py).
-        from pytest_opprof.render.trace import export_records_trace
-
-        export_records_trace(
-            self.records(), path, with_flops=self.with_flops, memory_samples=self._memory_samples
-        )
-
-    def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
-        """Write collapsed stacks (flame-graph input) weighted by ``metric`` (us)."""
-        self.events().export_stacks(path, metric)
 
 
 def stop_abandoned() -> bool:
@@ -369,7 +307,7 @@ def _overhead(options: int, acquired: list[sources.Source]) -> Overhead:
     if current is not None and now - taken_at < RECALIBRATE_S:
         return current
     from pytest_opprof.capture.calibration import calibrate
-    from pytest_opprof.model.overhead import Overhead
+    from pytest_opprof.capture.overhead import Overhead
 
     if current is None:  # the first, or the cache was cleared: start the history over
         kept = []

@@ -30,9 +30,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.errors import FieldError
 from pytest_opprof.gate.jsonio import Fields, field_path, round_sig
+from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 
 _US_TO_NS = 1000
 _NS_PER_US = 1000.0
@@ -399,7 +399,7 @@ class RoundFigures:
             figures = OpFigures(
                 count=int(_num(row, "count")),
                 # Raw (profiler overhead not subtracted): baselines stay comparable
-                # whatever each session's calibration measured (model/overhead.py).
+                # whatever each session's calibration measured (capture/overhead.py).
                 self_cpu_ns=round(_num(row, _self_time_field(row)) * _US_TO_NS),
                 cpu_ns=round(_num(row, "cpu_time_total") * _US_TO_NS),
                 self_memory_bytes=int(_num(row, "self_cpu_memory_usage")),

@@ -132,7 +132,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.gate import speed
 from pytest_opprof.gate.machine import MachineInfo
 from pytest_opprof.gate.spread import Spreads, allowance, test_allowance
@@ -158,6 +157,7 @@ from pytest_opprof.gate.waiting import (
     switched_out,
     work_rounds,
 )
+from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 
 Status = Literal["pass", "regressed", "improved", "new"]
 Statistic = Literal["min", "median"]

@@ -1,4 +1,4 @@
-"""torch.profiler's event model over :class:`~pytest_opprof.capture.records.Records`.
+"""torch.profiler's event model over :class:`~pytest_opprof.native_layout.records.Records`.
 
 ``build_events`` makes one :class:`FunctionEvent` per record (only when
 asked); ``key_averages`` groups the structured array directly (one C pass
@@ -8,12 +8,12 @@ Times are microseconds, memory bytes.
 
 from __future__ import annotations
 
-from pytest_opprof.capture.records import Records
+from pytest_opprof.capture.overhead import Overhead
 from pytest_opprof.model import events as _events
 from pytest_opprof.model.averages import FunctionEventAvg, average_records
 from pytest_opprof.model.events import EventList, FunctionEvent, Interval
-from pytest_opprof.model.overhead import Overhead
 from pytest_opprof.model.tree import EventTree, build_tree, library_self_ns
+from pytest_opprof.native_layout.records import Records
 
 __all__ = [
     "EventList",
@@ -21,7 +21,6 @@ __all__ = [
     "FunctionEvent",
     "FunctionEventAvg",
     "Interval",
-    "Overhead",
     "build_events",
     "build_tree",
     "key_averages",

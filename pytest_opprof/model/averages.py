@@ -16,15 +16,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from pytest_opprof.capture.records import (
-    FLAG_EXCEPTION,
-    KIND_MEMORY,
-    MEMORY_EVENT_NAME,
-    Records,
-)
-from pytest_opprof.capture.shape_table import prefetch, raw_entries
+from pytest_opprof.capture.overhead import Overhead
 from pytest_opprof.flops.numpy_ops import flops_for, has_formula
-from pytest_opprof.model.overhead import Overhead, self_corrections_ns
+from pytest_opprof.model.overhead import self_corrections_ns
 from pytest_opprof.model.tree import (
     EventTree,
     build_tree,
@@ -32,6 +26,13 @@ from pytest_opprof.model.tree import (
     names_with_memory,
     subtree_sums,
 )
+from pytest_opprof.native_layout.records import (
+    FLAG_EXCEPTION,
+    KIND_MEMORY,
+    MEMORY_EVENT_NAME,
+    Records,
+)
+from pytest_opprof.native_layout.shape_table import prefetch, raw_entries
 
 if TYPE_CHECKING:
     from pytest_opprof._native import RoundSums

@@ -12,15 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from pytest_opprof.capture.records import FLAG_EXCEPTION, Records
+from pytest_opprof.capture.overhead import Overhead
 from pytest_opprof.model.averages import (
     FunctionEventAvg,
     average_events,
     event_flops,
     shape_dtypes,
 )
-from pytest_opprof.model.overhead import Overhead, self_corrections_ns
+from pytest_opprof.model.overhead import self_corrections_ns
 from pytest_opprof.model.tree import EventTree
+from pytest_opprof.native_layout.records import FLAG_EXCEPTION, Records
 
 _NS_PER_US = 1000.0
 

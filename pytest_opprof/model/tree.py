@@ -1,4 +1,4 @@
-"""The event tree over :class:`~pytest_opprof.capture.records.Records`, computed with numpy.
+"""The event tree over :class:`~pytest_opprof.native_layout.records.Records`, computed with numpy.
 
 :func:`build_tree` puts the events in one canonical order (start ascending,
 end descending, then depth and id, so a parent always comes before its
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pytest_opprof.capture.records import KIND_MEMORY, KIND_SCOPE, MEMORY_EVENT_NAME, Records
+from pytest_opprof.native_layout.records import KIND_MEMORY, KIND_SCOPE, MEMORY_EVENT_NAME, Records
 
 PARENT_NONE = -1
 PARENT_UNKNOWN = -2

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_opprof.capture.records import Records
+from pytest_opprof.native_layout.records import Records
 
 
 def op_waits_ns(records: Records, *, by_input_shape: bool = False) -> dict[str, tuple[int, int]]:

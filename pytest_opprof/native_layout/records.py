@@ -58,7 +58,7 @@ class Records:
     ``stacks[e["stack"]]`` the call-site frames, innermost first, each
     ``"file(line): function"``.  Index 0 of shapes/dtypes/stacks is "none".
     A native drain's shapes and dtypes are read-only sequences decoded on first
-    use (capture/shape_table.py); other sources give lists.
+    use (native_layout/shape_table.py); other sources give lists.
     """
 
     events: np.ndarray

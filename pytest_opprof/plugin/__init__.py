@@ -116,7 +116,7 @@ class TestProfiler:
         """A named scope (context manager or decorator) shown as its own row and trace span."""
         if not self.enabled:
             return _NoScope()
-        from pytest_opprof.capture.profiler import record_function
+        from pytest_opprof.profiler import record_function
 
         return record_function(name)
 

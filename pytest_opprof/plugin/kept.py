@@ -16,8 +16,8 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple, overload
 
-from pytest_opprof.capture.records import MEMORY_EVENT_NAME
 from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 from pytest_opprof.plugin.payload import ProfiledTest
 
 

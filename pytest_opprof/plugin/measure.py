@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from pytest_opprof import _native
 from pytest_opprof.capture import speed_probe
 from pytest_opprof.capture.contention import ContentionProbe
-from pytest_opprof.capture.profiler import profile
 from pytest_opprof.gate.summary import RoundFigures
 from pytest_opprof.gate.waiting import is_clean
 from pytest_opprof.model import EventList, library_self_ns
@@ -25,6 +24,7 @@ from pytest_opprof.model.averages import op_sums
 from pytest_opprof.model.waits import op_waits_ns
 from pytest_opprof.plugin.marker import TestSettings
 from pytest_opprof.plugin.options import OpprofOptions
+from pytest_opprof.profiler import profile
 
 
 @dataclass

@@ -27,10 +27,9 @@ from pathlib import Path
 import pytest
 
 from pytest_opprof import _native
-from pytest_opprof.capture import profiler, sources, speed_probe, threadpools
+from pytest_opprof.capture import recorder, sources, speed_probe, threadpools
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
-from pytest_opprof.capture.profiler import profile
 from pytest_opprof.capture.sources import Source, torch_source
 from pytest_opprof.capture.sources.memory_source import PythonMemorySource
 from pytest_opprof.errors import MarkerUsageError
@@ -50,6 +49,7 @@ from pytest_opprof.plugin.payload import (
     WORKER_NOTES,
     ProfiledTest,
 )
+from pytest_opprof.profiler import profile
 from pytest_opprof.render.flame import flame_tree
 from pytest_opprof.render.report import failure_text
 
@@ -338,7 +338,7 @@ class Worker:
         if scopes:
             del item.stash[scopes_left_key]
             left.append(f"{scopes} record_function scope(s) open")
-        if profiler.stop_abandoned():
+        if recorder.stop_abandoned():
             left.append("a profile recording")
         before = item.stash.get(threads_before_key, None)
         if before is not None:

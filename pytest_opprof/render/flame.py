@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pytest_opprof.capture.records import KIND_MEMORY, KIND_SCOPE
 from pytest_opprof.model.tree import EventTree
+from pytest_opprof.native_layout.records import KIND_MEMORY, KIND_SCOPE
 
 FLAME_MAX_NODES = 300
 """Nodes kept per test, the widest first: enough to see where the time went, small

@@ -27,8 +27,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from pytest_opprof.capture.records import FLAG_EXCEPTION, KIND_MEMORY, Records
 from pytest_opprof.gate.files import write_bytes
+from pytest_opprof.native_layout.records import FLAG_EXCEPTION, KIND_MEMORY, Records
 
 MEMORY_COUNTER_NAME = "CPU Memory"
 """The counter track of live bytes; its one series is ``"Total Allocated"`` (torch's arg name)."""

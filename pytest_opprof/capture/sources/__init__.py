@@ -7,7 +7,7 @@ zero-argument callable making one (called once, the result is shared so its
 acquire/release refcount covers every user).
 
 Capture sources are user-facing names (``--opprof-capture``); helper sources
-(memory) are added by :class:`~pytest_opprof.capture.profiler.profile` from its flags.
+(memory) are added by :class:`~pytest_opprof.capture.recorder.Recorder` from its flags.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from pytest_opprof.capture.records import Records
 from pytest_opprof.errors import OpprofError
+from pytest_opprof.native_layout.records import Records
 
 __all__ = ["CAPTURE_SOURCES", "HELPER_SOURCES", "Source", "accepted_names", "get", "resolve"]
 

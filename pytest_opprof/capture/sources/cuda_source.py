@@ -1,6 +1,6 @@
 """CUDA device time of ops and scopes, from CUDA event pairs (``native/cuda.c``).
 
-A helper source (not a ``--opprof-capture`` name): :class:`~pytest_opprof.capture.profiler.profile`
+A helper source (not a ``--opprof-capture`` name): :class:`~pytest_opprof.capture.recorder.Recorder`
 adds it when CUDA is in use.  While recording, the native core records a CUDA
 event on the legacy default stream at the begin and end of every
 ``sample_rate``-th call of each op or scope name; nothing synchronises until
@@ -46,8 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_opprof import _native
-from pytest_opprof.capture.records import Records
 from pytest_opprof.errors import NativeError, OpprofError
+from pytest_opprof.native_layout.records import Records
 
 ENV_PATH = "OPPROF_CUDART"
 DEFAULT_MAX_PAIRS = 1 << 20

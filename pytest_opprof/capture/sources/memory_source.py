@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_opprof import _native
-from pytest_opprof.capture.records import Records
 from pytest_opprof.errors import NativeError
+from pytest_opprof.native_layout.records import Records
 
 
 @dataclass(frozen=True)

@@ -57,14 +57,14 @@ from typing import Any
 import numpy as np
 
 from pytest_opprof import _native
-from pytest_opprof.capture.records import (
+from pytest_opprof.flops.aten import CONCRETE_ARGUMENT_OPS
+from pytest_opprof.native_layout.records import (
     EVENT_DTYPE,
     KIND_MEMORY,
     KIND_TORCH,
     MEMORY_EVENT_NAME,
     Records,
 )
-from pytest_opprof.flops.aten import CONCRETE_ARGUMENT_OPS
 
 MARKER = "__opprof_clock_marker__"
 MARKER_TRIES = 5
