@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
-from pytest_opprof.flops.numpy_ops import einsum_flops, flops_for
+from pytest_opprof.flops import flops_for
+from pytest_opprof.flops.numpy_ops import einsum_flops
 from pytest_opprof.model.averages import FLOPS_MAX, _int_sums, average_records
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ def test_unknown_and_malformed_count_zero() -> None:
 def test_ops_without_a_formula_count_zero_whatever_the_shapes() -> None:
     # has_formula lets aggregation skip an op's shapes: it must never hide a count.
     from pytest_opprof import _native
-    from pytest_opprof.flops.numpy_ops import has_formula
+    from pytest_opprof.flops import has_formula
 
     with opprof.profile(capture=["numpy"], profile_memory=False):
         pass  # interns every hooked numpy name

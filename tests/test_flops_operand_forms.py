@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pytest_opprof as opprof
-from pytest_opprof.flops.numpy_ops import flops_for
+from pytest_opprof.flops import flops_for
 from pytest_opprof.native_layout.records import Records
 
 A = np.ones((40, 30))

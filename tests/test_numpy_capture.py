@@ -204,7 +204,7 @@ def test_shapes_off_records_none_and_stack_on_records_call_site() -> None:
 
 
 def test_einsum_subscripts_give_exact_flops() -> None:
-    from pytest_opprof.flops.numpy_ops import flops_for
+    from pytest_opprof.flops import flops_for
 
     a, b = np.ones((6, 7)), np.ones((7, 9))
     recs = record(lambda: np.einsum("ij,jk->ik", a, b))

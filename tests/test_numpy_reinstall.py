@@ -15,7 +15,7 @@ from pytest_opprof import _native
 from pytest_opprof.capture.sources import numpy_source
 from pytest_opprof.capture.sources.numpy_source import SOURCE
 from pytest_opprof.errors import OpprofError
-from pytest_opprof.flops.numpy_ops import flops_for
+from pytest_opprof.flops import flops_for
 
 
 def _session() -> tuple[list[str], int]:

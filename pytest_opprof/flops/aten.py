@@ -1,6 +1,6 @@
 """FLOP counts of torch ops (aten names), the formulas of ``torch.utils.flop_counter``.
 
-:func:`pytest_opprof.flops.numpy_ops.flops_for` sends ``aten::`` names here.  Counts equal
+:func:`pytest_opprof.flops.flops_for` sends ``aten::`` names here.  Counts equal
 ``FlopCounterMode``'s for the same calls: a multiply-add counts 2, bias and
 softmax are not counted.
 

@@ -44,17 +44,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pytest_opprof.flops.numpy_ops import Shapes, _option, _per_matrix, _svd
-from pytest_opprof.flops.numpy_ops import _solve as _numpy_solve
+from pytest_opprof.flops import linalg
+from pytest_opprof.flops.linalg import Shapes
 
 PUBLIC = ("scipy.linalg.lapack.", "scipy.linalg.blas.")
 """Names of the routines these formulas count (the scipy source names them so)."""
 BATCHED = {
     # scipy.linalg.solve and inv run these C functions (stacks of matrices, scipy >= 1.15).
-    "scipy.linalg._batched_linalg._solve": lambda shapes, dtypes: _numpy_solve(shapes),
-    "scipy.linalg._batched_linalg._inv": lambda shapes, dtypes: _per_matrix(lambda n: 2 * n**3)(
-        shapes
-    ),
+    "scipy.linalg._batched_linalg._solve": lambda shapes, dtypes: linalg.solve(shapes),
+    "scipy.linalg._batched_linalg._inv": lambda shapes, dtypes: linalg.per_matrix(
+        lambda n: 2 * n**3
+    )(shapes),
 }
 """scipy.linalg's own C functions with a formula, as numpy's ``linalg.solve`` and ``inv``."""
 PREFIXES = "sdcz"
@@ -74,7 +74,7 @@ def _cols(b: Sequence[int]) -> int:
 
 
 def _flag(dtypes: Sequence[str], index: int, default: int) -> int:
-    value = _option(dtypes, index, default)
+    value = linalg.option(dtypes, index, default)
     if not isinstance(value, int):  # bool is an int
         raise TypeError(f"not a flag: {value!r}")
     return int(value)
@@ -162,7 +162,7 @@ def _gels(shapes: Shapes, dtypes: Sequence[str]) -> int:
 def _gesdd(shapes: Shapes, dtypes: Sequence[str]) -> int:
     # numpy's svd reads full_matrices at index 1 and compute_uv at 2: LAPACK's are swapped.
     compute_uv, full = _flag(dtypes, 1, 1), _flag(dtypes, 2, 1)
-    return _svd(shapes, ["", f"Scalar={int(full)}", f"Scalar={int(compute_uv)}"])
+    return linalg.svd(shapes, ["", f"Scalar={int(full)}", f"Scalar={int(compute_uv)}"])
 
 
 def _eigh(shapes: Shapes, dtypes: Sequence[str]) -> int:
@@ -236,7 +236,7 @@ def _is_query(dtypes: Sequence[str], index: int) -> bool:
     """Whether the recorded ``lwork`` is -1; a size passed as a numpy integer (recorded by
     its dtype, ``"int64"``) is a real call."""
     try:
-        return _option(dtypes, index, 0) == -1
+        return linalg.option(dtypes, index, 0) == -1
     except ValueError:
         return False
 

@@ -1,13 +1,8 @@
-"""FLOP counts from op names and input shapes, computed at aggregation time.
+"""FLOP counts of numpy ops from their names and input shapes.
 
-``flops_for(name, shapes, dtypes)`` is called once per distinct (op, input
-shapes) pair, never per event.  Unknown ops count 0.  ``shapes`` are the
-recorded arguments in positional order, keyword arguments at their
-parameter's index, each the shape numpy works on (``[]`` for a scalar, the
-shape ``np.asarray`` gives a list); ``None`` where there is none (an absent
-option, ``None``, or an operand whose shape was not worked out: dtype
-``"unknown"``), and a formula that needs such a shape counts 0, never a
-guess.  Python ints are recorded by value in the dtype text, torch's way
+The numpy table of ``flops_for`` (``flops/__init__.py``).  ``shapes`` are
+each the shape numpy works on (``[]`` for a scalar, the shape ``np.asarray``
+gives a list).  Python ints are recorded by value in the dtype text, torch's way
 (``"Scalar=2048"``, ``"ScalarList=[0, 1]"``): the options below read them.
 Formulas are rounded down to integers; a multiply-add counts 2.
 Names below drop the leading ``numpy.``.
@@ -66,13 +61,10 @@ default ``axes`` of ``fft2`` are the last 2, of ``fftn`` all (or as many as ``s`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from typing import NoReturn, overload
+from collections.abc import Callable, Sequence
 
 from pytest_opprof.flops.aten import concrete
-
-Shapes = Sequence[Sequence[int]]
-RecordedShapes = Sequence[Sequence[int] | None]
+from pytest_opprof.flops.linalg import Shapes, option, per_matrix, size, solve, svd, tall
 
 # dtype text of a string argument recorded natively (see numpy_hooks.h OPPROF_NP_STR_TYPE);
 # resolved through _native lazily so this module stays importable without the build.
@@ -84,10 +76,6 @@ ARITHMETIC_UFUNCS = frozenset(
     log10 log1p logaddexp logaddexp2 sin cos tan arcsin arccos arctan arctan2 sinh cosh
     tanh arcsinh arccosh arctanh hypot deg2rad rad2deg maximum minimum fmax fmin""".split()
 )
-
-
-def _size(shape: Sequence[int]) -> int:
-    return math.prod(shape)
 
 
 def _broadcast(shapes: Shapes) -> list[int]:
@@ -109,37 +97,37 @@ def _matmul(shapes: Shapes) -> int:
     if len(b) == 1:
         b = [*b, 1]
     m, k, n = a[-2], a[-1], b[-1]
-    return 2 * _size(_broadcast([a[:-2], b[:-2]])) * m * n * k
+    return 2 * size(_broadcast([a[:-2], b[:-2]])) * m * n * k
 
 
 def _dot(shapes: Shapes) -> int:
     a, b = shapes[0], shapes[1]
     if not a or not b:
-        return _size(a) * _size(b)
+        return size(a) * size(b)
     if len(a) <= 2 and len(b) <= 2:
         return _matmul(shapes)
-    return 2 * _size(a) * _size(b) // a[-1]
+    return 2 * size(a) * size(b) // a[-1]
 
 
 def _inner(shapes: Shapes) -> int:
     a, b = shapes[0], shapes[1]
     if not a or not b:
-        return _size(a) * _size(b)
-    return 2 * _size(a) * _size(b) // a[-1]
+        return size(a) * size(b)
+    return 2 * size(a) * size(b) // a[-1]
 
 
 def _tensordot(shapes: Shapes) -> int:
     a, b = shapes[0], shapes[1]
-    contracted = _size(a[-2:])
-    return 2 * _size(a) * _size(b) // contracted if contracted else 0
+    contracted = size(a[-2:])
+    return 2 * size(a) * size(b) // contracted if contracted else 0
 
 
 def _outer(shapes: Shapes) -> int:
-    return _size(shapes[0]) * _size(shapes[1])
+    return size(shapes[0]) * size(shapes[1])
 
 
 def _vecdot(shapes: Shapes) -> int:
-    return 2 * _size(_broadcast(shapes[:2]))
+    return 2 * size(_broadcast(shapes[:2]))
 
 
 def _einsum_naive(subscripts: str, shapes: Shapes) -> int:
@@ -172,44 +160,7 @@ def _einsum_naive(subscripts: str, shapes: Shapes) -> int:
         out_letters = {c for c in letters_in if letters_in.count(c) == 1}
     summed = any(c not in out_letters for c in set(letters_in))
     factor = max(1, len(terms) - 1) + (1 if summed else 0)
-    return _size(list(sizes.values())) * factor
-
-
-def _square(shape: Sequence[int]) -> tuple[int, int]:
-    return _size(shape[:-2]), shape[-1]
-
-
-def _per_matrix(formula: Callable[[int], float]) -> Callable[[Shapes], int]:
-    def count(shapes: Shapes) -> int:
-        batch, n = _square(shapes[0])
-        return batch * int(formula(n))
-
-    return count
-
-
-def _tall(formula: Callable[[int, int], float]) -> Callable[[Shapes], int]:
-    """Formula in (m, n) with m >= n, for a stack of m x n or n x m matrices."""
-
-    def count(shapes: Shapes) -> int:
-        a = shapes[0]
-        m, n = max(a[-2], a[-1]), min(a[-2], a[-1])
-        return _size(a[:-2]) * int(formula(m, n))
-
-    return count
-
-
-def _solve(shapes: Shapes) -> int:
-    batch, n = _square(shapes[0])
-    b = shapes[1] if len(shapes) > 1 else []
-    k = 1 if len(b) <= 1 else b[-1]
-    return batch * (2 * n**3 // 3 + 2 * n * n * k)
-
-
-def _option(dtypes: Sequence[str], index: int, default: object) -> object:
-    """The recorded value of argument ``index`` (``default`` when absent or None)."""
-    if index >= len(dtypes) or dtypes[index] == "":
-        return default
-    return concrete(dtypes[index])  # ValueError for one that is not a recorded int
+    return size(list(sizes.values())) * factor
 
 
 def _ints(value: object) -> list[int]:
@@ -226,10 +177,10 @@ def _fft1(scale: float, hermitian_out: bool = False) -> Callable[[Shapes, Sequen
 
     def count(shapes: Shapes, dtypes: Sequence[str]) -> int:
         shape = list(shapes[0])
-        (axis,) = _ints(_option(dtypes, 2, -1))
+        (axis,) = _ints(option(dtypes, 2, -1))
         length = shape[axis]
-        (n,) = _ints(_option(dtypes, 1, 2 * (length - 1) if hermitian_out else length))
-        batch = _size(shape) // length if length else 0
+        (n,) = _ints(option(dtypes, 1, 2 * (length - 1) if hermitian_out else length))
+        batch = size(shape) // length if length else 0
         return int(scale * 5 * n * math.log2(n) * batch) if n > 1 else 0
 
     return count
@@ -241,8 +192,8 @@ def _fftn(default_axes: int | None, scale: float) -> Callable[[Shapes, Sequence[
 
     def count(shapes: Shapes, dtypes: Sequence[str]) -> int:
         shape = list(shapes[0])
-        s = _option(dtypes, 1, None)
-        axes = _option(dtypes, 2, None)
+        s = option(dtypes, 1, None)
+        axes = option(dtypes, 2, None)
         if axes is not None:
             ax = _ints(axes)
         else:
@@ -250,26 +201,13 @@ def _fftn(default_axes: int | None, scale: float) -> Callable[[Shapes, Sequence[
             k = len(shape) if k is None else min(k, len(shape))
             ax = list(range(len(shape) - k, len(shape)))
         lengths = _ints(s) if s is not None else [shape[a] for a in ax]
-        n = _size(lengths)
-        over = _size([shape[a] for a in ax])
+        n = size(lengths)
+        over = size([shape[a] for a in ax])
         if n <= 1 or over == 0:
             return 0
-        return int(scale * 5 * n * math.log2(n) * (_size(shape) // over))
+        return int(scale * 5 * n * math.log2(n) * (size(shape) // over))
 
     return count
-
-
-def _svd(shapes: Shapes, dtypes: Sequence[str]) -> int:
-    """``svd(a, full_matrices=True, compute_uv=True)``: Golub-Van Loan's counts."""
-    a = shapes[0]
-    m, n = max(a[-2], a[-1]), min(a[-2], a[-1])
-    if not _option(dtypes, 2, True):
-        per = 4 * m * n * n - 4 * n**3 // 3
-    elif not _option(dtypes, 1, True):
-        per = 14 * m * n * n + 8 * n**3
-    else:
-        per = 4 * m * m * n + 8 * m * n * n + 9 * n**3
-    return _size(a[:-2]) * per
 
 
 def _correlate(default_mode: str) -> Callable[[Shapes, Sequence[str]], int]:
@@ -279,7 +217,7 @@ def _correlate(default_mode: str) -> Callable[[Shapes, Sequence[str]], int]:
         mode = _recorded_string(dtypes[2]) if len(dtypes) > 2 and dtypes[2] else default_mode
         if mode is None:
             raise ValueError(f"convolve: mode not recorded ({dtypes[2]!r})")
-        n, m = _size(shapes[0]), _size(shapes[1])
+        n, m = size(shapes[0]), size(shapes[1])
         n, m = max(n, m), min(n, m)
         if m == 0:
             return 0
@@ -299,7 +237,7 @@ def _correlate(default_mode: str) -> Callable[[Shapes, Sequence[str]], int]:
 
 
 _OPTION_FORMULAS: dict[str, Callable[[Shapes, Sequence[str]], int]] = {
-    "numpy.linalg.svd": _svd,
+    "numpy.linalg.svd": svd,
     "numpy.convolve": _correlate("full"),
     "numpy.correlate": _correlate("valid"),
     **{f"numpy.fft.{op}": _fft1(1.0) for op in ("fft", "ifft")},
@@ -313,7 +251,7 @@ _OPTION_FORMULAS: dict[str, Callable[[Shapes, Sequence[str]], int]] = {
 
 
 def _elementwise(shapes: Shapes, nin: int) -> int:
-    return _size(_broadcast(shapes[:nin]))
+    return size(_broadcast(shapes[:nin]))
 
 
 _FORMULAS: dict[str, Callable[[Shapes], int]] = {
@@ -321,7 +259,7 @@ _FORMULAS: dict[str, Callable[[Shapes], int]] = {
     "numpy.linalg.matmul": _matmul,
     "numpy.dot": _dot,
     "numpy.ndarray.dot": _dot,
-    "numpy.vdot": lambda s: 2 * _size(s[0]),
+    "numpy.vdot": lambda s: 2 * size(s[0]),
     "numpy.inner": _inner,
     "numpy.vecdot": _vecdot,
     "numpy.linalg.vecdot": _vecdot,
@@ -329,18 +267,18 @@ _FORMULAS: dict[str, Callable[[Shapes], int]] = {
     "numpy.linalg.outer": _outer,
     "numpy.tensordot": _tensordot,
     "numpy.linalg.tensordot": _tensordot,
-    "numpy.linalg.solve": _solve,
-    "numpy.linalg.inv": _per_matrix(lambda n: 2 * n**3),
-    "numpy.linalg.det": _per_matrix(lambda n: 2 * n**3 // 3),
-    "numpy.linalg.slogdet": _per_matrix(lambda n: 2 * n**3 // 3),
-    "numpy.linalg.cholesky": _per_matrix(lambda n: n**3 // 3),
-    "numpy.linalg.eig": _per_matrix(lambda n: 25 * n**3),
-    "numpy.linalg.eigvals": _per_matrix(lambda n: 10 * n**3),
-    "numpy.linalg.eigh": _per_matrix(lambda n: 9 * n**3),
-    "numpy.linalg.eigvalsh": _per_matrix(lambda n: 4 * n**3 // 3),
-    "numpy.linalg.qr": _tall(lambda m, n: 2 * m * n * n - 2 * n**3 // 3),
-    "numpy.linalg.svdvals": _tall(lambda m, n: 4 * m * n * n - 4 * n**3 // 3),
-    "numpy.linalg.lstsq": _tall(lambda m, n: 4 * m * n * n + 8 * n**3),
+    "numpy.linalg.solve": solve,
+    "numpy.linalg.inv": per_matrix(lambda n: 2 * n**3),
+    "numpy.linalg.det": per_matrix(lambda n: 2 * n**3 // 3),
+    "numpy.linalg.slogdet": per_matrix(lambda n: 2 * n**3 // 3),
+    "numpy.linalg.cholesky": per_matrix(lambda n: n**3 // 3),
+    "numpy.linalg.eig": per_matrix(lambda n: 25 * n**3),
+    "numpy.linalg.eigvals": per_matrix(lambda n: 10 * n**3),
+    "numpy.linalg.eigh": per_matrix(lambda n: 9 * n**3),
+    "numpy.linalg.eigvalsh": per_matrix(lambda n: 4 * n**3 // 3),
+    "numpy.linalg.qr": tall(lambda m, n: 2 * m * n * n - 2 * n**3 // 3),
+    "numpy.linalg.svdvals": tall(lambda m, n: 4 * m * n * n - 4 * n**3 // 3),
+    "numpy.linalg.lstsq": tall(lambda m, n: 4 * m * n * n + 8 * n**3),
 }
 
 _UNARY = frozenset(
@@ -359,11 +297,11 @@ def _ufunc_formula(name: str) -> Callable[[Shapes], int] | None:
         nin = 1 if parts[1] in _UNARY else 2
         return lambda shapes: _elementwise(shapes, nin)
     if parts[2] in ("reduce", "accumulate", "reduceat"):
-        return lambda shapes: _size(shapes[0])
+        return lambda shapes: size(shapes[0])
     if parts[2] == "outer":
         return _outer
     if parts[2] == "at":
-        return lambda shapes: _size(shapes[1]) * _size(shapes[0][1:])
+        return lambda shapes: size(shapes[1]) * size(shapes[0][1:])
     return None
 
 
@@ -393,77 +331,29 @@ def _einsum(shapes: Shapes, dtypes: Sequence[str]) -> int:
     return _einsum_naive(text, operands)
 
 
-class _UnknownShape(Sequence[int]):
-    """What a formula gets for a recorded ``None``: any use raises ValueError,
-    so ``flops_for`` counts 0 rather than reading it as a scalar."""
-
-    def _unknown(self) -> NoReturn:
-        raise ValueError("this argument's shape is unknown")
-
-    @overload
-    def __getitem__(self, i: int) -> int: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[int]: ...
-    def __getitem__(self, i: int | slice) -> int | Sequence[int]:
-        self._unknown()
-
-    def __len__(self) -> int:
-        self._unknown()
-
-    def __iter__(self) -> Iterator[int]:
-        self._unknown()
-
-    def __bool__(self) -> bool:
-        self._unknown()
-
-
-_UNKNOWN = _UnknownShape()
-_SCIPY_LINALG = ("scipy.linalg.lapack.", "scipy.linalg.blas.", "scipy.linalg._batched_linalg.")
-
-
-def has_formula(name: str) -> bool:
-    """False when ``flops_for(name, ...)`` is 0 whatever the shapes (no formula for the op)."""
-    if name.startswith(_SCIPY_LINALG):
-        from pytest_opprof.flops.lapack import has_formula as lapack_has_formula
-
-        return lapack_has_formula(name)
+def has_numpy_formula(name: str) -> bool:
+    """False when ``numpy_flops(name, ...)`` is 0 whatever the shapes."""
     return (
-        name.startswith("aten::")
-        or name == "numpy.einsum"
+        name == "numpy.einsum"
         or name in _FORMULAS
         or name in _OPTION_FORMULAS
         or _ufunc_formula(name) is not None
     )
 
 
-def flops_for(name: str, recorded: RecordedShapes, dtypes: Sequence[str] = ()) -> int:
-    """FLOPs of one call of ``name`` on arguments of ``recorded`` shapes (0 if unknown).
-
-    ``dtypes`` are the recorded dtype texts, one per shape; einsum and the ops
-    with options read them (subscripts, ``n=``, ``axis=``, ``compute_uv=``)."""
-    shapes = [_UNKNOWN if s is None else s for s in recorded]
-    try:
-        option_formula = _OPTION_FORMULAS.get(name)
-        if option_formula is not None:
-            return max(0, int(option_formula(shapes, dtypes)))
-        if name.startswith("aten::"):
-            # torch ops: a separate table, torch.utils.flop_counter's formulas.
-            from pytest_opprof.flops.aten import aten_flops
-
-            return max(0, aten_flops(name, shapes, dtypes))
-        if name.startswith(_SCIPY_LINALG):
-            # scipy's LAPACK and BLAS wrappers (the scipy source): flops/lapack.py.
-            from pytest_opprof.flops.lapack import lapack_flops
-
-            return max(0, lapack_flops(name, shapes, dtypes))
-        if name == "numpy.einsum":
-            return int(_einsum(shapes, dtypes))
-        formula = _FORMULAS.get(name) or _ufunc_formula(name)
-        if formula is None:
-            return 0
-        return max(0, int(formula(shapes)))
-    except (ValueError, IndexError, TypeError, ZeroDivisionError):
+def numpy_flops(name: str, shapes: Shapes, dtypes: Sequence[str]) -> int:
+    """FLOPs of one call of the numpy op ``name`` (0 without a formula); raises
+    (ValueError, IndexError, TypeError, ZeroDivisionError) when a needed argument was
+    not recorded, which ``flops_for`` counts as 0."""
+    option_formula = _OPTION_FORMULAS.get(name)
+    if option_formula is not None:
+        return int(option_formula(shapes, dtypes))
+    if name == "numpy.einsum":
+        return int(_einsum(shapes, dtypes))
+    formula = _FORMULAS.get(name) or _ufunc_formula(name)
+    if formula is None:
         return 0
+    return int(formula(shapes))
 
 
 def einsum_flops(subscripts: str, shapes: Shapes) -> int:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from pytest_opprof.capture.overhead import Overhead
-from pytest_opprof.flops.numpy_ops import flops_for, has_formula
+from pytest_opprof.flops import flops_for, has_formula
 from pytest_opprof.model.overhead import self_corrections_ns
 from pytest_opprof.model.tree import (
     EventTree,

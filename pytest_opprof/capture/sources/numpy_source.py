@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 
 from pytest_opprof import _native
 from pytest_opprof.capture.sources.pyfunctions import PythonApi
-from pytest_opprof.flops.numpy_ops import has_formula
+from pytest_opprof.flops import has_formula
 
 NAMESPACES = (
     "numpy",
