@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_opprof.capture.sources.torch_source import MARKER, KinetoRead, _dtype_text
+from pytest_opprof.capture.sources.kineto_read import KinetoRead
+from pytest_opprof.capture.sources.torch_source import MARKER, _dtype_text
 from pytest_opprof.flops.aten import CONCRETE_ARGUMENT_OPS
 from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 

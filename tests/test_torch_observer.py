@@ -17,6 +17,7 @@ from torch import nn  # noqa: E402
 
 import pytest_opprof as opprof  # noqa: E402
 from pytest_opprof.capture.sources import torch_observer, torch_source  # noqa: E402
+from pytest_opprof.capture.sources.kineto_read import KinetoRead  # noqa: E402
 
 if TYPE_CHECKING:
     from conftest import PytestRunner
@@ -53,7 +54,7 @@ def _workload() -> None:
         F.conv_transpose2d(torch.randn(1, 2, 5, 5), torch.randn(2, 3, 3, 3), stride=2)
 
 
-def _read(collector: str) -> torch_source.KinetoRead:
+def _read(collector: str) -> KinetoRead:
     """What the source reads with this collector, before records are built."""
     source = torch_source.TorchSource(collector=collector)
     source.acquire()
@@ -74,7 +75,7 @@ def _read(collector: str) -> torch_source.KinetoRead:
         source.release()
 
 
-def _ops(read: torch_source.KinetoRead) -> Counter[tuple[str, str, str]]:
+def _ops(read: KinetoRead) -> Counter[tuple[str, str, str]]:
     return Counter(
         (read.names[row[3]], repr(read.shapes[row[4]]), repr(read.dtypes[row[4]]))
         for row in read.ops.tolist()

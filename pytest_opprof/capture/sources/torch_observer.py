@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_opprof.capture.sources.kineto_read import KinetoRead
 from pytest_opprof.flops.aten import CONCRETE_ARGUMENT_OPS
 
 CPP = Path(__file__).with_name("torch_observer.cpp")
@@ -157,11 +158,9 @@ def decode(sig: list[int], dtypes: list[str]) -> tuple[list[list[int]], list[str
     return shapes, texts
 
 
-def read(module: Any, marker: str) -> Any:
+def read(module: Any, marker: str) -> KinetoRead:
     """The observer's buffers as a :class:`KinetoRead` (no Python per event: numpy over
     the op rows, Python once per distinct name and argument signature)."""
-    from pytest_opprof.capture.sources.torch_source import KinetoRead
-
     ops_b, mem_b, sigs_b, offsets_b, all_names = module.read()
     rows = np.frombuffer(ops_b, dtype=np.int64).reshape(-1, 6)
     mem = np.frombuffer(mem_b, dtype=np.int64).reshape(-1, 3).copy()

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from pytest_opprof import _native
+from pytest_opprof.capture.sources.kineto_read import KinetoRead
 from pytest_opprof.flops.aten import CONCRETE_ARGUMENT_OPS
 from pytest_opprof.native_layout.records import (
     EVENT_DTYPE,
@@ -307,20 +308,6 @@ class TorchSource:
         """Records on the core clock from what :func:`read_events` read (sets ``last_clock``)."""
         self.last_clock = clock = clock_map(self._marker.brackets, read.marker_starts)
         return _to_records(read.ops, read.mem, read.names, read.shapes, read.dtypes, clock)
-
-
-@dataclass
-class KinetoRead:
-    """What :func:`read_events` takes from Kineto's list, in arrays and tables."""
-
-    # int64 rows: start_ns, end_ns, thread, name id, shape id, device ns (the op's
-    # CUDA event pair, children included; -1: not timed, and always with Kineto)
-    ops: np.ndarray
-    mem: np.ndarray  # int64 rows: time_ns, thread, bytes (negative: freed)
-    names: list[str]  # op names, in order of first appearance
-    shapes: list[list[list[int] | None]]
-    dtypes: list[list[str]]
-    marker_starts: list[int]
 
 
 def _is_op(name: str, event: Any) -> bool:

@@ -1,0 +1,27 @@
+"""What the torch source reads from its collector: :class:`KinetoRead`.
+
+Both collectors fill one: Kineto's event list (``torch_source.read_events``)
+and the native observer's buffers (``torch_observer.read``), so the records
+downstream are built by the same code (``torch_source``).  On its own so the
+observer's module needs nothing of the source that loads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class KinetoRead:
+    """What a collector's read gives the torch source, in arrays and tables."""
+
+    # int64 rows: start_ns, end_ns, thread, name id, shape id, device ns (the op's
+    # CUDA event pair, children included; -1: not timed, and always with Kineto)
+    ops: np.ndarray
+    mem: np.ndarray  # int64 rows: time_ns, thread, bytes (negative: freed)
+    names: list[str]  # op names, in order of first appearance
+    shapes: list[list[list[int] | None]]
+    dtypes: list[list[str]]
+    marker_starts: list[int]
