@@ -16,7 +16,8 @@ import pytest_opprof as opprof
 from pytest_opprof import _native
 from pytest_opprof.flops import flops_for
 from pytest_opprof.flops.numpy_ops import einsum_flops
-from pytest_opprof.model.averages import FLOPS_MAX, _int_sums, average_records
+from pytest_opprof.model.averages import _int_sums, average_records
+from pytest_opprof.model.event_flops import FLOPS_MAX
 
 if TYPE_CHECKING:
     from conftest import PytestRunner

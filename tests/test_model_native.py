@@ -13,7 +13,8 @@ import pytest_opprof as opprof
 from pytest_opprof import _native
 from pytest_opprof.gate.summary import RoundFigures, summarize_rounds
 from pytest_opprof.model import build_events, key_averages
-from pytest_opprof.model.averages import FunctionEventAvg, _average_native, average_records
+from pytest_opprof.model.averages import _average_native, average_records
+from pytest_opprof.model.events import FunctionEventAvg
 from pytest_opprof.native_layout.records import KIND_MEMORY, Records
 
 

@@ -29,7 +29,13 @@ from pytest_opprof.gate.summary import (
     _op_summary,
     summarize_rounds,
 )
-from pytest_opprof.model import FunctionEventAvg, averages, key_averages, library_self_ns
+from pytest_opprof.model import (
+    FunctionEventAvg,
+    averages,
+    event_flops,
+    key_averages,
+    library_self_ns,
+)
 from pytest_opprof.model.averages import (
     _average_native,
     _grouped_sums,
@@ -282,7 +288,7 @@ def test_a_round_pairs_only_the_rows_of_ops_with_a_flop_formula() -> None:
     out = _native.model_round_sums(ev, memory_group=memory, m=max(len(names), memory + 1))
     assert out is not None
     formula = [
-        g < len(names) and g != memory and averages._has_formula(names[g])
+        g < len(names) and g != memory and event_flops.op_has_formula(names[g])
         for g in out.groups.tolist()
     ]
     pair, pair_row = _native.model_formula_pairs(ev, out.row_group, formula)

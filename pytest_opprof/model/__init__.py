@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pytest_opprof.capture.overhead import Overhead
 from pytest_opprof.model import events as _events
-from pytest_opprof.model.averages import FunctionEventAvg, average_records
-from pytest_opprof.model.events import EventList, FunctionEvent, Interval
+from pytest_opprof.model.averages import average_records
+from pytest_opprof.model.events import EventList, FunctionEvent, FunctionEventAvg, Interval
 from pytest_opprof.model.tree import EventTree, build_tree, library_self_ns
 from pytest_opprof.native_layout.records import Records
 

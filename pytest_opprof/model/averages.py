@@ -1,166 +1,46 @@
-"""Per-key statistics: :class:`FunctionEventAvg` and the group-by behind ``key_averages``.
+"""The group-by behind ``key_averages``: a session's records as :class:`FunctionEventAvg` rows.
 
 :func:`average_records` groups a session's events by name (and optionally by
 input shapes and the first call-site frames): one pass in C over a native drain
 (``opprof_model_key_sums``), numpy (``np.unique``, ``np.bincount``) over the
 canonical tree for records the pass refuses.  Python work is one object per
-*group*, never per event; FLOPs are computed once per distinct (name, shapes).
-Object-based :func:`average_events` (``EventList.key_averages`` over
-:class:`FunctionEvent` objects) gives the same groups, in the same order, with
-the same sums: the property tests hold both record paths to it."""
+*group*, never per event; FLOPs are computed once per distinct (name, shapes)
+(``event_flops.py``).  Object-based ``average_events`` (``EventList.key_averages``
+over :class:`FunctionEvent` objects, ``events.py``) gives the same groups, in the
+same order, with the same sums: the property tests hold both record paths to it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from pytest_opprof.capture.overhead import Overhead
-from pytest_opprof.flops import flops_for, has_formula
+from pytest_opprof.model.event_flops import (
+    FLOPS_MAX,
+    event_flops,
+    flops_into,
+    flops_of_pairs,
+    formula_table,
+    op_has_formula,
+)
+from pytest_opprof.model.events import FunctionEventAvg
 from pytest_opprof.model.overhead import self_corrections_ns
 from pytest_opprof.model.tree import (
     EventTree,
     build_tree,
+    combine_ids,
     library_self_ns,
     names_with_memory,
-    subtree_sums,
 )
-from pytest_opprof.native_layout.records import (
-    FLAG_EXCEPTION,
-    KIND_MEMORY,
-    MEMORY_EVENT_NAME,
-    Records,
-)
-from pytest_opprof.native_layout.shape_table import prefetch, raw_entries
+from pytest_opprof.native_layout.records import KIND_MEMORY, MEMORY_EVENT_NAME, Records
+from pytest_opprof.native_layout.shape_table import prefetch
 
 if TYPE_CHECKING:
     from pytest_opprof._native import RoundSums
-    from pytest_opprof.model.events import FunctionEvent
 
 _I64 = np.int64
 _NS_PER_US = 1000.0
-# FLOP counts stop here (2^63 - 1, 9.2e18) instead of wrapping: no op that ran gets
-# near it (it would take years), only the shapes of one that raised (an outer
-# product of two 2^32-element views: 2^64), and a call that raised counts 0.
-FLOPS_MAX = int(np.iinfo(_I64).max)
-
-
-class FunctionEventAvg:
-    """Sums over the events that share a key; times in microseconds, memory in bytes.
-
-    ``cpu_time`` and ``device_time`` are per-call averages.  ``flops`` sums
-    each event's own formula (a composite op such as ``numpy.outer`` counts its
-    work even though its ``numpy.multiply`` child counts it too);
-    ``self_flops`` counts an event's FLOPs only when none of its descendants
-    carries FLOPs ("innermost wins"), so summing ``self_flops`` over keys counts
-    each unit of work once: use it for any total.  ``is_top_level``
-    tells whether the group's first event had no parent (what
-    ``table(top_level_events_only=True)`` looks at).  ``cpu_parent`` and
-    ``cpu_children`` are the first event's, set only when built from
-    :class:`FunctionEvent` objects.
-    """
-
-    def __init__(self) -> None:
-        self.key: str | None = None
-        self.count: int = 0
-        self.cpu_time_total: float = 0.0
-        self.self_cpu_time_total: float = 0.0
-        self.self_cpu_time_total_raw: float = 0.0
-        """Self time before the profiler's overhead was subtracted, us."""
-        self.device_time_total: float = 0.0
-        self.self_device_time_total: float = 0.0
-        self.cpu_memory_usage: int = 0
-        self.self_cpu_memory_usage: int = 0
-        self.device_memory_usage: int = 0
-        self.self_device_memory_usage: int = 0
-        self.flops: int = 0
-        self.self_flops: int = 0
-        self.input_shapes: list[list[int] | None] = []
-        self.stack: list[str] = []
-        self.is_top_level: bool = True
-        self.use_device: str | None = None
-        self.cpu_parent: FunctionEvent | None = None
-        self.cpu_children: list[FunctionEvent] = []
-
-    @property
-    def name(self) -> str | None:
-        return self.key
-
-    @property
-    def cpu_time(self) -> float:
-        """Average CPU time per call, us."""
-        return 0.0 if self.count == 0 else self.cpu_time_total / self.count
-
-    @property
-    def device_time(self) -> float:
-        """Average device time per call, us."""
-        return 0.0 if self.count == 0 else self.device_time_total / self.count
-
-    def add(self, other: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
-        """Accumulate ``other`` (same key); the first one added sets the descriptive fields."""
-        if self.key is None:
-            self.key = other.key
-            self.input_shapes = list(other.input_shapes)
-            self.stack = list(other.stack)
-            self.is_top_level = other.is_top_level
-            self.use_device = other.use_device
-            self.cpu_parent = other.cpu_parent
-            self.cpu_children = list(other.cpu_children)
-        elif other.key != self.key:
-            raise ValueError(f"cannot add {other.key!r} to the average of {self.key!r}")
-        self.count += other.count
-        self.cpu_time_total += other.cpu_time_total
-        self.self_cpu_time_total += other.self_cpu_time_total
-        self.self_cpu_time_total_raw += other.self_cpu_time_total_raw
-        self.device_time_total += other.device_time_total
-        self.self_device_time_total += other.self_device_time_total
-        self.cpu_memory_usage += other.cpu_memory_usage
-        self.self_cpu_memory_usage += other.self_cpu_memory_usage
-        self.device_memory_usage += other.device_memory_usage
-        self.self_device_memory_usage += other.self_device_memory_usage
-        self.flops += other.flops
-        self.self_flops += other.self_flops
-        return self
-
-    def __iadd__(self, other: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
-        return self.add(other)
-
-    def __repr__(self) -> str:
-        return (
-            f"<FunctionEventAvg key={self.key} count={self.count} "
-            f"self_cpu_time_total={self.self_cpu_time_total:.3f}us "
-            f"cpu_time_total={self.cpu_time_total:.3f}us "
-            f"cpu_memory_usage={self.cpu_memory_usage} input_shapes={self.input_shapes}>"
-        )
-
-
-def average_events(
-    events: Iterable[FunctionEvent | FunctionEventAvg],
-    *,
-    group_by_input_shape: bool = False,
-    group_by_stack_n: int = 0,
-) -> list[FunctionEventAvg]:
-    """Group objects by key (+ shapes, + first stack frames), in first-seen order."""
-    stats: dict[tuple[Any, ...], FunctionEventAvg] = {}
-    for evt in events:
-        key: tuple[Any, ...] = (evt.key,)
-        if group_by_input_shape:
-            key += (repr(evt.input_shapes),)
-        if group_by_stack_n > 0:
-            key += tuple(evt.stack[:group_by_stack_n])
-        avg = stats.get(key)
-        if avg is None:
-            avg = stats[key] = FunctionEventAvg()
-        avg.add(evt)
-    return [_trim(avg, group_by_input_shape, group_by_stack_n) for avg in stats.values()]
-
-
-def _trim(avg: FunctionEventAvg, by_shape: bool, stack_n: int) -> FunctionEventAvg:
-    avg.stack = avg.stack[:stack_n]
-    if not by_shape:
-        avg.input_shapes = []
-    return avg
 
 
 def average_records(
@@ -254,9 +134,9 @@ def _native_groups(
     if by_shape or stack_n > 0:
         key = np.where(ev["kind"] == KIND_MEMORY, memory_group, ev["name"]).astype(_I64)
         if by_shape:
-            key = _combine(key, _shape_key(records, ev["shape"]))
+            key = combine_ids(key, _shape_key(records, ev["shape"]))
         if stack_n > 0:
-            key = _combine(key, _stack_key(records, ev["stack"], stack_n))
+            key = combine_ids(key, _stack_key(records, ev["stack"], stack_n))
         group, m = key, int(key.max()) + 1
     inside, outside = _kind_tables(overhead) if overhead is not None else (None, None)
 
@@ -283,7 +163,7 @@ def _native_groups(
     sums, first, rows, device_events, corrections = fast
     # FLOPs come from recorded shapes (pair_flops_for): with none, every count is 0.
     formulas = (
-        _formula_table(records, ev["name"]) if with_flops and len(records.shapes) > 1 else None
+        formula_table(records, ev["name"]) if with_flops and len(records.shapes) > 1 else None
     )
     if formulas is not None:
         pair, pair_row = module.model_pairs(ev)
@@ -294,7 +174,7 @@ def _native_groups(
             parent_row=rows,
             group=group,
             memory_group=memory_group,
-            pair_flops=_pair_flops(records, ev, pair_row, formulas),
+            pair_flops=flops_of_pairs(records, ev, pair_row, formulas),
         )
     groups = np.flatnonzero(first >= 0)
     if ordered:
@@ -450,7 +330,7 @@ def _round_flops(
     pairs of its ops that have a formula: a round of many shapes is mostly indexing
     (each scalar index is recorded by value), whose rows need no pair at all."""
     ev, names = records.events, records.names
-    formula = [g < len(names) and g != memory_group and _has_formula(names[g]) for g in groups]
+    formula = [g < len(names) and g != memory_group and op_has_formula(names[g]) for g in groups]
     if not any(formula):
         return
     pair, pair_row = module.model_formula_pairs(ev, out.row_group, formula)
@@ -465,7 +345,7 @@ def _round_flops(
         )
     )
     pair_flops = np.zeros(len(pair_row), dtype=_I64)
-    _flops_into(records, todo, pair_flops)
+    flops_into(records, todo, pair_flops)
     module.model_flops(
         ev,
         out.sums,
@@ -516,117 +396,6 @@ def _kind_tables(overhead: Overhead) -> tuple[np.ndarray, np.ndarray]:
     for kind, ns in overhead.outside_ns.items():
         outside[kind] = ns
     return inside, outside
-
-
-def _formula_table(records: Records, name_ids: np.ndarray) -> np.ndarray | None:
-    """``has[name id]``: that op has a FLOP formula; None when no op in ``name_ids`` has one
-    (most drains of indexing and creation ops: their FLOP columns stay 0)."""
-    present = np.flatnonzero(np.bincount(name_ids, minlength=1)).tolist()
-    if not present:
-        return None
-    has = np.zeros(present[-1] + 1, dtype=bool)
-    for n in present:
-        has[n] = n < len(records.names) and _has_formula(records.names[n])
-    return has if has.any() else None
-
-
-def _pair_flops(
-    records: Records, ev: np.ndarray, pair_row: np.ndarray, formulas: np.ndarray
-) -> np.ndarray:
-    """FLOPs of each distinct (name, shapes) pair, given the pair's first row in ``ev``;
-    ``formulas`` from :func:`_formula_table` of ``ev``."""
-    name_ids = ev["name"][pair_row]
-    shape_ids = ev["shape"][pair_row]
-    out = np.zeros(len(pair_row), dtype=_I64)
-    # Only the pairs pair_flops_for would look at leave numpy's 0: 2.5M distinct
-    # slices (no formula) cost 2 s in a loop over every pair.
-    rows = np.flatnonzero(formulas[name_ids] & (shape_ids != 0))
-    shape_ids = shape_ids[rows]
-    todo = list(zip(rows.tolist(), name_ids[rows].tolist(), shape_ids.tolist(), strict=True))
-    _flops_into(records, todo, out)
-    return out
-
-
-def _flops_into(records: Records, todo: list[tuple[int, int, int]], out: np.ndarray) -> None:
-    """``out[k]``: the FLOPs of each ``(k, name id, shape id)`` of ``todo``, which are pairs
-    of ``records`` with a formula and a recorded shape."""
-    names = records.names
-    raw = raw_entries(records.shapes, [sid for _, _, sid in todo])
-    if raw is None:
-        prefetch(records.shapes, [sid for _, _, sid in todo])
-        for k, nid, sid in todo:
-            out[k] = pair_flops_for(records, names[nid], sid)
-        return
-    # Looked up by the entry's raw words: most pairs recur from test to test, and
-    # decoding their shapes into lists to find them in _flops_memo cost more than
-    # the rest of a round's figures.
-    missed = []
-    for (k, nid, sid), words in zip(todo, raw, strict=True):
-        flops = _flops_by_words.get((names[nid], words))
-        if flops is None:
-            missed.append((k, nid, sid, words))
-        else:
-            out[k] = flops
-    if missed:
-        if len(_flops_by_words) > _FLOPS_BY_WORDS_MAX:
-            _flops_by_words.clear()
-        prefetch(records.shapes, [sid for _, _, sid, _ in missed])
-        for k, nid, sid, words in missed:
-            out[k] = _flops_by_words[names[nid], words] = pair_flops_for(records, names[nid], sid)
-
-
-_flops_by_words: dict[tuple[str, bytes], int] = {}
-"""FLOPs by (op name, raw shape entry words): :func:`pair_flops_for` of any drain's pair
-with those words (see ``ShapeTable.raw``)."""
-_FLOPS_BY_WORDS_MAX = 1 << 16
-
-
-def pair_flops_for(records: Records, name: str, shape_id: int) -> int:
-    """``flops_for`` of one (name, shape id) of ``records``, memoised across sessions.
-
-    0 without recorded shapes (id 0): a formula given no shapes would count an
-    elementwise op as one scalar FLOP."""
-    if shape_id == 0 or not _has_formula(name):
-        return 0  # most ops: no need to look at their shapes
-    shapes = records.shapes[shape_id]
-    flops = _flops_memo(
-        name,
-        tuple(None if s is None else tuple(s) for s in shapes),
-        tuple(shape_dtypes(records, shape_id)),
-    )
-    return min(flops, FLOPS_MAX)
-
-
-# Plain dicts, not functools.lru_cache: their keys (str, tuples of ints and str) and
-# int values hold nothing the garbage collector tracks, so it stops walking them,
-# while an lru_cache's 65,536 linked entries were walked by every full collection
-# (numpy's own tests run tens of them; each took a third longer).
-_formula_known: dict[str, bool] = {}
-_flops_memo_by_key: dict[tuple[str, tuple[tuple[int, ...] | None, ...], tuple[str, ...]], int] = {}
-_FLOPS_MEMO_MAX = 1 << 16
-
-
-def _has_formula(name: str) -> bool:
-    known = _formula_known.get(name)
-    if known is None:
-        if len(_formula_known) >= 1 << 12:
-            _formula_known.clear()
-        known = _formula_known[name] = has_formula(name)
-    return known
-
-
-def _flops_memo(
-    name: str, shapes: tuple[tuple[int, ...] | None, ...], dtypes: tuple[str, ...]
-) -> int:
-    # The same (op, shapes, dtypes) recur from test to test and round to round;
-    # einsum's recorded subscripts are process-lifetime ids, so a key means one count.
-    key = (name, shapes, dtypes)
-    flops = _flops_memo_by_key.get(key)
-    if flops is None:
-        if len(_flops_memo_by_key) >= _FLOPS_MEMO_MAX:
-            _flops_memo_by_key.clear()
-        flops = _flops_memo_by_key[key] = flops_for(name, shapes, dtypes)
-    return flops
 
 
 def _avg(
@@ -680,9 +449,9 @@ def _average_numpy(
     ev = tree.events
     key = tree.name
     if by_shape:
-        key = _combine(key, _shape_key(records, ev["shape"]))
+        key = combine_ids(key, _shape_key(records, ev["shape"]))
     if stack_n > 0:
-        key = _combine(key, _stack_key(records, ev["stack"], stack_n))
+        key = combine_ids(key, _stack_key(records, ev["stack"], stack_n))
     _, first, group = np.unique(key, return_index=True, return_inverse=True)
     # Groups numbered in first-seen (canonical) order, like the object path.
     rank = np.empty(len(first), dtype=_I64)
@@ -741,36 +510,6 @@ def _int_sums(group: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
     return out
 
 
-def event_flops(records: Records, tree: EventTree) -> tuple[np.ndarray, np.ndarray]:
-    """(FLOPs, self FLOPs) per tree row; ``flops_for`` once per distinct (name, shapes, dtypes).
-
-    Self FLOPs follow "innermost wins": an event's FLOPs count toward totals
-    only when no descendant carries FLOPs (``outer`` -> ``multiply``: the
-    ``multiply`` counts once, the ``outer`` not again).  A call that raised
-    counts 0, as in the native pass (``opprof_model_flops``).
-    """
-    shape_ids = tree.events["shape"]
-    pair = _combine(tree.name, shape_ids)
-    _, first = np.unique(pair, return_index=True)
-    per_pair = np.zeros(len(first), dtype=_I64)
-    for p, row in enumerate(first.tolist()):
-        if tree.events["kind"][row] == KIND_MEMORY:
-            continue
-        per_pair[p] = pair_flops_for(records, tree.names[int(tree.name[row])], int(shape_ids[row]))
-    raised = (tree.events["flags"] & FLAG_EXCEPTION) != 0
-    flops = np.where(raised, 0, per_pair[pair])
-    carries = (flops > 0).astype(_I64)
-    (under,) = subtree_sums(tree.parent, tree.depth, [carries])
-    return flops, np.where(under - carries > 0, 0, flops)
-
-
-def _combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """One dense id per distinct (a, b) pair."""
-    span = int(b.max()) + 1 if len(b) else 1
-    _, inverse = np.unique(a.astype(_I64) * span + b.astype(_I64), return_inverse=True)
-    return inverse.reshape(-1).astype(_I64)
-
-
 def _shape_key(records: Records, shape_ids: np.ndarray) -> np.ndarray:
     """Shape ids merged by shapes alone (interned ids also differ by dtype)."""
     canon: dict[str, int] = {}
@@ -787,7 +526,3 @@ def _stack_key(records: Records, stack_ids: np.ndarray, n: int) -> np.ndarray:
         [canon.setdefault(tuple(s[:n]), len(canon)) for s in records.stacks] or [0], dtype=_I64
     )
     return table[stack_ids.astype(_I64)]
-
-
-def shape_dtypes(records: Records, shape_id: int) -> Sequence[str]:
-    return records.dtypes[shape_id] if shape_id < len(records.dtypes) else ()

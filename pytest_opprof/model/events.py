@@ -1,4 +1,5 @@
-"""torch.profiler's event objects: :class:`Interval`, :class:`FunctionEvent`, :class:`EventList`.
+"""torch.profiler's event objects: :class:`Interval`, :class:`FunctionEvent`,
+:class:`FunctionEventAvg`, :class:`EventList`.
 
 Objects are built only when asked (:func:`build_events`); the metrics they
 carry come precomputed from :func:`~pytest_opprof.model.tree.build_tree`.
@@ -13,12 +14,7 @@ from typing import Any
 import numpy as np
 
 from pytest_opprof.capture.overhead import Overhead
-from pytest_opprof.model.averages import (
-    FunctionEventAvg,
-    average_events,
-    event_flops,
-    shape_dtypes,
-)
+from pytest_opprof.model.event_flops import event_flops, shape_dtypes
 from pytest_opprof.model.overhead import self_corrections_ns
 from pytest_opprof.model.tree import EventTree
 from pytest_opprof.native_layout.records import FLAG_EXCEPTION, Records
@@ -57,7 +53,7 @@ class FunctionEvent:
     excludes its direct children; memory ``self_*`` fields are the net bytes
     allocated while the call was innermost, the others include the subtree.
     ``self_flops`` is ``flops`` unless a descendant carries FLOPs, then 0
-    (see :class:`~pytest_opprof.model.averages.FunctionEventAvg`).
+    (see :class:`FunctionEventAvg`).
     """
 
     __slots__ = (
@@ -165,6 +161,123 @@ class FunctionEvent:
             f"cpu_children={[c.id for c in self.cpu_children]} "
             f"input_shapes={self.input_shapes} cpu_memory_usage={self.cpu_memory_usage}>"
         )
+
+
+class FunctionEventAvg:
+    """Sums over the events that share a key; times in microseconds, memory in bytes.
+
+    ``cpu_time`` and ``device_time`` are per-call averages.  ``flops`` sums
+    each event's own formula (a composite op such as ``numpy.outer`` counts its
+    work even though its ``numpy.multiply`` child counts it too);
+    ``self_flops`` counts an event's FLOPs only when none of its descendants
+    carries FLOPs ("innermost wins"), so summing ``self_flops`` over keys counts
+    each unit of work once: use it for any total.  ``is_top_level``
+    tells whether the group's first event had no parent (what
+    ``table(top_level_events_only=True)`` looks at).  ``cpu_parent`` and
+    ``cpu_children`` are the first event's, set only when built from
+    :class:`FunctionEvent` objects.
+    """
+
+    def __init__(self) -> None:
+        self.key: str | None = None
+        self.count: int = 0
+        self.cpu_time_total: float = 0.0
+        self.self_cpu_time_total: float = 0.0
+        self.self_cpu_time_total_raw: float = 0.0
+        """Self time before the profiler's overhead was subtracted, us."""
+        self.device_time_total: float = 0.0
+        self.self_device_time_total: float = 0.0
+        self.cpu_memory_usage: int = 0
+        self.self_cpu_memory_usage: int = 0
+        self.device_memory_usage: int = 0
+        self.self_device_memory_usage: int = 0
+        self.flops: int = 0
+        self.self_flops: int = 0
+        self.input_shapes: list[list[int] | None] = []
+        self.stack: list[str] = []
+        self.is_top_level: bool = True
+        self.use_device: str | None = None
+        self.cpu_parent: FunctionEvent | None = None
+        self.cpu_children: list[FunctionEvent] = []
+
+    @property
+    def name(self) -> str | None:
+        return self.key
+
+    @property
+    def cpu_time(self) -> float:
+        """Average CPU time per call, us."""
+        return 0.0 if self.count == 0 else self.cpu_time_total / self.count
+
+    @property
+    def device_time(self) -> float:
+        """Average device time per call, us."""
+        return 0.0 if self.count == 0 else self.device_time_total / self.count
+
+    def add(self, other: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
+        """Accumulate ``other`` (same key); the first one added sets the descriptive fields."""
+        if self.key is None:
+            self.key = other.key
+            self.input_shapes = list(other.input_shapes)
+            self.stack = list(other.stack)
+            self.is_top_level = other.is_top_level
+            self.use_device = other.use_device
+            self.cpu_parent = other.cpu_parent
+            self.cpu_children = list(other.cpu_children)
+        elif other.key != self.key:
+            raise ValueError(f"cannot add {other.key!r} to the average of {self.key!r}")
+        self.count += other.count
+        self.cpu_time_total += other.cpu_time_total
+        self.self_cpu_time_total += other.self_cpu_time_total
+        self.self_cpu_time_total_raw += other.self_cpu_time_total_raw
+        self.device_time_total += other.device_time_total
+        self.self_device_time_total += other.self_device_time_total
+        self.cpu_memory_usage += other.cpu_memory_usage
+        self.self_cpu_memory_usage += other.self_cpu_memory_usage
+        self.device_memory_usage += other.device_memory_usage
+        self.self_device_memory_usage += other.self_device_memory_usage
+        self.flops += other.flops
+        self.self_flops += other.self_flops
+        return self
+
+    def __iadd__(self, other: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
+        return self.add(other)
+
+    def __repr__(self) -> str:
+        return (
+            f"<FunctionEventAvg key={self.key} count={self.count} "
+            f"self_cpu_time_total={self.self_cpu_time_total:.3f}us "
+            f"cpu_time_total={self.cpu_time_total:.3f}us "
+            f"cpu_memory_usage={self.cpu_memory_usage} input_shapes={self.input_shapes}>"
+        )
+
+
+def average_events(
+    events: Iterable[FunctionEvent | FunctionEventAvg],
+    *,
+    group_by_input_shape: bool = False,
+    group_by_stack_n: int = 0,
+) -> list[FunctionEventAvg]:
+    """Group objects by key (+ shapes, + first stack frames), in first-seen order."""
+    stats: dict[tuple[Any, ...], FunctionEventAvg] = {}
+    for evt in events:
+        key: tuple[Any, ...] = (evt.key,)
+        if group_by_input_shape:
+            key += (repr(evt.input_shapes),)
+        if group_by_stack_n > 0:
+            key += tuple(evt.stack[:group_by_stack_n])
+        avg = stats.get(key)
+        if avg is None:
+            avg = stats[key] = FunctionEventAvg()
+        avg.add(evt)
+    return [_trim(avg, group_by_input_shape, group_by_stack_n) for avg in stats.values()]
+
+
+def _trim(avg: FunctionEventAvg, by_shape: bool, stack_n: int) -> FunctionEventAvg:
+    avg.stack = avg.stack[:stack_n]
+    if not by_shape:
+        avg.input_shapes = []
+    return avg
 
 
 class EventList(list[Any]):

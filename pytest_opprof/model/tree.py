@@ -257,3 +257,10 @@ def _names(records: Records, events: np.ndarray) -> tuple[list[str], np.ndarray]
     names, memory_id = names_with_memory(records)
     name[memory] = memory_id
     return names, name
+
+
+def combine_ids(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One dense id per distinct (a, b) pair."""
+    span = int(b.max()) + 1 if len(b) else 1
+    _, inverse = np.unique(a.astype(_I64) * span + b.astype(_I64), return_inverse=True)
+    return inverse.reshape(-1).astype(_I64)

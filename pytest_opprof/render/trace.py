@@ -159,7 +159,7 @@ def columns_from_events(events: Sequence[Any]) -> TraceColumns:
 
 def columns_from_records(records: Records, *, with_flops: bool = True) -> TraceColumns:
     """Columns straight from a session's records and their tree: no event objects."""
-    from pytest_opprof.model.averages import event_flops, shape_dtypes
+    from pytest_opprof.model.event_flops import event_flops, shape_dtypes
     from pytest_opprof.model.tree import build_tree
 
     tree = build_tree(records)
