@@ -10,7 +10,7 @@ from synthetic_records import Ev, records_from
 
 from pytest_opprof import _native
 from pytest_opprof.model import build_events, build_tree
-from pytest_opprof.model.tree import PARENT_NONE
+from pytest_opprof.native_layout.parents import PARENT_NONE
 from pytest_opprof.native_layout.records import (
     EVENT_DTYPE,
     FLAG_EXCEPTION,

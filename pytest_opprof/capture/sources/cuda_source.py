@@ -229,10 +229,10 @@ def own_device_times(events: np.ndarray, timed: np.ndarray) -> np.ndarray:
     """Each timed event's own device time from the elapsed times of its pair (``timed``,
     children included; -1 where not timed): minus the elapsed times of the timed
     events nearest below it, scaled by (calls of its name) / (timed calls of its
-    name).  -1 stays -1.  Parents are the model's (native ids, or intervals on a
+    name).  -1 stays -1.  Parents are the records' (native ids, or intervals on a
     thread with torch ops), so a torch op inside a scope is subtracted from the scope.
     """
-    from pytest_opprof.model.tree import parent_rows
+    from pytest_opprof.native_layout.parents import parent_rows
 
     parent = parent_rows(events)
     # The nearest timed ancestor: an untimed (unsampled) one is passed over.
