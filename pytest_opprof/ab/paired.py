@@ -1,0 +1,371 @@
+"""How A/B judges a time: paired rounds of base and head, a pooled noise model, a moderated
+t, an online false-discovery control and a stopping rule.  Pure functions, numpy and the
+stdlib only; ``docs/ab.md`` ("How A/B judges a time") explains them in reader's terms and
+``tests/test_ab_paired.py`` measures the figures quoted here.
+
+A figure's pairs are base times ``b_i`` and head times ``h_i`` of the same work, run
+back to back on this machine.  Everything works on their log ratios ``d_i = ln(h_i/b_i)``:
+a slowdown is a shift of ``d``, the machine's drift between pairs cancels inside each pair,
+and the scatter of ``d`` hardly depends on how long the work takes within a duration bin.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from statistics import NormalDist
+from typing import Literal
+
+import numpy as np
+
+from pytest_opprof.ab.student import betainc, t_ppf, t_sf
+from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, WORK_WAIT_LIMIT
+
+Verdict = Literal["pass", "regressed", "improved", "undecided"]
+Step = Literal["pass", "regressed", "improved", "undecided", "more"]
+Basis = Literal["wall", "work", "rerun"]
+
+DEFAULT_SIGMA = 0.05
+"""The scatter of ``d`` assumed before a run has measured any (log units, i.e. about 5%
+between two rounds of the same work): wider than a quiet machine's 0.5-2% for tests of a
+millisecond or more, so the first figures take more pairs rather than fail on a guess."""
+PRIOR_DF = 2.0
+"""The weight, in degrees of freedom, of a bin's prior (the default sigma, or its
+neighbours' pool): enough to judge a one-pair figure, small enough that a bin's own
+residuals outweigh it after a couple of figures."""
+MAX_PRIOR_DF = 4.0
+"""The most degrees of freedom the pool lends a figure.  A bin's pool describes its
+typical figure, not every one, and tests differ in how they scatter: simulated A/A runs of
+200 figures whose sigmas spread lognormally by a factor e^0.5 around their bin's failed
+an unchanged figure in 10-37% of runs with 20, 7-17% with 8, none of 30 with 4.  The
+price: at sigma 0.01, 85% of unchanged figures pass within two pairs instead of 92%; a
++10% change at sigma 0.02 is still caught in a median of 2-3 pairs.  (limma estimates
+this weight from the spread of the figures' variances; one- and two-pair figures, most
+of a run, measure that spread too poorly.)"""
+BIN_FACTOR = 4.0
+"""Durations within this factor share a noise bin: short figures scatter more (timer
+resolution, a cache line, an interrupt weigh more in 20 us than in 20 ms)."""
+BORROW_DF = 10.0
+"""A neighbouring bin, or the whole pool, stands in for the default sigma as a bin's prior
+once it holds this many degrees of freedom."""
+WINSOR_Z = 3.0
+"""Residuals are winsorised at this many of the bin's current sigmas: one wild pair (a
+page fault storm, a migration) adds at most ``WINSOR_Z**2`` sigma^2 per residual instead of
+its square, while clean normal residuals lose only 0.5% of their variance, which
+``_WINSOR_KEEP`` restores.  A MAD would need every residual kept and sorted per query;
+this costs O(1) per residual and per query."""
+_STD_NORMAL = NormalDist()
+_WINSOR_KEEP = (
+    2 * _STD_NORMAL.cdf(WINSOR_Z)
+    - 1
+    - 2 * WINSOR_Z * _STD_NORMAL.pdf(WINSOR_Z)
+    + 2 * WINSOR_Z**2 * _STD_NORMAL.cdf(-WINSOR_Z)
+)
+DEFAULT_CONFIDENCE = 0.9
+"""The two-sided confidence of a figure's interval: a pass needs it inside the tolerance,
+which makes the pass a two one-sided tests (TOST) equivalence test at 5% per side."""
+WILD_LEVEL = 0.01
+"""The F test level at which a figure's own scatter is too wide for the pool
+(:func:`fits_pool`).  Two same-signed wild pairs in a row, judged against a tight pool,
+are otherwise significant: simulated A/A runs of 200 figures with 2% wild pairs (+-20-100%)
+failed an unchanged figure in 10-20% of runs without this test, none of 30 with it, and
+the pool's sigma, kept free of such figures, came out at 1.24x the true 0.01 instead of
+2.5x (the rest of that 1.24 is the stopping rule: pairs are added while a figure looks
+far from zero)."""
+MIN_FAIL_PAIRS = 2
+"""A figure is never failed (or called improved) on fewer pairs: one pair is one
+base-then-head order, so an order effect is not yet cancelled, and a single wild pair,
+judged against a tight pool, would be significant at any level.  With a second pair its
+own scatter enters the moderated t and holds it back (measured in the tests)."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure's change from base to head with its interval and one-sided p-values.
+
+    ``change``, ``low`` and ``high`` are relative (0.05 = 5% slower); ``df`` is the moderated
+    t's degrees of freedom; ``p_slower`` tests "the true change is at most 0",
+    ``p_faster`` "at least 0".  ``without_slowest`` and ``without_fastest`` are the same
+    figure judged without its slowest or its fastest pair (None where that leaves nothing
+    to judge): a verdict of regressed or improved must hold there too (:func:`decide`)."""
+
+    change: float
+    low: float
+    high: float
+    confidence: float
+    pairs: int
+    df: float
+    p_slower: float
+    p_faster: float
+    mean_log: float
+    se_log: float
+    without_slowest: Estimate | None = None
+    without_fastest: Estimate | None = None
+
+
+def log_ratios(base_ns: Sequence[float], head_ns: Sequence[float]) -> list[float]:
+    """``ln(h_i / b_i)`` for each pair of positive times."""
+    if len(base_ns) != len(head_ns):
+        raise ValueError(f"{len(base_ns)} base times against {len(head_ns)} head times")
+    return [math.log(h / b) for b, h in zip(base_ns, head_ns, strict=True)]
+
+
+@lru_cache(maxsize=4096)
+def _quantile(p: float, df: float) -> float:
+    return t_ppf(p, df)
+
+
+def estimate(
+    d: Sequence[float],
+    prior_sigma: float,
+    prior_df: float,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> Estimate:
+    """The moderated paired t (Smyth 2004, "limma") of the log ratios ``d``.
+
+    The figure's variance is shrunk towards the pool's: ``s~^2 = (d0 s0^2 + (n-1) s^2) /
+    (d0 + n - 1)`` with ``d0 + n - 1`` degrees of freedom, so one pair is judged on the pool
+    alone and a figure noisier than its pool pulls its own sigma up as pairs come in."""
+    values = sorted(float(x) for x in d)
+    main = _moderated(values, prior_sigma, prior_df, confidence)
+    if len(values) < (2 if prior_df > 0 else 3):
+        return main
+    return replace(
+        main,
+        without_slowest=_moderated(values[:-1], prior_sigma, prior_df, confidence),
+        without_fastest=_moderated(values[1:], prior_sigma, prior_df, confidence),
+    )
+
+
+def _moderated(
+    values: Sequence[float], prior_sigma: float, prior_df: float, confidence: float
+) -> Estimate:
+    n = len(values)
+    if n == 0:
+        raise ValueError("estimate needs at least one pair")
+    if prior_sigma < 0 or prior_df < 0 or (prior_df == 0 and n < 2):
+        raise ValueError(f"no variance to judge {n} pair(s) with prior_df={prior_df}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    mean = math.fsum(values) / n
+    own = math.fsum((x - mean) ** 2 for x in values)
+    if prior_df > 0 and not fits_pool(own, n - 1, prior_sigma, prior_df):
+        prior_df = 0.0
+    df = prior_df + n - 1
+    se = math.sqrt((prior_df * prior_sigma**2 + own) / df / n)
+    if se > 0:
+        t = mean / se
+        p_slower, p_faster = t_sf(t, df), t_sf(-t, df)
+        half = -_quantile((1 - confidence) / 2, df) * se
+    else:
+        p_slower = 0.0 if mean > 0 else 1.0 if mean < 0 else 0.5
+        p_faster = 0.0 if mean < 0 else 1.0 if mean > 0 else 0.5
+        half = 0.0
+    return Estimate(
+        change=math.expm1(mean),
+        low=math.expm1(mean - half),
+        high=math.expm1(mean + half),
+        confidence=confidence,
+        pairs=n,
+        df=df,
+        p_slower=p_slower,
+        p_faster=p_faster,
+        mean_log=mean,
+        se_log=se,
+    )
+
+
+def fits_pool(squares: float, df: float, prior_sigma: float, prior_df: float) -> bool:
+    """Whether a figure's own scatter, ``squares`` (its squared residuals) over ``df``
+    degrees of freedom, is one the pool could give: the F test of ``s^2 / s0^2`` against
+    ``F(df, prior_df)`` does not reject at ``WILD_LEVEL``.  A figure the pool does not
+    describe (a wild pair, work that scatters on its own) is judged on its own scatter
+    alone, and is kept out of the pool."""
+    if df <= 0 or squares <= 0:
+        return True
+    if prior_sigma <= 0:
+        return False
+    ratio = squares / df / prior_sigma**2
+    return betainc(0.5 * prior_df, 0.5 * df, prior_df / (prior_df + df * ratio)) > WILD_LEVEL
+
+
+def decide(estimate: Estimate, tolerance: float, level: float) -> Verdict:
+    """The figure's verdict against ``tolerance``, the smallest relative slowdown worth
+    failing for, at significance ``level`` (the run's online FDR level for this test).
+
+    - regressed: at least ``MIN_FAIL_PAIRS`` pairs, slower with ``p_slower <= level``, and
+      the interval's low end at or above ``tolerance``: the change is real and confidently
+      at least the tolerance.  It must hold without the slowest pair too, so one wild
+      pair never fails a figure.
+    - improved: the mirror, the interval's high end at or below ``-tolerance / (1 +
+      tolerance)`` (the same distance in log units), without the fastest pair too.
+    - pass: the interval lies inside ``(-tolerance / (1 + tolerance), tolerance)``:
+      confidently no change worth failing for, whether or not a small change is
+      significant.
+    - undecided: anything else; the caller runs another pair or, at its budget, reports it.
+
+    Why this shape: an unchanged figure's interval shrinks inside the tolerance within one
+    or two pairs once the pool knows the noise; a +10% figure is significant within a few;
+    and a figure whose true change sits at the tolerance keeps an interval across it, so
+    it stays undecided instead of being guessed either way.  Failing on the point estimate
+    instead (``change >= tolerance``) was measured (sigma 0.02, tolerance 3%, 12 pairs):
+    it failed 6.5% of +2% figures and 51% of +3% ones, a coin flip at the tolerance; the
+    interval fails 0% and 3%, 42% of +4%, 90% of +5% and all +10% ones (median 2 pairs).
+    """
+    if tolerance <= 0:
+        raise ValueError(f"tolerance must be positive, got {tolerance}")
+    faster_limit = -tolerance / (1 + tolerance)
+    if estimate.pairs >= MIN_FAIL_PAIRS:
+        slower = (estimate, estimate.without_slowest)
+        if all(e is not None and e.p_slower <= level and e.low >= tolerance for e in slower):
+            return "regressed"
+        faster = (estimate, estimate.without_fastest)
+        if all(e is not None and e.p_faster <= level and e.high <= faster_limit for e in faster):
+            return "improved"
+    if faster_limit < estimate.low and estimate.high < tolerance:
+        return "pass"
+    return "undecided"
+
+
+def next_step(estimate: Estimate, tolerance: float, level: float, max_pairs: int) -> Step:
+    """The verdict when decided, ``"more"`` when another pair may decide it, and
+    ``"undecided"`` when ``max_pairs`` pairs have not."""
+    verdict = decide(estimate, tolerance, level)
+    if verdict != "undecided" or estimate.pairs >= max_pairs:
+        return verdict
+    return "more"
+
+
+def describe(estimate: Estimate, verdict: Verdict, max_pairs: int) -> str:
+    """One line: ``+4.1% [-1.0%, +9.3%], not decided within 12 pairs`` or ``+0.3% [-1.2%,
+    +1.8%] over 2 pairs``."""
+    shown = f"{estimate.change:+.1%} [{estimate.low:+.1%}, {estimate.high:+.1%}]"
+    if verdict == "undecided":
+        return f"{shown}, not decided within {max_pairs} pair{'s' * (max_pairs != 1)}"
+    return f"{shown} over {estimate.pairs} pair{'s' * (estimate.pairs != 1)}"
+
+
+class NoiseModel:
+    """How far pairs of the same work scatter in ``d`` on this machine in this run.
+
+    Fed each figure's log ratios once its pairs are done (:meth:`add`); its within-figure
+    residuals measure the scatter, since a figure's true change, whatever it is, cancels
+    in ``d_i - mean(d)``.  Residuals are pooled per duration bin (``BIN_FACTOR``),
+    winsorised (``WINSOR_Z``), on top of a prior of ``PRIOR_DF`` degrees of freedom: the
+    neighbouring bins' pool, else the whole pool, else ``DEFAULT_SIGMA``.  Hold one for
+    test times and one for op self times: they scatter differently."""
+
+    def __init__(self) -> None:
+        self._sums: dict[int, list[float]] = {}
+        self._total = [0.0, 0.0]
+
+    @staticmethod
+    def _bin(duration_ns: float) -> int:
+        return math.floor(math.log(max(duration_ns, 1.0), BIN_FACTOR))
+
+    def add(self, duration_ns: float, d: Sequence[float]) -> None:
+        """Pool a figure's log ratios ``d``; ``duration_ns`` is its base time scale.  A
+        figure of one pair holds no within-figure scatter and adds nothing."""
+        n = len(d)
+        if n < 2:
+            return
+        key = self._bin(duration_ns)
+        sigma, df = self.sigma(duration_ns)
+        values = np.asarray(d, dtype=float)
+        if not fits_pool(float(((values - values.mean()) ** 2).sum()), n - 1, sigma, df):
+            return
+        clip = (WINSOR_Z * sigma) ** 2
+        # Each scaled residual has variance sigma^2 and carries (n - 1) / n df.
+        scaled = (values - values.mean()) ** 2 * (n / (n - 1))
+        squares = float(np.minimum(scaled, clip).sum()) * (n - 1) / n / _WINSOR_KEEP
+        sums = self._sums.setdefault(key, [0.0, 0.0])
+        for pool in (sums, self._total):
+            pool[0] += squares
+            pool[1] += n - 1
+
+    def sigma(self, duration_ns: float) -> tuple[float, float]:
+        """The pooled sigma (log units) for a figure of ``duration_ns`` and the degrees of
+        freedom to lend it (at most ``MAX_PRIOR_DF``)."""
+        key = self._bin(duration_ns)
+        squares, df = self._sums.get(key, (0.0, 0.0))
+        prior = self._prior(key)
+        variance = (PRIOR_DF * prior**2 + squares) / (PRIOR_DF + df)
+        return math.sqrt(variance), min(PRIOR_DF + df, MAX_PRIOR_DF)
+
+    def _prior(self, key: int) -> float:
+        near = [self._sums[k] for k in (key - 1, key + 1) if k in self._sums]
+        squares = sum(s for s, _ in near)
+        df = sum(f for _, f in near)
+        if df >= BORROW_DF:
+            return math.sqrt(squares / df)
+        if self._total[1] >= BORROW_DF:
+            return math.sqrt(self._total[0] / self._total[1])
+        return DEFAULT_SIGMA
+
+
+class OnlineFdr:
+    """LOND (Javanmard & Montanari, Ann. Statist. 2018): false discovery rate control for
+    hypotheses judged one at a time, as each test ends, with no going back.
+
+    The i-th hypothesis is tested at ``q * (D + 1) / m``, D the discoveries so far and ``m``
+    the number of hypotheses announced (the run's tests): Bonferroni's level until the
+    first discovery, then growing with them, the online counterpart of Benjamini-Hochberg.
+    FDR <= q under independence.  Hypotheses beyond ``m`` get level 0: the budget is spent."""
+
+    def __init__(self, q: float, m: int) -> None:
+        if not 0 < q < 1 or m < 1:
+            raise ValueError(f"OnlineFdr needs 0 < q < 1 and m >= 1, got q={q}, m={m}")
+        self.q, self.m = q, m
+        self.tested = 0
+        self.discoveries = 0
+
+    def level(self) -> float:
+        """The significance level of the next hypothesis."""
+        if self.tested >= self.m:
+            return 0.0
+        return self.q * (self.discoveries + 1) / self.m
+
+    def record(self, discovered: bool) -> None:
+        """Account the hypothesis just judged at :meth:`level`."""
+        self.tested += 1
+        self.discoveries += bool(discovered)
+
+
+def benjamini_hochberg(pvalues: Sequence[float], q: float) -> list[bool]:
+    """Which of ``pvalues`` Benjamini-Hochberg's step-up rejects at FDR ``q`` (offline)."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    passed = [k for k, i in enumerate(order, 1) if pvalues[i] <= q * k / m]
+    cut = max(passed, default=0)
+    rejected = [False] * m
+    for i in order[:cut]:
+        rejected[i] = True
+    return rejected
+
+
+def pair_basis(
+    b_wall_ns: int,
+    b_wait_ns: int,
+    h_wall_ns: int,
+    h_wait_ns: int,
+    limit: float = WAIT_SHARE_LIMIT,
+    work_limit: float = WORK_WAIT_LIMIT,
+) -> Basis:
+    """Which time a pair is judged on, both sides alike so the ratio compares like with like.
+
+    ``"wall"`` when each round waited for a CPU at most ``limit`` of its wall time (a quiet
+    machine's 0-1%); ``"work"`` (wall less wait) when one waited more but both at most
+    ``work_limit``, within which work time ran 1-5% above a quiet round's with no wider
+    spread; ``"rerun"`` when a round waited more than that, where work time spread twice as
+    wide (``pytest_opprof/gate/waiting.py`` has the measurements)."""
+    shares = [
+        wait / wall if wall > 0 else 1.0
+        for wall, wait in ((b_wall_ns, b_wait_ns), (h_wall_ns, h_wait_ns))
+    ]
+    if max(shares) <= limit:
+        return "wall"
+    if max(shares) <= work_limit:
+        return "work"
+    return "rerun"

@@ -1,0 +1,341 @@
+"""The paired A/B statistics: the t distribution against scipy, the moderated t, the
+decision rule, the pooled noise model, online FDR control, and simulated runs that
+measure what docs/ab.md ("How A/B judges a time") quotes."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import special, stats
+
+from pytest_opprof.ab import paired
+from pytest_opprof.ab.paired import (
+    DEFAULT_SIGMA,
+    MAX_PRIOR_DF,
+    NoiseModel,
+    OnlineFdr,
+    benjamini_hochberg,
+    decide,
+    describe,
+    estimate,
+    fits_pool,
+    log_ratios,
+    next_step,
+    pair_basis,
+)
+from pytest_opprof.ab.student import betainc, t_cdf, t_ppf, t_sf
+from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, WORK_WAIT_LIMIT
+
+dfs = st.floats(0.3, 1e5)
+
+
+@given(t=st.floats(-60, 60), df=dfs)
+@settings(max_examples=400)
+def test_t_cdf_matches_scipy(t: float, df: float) -> None:
+    assert t_cdf(t, df) == pytest.approx(stats.t.cdf(t, df), abs=1e-9)
+    assert t_sf(t, df) == pytest.approx(stats.t.sf(t, df), abs=1e-9)
+
+
+@given(t=st.floats(0, 60), df=dfs)
+@settings(max_examples=300)
+def test_t_tail_keeps_relative_precision(t: float, df: float) -> None:
+    """The tiny p-values the online FDR levels need must be right relatively too."""
+    expected = stats.t.sf(t, df)
+    if expected > 1e-280:
+        assert t_sf(t, df) == pytest.approx(expected, rel=1e-8)
+
+
+@given(p=st.floats(1e-12, 1 - 1e-12), df=dfs)
+@settings(max_examples=300)
+def test_t_ppf_matches_scipy(p: float, df: float) -> None:
+    expected = stats.t.ppf(p, df)
+    assert t_ppf(p, df) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+@given(a=st.floats(0.05, 1e4), b=st.floats(0.05, 1e4), x=st.floats(0, 1))
+@settings(max_examples=300)
+def test_betainc_matches_scipy(a: float, b: float, x: float) -> None:
+    assert betainc(a, b, x) == pytest.approx(special.betainc(a, b, x), abs=1e-9)
+
+
+def test_t_ppf_refuses_probabilities_outside_0_1() -> None:
+    with pytest.raises(ValueError, match="0 < p < 1"):
+        t_ppf(1.0, 3)
+
+
+ratios = st.lists(st.floats(-2, 2), min_size=2, max_size=20)
+
+
+@given(d=ratios, confidence=st.floats(0.5, 0.999))
+def test_without_prior_the_estimate_is_the_paired_t(d: list[float], confidence: float) -> None:
+    if np.ptp(d) < 1e-6:
+        return
+    e = estimate(d, prior_sigma=0.05, prior_df=0, confidence=confidence)
+    assert e.p_slower == pytest.approx(
+        stats.ttest_1samp(d, 0, alternative="greater").pvalue, abs=1e-9
+    )
+    low, high = stats.t.interval(confidence, len(d) - 1, np.mean(d), stats.sem(d))
+    assert e.low == pytest.approx(math.expm1(low), rel=1e-7, abs=1e-9)
+    assert e.high == pytest.approx(math.expm1(high), rel=1e-7, abs=1e-9)
+    assert e.change == pytest.approx(math.expm1(np.mean(d)))
+
+
+@given(d=st.lists(st.floats(-2, 2), min_size=1, max_size=20), sigma=st.floats(0.001, 0.5))
+def test_the_moderated_t_shrinks_the_variance_towards_the_pool(
+    d: list[float], sigma: float
+) -> None:
+    prior_df = 3.0
+    e = estimate(d, sigma, prior_df)
+    n = len(d)
+    own = float(np.var(d) * n)
+    if not fits_pool(own, n - 1, sigma, prior_df):
+        prior_df = 0.0
+    df = prior_df + n - 1
+    se = math.sqrt((prior_df * sigma**2 + own) / df / n)
+    assert e.df == df
+    assert e.se_log == pytest.approx(se, rel=1e-9)
+    assert e.p_slower == pytest.approx(stats.t.sf(np.mean(d) / se, df), abs=1e-9)
+    assert e.p_slower + e.p_faster == pytest.approx(1.0)
+    assert e.low <= e.change <= e.high
+
+
+def test_fits_pool_is_the_f_test() -> None:
+    for ratio, df, prior_df in ((4.0, 1, 4), (30.0, 2, 4), (2.0, 5, 20), (9.0, 3, 4)):
+        fits = fits_pool(ratio * df * 0.01**2, df, 0.01, prior_df)
+        assert fits == (stats.f.sf(ratio, df, prior_df) > paired.WILD_LEVEL)
+
+
+def test_one_pair_is_judged_on_the_pool() -> None:
+    e = estimate([0.01], prior_sigma=0.01, prior_df=4)
+    assert e.df == 4 and e.pairs == 1
+    half = stats.t.ppf(0.95, 4) * 0.01
+    assert e.high == pytest.approx(math.expm1(0.01 + half))
+
+
+def test_estimate_refuses_what_it_cannot_judge() -> None:
+    with pytest.raises(ValueError, match="at least one pair"):
+        estimate([], 0.01, 4)
+    with pytest.raises(ValueError, match="prior_df=0"):
+        estimate([0.1], 0.01, 0)
+    with pytest.raises(ValueError, match="confidence"):
+        estimate([0.1], 0.01, 4, confidence=1.0)
+
+
+def test_identical_pairs_without_a_prior_are_judged_exactly() -> None:
+    e = estimate([0.1, 0.1], prior_sigma=0.0, prior_df=0)
+    assert (e.p_slower, e.p_faster, e.low, e.high) == (0.0, 1.0, e.change, e.change)
+
+
+def test_log_ratios() -> None:
+    assert log_ratios([100, 200], [110, 180]) == pytest.approx([math.log(1.1), math.log(0.9)])
+    with pytest.raises(ValueError, match="2 base times against 1"):
+        log_ratios([1, 2], [1])
+
+
+TOL = 0.03
+
+
+def test_a_clear_slowdown_regresses_and_a_clear_speedup_improves() -> None:
+    slow = estimate([math.log(1.10), math.log(1.11), math.log(1.09)], 0.01, 4)
+    assert decide(slow, TOL, 1e-4) == "regressed"
+    fast = estimate([-math.log(1.10), -math.log(1.11), -math.log(1.09)], 0.01, 4)
+    assert decide(fast, TOL, 1e-4) == "improved"
+
+
+def test_no_verdict_of_change_on_one_pair() -> None:
+    e = estimate([math.log(1.5)], 0.01, 4)
+    assert e.p_slower < 1e-4
+    assert decide(e, TOL, 1e-3) == "undecided"
+
+
+def test_one_wild_pair_never_fails_a_figure() -> None:
+    """The pair without its slowest must also be regressed: here it is a clean pair."""
+    e = estimate([0.002, 0.6], 0.01, MAX_PRIOR_DF)
+    assert decide(e, TOL, 0.05) == "undecided"
+    e = estimate([0.002, -0.004, 0.6, 0.001], 0.01, MAX_PRIOR_DF)
+    assert decide(e, TOL, 0.05) != "regressed"
+
+
+def test_an_unchanged_figure_on_a_quiet_pool_passes_on_one_pair() -> None:
+    e = estimate([0.002], 0.005, MAX_PRIOR_DF)
+    assert decide(e, TOL, 1e-4) == "pass"
+
+
+def test_a_significant_change_below_the_tolerance_passes_only_when_confidently_below() -> None:
+    small = estimate([0.01, 0.011, 0.009, 0.01], 0.002, MAX_PRIOR_DF)
+    assert small.p_slower < 1e-4
+    assert decide(small, TOL, 1e-4) == "pass"
+    near = estimate([0.025, 0.035, 0.02, 0.03], 0.01, MAX_PRIOR_DF)
+    assert decide(near, TOL, 1e-4) == "undecided"
+
+
+def test_next_step_asks_for_more_until_the_budget() -> None:
+    e = estimate([0.03, 0.02], 0.02, MAX_PRIOR_DF)
+    assert next_step(e, TOL, 1e-4, max_pairs=12) == "more"
+    assert next_step(e, TOL, 1e-4, max_pairs=2) == "undecided"
+    done = estimate([0.001, -0.001], 0.002, MAX_PRIOR_DF)
+    assert next_step(done, TOL, 1e-4, max_pairs=12) == "pass"
+
+
+def test_describe() -> None:
+    e = estimate([0.03, 0.05], 0.02, MAX_PRIOR_DF)
+    low, high = (f"{x:+.1%}" for x in (e.low, e.high))
+    assert describe(e, "undecided", 12) == f"+4.1% [{low}, {high}], not decided within 12 pairs"
+    assert describe(e, "pass", 12) == f"+4.1% [{low}, {high}] over 2 pairs"
+    one = estimate([0.0], 0.002, MAX_PRIOR_DF)
+    assert describe(one, "pass", 12).endswith("over 1 pair")
+
+
+def _figures(rng: np.random.Generator, n: int, sigma: float) -> list[list[float]]:
+    return [list(rng.normal(0.05, sigma, size=int(rng.integers(2, 6)))) for _ in range(n)]
+
+
+def test_the_noise_model_learns_a_bins_sigma_and_a_shift_cancels() -> None:
+    rng = np.random.default_rng(3)
+    model = NoiseModel()
+    assert model.sigma(1e6) == (DEFAULT_SIGMA, paired.PRIOR_DF)
+    for d in _figures(rng, 400, 0.02):
+        model.add(1e6, d)
+    sigma, df = model.sigma(1e6)
+    assert sigma == pytest.approx(0.02, rel=0.08)
+    assert df == MAX_PRIOR_DF
+
+
+def test_wild_pairs_do_not_inflate_the_pool() -> None:
+    rng = np.random.default_rng(4)
+    clean, wild = NoiseModel(), NoiseModel()
+    for d in _figures(rng, 400, 0.01):
+        clean.add(1e6, d)
+        if rng.random() < 0.1:
+            d = [*d[:-1], d[-1] + float(rng.choice([-1, 1]) * rng.uniform(0.2, 1.0))]
+        wild.add(1e6, d)
+    assert wild.sigma(1e6)[0] == pytest.approx(clean.sigma(1e6)[0], rel=0.1)
+
+
+def test_bins_keep_short_figures_apart_and_borrow_from_neighbours() -> None:
+    rng = np.random.default_rng(5)
+    model = NoiseModel()
+    for d in _figures(rng, 200, 0.06):
+        model.add(20_000, d)
+    for d in _figures(rng, 200, 0.01):
+        model.add(20_000_000, d)
+    assert model.sigma(20_000)[0] == pytest.approx(0.06, rel=0.1)
+    assert model.sigma(20_000_000)[0] == pytest.approx(0.01, rel=0.1)
+    # A bin without data next to one with data takes its neighbour's sigma as prior.
+    assert model.sigma(20_000_000 * paired.BIN_FACTOR)[0] == pytest.approx(0.01, rel=0.1)
+    # Far from both, the whole pool stands in for the default.
+    assert model.sigma(1e12)[0] < DEFAULT_SIGMA
+
+
+def test_lond_levels() -> None:
+    fdr = OnlineFdr(0.05, 4)
+    levels = []
+    for discovered in (False, True, False, True):
+        levels.append(fdr.level())
+        fdr.record(discovered)
+    assert levels == pytest.approx([0.05 / 4, 0.05 / 4, 0.05 * 2 / 4, 0.05 * 2 / 4])
+    assert fdr.level() == 0.0
+    with pytest.raises(ValueError, match="q=0"):
+        OnlineFdr(0, 3)
+
+
+@given(st.lists(st.floats(0, 1), max_size=60), st.floats(0.01, 0.3))
+def test_benjamini_hochberg_matches_scipy(pvalues: list[float], q: float) -> None:
+    rejected = benjamini_hochberg(pvalues, q)
+    if pvalues:
+        adjusted = stats.false_discovery_control(pvalues)
+        assert rejected == [bool(a <= q * (1 + 1e-12)) for a in adjusted]
+    else:
+        assert rejected == []
+
+
+def test_pair_basis() -> None:
+    wall = 1_000_000
+    quiet = int(WAIT_SHARE_LIMIT * wall)
+    busy = int((WAIT_SHARE_LIMIT + WORK_WAIT_LIMIT) / 2 * wall)
+    swamped = int((WORK_WAIT_LIMIT + 1) / 2 * wall)
+    assert pair_basis(wall, 0, wall, quiet) == "wall"
+    assert pair_basis(wall, busy, wall, 0) == "work"
+    assert pair_basis(wall, 0, wall, swamped) == "rerun"
+    assert pair_basis(0, 0, wall, 0) == "rerun"
+
+
+@dataclass
+class Figure:
+    change: float
+    verdict: str
+    pairs: int
+
+
+def simulate_run(
+    rng: np.random.Generator,
+    changes: list[float],
+    sigma: float,
+    *,
+    spread: float = 0.0,
+    wild: float = 0.0,
+    q: float = 0.05,
+    max_pairs: int = 12,
+) -> list[Figure]:
+    """One A/B run as the plugin drives it: figures one after another, each given its
+    LOND level, pairs drawn until ``next_step`` decides, then pooled.  A figure's sigma
+    is ``sigma`` times a lognormal factor of log-sd ``spread``; a share ``wild`` of pairs
+    is off by 20-100% either way."""
+    model, fdr = NoiseModel(), OnlineFdr(q, len(changes))
+    figures = []
+    for change in changes:
+        own = sigma * float(np.exp(rng.normal(0, spread)))
+        level = fdr.level()
+        d: list[float] = []
+        while True:
+            x = rng.normal(math.log1p(change), own)
+            if rng.random() < wild:
+                x += rng.choice([-1, 1]) * rng.uniform(0.2, 1.0)
+            d.append(float(x))
+            step = next_step(estimate(d, *model.sigma(1e6)), TOL, level, max_pairs)
+            if step != "more":
+                break
+        model.add(1e6, d)
+        fdr.record(step in ("regressed", "improved"))
+        figures.append(Figure(change, step, len(d)))
+    return figures
+
+
+@pytest.mark.parametrize(("sigma", "spread", "wild"), [(0.01, 0.5, 0.02), (0.02, 0.5, 0.02)])
+def test_aa_runs_keep_false_failures_below_q(sigma: float, spread: float, wild: float) -> None:
+    """Unchanged code: every discovery is false, so the FDR is the share of runs with any."""
+    rng = np.random.default_rng(6)
+    runs = [simulate_run(rng, [0.0] * 150, sigma, spread=spread, wild=wild) for _ in range(30)]
+    failed = sum(any(f.verdict != "pass" and f.verdict != "undecided" for f in r) for r in runs)
+    assert failed / len(runs) <= 0.05
+
+
+def test_a_ten_percent_slowdown_is_caught_within_12_pairs() -> None:
+    rng = np.random.default_rng(7)
+    changes = [0.10 if rng.random() < 0.1 else 0.0 for _ in range(300)]
+    figures = [f for _ in range(3) for f in simulate_run(rng, changes, 0.02)]
+    slowed = [f for f in figures if f.change]
+    caught = [f for f in slowed if f.verdict == "regressed"]
+    assert len(caught) >= 0.95 * len(slowed)
+    assert np.median([f.pairs for f in caught]) <= 3
+    false = [f for f in figures if not f.change and f.verdict in ("regressed", "improved")]
+    assert len(false) <= 0.05 * len(caught)
+
+
+def test_unchanged_figures_are_decided_within_two_pairs_once_the_pool_has_data() -> None:
+    rng = np.random.default_rng(8)
+    figures = simulate_run(rng, [0.0] * 400, 0.01)[50:]
+    assert sum(f.verdict == "pass" and f.pairs <= 2 for f in figures) >= 0.8 * len(figures)
+
+
+def test_a_change_at_the_tolerance_is_rarely_guessed() -> None:
+    rng = np.random.default_rng(9)
+    verdicts = Counter(f.verdict for f in simulate_run(rng, [TOL] * 300, 0.02)[50:])
+    assert verdicts["undecided"] >= 0.7 * sum(verdicts.values())
+    assert verdicts["regressed"] <= 0.1 * sum(verdicts.values())
