@@ -29,8 +29,9 @@ Basis = Literal["wall", "work", "rerun"]
 
 DEFAULT_SIGMA = 0.05
 """The scatter of ``d`` assumed before a run has measured any (log units, i.e. about 5%
-between two rounds of the same work): wider than a quiet machine's 0.5-2% for tests of a
-millisecond or more, so the first figures take more pairs rather than fail on a guess."""
+between two rounds of the same work): wider than rounds of the same work scattered even
+beside CPU burners (``pytest_opprof/gate/waiting.py``: work time 0.97-1.08x quiet, 10th to
+90th percentile), so the first figures take more pairs rather than fail on a guess."""
 PRIOR_DF = 2.0
 """The weight, in degrees of freedom, of a bin's prior (the default sigma, or its
 neighbours' pool): enough to judge a one-pair figure, small enough that a bin's own
@@ -40,10 +41,10 @@ MAX_PRIOR_DF = 4.0
 typical figure, not every one, and tests differ in how they scatter: simulated A/A runs of
 200 figures whose sigmas spread lognormally by a factor e^0.5 around their bin's failed
 an unchanged figure in 10-37% of runs with 20, 7-17% with 8, none of 30 with 4.  The
-price: at sigma 0.01, 85% of unchanged figures pass within two pairs instead of 92%; a
-+10% change at sigma 0.02 is still caught in a median of 2-3 pairs.  (limma estimates
-this weight from the spread of the figures' variances; one- and two-pair figures, most
-of a run, measure that spread too poorly.)"""
+price, with 2% wild pairs at sigma 0.01: 85% of unchanged figures pass within two pairs
+instead of 92% with 8; a +10% change at sigma 0.02 is still caught in a median
+of 3 pairs.  (limma estimates this weight from the spread of the figures' variances; one-
+and two-pair figures, most of a run, measure that spread too poorly.)"""
 BIN_FACTOR = 4.0
 """Durations within this factor share a noise bin: short figures scatter more (timer
 resolution, a cache line, an interrupt weigh more in 20 us than in 20 ms)."""
@@ -68,12 +69,12 @@ DEFAULT_CONFIDENCE = 0.9
 which makes the pass a two one-sided tests (TOST) equivalence test at 5% per side."""
 WILD_LEVEL = 0.01
 """The F test level at which a figure's own scatter is too wide for the pool
-(:func:`fits_pool`).  Two same-signed wild pairs in a row, judged against a tight pool,
-are otherwise significant: simulated A/A runs of 200 figures with 2% wild pairs (+-20-100%)
-failed an unchanged figure in 10-20% of runs without this test, none of 30 with it, and
-the pool's sigma, kept free of such figures, came out at 1.24x the true 0.01 instead of
-2.5x (the rest of that 1.24 is the stopping rule: pairs are added while a figure looks
-far from zero)."""
+(:func:`fits_pool`).  Simulated A/A runs of 200 figures at sigma 0.01 with 2% wild pairs
+(+-20-100%): kept in, wild figures made the pool's sigma 2.7x the truth, so unchanged
+figures took longer to pass; kept out, 1.2x, as without wild pairs (that 1.2 is the
+stopping rule: pairs are added while a figure looks far from zero).  Judged against a
+pool lending 20 df, two same-signed wild pairs in a row failed a figure in 10-20% of
+runs; judged on its own scatter, none of 30."""
 MIN_FAIL_PAIRS = 2
 """A figure is never failed (or called improved) on fewer pairs: one pair is one
 base-then-head order, so an order effect is not yet cancelled, and a single wild pair,
@@ -359,7 +360,8 @@ def pair_basis(
     machine's 0-1%); ``"work"`` (wall less wait) when one waited more but both at most
     ``work_limit``, within which work time ran 1-5% above a quiet round's with no wider
     spread; ``"rerun"`` when a round waited more than that, where work time spread twice as
-    wide (``pytest_opprof/gate/waiting.py`` has the measurements)."""
+    wide (``pytest_opprof/gate/waiting.py`` has the measurements).  A round with no wall
+    time measured nothing and is run again too."""
     shares = [
         wait / wall if wall > 0 else 1.0
         for wall, wait in ((b_wall_ns, b_wait_ns), (h_wall_ns, h_wait_ns))
