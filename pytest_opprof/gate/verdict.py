@@ -309,6 +309,9 @@ class Verdict:
     ``waiting.work_rounds``): too few rounds were clean; op times are explanations only."""
     varying: tuple[VaryingFigure, ...] = ()
     """Deterministic figures that varied in the baseline's runs, judged beyond their range."""
+    basis: str = "baseline"
+    """What the times were judged against: ``baseline`` (the committed baselines), or an
+    A/B run's base revision (``A/B against REF (sha)``, ``pytest_opprof/ab/``)."""
 
     @property
     def failed(self) -> bool:

@@ -17,15 +17,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_opprof.ab import partner_key
+from pytest_opprof.ab.options import add_ab_options, read_against
 from pytest_opprof.plugin.marker import marker_help
 from pytest_opprof.plugin.options import add_options, is_enabled, read_options
 
 if TYPE_CHECKING:
+    from pytest_opprof.ab.run import ABController
     from pytest_opprof.plugin.controller import Controller
     from pytest_opprof.plugin.worker import Worker
 
 worker_key: pytest.StashKey[Worker] = pytest.StashKey()
 controller_key: pytest.StashKey[Controller] = pytest.StashKey()
+ab_key: pytest.StashKey[ABController] = pytest.StashKey()
 
 WORKER_NAME = "opprof-worker"
 CONTROLLER_NAME = "opprof-controller"
@@ -33,6 +37,7 @@ CONTROLLER_NAME = "opprof-controller"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+    add_ab_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not is_enabled(config):
         return
     options = read_options(config)
+    partner = config.stash.get(partner_key, None)  # this process is an A/B base side
+    against = read_against(config) if partner is None else None
     from pytest_opprof.capture.plan import plan
     from pytest_opprof.errors import OpprofError
     from pytest_opprof.gate.session import BaselineSession
@@ -59,6 +66,27 @@ def pytest_configure(config: pytest.Config) -> None:
             check_available()
         except OpprofError as exc:
             raise pytest.UsageError(f"--opprof-html / opprof_html: {exc}") from None
+    if partner is not None:
+        from pytest_opprof.ab.partner import PartnerWorker
+
+        partner_worker = PartnerWorker(config, options, BaselineSession(options.gate), chosen)
+        partner_worker.channel = partner
+        config.stash[worker_key] = partner_worker
+        config.pluginmanager.register(partner_worker, WORKER_NAME)
+        return
+    if against is not None:
+        from pytest_opprof.ab.run import configure
+
+        ab_worker, ab_controller, ab = configure(config, options, against, chosen)
+        config.stash[ab_key] = ab
+        config.pluginmanager.register(ab, "opprof-ab")
+        if ab_controller is not None:
+            config.stash[controller_key] = ab_controller  # type: ignore[assignment]
+            config.pluginmanager.register(ab_controller, CONTROLLER_NAME)
+        if ab_worker is not None:
+            config.stash[worker_key] = ab_worker  # type: ignore[assignment]
+            config.pluginmanager.register(ab_worker, WORKER_NAME)
+        return
     gate = BaselineSession(options.gate)
     controller = None
     if not hasattr(config, "workerinput"):  # not a pytest-xdist worker
@@ -81,10 +109,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     # pytest calls this on every way out of a session, KeyboardInterrupt included.
     worker = config.stash.get(worker_key, None)
     controller = config.stash.get(controller_key, None)
+    ab = config.stash.get(ab_key, None)
     try:
         if worker is not None:
             worker.close()
     finally:
+        if ab is not None:
+            ab.close()
+            config.pluginmanager.unregister(ab)
+            del config.stash[ab_key]
         if worker is not None:
             config.pluginmanager.unregister(worker)
             del config.stash[worker_key]

@@ -351,8 +351,12 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
         shown += (", " if shown else "") + f"{len(session.errors)} unusable baseline"
     if session.outside:
         shown += (", " if shown else "") + f"{len(session.outside)} outside the rootdir"
-    where = _shown_path(session.options.baseline_dir)
-    lines = [f"opprof baselines ({where}): {shown or 'nothing judged'}"]
+    basis = getattr(session, "basis", None)  # an A/B run's (pytest_opprof/ab/session.py)
+    if basis is not None:
+        lines = [f"opprof {basis}: {shown or 'nothing judged'}"]
+    else:
+        where = _shown_path(session.options.baseline_dir)
+        lines = [f"opprof baselines ({where}): {shown or 'nothing judged'}"]
     if session.options.warn_only:
         lines.append("(--opprof-warn-only: regressions are reported, not failed)")
     if session.options.update:
@@ -387,7 +391,9 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
         if not session.options.update:
             lines.append(f"  hint: {UPDATE_HINT}")
     if new:
-        lines += ["", "new (no baseline):", *_listed(new, row_limit)]
+        heading = "new (not in the base)" if basis is not None else "new (no baseline)"
+        lines += ["", f"{heading}:", *_listed(new, row_limit)]
+    lines += getattr(session, "extra_lines", list)()
     if session.errors:
         lines += ["", "unusable baselines:"]
         lines += [f"  {nodeid}: {message}" for nodeid, message in session.errors.items()]

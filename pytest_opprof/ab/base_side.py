@@ -1,0 +1,214 @@
+"""The head's handle on its base partner: start it, hand it each test, one round at a time.
+
+One partner process per process that runs tests (a single process, or each
+pytest-xdist worker), started once and kept warm for the whole run.  The head never
+runs a round while the partner runs one: each command waits for its answer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_opprof.ab.channel import Channel, ChannelClosed
+from pytest_opprof.ab.partner import FDS_VARIABLE, protocol_version
+from pytest_opprof.ab.revision import BaseRevision
+from pytest_opprof.errors import OpprofError
+from pytest_opprof.gate.summary import RoundFigures
+
+HELLO_TIMEOUT_S = 600
+"""How long the partner may take to import and collect before the run gives up."""
+
+
+class BaseSideError(OpprofError):
+    """The base side cannot run: it did not start, collect or import."""
+
+
+@dataclass
+class BaseTest:
+    """One test's base side as the head drives it."""
+
+    nodeid: str
+    present: bool
+    """The base collected it and entered its call phase."""
+    why: str = ""
+    """Why it is not present, or why its rounds stopped (the base's own failure)."""
+    rounds: list[RoundFigures] = field(default_factory=list)
+    failed: bool = False
+
+
+class BaseSide:
+    """The partner process of this process, and the node ids it collected."""
+
+    def __init__(
+        self,
+        revision: BaseRevision,
+        rootdir: Path,
+        invocation_dir: Path,
+        args: Sequence[str],
+        options: Sequence[str],
+        python: str | None = None,
+    ) -> None:
+        self.revision = revision
+        self.python = python or sys.executable
+        base_root = revision.base_path(rootdir)
+        if not base_root.is_dir():
+            raise BaseSideError(f"{revision.describe()} has no {rootdir.name}/ directory")
+        paths = _base_args(revision, rootdir, invocation_dir, args)
+        self.log = Path(tempfile.mkstemp(prefix="opprof-base-", suffix=".log")[1])
+        head_read, partner_write = os.pipe()
+        partner_read, head_write = os.pipe()
+        env = dict(os.environ)
+        env[FDS_VARIABLE] = f"{partner_read},{partner_write}"
+        env.pop("PYTEST_XDIST_WORKER", None)
+        env.pop("PYTEST_XDIST_WORKER_COUNT", None)
+        env.pop("PYTEST_ADDOPTS", None)  # the head's, already in its own arguments
+        # The base's own code first: a project imported from its rootdir or src/ is the
+        # base's, not the head's (an installed or compiled project needs its own Python,
+        # --opprof-against-python, where the base is installed).
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(p) for p in (base_root, base_root / "src") if p.is_dir()]
+            + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
+        command = [self.python, "-c", _BOOT, _plugin_parent() if python is None else ""]
+        command += ["-p", "no:cacheprovider", "--opprof", *options, *paths]
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                command,
+                cwd=base_root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(partner_read, partner_write),
+            )
+        os.close(partner_read)
+        os.close(partner_write)
+        self.channel = Channel(head_read, head_write)
+        self.nodeids: frozenset[str] = frozenset()
+        self.info: dict[str, str] = {}
+
+    def hello(self) -> None:
+        """Wait for the partner's collection; raise ``BaseSideError`` saying why it failed."""
+        try:
+            message = self.channel.receive()
+        except ChannelClosed:
+            self.process.wait(timeout=HELLO_TIMEOUT_S)
+            raise BaseSideError(self._died()) from None
+        _, version, nodeids, errors, info = message
+        if version != protocol_version():
+            raise BaseSideError(
+                f"its Python ({self.python}) has pytest-opprof {version.split('/')[0]}, "
+                f"this one {protocol_version().split('/')[0]}: install the same on both"
+            )
+        if errors:
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise BaseSideError(f"collecting its tests failed: {errors[0]}{more}")
+        self.nodeids = frozenset(nodeids)
+        self.info = dict(info)
+
+    def begin(self, nodeid: str, next_nodeid: str | None) -> BaseTest:
+        """Start ``nodeid`` on the base side: its setup runs, then it waits for rounds."""
+        if nodeid not in self.nodeids:
+            return BaseTest(nodeid, present=False, why="not in the base")
+        self.channel.send("test", nodeid, next_nodeid)
+        answer = self.channel.receive()
+        if answer[0] == "ready":
+            return BaseTest(nodeid, present=True)
+        _, outcome, why = answer  # ("finished", ...): setup failed or skipped
+        return BaseTest(nodeid, present=False, why=f"{outcome} on the base: {why}".strip())
+
+    def round(self, test: BaseTest) -> RoundFigures | None:
+        """One measured round of ``test`` on the base side (None once it failed)."""
+        if not test.present or test.failed:
+            return None
+        self.channel.send("round")
+        answer = self.channel.receive()
+        if answer[0] == "round":
+            figures: RoundFigures = answer[1]
+            test.rounds.append(figures)
+            return figures
+        test.failed = True
+        test.why = f"failed on the base: {answer[1]}"
+        return None
+
+    def end(self, test: BaseTest) -> None:
+        """End the base side's call phase; its teardown runs before the next test starts."""
+        if not test.present:
+            return
+        if not test.failed:
+            self.channel.send("done")
+        _, outcome, why = self.channel.receive()  # ("finished", outcome, why)
+        if outcome != "passed" and not test.failed:
+            test.failed = True
+            test.why = f"{outcome} on the base: {why}".strip()
+
+    def close(self) -> None:
+        """End the partner (its session finishes: teardown of the fixtures it holds)."""
+        try:
+            self.channel.send("quit")
+        except ChannelClosed:
+            pass
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.channel.close()
+        try:
+            self.log.unlink()
+        except OSError:
+            pass
+
+    def _died(self) -> str:
+        try:
+            lines = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            lines = []
+        said = [line for line in lines if line.startswith("E ") or "Error" in line]
+        last = (said or lines or [f"exit status {self.process.returncode}"])[-1]
+        return f"its pytest exited ({self.process.returncode}) before collecting: {last.strip()}"
+
+
+_BOOT = (
+    "import sys\n"
+    "head = sys.argv.pop(1)\n"
+    "if head: sys.path.insert(0, head)\n"
+    "import pytest_opprof.ab.partner as partner\n"
+    "if head: sys.path.remove(head)\n"
+    "sys.exit(partner.main())\n"
+)
+"""The partner's entry: this plugin imported from where the head's is (the same code on
+both sides of one interpreter), then the base's paths first for everything else."""
+
+
+def _plugin_parent() -> str:
+    import pytest_opprof
+
+    return str(Path(pytest_opprof.__file__).resolve().parent.parent)
+
+
+def _base_args(
+    revision: BaseRevision, rootdir: Path, invocation_dir: Path, args: Sequence[str]
+) -> list[str]:
+    """The head's test paths as the base has them: paths under the repository mapped into
+    the worktree (a path the base lacks is left out: its tests are new), the rest kept."""
+    out = []
+    for arg in args:
+        path_part, sep, rest = arg.partition("::")
+        path = Path(path_part)
+        if not path.is_absolute():
+            path = invocation_dir / path
+        try:
+            mapped = revision.base_path(path)
+        except ValueError:  # outside the repository: the same on both sides
+            out.append(arg)
+            continue
+        if mapped.exists():
+            out.append(str(mapped) + sep + rest)
+    return out or [str(revision.base_path(rootdir))]

@@ -1,0 +1,108 @@
+"""The head side of an A/B run: each test's rounds interleaved with its base partner's.
+
+Pair ``k`` runs the base's round then the head's when ``k`` is even, the head's then the
+base's when odd (B H, H B, B H, ...: ABBA order), so a slow phase of the machine or a
+neighbour that comes and goes falls on both sides alike.  The first pair always runs;
+more run only while the A/B judge (``judge.py``) says the test's time is undecided, up
+to the per-test budget.  The head's first round is pytest's own call, as in a plain run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator
+
+import pytest
+
+from pytest_opprof.ab.base_side import BaseSide, BaseTest
+from pytest_opprof.capture import threadpools
+from pytest_opprof.plugin.measure import Rounds
+from pytest_opprof.plugin.worker import (
+    Worker,
+    _overrides,
+    finished_key,
+    scopes_left_key,
+    settings_key,
+    stepped_aside_key,
+    threads_before_key,
+)
+
+next_key = pytest.StashKey[str | None]()
+"""The node id of the test that runs after this one (the base tears down as the head does)."""
+
+
+class ABWorker(Worker):
+    """A :class:`Worker` whose rounds alternate with the base side's (``base``)."""
+
+    base: BaseSide
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from pytest_opprof.ab.session import ABSession
+
+        if isinstance(self.gate, ABSession):
+            self.gate.judge_ab.horizon(len(session.items))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        item.stash[next_key] = nextitem.nodeid if nextitem is not None else None
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
+        from pytest_opprof.ab.session import ABSession
+
+        gate = self.gate
+        assert isinstance(gate, ABSession)
+        settings = item.stash[settings_key]
+        overrides = _overrides(settings)
+        self._acquire()
+        running = threading.enumerate()
+        item.stash[threads_before_key] = frozenset(running)
+        self._mute(running)
+        rounds = Rounds(references=False)
+        base: BaseTest | None = None
+        pin = threadpools.pinned(self.options.blas_threads)
+        pin.__enter__()
+        try:
+            base = self.base.begin(item.nodeid, item.stash.get(next_key, None))
+            for _ in range(settings.warmup):
+                item.runtest()
+            self.base.round(base)  # pair 0: the base first
+            with self._round(item, rounds):
+                result = yield
+            pairs = 1
+            while (
+                base.present
+                and not base.failed
+                and not rounds.preempted
+                and gate.more_pairs(base.rounds, rounds.summarised(settings), overrides)
+            ):
+                if pairs % 2:
+                    with self._round(item, rounds):
+                        item.runtest()
+                    self.base.round(base)
+                else:
+                    self.base.round(base)
+                    with self._round(item, rounds):
+                        item.runtest()
+                pairs += 1
+            return result
+        finally:
+            pin.__exit__(None, None, None)
+            if base is not None:
+                self.base.end(base)
+            if rounds.scopes_left_open:
+                item.stash[scopes_left_key] = rounds.scopes_left_open
+            if rounds.preempted:
+                item.stash[stepped_aside_key] = True
+            elif rounds.profiles:
+                item.stash[finished_key] = self._finish(item, settings, rounds)
+                if base is not None:
+                    gate.pending[item.nodeid] = (base, rounds.summarised(settings))
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            base = getattr(self, "base", None)
+            if base is not None:
+                base.close()

@@ -1,0 +1,284 @@
+"""The A/B time basis: a test's and its ops' times judged by their paired rounds.
+
+Pair ``k`` is the base's round ``k`` and the head's round ``k``, run one right after the
+other (``head.py``).  A figure's pairs become log ratios; ``paired.py`` turns them into a
+change with its interval, pooled with how far unchanged pairs scatter on this machine in
+this run, and a decision against the tolerance (the smallest change worth failing for)
+at the level the run's online false-discovery control grants the test.
+
+FLOPs, memory and op counts are exact: they are judged as against a baseline, the base
+side's figures of this run standing in for it (``verdict.compare``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_opprof.ab import paired
+from pytest_opprof.gate.summary import OTHER_OPS, RoundFigures
+from pytest_opprof.gate.verdict import MetricRow, OpReason, RowStatus, Tolerances
+from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, WORK_WAIT_LIMIT
+
+WORK_TIME = "work time"
+CONFIDENCE = paired.DEFAULT_CONFIDENCE
+"""The interval shown with each paired change, and the one a ``pass`` must fall inside."""
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """One figure's usable pairs (ns) and how they were taken."""
+
+    base_ns: tuple[int, ...]
+    head_ns: tuple[int, ...]
+    on_work: int = 0
+    """Pairs judged on work time (a side waited for a CPU)."""
+    dropped: int = 0
+    """Pairs left out: a side waited so long that even its work time is unreliable."""
+
+    @property
+    def log_ratios(self) -> list[float]:
+        return [
+            math.log(h / b) for b, h in zip(self.base_ns, self.head_ns, strict=True) if b and h
+        ]
+
+    @property
+    def scale_ns(self) -> float:
+        """The figure's size, for the noise model's bins: the base's median."""
+        ordered = sorted(self.base_ns)
+        return float(ordered[len(ordered) // 2]) if ordered else 0.0
+
+
+def test_pairs(
+    base: Sequence[RoundFigures], head: Sequence[RoundFigures], limit: float = WAIT_SHARE_LIMIT
+) -> Pairs:
+    """The test-level time of each pair: wall time when neither round waited for a CPU
+    beyond ``limit`` of its wall time, work time (wall less wait) on both rounds when one
+    did, the pair left out when a side waited so long that work time is unreliable."""
+    b_ns, h_ns, on_work, dropped = [], [], 0, 0
+    for b, h in zip(base, head, strict=False):
+        basis = paired.pair_basis(
+            b.wall_time_ns, b.wait_ns or 0, h.wall_time_ns, h.wait_ns or 0, limit
+        )
+        if basis == "rerun":
+            dropped += 1
+            continue
+        if basis == "work":
+            on_work += 1
+            b_ns.append(b.wall_time_ns - (b.wait_ns or 0))
+            h_ns.append(h.wall_time_ns - (h.wait_ns or 0))
+        else:
+            b_ns.append(b.wall_time_ns)
+            h_ns.append(h.wall_time_ns)
+    return Pairs(tuple(b_ns), tuple(h_ns), on_work, dropped)
+
+
+def op_pairs(
+    base: Sequence[RoundFigures], head: Sequence[RoundFigures], key: str, limit: float
+) -> Pairs:
+    """An op's self time in each pair where both rounds ran it; its waits are already out of
+    its self time where they were measured per op, so only unreliable pairs are left out."""
+    b_ns, h_ns, dropped = [], [], 0
+    for b, h in zip(base, head, strict=False):
+        bo, ho = b.ops.get(key), h.ops.get(key)
+        if bo is None or ho is None:
+            continue
+        basis = paired.pair_basis(
+            b.wall_time_ns, b.wait_ns or 0, h.wall_time_ns, h.wait_ns or 0, limit
+        )
+        if basis == "rerun":
+            dropped += 1
+            continue
+        b_ns.append(bo.self_cpu_ns)
+        h_ns.append(ho.self_cpu_ns)
+    return Pairs(tuple(b_ns), tuple(h_ns), 0, dropped)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One figure's paired estimate and decision."""
+
+    key: str
+    pairs: Pairs
+    estimate: paired.Estimate
+    decision: str
+    """``pass``, ``regressed``, ``improved`` or ``undecided``."""
+
+
+class ABJudge:
+    """The run's paired judgement: its noise models and its false-discovery control.
+
+    ``tests``: how many tests the run compares (the online control's horizon)."""
+
+    def __init__(self, tests: int, q: float, max_pairs: int) -> None:
+        self.test_noise = paired.NoiseModel()
+        self.op_noise = paired.NoiseModel()
+        self.fdr = paired.OnlineFdr(q, max(tests, 1))
+        self.max_pairs = max_pairs
+        self.pairs_run = 0
+        self.pairs_on_work = 0
+        self.pairs_dropped = 0
+
+    def horizon(self, tests: int) -> None:
+        """The run's number of tests, once collected (before any is judged)."""
+        self.fdr = paired.OnlineFdr(self.fdr.q, max(tests, 1))
+
+    def figures(
+        self,
+        base: Sequence[RoundFigures],
+        head: Sequence[RoundFigures],
+        tol: Tolerances,
+        level: float,
+    ) -> list[Judged]:
+        """The test's time and each op time at or above the floor, judged at ``level``
+        (split evenly over them: one test is one hypothesis of the run)."""
+        limit = tol.max_wait_share if tol.max_wait_share is not None else 1.0
+        wall = test_pairs(base, head, limit)
+        candidates: list[tuple[str, Pairs, paired.NoiseModel]] = []
+        if wall.base_ns and max(wall.scale_ns, _median(wall.head_ns)) >= tol.min_time_ns:
+            candidates.append(("", wall, self.test_noise))
+        keys = set().union(*(r.ops for r in base[:1])) & set().union(*(r.ops for r in head[:1]))
+        for key in sorted(keys - {OTHER_OPS}):
+            pairs = op_pairs(base, head, key, limit)
+            if pairs.base_ns and max(pairs.scale_ns, _median(pairs.head_ns)) >= tol.min_time_ns:
+                candidates.append((key, pairs, self.op_noise))
+        each = level / max(len(candidates), 1)
+        out = []
+        for key, pairs, noise in candidates:
+            sigma, df = noise.sigma(pairs.scale_ns)
+            estimate = paired.estimate(pairs.log_ratios, sigma, df, CONFIDENCE)
+            out.append(Judged(key, pairs, estimate, paired.decide(estimate, tol.time, each)))
+        return out
+
+    def more_pairs(
+        self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
+    ) -> bool:
+        """Whether another pair could decide a figure still undecided (within budget): a
+        test above the time floor whose pairs all waited too long runs another pair too."""
+        if min(len(base), len(head)) >= self.max_pairs:
+            return False
+        judged = self.figures(base, head, tol, self.fdr.level())
+        if any(j.decision == "undecided" for j in judged):
+            return True
+        limit = tol.max_wait_share if tol.max_wait_share is not None else 1.0
+        unusable = not test_pairs(base, head, limit).base_ns
+        return unusable and _above_floor(base, head, tol)
+
+    def settle(
+        self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
+    ) -> list[Judged]:
+        """The test's final figures: consumes its level of the run's control, and adds its
+        pairs to the noise models."""
+        judged = self.figures(base, head, tol, self.fdr.level())
+        self.fdr.record(any(j.decision in ("regressed", "improved") for j in judged))
+        for j in judged:
+            (self.test_noise if j.key == "" else self.op_noise).add(
+                j.pairs.scale_ns, j.pairs.log_ratios
+            )
+        wall = test_pairs(base, head)
+        self.pairs_run += min(len(base), len(head))
+        self.pairs_on_work += wall.on_work
+        self.pairs_dropped += wall.dropped
+        return judged
+
+    def unjudged_why(
+        self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
+    ) -> str:
+        """Why a test's own time has no paired verdict."""
+        if not _above_floor(base, head, tol):
+            return f"A/B: under the {tol.min_time_ns / 1e6:g} ms time floor (--opprof-min-time)"
+        pairs = min(len(base), len(head))
+        return (
+            f"A/B: not judged: in all {pairs} pair(s) a side waited for a CPU beyond "
+            f"{WORK_WAIT_LIMIT:.0%} of its wall time (the machine was too busy)"
+        )
+
+
+def _above_floor(
+    base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
+) -> bool:
+    """Whether the test's work reaches the time floor on either side (its least-waited
+    round's wall less wait)."""
+    return any(
+        min(r.wall_time_ns - (r.wait_ns or 0) for r in side) >= tol.min_time_ns
+        for side in (base, head)
+        if side
+    )
+
+
+def _median(values: Sequence[int]) -> float:
+    ordered = sorted(values)
+    return float(ordered[len(ordered) // 2]) if ordered else 0.0
+
+
+def _status(decision: str) -> RowStatus:
+    return "not judged" if decision == "undecided" else decision  # type: ignore[return-value]
+
+
+def time_row(judged: Judged, tol: Tolerances, max_pairs: int) -> MetricRow:
+    """The test's time row: the paired change, its interval, how many pairs."""
+    e, pairs = judged.estimate, judged.pairs
+    metric = WORK_TIME if pairs.on_work > len(pairs.base_ns) / 2 else "wall time"
+    note = "A/B: " + paired.describe(e, judged.decision, max_pairs)
+    if pairs.on_work:
+        note += f"; {pairs.on_work} of {len(pairs.base_ns)} pairs on work time"
+    return MetricRow(
+        metric,
+        "ns",
+        _median(pairs.base_ns),
+        _median(pairs.head_ns),
+        e.change,
+        tol.time,
+        _status(judged.decision),
+        note,
+    )
+
+
+def op_reason(judged: Judged, test_ns: float, max_pairs: int) -> OpReason:
+    """An op's paired change as a reason (its interval in the kind's words)."""
+    e, pairs = judged.estimate, judged.pairs
+    base, now = _median(pairs.base_ns), _median(pairs.head_ns)
+    kind = "slower" if e.change > 0 else "faster"
+    return OpReason(
+        op=judged.key,
+        kind=f"{kind} ({paired.describe(e, judged.decision, max_pairs)})",
+        unit="ns",
+        baseline=base,
+        now=now,
+        change=e.change,
+        status=_status(judged.decision),
+        impact=abs(now - base) / test_ns if test_ns else 0.0,
+    )
+
+
+def replace_time(
+    rows: Sequence[MetricRow],
+    reasons: Sequence[OpReason],
+    judged: Sequence[Judged],
+    tol: Tolerances,
+    max_pairs: int,
+    unjudged_why: str = "",
+) -> tuple[list[MetricRow], list[OpReason]]:
+    """The exact verdict's rows and reasons with its (unjudged) times replaced by the
+    paired ones: the test's time row, and a reason for each op time judged."""
+    by_key = {j.key: j for j in judged}
+    out_rows = []
+    for row in rows:
+        if row.metric == "wall time" and "" in by_key:
+            out_rows.append(time_row(by_key[""], tol, max_pairs))
+        elif row.metric == "wall time":
+            out_rows.append(dataclasses.replace(row, tolerance=tol.time, note=unjudged_why))
+        else:
+            out_rows.append(row)
+    test_ns = next((r.now or 0.0 for r in out_rows if r.metric in ("wall time", WORK_TIME)), 0.0)
+    out_reasons = [r for r in reasons if r.unit != "ns"]
+    op_judged = [j for j in judged if j.key]
+    op_judged.sort(key=lambda j: -abs(_median(j.pairs.head_ns) - _median(j.pairs.base_ns)))
+    for j in op_judged:
+        if j.decision != "pass" or abs(j.estimate.change) >= tol.time:
+            out_reasons.append(op_reason(j, float(test_ns), max_pairs))
+    return out_rows, out_reasons
+
+

@@ -1,0 +1,108 @@
+"""The A/B settings: ``--opprof-against`` and its companions, with their ini twins.
+
+Declared with the plugin's own :class:`~pytest_opprof.plugin.options.Setting`, so they
+read and fail as every other setting does.  No numpy, no native core: loaded by every
+pytest run through the plugin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_opprof.errors import OptionValueError
+from pytest_opprof.gate.tolerance import parse_positive_int
+from pytest_opprof.plugin.options import TIME_TOLERANCE, Setting
+
+DEFAULT_AB_TIME_TOLERANCE = 0.03
+"""The smallest change of a time worth failing for, in an A/B run where ``--opprof-time-
+tolerance`` is not set: pairs measured side by side resolve changes that a committed
+baseline recorded at another time cannot (docs/ab.md has the measurements)."""
+DEFAULT_MAX_PAIRS = 12
+MAX_PAIRS_LIMIT = 1000
+
+
+def _parse_ref(text: object) -> str:
+    if not isinstance(text, str) or not text.strip() or text.strip().startswith("-"):
+        raise OptionValueError(f"expected a git revision (a branch, tag or commit), got {text!r}")
+    return text.strip()
+
+
+def _parse_python(text: object) -> Path:
+    if not isinstance(text, str) or not text.strip():
+        raise OptionValueError(f"expected the path of a Python interpreter, got {text!r}")
+    return Path(text.strip())
+
+
+def _parse_max_pairs(text: object) -> int:
+    value = parse_positive_int(text)
+    if value > MAX_PAIRS_LIMIT:
+        raise OptionValueError(f"expected an integer from 1 to {MAX_PAIRS_LIMIT}, got {text!r}")
+    return value
+
+
+AGAINST: Setting[str | None] = Setting(
+    "against",
+    _parse_ref,
+    None,
+    "A/B: judge times against the git revision REF (origin/main, a merge-base, a tag), "
+    "its tests run from a worktree in a second process, round by round in alternation "
+    "with this tree's on this machine; no baselines needed",
+    metavar="REF",
+)
+AGAINST_PYTHON: Setting[Path | None] = Setting(
+    "against_python",
+    _parse_python,
+    None,
+    "A/B: run the base side under this Python (a virtual environment where the base, or "
+    "another version of a dependency, is installed; default: this one)",
+    metavar="PATH",
+    kind="path",
+)
+AB_MAX_PAIRS = Setting(
+    "ab_max_pairs",
+    _parse_max_pairs,
+    DEFAULT_MAX_PAIRS,
+    f"A/B: most base/head round pairs for a test whose time is still undecided "
+    f"(default {DEFAULT_MAX_PAIRS})",
+    metavar="N",
+)
+SETTINGS = (AGAINST, AGAINST_PYTHON, AB_MAX_PAIRS)
+
+
+@dataclass(frozen=True)
+class AgainstOptions:
+    ref: str
+    python: Path | None
+    max_pairs: int
+    time_tolerance: float | None
+    """``--opprof-time-tolerance`` when set; None: :data:`DEFAULT_AB_TIME_TOLERANCE`."""
+
+
+def read_against(config: pytest.Config) -> AgainstOptions | None:
+    """The A/B settings, or None when ``--opprof-against`` is not set."""
+    ref = AGAINST.read(config)
+    if ref is None:
+        return None
+    python = AGAINST_PYTHON.read(config)
+    if python is not None and not python.exists():
+        raise pytest.UsageError(f"{AGAINST_PYTHON.option}: {python} does not exist")
+    given = config.getoption(TIME_TOLERANCE.key) is not None or bool(
+        str(config.getini(TIME_TOLERANCE.key)).strip()
+    )
+    return AgainstOptions(
+        ref=ref,
+        python=python,
+        max_pairs=AB_MAX_PAIRS.read(config),
+        time_tolerance=TIME_TOLERANCE.read(config) if given else None,
+    )
+
+
+def add_ab_options(parser: pytest.Parser) -> None:
+    """Declare the A/B settings in the ``opprof`` group, each with its ini twin."""
+    group = parser.getgroup("opprof")
+    for setting in SETTINGS:
+        group.addoption(setting.option, metavar=setting.metavar, default=None, help=setting.help)
+        parser.addini(setting.key, f"default for {setting.option}", type="string", default="")

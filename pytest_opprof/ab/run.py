@@ -1,0 +1,148 @@
+"""Set an A/B run up and take it down: the base worktree, the partner, the session.
+
+Where each part lives:
+
+* the process that reports (a single process, or the pytest-xdist controller) checks
+  REF out once, and starts a partner to see the base collect before any test runs, so a
+  base that does not build, collect or import stops the run with one line;
+* each process that runs tests (the single process, or every xdist worker) has a
+  partner of its own, in the same worktree: a worker's tests pair with its partner's
+  rounds, never with another worker's, so two pairs never run at once on one side;
+* the worktree goes when the reporting process ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from pytest_opprof.ab.base_side import BaseSide, BaseSideError
+from pytest_opprof.ab.options import AGAINST, DEFAULT_AB_TIME_TOLERANCE, AgainstOptions
+from pytest_opprof.ab.revision import BaseRevision, RevisionError, check_out, remove
+from pytest_opprof.plugin.options import OpprofOptions
+
+WORKERINPUT_KEY = "opprof_ab_revision"
+
+
+def revision_for(config: pytest.Config, against: AgainstOptions) -> tuple[BaseRevision, bool]:
+    """The base's checkout, and whether this process made it (and removes it)."""
+    given = getattr(config, "workerinput", {}).get(WORKERINPUT_KEY)
+    if given is not None:
+        return BaseRevision(**{k: Path(v) if k in ("repo", "worktree") else v for k, v in given.items()}), False
+    try:
+        return check_out(against.ref, config.rootpath), True
+    except RevisionError as exc:
+        raise pytest.UsageError(f"{AGAINST.option}={against.ref}: {exc}") from None
+
+
+def partner_options(options: OpprofOptions) -> list[str]:
+    """What the base side must measure as the head does: the same capture and rounds."""
+    out = [f"--opprof-warmup={options.warmup}", f"--opprof-max-events={options.max_events}"]
+    if options.capture is not None:
+        out.append(f"--opprof-capture={','.join(options.capture) or 'none'}")
+    if options.python_memory:
+        out.append("--opprof-python-memory")
+    out.append(
+        f"--opprof-blas-threads={options.blas_threads}"
+        if options.blas_threads is not None
+        else "--opprof-blas-threads=keep"
+    )
+    return out
+
+
+def start_partner(
+    config: pytest.Config, options: OpprofOptions, against: AgainstOptions, revision: BaseRevision
+) -> BaseSide:
+    """A partner in ``revision``'s worktree that has collected; a ``UsageError`` naming REF
+    and the reason when it cannot."""
+    try:
+        side = BaseSide(
+            revision,
+            config.rootpath,
+            config.invocation_params.dir,
+            config.args,
+            partner_options(options),
+            python=str(against.python) if against.python is not None else None,
+        )
+    except (BaseSideError, OSError) as exc:
+        raise pytest.UsageError(
+            f"{AGAINST.option}={against.ref}: the base side ({revision.describe()}) cannot "
+            f"start: {exc}"
+        ) from None
+    try:
+        side.hello()
+    except BaseSideError as exc:
+        side.close()
+        raise pytest.UsageError(
+            f"{AGAINST.option}={against.ref}: the base side ({revision.describe()}) {exc}"
+        ) from None
+    return side
+
+
+def time_tolerance(against: AgainstOptions) -> float:
+    return against.time_tolerance if against.time_tolerance is not None else DEFAULT_AB_TIME_TOLERANCE
+
+
+class ABController:
+    """The reporting process's part: the worktree's lifetime and the xdist workers' input."""
+
+    def __init__(self, revision: BaseRevision, owned: bool) -> None:
+        self.revision = revision
+        self.owned = owned
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: object) -> None:
+        workerinput = getattr(node, "workerinput", None)
+        if workerinput is not None:
+            workerinput[WORKERINPUT_KEY] = {k: str(v) for k, v in asdict(self.revision).items()}
+
+    def close(self) -> None:
+        if self.owned:
+            remove(self.revision)
+
+
+def configure(
+    config: pytest.Config, options: OpprofOptions, against: AgainstOptions, chosen: object
+) -> tuple[object | None, object | None, ABController]:
+    """The worker (None on an xdist controller), the controller (None on an xdist
+    worker) and the A/B part of the reporting process, for ``--opprof-against``."""
+    import dataclasses
+
+    from pytest_opprof.ab.head import ABWorker
+    from pytest_opprof.ab.session import ABSession
+    from pytest_opprof.plugin.controller import Controller
+
+    if options.gate.update:
+        raise pytest.UsageError(
+            f"{AGAINST.option} judges against the base revision and records no baseline: "
+            "run --opprof-update-baselines without it"
+        )
+    revision, owned = revision_for(config, against)
+    ab = ABController(revision, owned)
+    try:
+        gate_options = dataclasses.replace(options.gate, time_tolerance=time_tolerance(against))
+        gate = ABSession(gate_options, revision, tests=0, max_pairs=against.max_pairs)
+        is_worker = hasattr(config, "workerinput")
+        xdist_controller = not is_worker and bool(getattr(config.option, "numprocesses", None))
+        controller = None
+        if not is_worker:
+            controller = Controller(options, gate, chosen)  # type: ignore[arg-type]
+        if xdist_controller:
+            # The workers start their own partners: this one only shows the base collects.
+            start_partner(config, options, against, revision).close()
+            return None, controller, ab
+        worker = ABWorker(
+            config,
+            options,
+            gate,
+            chosen,  # type: ignore[arg-type]
+            deliver=controller.take if controller is not None else None,
+            not_measured=controller.not_measured if controller is not None else None,
+        )
+        worker.base = start_partner(config, options, against, revision)
+        return worker, controller, ab
+    except BaseException:
+        ab.close()
+        raise

@@ -1,0 +1,160 @@
+"""One A/B run's comparison: the base side's figures of this run stand in for a baseline.
+
+It answers the worker as ``BaselineSession`` does (``judge``), so a regression fails that
+test's report and the reports carry the result; nothing is read from or written to
+``baselines/``.  Times are judged by their pairs (``judge.py``), the exact figures against
+the base side's (``gate.verdict.compare``), and the verdict says its basis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from pytest_opprof.ab.base_side import BaseTest
+from pytest_opprof.ab.judge import ABJudge, replace_time
+from pytest_opprof.ab.revision import BaseRevision
+from pytest_opprof.gate.results import TestResult
+from pytest_opprof.gate.session import BaselineSession, GateOptions, Judged, Judgement
+from pytest_opprof.gate.store import BaselineEntry
+from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
+from pytest_opprof.gate.verdict import NEW, Tolerances, Verdict, compare
+
+DEFAULT_Q = 0.05
+"""The run's false-discovery rate for time verdicts (online, ``paired.OnlineFdr``)."""
+
+
+class ABSession(BaselineSession):
+    """The comparison of an A/B run (see the module docstring)."""
+
+    def __init__(
+        self,
+        options: GateOptions,
+        revision: BaseRevision,
+        *,
+        tests: int,
+        max_pairs: int,
+        q: float = DEFAULT_Q,
+    ) -> None:
+        super().__init__(options)
+        self.revision = revision
+        self.judge_ab = ABJudge(tests, q, max_pairs)
+        self.pending: dict[str, tuple[BaseTest, list[RoundFigures]]] = {}
+        """Node id -> its base side and head rounds, from the call phase to the verdict."""
+        self.new: list[str] = []
+        """Tests only on the head side (not in the base)."""
+        self.removed: list[str] = []
+        """Tests only on the base side."""
+        self.base_failed: dict[str, str] = {}
+
+    @property
+    def basis(self) -> str:
+        return f"A/B against {self.revision.describe()}"
+
+    def extra_lines(self) -> list[str]:
+        """The terminal summary's A/B lines: the pairs, and what was not compared."""
+        j = self.judge_ab
+        lines = []
+        if j.pairs_run:
+            lines += [
+                "",
+                f"pairs: {j.pairs_run} base/head round pairs, interleaved; "
+                f"{j.pairs_on_work / j.pairs_run:.0%} judged on work time and "
+                f"{j.pairs_dropped / j.pairs_run:.0%} left out (a side waited for a CPU)",
+            ]
+        if self.removed:
+            lines += ["", f"removed (only in the base): {len(self.removed)} test(s)"]
+            lines += [f"  {n}" for n in self.removed[:10]]
+        if self.base_failed:
+            lines += ["", f"not compared: {len(self.base_failed)} test(s) failed on the base:"]
+            lines += [f"  {n}: {why}" for n, why in list(self.base_failed.items())[:10]]
+        return lines
+
+    def times_judged(self, nodeid: str, rounds: int) -> bool:
+        return False  # no speed references: each pair is its own reference
+
+    def more_pairs(
+        self,
+        base: Sequence[RoundFigures],
+        head: Sequence[RoundFigures],
+        overrides: Mapping[str, float],
+    ) -> bool:
+        return self.judge_ab.more_pairs(base, head, self.with_overrides(overrides))
+
+    def compares(self, nodeid: str) -> bool:
+        return True
+
+    def judge(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> Judgement:
+        tol = self.with_overrides(overrides)
+        pending = self.pending.pop(nodeid, None)
+        verdict = self._verdict(nodeid, summary, pending, tol)
+        result = TestResult(nodeid, summary, verdict, baseline_file=self.basis)
+        self.judged.append(
+            Judged(nodeid, verdict.status, verdict.time_not_judged is not None, False, False)
+        )
+        self._kept_at[len(self.judged) - 1] = len(self.results)
+        self.results.append(result)
+        return Judgement(result, None, self.fails(result))
+
+    def _verdict(
+        self,
+        nodeid: str,
+        summary: TestSummary,
+        pending: tuple[BaseTest, list[RoundFigures]] | None,
+        tol: Tolerances,
+    ) -> Verdict:
+        if pending is None:
+            return dataclasses.replace(NEW, notes=("not judged: no base side",), basis=self.basis)
+        base, head = pending
+        if not base.present:
+            self.new.append(nodeid)
+            return dataclasses.replace(
+                NEW, notes=(f"new: {base.why} ({self.revision.describe()})",), basis=self.basis
+            )
+        if not base.rounds:
+            self.base_failed[nodeid] = base.why
+            return dataclasses.replace(
+                NEW,
+                status="pass",
+                notes=(f"not compared: the test {base.why}",),
+                time_judged=False,
+                basis=self.basis,
+            )
+        entry = BaselineEntry.record(summarize_rounds(base.rounds), self.machine)
+        # Exact figures against the base's; times are the pairs', never the medians'.
+        exact = compare(
+            summary,
+            entry,
+            fingerprint=self.machine.fingerprint,
+            tolerances=dataclasses.replace(tol, time_min_rounds=1 << 30),
+        )
+        judged = self.judge_ab.settle(base.rounds, head, tol)
+        rows, reasons = replace_time(
+            exact.metrics,
+            exact.reasons,
+            judged,
+            tol,
+            self.judge_ab.max_pairs,
+            self.judge_ab.unjudged_why(base.rounds, head, tol),
+        )
+        notes = [n for n in exact.notes if "judged from" not in n]
+        if base.failed:
+            notes.append(f"the base side stopped: the test {base.why}")
+        statuses = {r.status for r in rows} | {r.status for r in reasons}
+        status = (
+            "regressed" if "regressed" in statuses else "improved" if "improved" in statuses else "pass"
+        )
+        undecided = [j for j in judged if j.decision == "undecided"]
+        test_time = next((j for j in judged if j.key == ""), None)
+        return Verdict(
+            status=status,  # type: ignore[arg-type]
+            metrics=tuple(rows),
+            reasons=tuple(reasons),
+            notes=tuple(notes),
+            time_judged=test_time is not None and test_time.decision != "undecided",
+            time_not_judged=(
+                "time not decided within the pairs' budget" if undecided else None
+            ),
+            varying=exact.varying,
+            basis=self.basis,
+        )
