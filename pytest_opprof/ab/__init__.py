@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_opprof.ab.channel import Channel
+    from pytest_opprof.ab.channel import Channel as Channel
 
 partner_key = pytest.StashKey["Channel"]()
 """Set (to its channel to the head) in a base-side process before the plugin configures:

@@ -41,6 +41,7 @@ class ABWorker(Worker):
 
         if isinstance(self.gate, ABSession):
             self.gate.judge_ab.horizon(len(session.items))
+            self.gate.head_nodeids.update(item.nodeid for item in session.items)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from pytest_opprof.ab import paired
 from pytest_opprof.gate.summary import OTHER_OPS, RoundFigures
-from pytest_opprof.gate.verdict import MetricRow, OpReason, RowStatus, Tolerances
+from pytest_opprof.gate.verdict import MetricRow, OpReason, RowStatus, Tolerances, Verdict
 from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, WORK_WAIT_LIMIT
 
 WORK_TIME = "work time"
@@ -40,9 +40,7 @@ class Pairs:
 
     @property
     def log_ratios(self) -> list[float]:
-        return [
-            math.log(h / b) for b, h in zip(self.base_ns, self.head_ns, strict=True) if b and h
-        ]
+        return [math.log(h / b) for b, h in zip(self.base_ns, self.head_ns, strict=True) if b and h]
 
     @property
     def scale_ns(self) -> float:
@@ -103,7 +101,7 @@ class Judged:
     key: str
     pairs: Pairs
     estimate: paired.Estimate
-    decision: str
+    decision: paired.Verdict
     """``pass``, ``regressed``, ``improved`` or ``undecided``."""
 
 
@@ -182,6 +180,16 @@ class ABJudge:
         self.pairs_on_work += wall.on_work
         self.pairs_dropped += wall.dropped
         return judged
+
+    def count_shipped(self, verdict: Verdict) -> None:
+        """Account a pytest-xdist worker's verdict in this controller's pair counts (its
+        note says how many pairs; its time row how many on work time)."""
+        for note in verdict.notes:
+            if note.startswith("times judged A/B") and "pair(s)" in note:
+                self.pairs_run += int(note.split(": ", 1)[1].split(" pair(s)")[0])
+        for row in verdict.metrics:
+            if row.metric in ("wall time", WORK_TIME) and " pairs on work time" in row.note:
+                self.pairs_on_work += int(row.note.rsplit("; ", 1)[1].split(" of ")[0])
 
     def unjudged_why(
         self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
@@ -280,5 +288,3 @@ def replace_time(
         if j.decision != "pass" or abs(j.estimate.change) >= tol.time:
             out_reasons.append(op_reason(j, float(test_ns), max_pairs))
     return out_rows, out_reasons
-
-

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -23,23 +24,39 @@ from pytest_opprof.ab.options import AGAINST, DEFAULT_AB_TIME_TOLERANCE, Against
 from pytest_opprof.ab.revision import BaseRevision, RevisionError, check_out, remove
 from pytest_opprof.plugin.options import OpprofOptions
 
+if TYPE_CHECKING:
+    from pytest_opprof.ab.session import ABSession
+    from pytest_opprof.capture.plan import Plan
+    from pytest_opprof.plugin.controller import Controller
+    from pytest_opprof.plugin.worker import Worker
+
 WORKERINPUT_KEY = "opprof_ab_revision"
 
 
 def revision_for(config: pytest.Config, against: AgainstOptions) -> tuple[BaseRevision, bool]:
     """The base's checkout, and whether this process made it (and removes it)."""
     given = getattr(config, "workerinput", {}).get(WORKERINPUT_KEY)
-    if given is not None:
-        return BaseRevision(**{k: Path(v) if k in ("repo", "worktree") else v for k, v in given.items()}), False
+    if given is not None:  # a pytest-xdist worker: the controller checked it out
+        revision = BaseRevision(
+            ref=str(given["ref"]),
+            sha=str(given["sha"]),
+            repo=Path(given["repo"]),
+            worktree=Path(given["worktree"]),
+        )
+        return revision, False
     try:
         return check_out(against.ref, config.rootpath), True
     except RevisionError as exc:
         raise pytest.UsageError(f"{AGAINST.option}={against.ref}: {exc}") from None
 
 
-def partner_options(options: OpprofOptions) -> list[str]:
-    """What the base side must measure as the head does: the same capture and rounds."""
-    out = [f"--opprof-warmup={options.warmup}", f"--opprof-max-events={options.max_events}"]
+def partner_options(config: pytest.Config, options: OpprofOptions) -> list[str]:
+    """What the base side must measure as the head does: the same capture and rounds, and
+    the same selection (so that what it lacks is what the head added)."""
+    out = [f"-k={config.option.keyword}"] if config.option.keyword else []
+    if config.option.markexpr:
+        out.append(f"-m={config.option.markexpr}")
+    out += [f"--opprof-warmup={options.warmup}", f"--opprof-max-events={options.max_events}"]
     if options.capture is not None:
         out.append(f"--opprof-capture={','.join(options.capture) or 'none'}")
     if options.python_memory:
@@ -63,7 +80,7 @@ def start_partner(
             config.rootpath,
             config.invocation_params.dir,
             config.args,
-            partner_options(options),
+            partner_options(config, options),
             python=str(against.python) if against.python is not None else None,
         )
     except (BaseSideError, OSError) as exc:
@@ -82,7 +99,9 @@ def start_partner(
 
 
 def time_tolerance(against: AgainstOptions) -> float:
-    return against.time_tolerance if against.time_tolerance is not None else DEFAULT_AB_TIME_TOLERANCE
+    return (
+        against.time_tolerance if against.time_tolerance is not None else DEFAULT_AB_TIME_TOLERANCE
+    )
 
 
 class ABController:
@@ -91,6 +110,7 @@ class ABController:
     def __init__(self, revision: BaseRevision, owned: bool) -> None:
         self.revision = revision
         self.owned = owned
+        self.session: ABSession | None = None
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: object) -> None:
@@ -98,14 +118,27 @@ class ABController:
         if workerinput is not None:
             workerinput[WORKERINPUT_KEY] = {k: str(v) for k, v in asdict(self.revision).items()}
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        if self.session is not None:
+            self.session.head_nodeids.update(ids)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A pytest-xdist worker's A/B verdict, for the controller's judge (before the
+        controller reads the report's figures)."""
+        data = getattr(report, "opprof", None)
+        if self.session is not None and isinstance(data, dict) and "ab_verdict" in data:
+            self.session.shipped[report.nodeid] = data["ab_verdict"]
+
     def close(self) -> None:
         if self.owned:
             remove(self.revision)
 
 
 def configure(
-    config: pytest.Config, options: OpprofOptions, against: AgainstOptions, chosen: object
-) -> tuple[object | None, object | None, ABController]:
+    config: pytest.Config, options: OpprofOptions, against: AgainstOptions, chosen: Plan
+) -> tuple[Worker | None, Controller | None, ABController]:
     """The worker (None on an xdist controller), the controller (None on an xdist
     worker) and the A/B part of the reporting process, for ``--opprof-against``."""
     import dataclasses
@@ -124,24 +157,31 @@ def configure(
     try:
         gate_options = dataclasses.replace(options.gate, time_tolerance=time_tolerance(against))
         gate = ABSession(gate_options, revision, tests=0, max_pairs=against.max_pairs)
+        ab.session = gate
         is_worker = hasattr(config, "workerinput")
         xdist_controller = not is_worker and bool(getattr(config.option, "numprocesses", None))
         controller = None
         if not is_worker:
-            controller = Controller(options, gate, chosen)  # type: ignore[arg-type]
+            controller = Controller(options, gate, chosen)
         if xdist_controller:
             # The workers start their own partners: this one only shows the base collects.
-            start_partner(config, options, against, revision).close()
+            validation = start_partner(config, options, against, revision)
+            gate.base_nodeids = validation.nodeids
+            validation.close()
             return None, controller, ab
         worker = ABWorker(
             config,
             options,
             gate,
-            chosen,  # type: ignore[arg-type]
+            chosen,
             deliver=controller.take if controller is not None else None,
             not_measured=controller.not_measured if controller is not None else None,
         )
         worker.base = start_partner(config, options, against, revision)
+        gate.base_nodeids = worker.base.nodeids
+        if against.python is not None:
+            info = worker.base.info
+            gate.base_python = f"{against.python} (Python {info.get('python', '?')})"
         return worker, controller, ab
     except BaseException:
         ab.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pytest_opprof.ab.base_side import BaseTest
 from pytest_opprof.ab.judge import ABJudge, replace_time
@@ -18,7 +19,15 @@ from pytest_opprof.gate.results import TestResult
 from pytest_opprof.gate.session import BaselineSession, GateOptions, Judged, Judgement
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
-from pytest_opprof.gate.verdict import NEW, Tolerances, Verdict, compare
+from pytest_opprof.gate.verdict import (
+    NEW,
+    MetricRow,
+    OpReason,
+    Tolerances,
+    VaryingFigure,
+    Verdict,
+    compare,
+)
 
 DEFAULT_Q = 0.05
 """The run's false-discovery rate for time verdicts (online, ``paired.OnlineFdr``)."""
@@ -43,9 +52,14 @@ class ABSession(BaselineSession):
         """Node id -> its base side and head rounds, from the call phase to the verdict."""
         self.new: list[str] = []
         """Tests only on the head side (not in the base)."""
-        self.removed: list[str] = []
-        """Tests only on the base side."""
         self.base_failed: dict[str, str] = {}
+        self.shipped: dict[str, dict[str, object]] = {}
+        """Node id -> the verdict a pytest-xdist worker reached, as JSON (on the controller)."""
+        self.base_nodeids: frozenset[str] = frozenset()
+        self.head_nodeids: set[str] = set()
+        """The tests this run selected (the single process's, or every xdist worker's)."""
+        self.base_python: str | None = None
+        """The base side's interpreter, when ``--opprof-against-python`` chose it."""
 
     @property
     def basis(self) -> str:
@@ -55,6 +69,8 @@ class ABSession(BaselineSession):
         """The terminal summary's A/B lines: the pairs, and what was not compared."""
         j = self.judge_ab
         lines = []
+        if self.base_python is not None:
+            lines += ["", f"base side: {self.base_python}"]
         if j.pairs_run:
             lines += [
                 "",
@@ -62,9 +78,12 @@ class ABSession(BaselineSession):
                 f"{j.pairs_on_work / j.pairs_run:.0%} judged on work time and "
                 f"{j.pairs_dropped / j.pairs_run:.0%} left out (a side waited for a CPU)",
             ]
-        if self.removed:
-            lines += ["", f"removed (only in the base): {len(self.removed)} test(s)"]
-            lines += [f"  {n}" for n in self.removed[:10]]
+        removed = sorted(self.base_nodeids - self.head_nodeids) if self.head_nodeids else []
+        if removed:
+            lines += ["", f"removed (only in the base): {len(removed)} test(s)"]
+            lines += [f"  {n}" for n in removed[:10]]
+            if len(removed) > 10:
+                lines.append(f"  ... {len(removed) - 10} more")
         if self.base_failed:
             lines += ["", f"not compared: {len(self.base_failed)} test(s) failed on the base:"]
             lines += [f"  {n}: {why}" for n, why in list(self.base_failed.items())[:10]]
@@ -87,7 +106,14 @@ class ABSession(BaselineSession):
     def judge(self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]) -> Judgement:
         tol = self.with_overrides(overrides)
         pending = self.pending.pop(nodeid, None)
-        verdict = self._verdict(nodeid, summary, pending, tol)
+        shipped = self.shipped.pop(nodeid, None)
+        if pending is None and shipped is not None:
+            verdict = verdict_from_json(shipped)
+            if verdict.status == "new":
+                self.new.append(nodeid)
+            self.judge_ab.count_shipped(verdict)
+        else:
+            verdict = self._verdict(nodeid, summary, pending, tol)
         result = TestResult(nodeid, summary, verdict, baseline_file=self.basis)
         self.judged.append(
             Judged(nodeid, verdict.status, verdict.time_not_judged is not None, False, False)
@@ -138,11 +164,21 @@ class ABSession(BaselineSession):
             self.judge_ab.unjudged_why(base.rounds, head, tol),
         )
         notes = [n for n in exact.notes if "judged from" not in n]
+        notes.insert(
+            0,
+            f"times judged {self.basis}: {min(len(base.rounds), len(head))} pair(s) of base "
+            "and head rounds, interleaved on this machine; FLOPs, memory and op counts "
+            "against the base's",
+        )
         if base.failed:
             notes.append(f"the base side stopped: the test {base.why}")
         statuses = {r.status for r in rows} | {r.status for r in reasons}
         status = (
-            "regressed" if "regressed" in statuses else "improved" if "improved" in statuses else "pass"
+            "regressed"
+            if "regressed" in statuses
+            else "improved"
+            if "improved" in statuses
+            else "pass"
         )
         undecided = [j for j in judged if j.decision == "undecided"]
         test_time = next((j for j in judged if j.key == ""), None)
@@ -152,9 +188,29 @@ class ABSession(BaselineSession):
             reasons=tuple(reasons),
             notes=tuple(notes),
             time_judged=test_time is not None and test_time.decision != "undecided",
-            time_not_judged=(
-                "time not decided within the pairs' budget" if undecided else None
-            ),
+            time_not_judged=("time not decided within the pairs' budget" if undecided else None),
             varying=exact.varying,
             basis=self.basis,
         )
+
+
+def verdict_from_json(data: Mapping[str, object]) -> Verdict:
+    """A verdict as ``Verdict.to_json`` wrote it (a pytest-xdist worker's, on the controller)."""
+
+    def rows(key: str) -> list[dict[str, Any]]:
+        value = data.get(key)
+        return [dict(v) for v in value] if isinstance(value, list) else []
+
+    return Verdict(
+        status=data["status"],  # type: ignore[arg-type]
+        metrics=tuple(MetricRow(**row) for row in rows("metrics")),
+        reasons=tuple(OpReason(**row) for row in rows("reasons")),
+        notes=tuple(str(n) for n in data.get("notes") or ()),  # type: ignore[attr-defined]
+        time_judged=bool(data.get("time_judged")),
+        baseline_recorded_at=data.get("baseline_recorded_at"),  # type: ignore[arg-type]
+        speed_change=data.get("speed_change"),  # type: ignore[arg-type]
+        time_not_judged=data.get("time_not_judged"),  # type: ignore[arg-type]
+        work_time=data.get("time_judged_on") == "work time",
+        varying=tuple(VaryingFigure(**row) for row in rows("varying")),
+        basis=str(data.get("time_basis") or "baseline"),
+    )

@@ -336,6 +336,7 @@ class Verdict:
             if self.time_judged
             else None,
             "baseline_recorded_at": self.baseline_recorded_at,
+            "time_basis": self.basis,
             "speed_change": _json_change(self.speed_change),
             "metrics": [row.to_json() for row in self.metrics],
             "reasons": [reason.to_json() for reason in self.reasons],

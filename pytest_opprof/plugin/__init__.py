@@ -81,10 +81,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[ab_key] = ab
         config.pluginmanager.register(ab, "opprof-ab")
         if ab_controller is not None:
-            config.stash[controller_key] = ab_controller  # type: ignore[assignment]
+            config.stash[controller_key] = ab_controller
             config.pluginmanager.register(ab_controller, CONTROLLER_NAME)
         if ab_worker is not None:
-            config.stash[worker_key] = ab_worker  # type: ignore[assignment]
+            config.stash[worker_key] = ab_worker
             config.pluginmanager.register(ab_worker, WORKER_NAME)
         return
     gate = BaselineSession(options.gate)

@@ -421,6 +421,7 @@ class Worker:
         verdict = "not judged"
         busy: str | None = None
         work = False
+        judgement_basis: str | None = None
         # An xpassed test (non-strict xfail that passed) ran its body to the end like a
         # passed one: judged and baselined the same, or a flaky test would never be gated.
         result.judged = report.passed
@@ -439,6 +440,7 @@ class Worker:
             if judgement.result is not None:
                 busy = judgement.result.verdict.time_not_judged
                 work = judgement.result.verdict.work_time
+                judgement_basis = judgement.result.verdict.basis
             if judgement.fails:
                 report.outcome = "failed"
                 # A failed report that keeps wasxfail reads as "xpassed"/skipped in JUnit XML.
@@ -458,8 +460,14 @@ class Worker:
         if self.deliver is not None:
             self.deliver(sent)
         else:
+            if data is not None and judgement_basis not in (None, "baseline"):
+                # An A/B verdict depends on this worker's base side and run: it travels
+                # as reached, where a baseline verdict is reached again from the figures.
+                data["ab_verdict"] = sent.judgement.result.verdict.to_json()  # type: ignore[union-attr]
             setattr(report, REPORT_ATTRIBUTE, data)
         item.user_properties.extend(junit_properties(result.summary, verdict, busy, work))
+        if judgement_basis not in (None, "baseline"):
+            item.user_properties.append(("opprof_time_basis", judgement_basis))
         return report
 
 

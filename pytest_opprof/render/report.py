@@ -61,9 +61,13 @@ def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> st
     if verdict.status == "new":
         lines.append(f"  {result.summary.rounds} rounds, {len(result.summary.ops)} ops recorded")
     else:
-        where = f"  {result.baseline_file}" if result.baseline_file else ""
-        lines.append(f"--- baseline  {verdict.baseline_recorded_at}{where}")
-        lines.append(f"+++ now       {result.summary.rounds} rounds")
+        if verdict.basis != "baseline":  # an A/B run: the base revision, run beside it
+            lines.append(f"--- base      {verdict.basis}, this run")
+            lines.append(f"+++ head      {result.summary.rounds} rounds")
+        else:
+            where = f"  {result.baseline_file}" if result.baseline_file else ""
+            lines.append(f"--- baseline  {verdict.baseline_recorded_at}{where}")
+            lines.append(f"+++ now       {result.summary.rounds} rounds")
         lines.append("@@ test @@")
         lines.extend(_metric_lines(row) for row in verdict.metrics)
         if verdict.reasons:
@@ -171,6 +175,13 @@ def render_markdown(
         f"## pytest-opprof: {counts or 'no profiled tests'}",
         "",
         f"Machine: {_md(machine.describe())}",
+        "",
+    ]
+    basis = next((r.verdict.basis for r in results if r.verdict.basis != "baseline"), None)
+    out += [
+        f"Times judged: {_md(basis)}, interleaved on this machine"
+        if basis is not None
+        else "Times judged: against the committed baselines",
         "",
     ]
     busy = [r for r in results if r.verdict.time_not_judged]

@@ -1,0 +1,221 @@
+"""A/B against the base (``--opprof-against``): real pytest runs in real git repositories.
+
+Each test makes a small numerical project, commits it as the base, changes the working
+tree (the head) and runs ``pytest --opprof --opprof-against=HEAD`` in a subprocess, which
+starts the base side in a worktree of that commit.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+    reason="git is needed",
+)
+
+KERNEL = """
+import numpy as np
+from pytest_opprof import record_function
+
+
+def kernel(n):
+    with record_function("kernel"):
+        total = 0
+        for i in range(n):
+            total += i * i
+        return total
+
+
+def matmul():
+    a = np.ones((60, 60))
+    return (a @ a).sum()
+"""
+
+TESTS = """
+from work import kernel, matmul
+
+
+def test_kernel():
+    assert kernel({n}) > 0
+
+
+def test_matmul():
+    assert matmul() > 0
+"""
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def make_repo(path: Path, n: int = 60_000) -> None:
+    """The base: a project of two tests, committed."""
+    (path / "work.py").write_text(textwrap.dedent(KERNEL))
+    (path / "test_work.py").write_text(textwrap.dedent(TESTS.format(n=n)))
+    _git(path, "init", "-q")
+    _git(path, "add", "-A")
+    _git(path, "commit", "-qm", "base")
+
+
+def run_ab(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "--opprof", "--opprof-against=HEAD", "-p", "no:randomly", "-p", "no:cacheprovider", *args
+    )
+
+
+def report(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
+    tests = json.loads((pytester.path / "ab.json").read_text())["tests"]
+    assert isinstance(tests, dict)
+    return tests
+
+
+def test_unchanged_code_passes_and_says_its_basis(pytester: pytest.Pytester) -> None:
+    make_repo(pytester.path)
+    result = run_ab(pytester, "--opprof-report=ab.json", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=2)
+    sha = _git(pytester.path, "rev-parse", "HEAD")[:10]
+    result.stdout.fnmatch_lines([f"opprof A/B against HEAD ({sha}): 2 pass", "pairs: *"])
+    for nodeid, test in report(pytester).items():
+        verdict = test["verdict"]
+        assert isinstance(verdict, dict)
+        assert verdict["time_basis"] == f"A/B against HEAD ({sha})", nodeid
+        assert verdict["status"] == "pass", (nodeid, verdict)
+    assert 'name="opprof_time_basis"' in (pytester.path / "junit.xml").read_text()
+    # The worktree is gone with the session.
+    assert _git(pytester.path, "worktree", "list").count("\n") == 0
+
+
+def test_a_slower_scope_fails_its_test_and_is_named(pytester: pytest.Pytester) -> None:
+    make_repo(pytester.path)
+    (pytester.path / "test_work.py").write_text(textwrap.dedent(TESTS.format(n=180_000)))
+    result = run_ab(pytester, "--opprof-report=ab.json")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED test_work.py::test_kernel*"])
+    verdict = report(pytester)["test_work.py::test_kernel"]["verdict"]
+    assert isinstance(verdict, dict)
+    assert verdict["status"] == "regressed"
+    wall = next(m for m in verdict["metrics"] if m["metric"] in ("wall time", "work time"))
+    assert wall["status"] == "regressed" and wall["change"] > 1.0, wall
+    assert "A/B: +" in wall["note"] and "pairs" in wall["note"]
+    named = [r["op"] for r in verdict["reasons"] if r["unit"] == "ns"]
+    assert named[:1] == ["kernel"], verdict["reasons"]
+
+
+@pytest.mark.parametrize("workers", [None, "2"])
+def test_tests_on_one_side_are_listed_not_failed(
+    pytester: pytest.Pytester, workers: str | None
+) -> None:
+    make_repo(pytester.path)
+    (pytester.path / "test_new.py").write_text("def test_added():\n    assert sum(range(9))\n")
+    # test_matmul is only in the base: the head renamed it.
+    tests = (pytester.path / "test_work.py").read_text()
+    (pytester.path / "test_work.py").write_text(tests.replace("test_matmul", "test_product"))
+    result = run_ab(pytester, *(["-n", workers] if workers else []), "--opprof-report=ab.json")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "new (not in the base):",
+            "  test_*::test_*",
+            "  test_*::test_*",
+            "removed (only in the base): 1 test(s)",
+            "  test_work.py::test_matmul",
+        ]
+    )
+    tests_seen = report(pytester)
+    kernel = tests_seen["test_work.py::test_kernel"]["verdict"]
+    assert isinstance(kernel, dict)
+    assert kernel["time_basis"].startswith("A/B against HEAD"), kernel
+    assert any("interleaved on this machine" in n for n in kernel["notes"]), kernel
+
+
+def test_a_revision_that_does_not_exist_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    make_repo(pytester.path)
+    result = pytester.runpytest_subprocess("--opprof", "--opprof-against=no-such-branch")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--opprof-against=no-such-branch: 'no-such-branch' is not a commit of the repository*"]
+    )
+    assert "passed" not in result.stdout.str()
+
+
+def test_a_base_that_fails_to_import_stops_the_run_with_one_line(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "work.py").write_text("import no_such_module_here\n")
+    (pytester.path / "test_work.py").write_text("from work import *\n\ndef test_x():\n    pass\n")
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-qm", "broken base")
+    (pytester.path / "work.py").write_text("VALUE = 1\n")  # the head is fixed
+    result = pytester.runpytest_subprocess("--opprof", "--opprof-against=HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--opprof-against=HEAD: the base side (*) collecting its tests failed: *no_such_module*"]
+    )
+    assert "passed" not in result.stdout.str()
+
+
+def test_outside_a_repository_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    (pytester.path / "test_x.py").write_text("def test_x():\n    pass\n")
+    env = {"GIT_CEILING_DIRECTORIES": str(pytester.path.parent)}
+    for key, value in env.items():
+        pytester._monkeypatch.setenv(key, value)
+    result = pytester.runpytest_subprocess("--opprof", "--opprof-against=HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--opprof-against=HEAD: * is not in a git repository*"])
+
+
+def test_update_baselines_is_refused(pytester: pytest.Pytester) -> None:
+    make_repo(pytester.path)
+    result = pytester.runpytest_subprocess("--opprof-update-baselines", "--opprof-against=HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--opprof-against judges against the base revision*"])
+
+
+def _second_python(where: Path) -> Path:
+    """A real second interpreter: its own virtual environment, seeing this one's packages
+    (a .pth file) as an environment where the base is installed would."""
+    venv.create(where, with_pip=False, symlinks=True)
+    site = next((where / "lib").glob("python3*/site-packages"))
+    paths = [p for p in sys.path if p and Path(p).is_dir()]
+    (site / "opprof_test_paths.pth").write_text("\n".join(paths) + "\n")
+    return where / "bin" / "python"
+
+
+def test_the_base_runs_under_another_python(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    make_repo(pytester.path)
+    python = _second_python(tmp_path / "venv")
+    # Times are not what this checks (a floor no test reaches): the exact figures are.
+    result = run_ab(
+        pytester,
+        f"--opprof-against-python={python}",
+        "--opprof-report=ab.json",
+        "--opprof-min-time=10s",
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"base side: {python} (Python *)"])
+    for test in report(pytester).values():
+        verdict = test["verdict"]
+        assert isinstance(verdict, dict)
+        assert verdict["status"] == "pass", verdict
+        flops = next(m for m in verdict["metrics"] if m["metric"] == "flops")
+        assert flops["status"] == "pass" and flops["baseline"] == flops["now"], flops
+    # The base side really ran there: a missing interpreter is refused by name.
+    missing = run_ab(pytester, f"--opprof-against-python={tmp_path / 'nope'}")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*--opprof-against-python: * does not exist*"])
