@@ -248,16 +248,16 @@ def op_reason(judged: Judged, test_ns: float, max_pairs: int) -> OpReason:
     """An op's paired change as a reason (its interval in the kind's words)."""
     e, pairs = judged.estimate, judged.pairs
     base, now = _median(pairs.base_ns), _median(pairs.head_ns)
-    kind = "slower" if e.change > 0 else "faster"
     return OpReason(
         op=judged.key,
-        kind=f"{kind} ({paired.describe(e, judged.decision, max_pairs)})",
+        kind="slower" if e.change > 0 else "faster",
         unit="ns",
         baseline=base,
         now=now,
         change=e.change,
         status=_status(judged.decision),
         impact=abs(now - base) / test_ns if test_ns else 0.0,
+        note="A/B: " + paired.describe(e, judged.decision, max_pairs),
     )
 
 
@@ -283,7 +283,13 @@ def replace_time(
     test_ns = next((r.now or 0.0 for r in out_rows if r.metric in ("wall time", WORK_TIME)), 0.0)
     out_reasons = [r for r in reasons if r.unit != "ns"]
     op_judged = [j for j in judged if j.key]
-    op_judged.sort(key=lambda j: -abs(_median(j.pairs.head_ns) - _median(j.pairs.base_ns)))
+    # Regressed first, then by the time each moved: what failed the test is named first.
+    op_judged.sort(
+        key=lambda j: (
+            j.decision != "regressed",
+            -abs(_median(j.pairs.head_ns) - _median(j.pairs.base_ns)),
+        )
+    )
     for j in op_judged:
         if j.decision != "pass" or abs(j.estimate.change) >= tol.time:
             out_reasons.append(op_reason(j, float(test_ns), max_pairs))

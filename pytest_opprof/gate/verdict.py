@@ -259,9 +259,12 @@ class OpReason:
     change: float | None
     status: RowStatus
     impact: float
+    note: str = ""
+    """How the change was judged, where more than its figures say (an A/B pair set's
+    interval: ``+12.0% [+8.1%, +16.0%] over 4 pairs``)."""
 
     def to_json(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "op": self.op,
             "kind": self.kind,
             "unit": self.unit,
@@ -271,6 +274,9 @@ class OpReason:
             "status": self.status,
             "impact": round(self.impact, 4),
         }
+        if self.note:
+            out["note"] = self.note
+        return out
 
 
 class VaryingFigure(NamedTuple):

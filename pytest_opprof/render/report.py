@@ -141,6 +141,8 @@ def _reason_lines(reason: OpReason) -> str:
     if reason.kind == "vanished":
         return f"- {reason.op}  vanished, was {format_value(reason.baseline, 'ops')} calls"
     label = f"{reason.op}  {reason.kind}: "
+    if reason.note:  # an A/B pair set's interval
+        label = f"{reason.op}  {reason.kind} ({reason.note}): "
     return (
         f"- {label}{format_value(reason.baseline, reason.unit)}\n"
         f"+ {label}{format_value(reason.now, reason.unit):<16}"

@@ -1,0 +1,338 @@
+"""A/B against the base, end to end, beside the other ways of judging the same change.
+
+The suite is ``verdict_study.py``'s generated one (numpy ops of varied sizes and, in 70% of
+the tests, a 1-4 ms pure-Python ``kernel`` scope), committed as the base of a real git
+repository.  The head is the working tree: unchanged (A/A: every failure is false), or
+with the ``kernel`` of a random half of the tests made ``--slowdown`` slower (the same
+ops, FLOPs and bytes: only the loop runs longer).  Per scenario and repeat:
+
+* **interleaved A/B** (ours): ``pytest --opprof --opprof-against=HEAD``, scored from its
+  JSON report: false failures in the A/A run, the share of tests of >= 1 ms whose time got
+  a verdict, the slowed tests caught with ``kernel`` named first, the pairs it ran;
+* **sequential A/B** (as ``asv continuous`` runs): the base's tests 3 times, then the
+  head's 3 times, each ``pytest --opprof --opprof-rounds=1``; a test fails when the median
+  of its 3 head wall times exceeds the median of its 3 base wall times by the tolerance;
+* **committed baselines**: 3 update runs on the base, then the gate (default settings);
+* **pytest-benchmark**: one saved run of the base, the head compared with
+  ``--benchmark-compare-fail=mean:10%``;
+* **cost**: the A/B run's wall time over a plain ``pytest`` run of the same tests, in
+  the same condition, one right after the other.
+
+Scenarios: ``quiet``; ``loaded`` (one CPU-bound process per core throughout); ``bursty``
+(CPU-bound processes that start and stop every 0.5-3 s, as a shared runner's neighbours
+do); ``n2`` (``-n 2``).  pytest-benchmark disables itself under xdist (n/a there).
+
+    python bench/ab_study.py [--scenario quiet,loaded,bursty,n2] [--tests 40]
+                             [--repeats 2] [--slowdown 0.10] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from _common import cpu_burners, loadavg, machine_line, now_utc, plugin_args, subprocess_env
+from busy_study import _regressed_on
+from verdict_study import BENCH_FLAGGED, KERNEL, benchmark_cmd, generate, iterations_per_ms
+
+PYTHON = sys.executable
+SCENARIOS = ("quiet", "loaded", "bursty", "n2")
+SEQUENTIAL_RUNS = 3
+UPDATE_RUNS = 3
+FLOOR_NS = 1_000_000
+
+
+@contextlib.contextmanager
+def bursty_neighbours(seed: int, seconds: float = 900.0) -> Iterator[None]:
+    """CPU-bound processes, one per core, that start and stop every 0.5-3 s while the
+    block runs (each burst ends by itself; all are ended by pid when the block ends)."""
+    rng = random.Random(seed)
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            with cpu_burners(per_core=1, seconds=3.5):
+                stop.wait(rng.uniform(0.5, 3.0))
+            stop.wait(rng.uniform(0.5, 3.0))
+
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextlib.contextmanager
+def condition(scenario: str, seed: int) -> Iterator[None]:
+    if scenario == "loaded":
+        with cpu_burners(per_core=1, seconds=900):
+            yield
+    elif scenario == "bursty":
+        with bursty_neighbours(seed):
+            yield
+    else:
+        yield
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=study@example.com", "-c", "user.name=study", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
+def make_repo(root: Path, tests: int, seed: int) -> dict[str, int]:
+    """The base commit of the generated suite; {test name: kernel iterations}."""
+    kernels = generate(root, tests, iterations_per_ms(), seed)
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "base")
+    return kernels
+
+
+def set_head(root: Path, slow: dict[str, float]) -> None:
+    """The working tree: the base, or its ``kernel``s in ``slow`` made slower in code."""
+    _git(root, "checkout", "--", "synthwork.py")
+    if slow:
+        work = root / "synthwork.py"
+        text = work.read_text()
+        line = '_SLOW = json.loads(os.environ.get("OPPROF_STUDY_SLOW", "{}"))'
+        assert line in text
+        work.write_text(text.replace(line, f"_SLOW = {json.dumps(slow)}"))
+
+
+class Runner:
+    def __init__(self, root: Path, scenario: str, seed: int) -> None:
+        self.root, self.scenario, self.seed = root, scenario, seed
+        self.env = subprocess_env(PYTHONPATH=str(root))
+
+    def pytest(self, *args: str, env: dict[str, str] | None = None) -> tuple[float, str, int]:
+        cmd = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+        cmd += [*plugin_args(), *args]
+        if self.scenario == "n2" and "bench" not in args:
+            cmd += ["-n", "2"]
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            cmd, cwd=self.root, env=env or self.env, capture_output=True, text=True
+        )
+        return time.perf_counter() - t0, proc.stdout + proc.stderr, proc.returncode
+
+    def report(self, name: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        path = self.root / "reports" / f"{name}.json"
+        path.parent.mkdir(exist_ok=True)
+        path.unlink(missing_ok=True)
+        seconds, output, _ = self.pytest(
+            "-p", "no:benchmark", "opprof", "--opprof", f"--opprof-report={path}", *args, env=env
+        )
+        if not path.exists():
+            raise RuntimeError(f"{name}: no report written:\n{output[-3000:]}")
+        tests: dict[str, Any] = json.loads(path.read_text())["tests"]
+        return {"seconds": seconds, "tests": tests, "output": output}
+
+
+def _wall(test: dict[str, Any]) -> dict[str, Any] | None:
+    return next(
+        (m for m in test["verdict"]["metrics"] if m["metric"] in ("wall time", "work time")),
+        None,
+    )
+
+
+def score_ab(run: dict[str, Any], targets: set[str]) -> dict[str, Any]:
+    tests = run["tests"]
+    long = [
+        t
+        for t in tests.values()
+        if (w := _wall(t)) is not None and (w["baseline"] or 0) >= FLOOR_NS
+    ]
+    judged = [t for t in long if _wall(t)["status"] in ("pass", "regressed", "improved")]  # type: ignore[index]
+    slowed = [t for nid, t in tests.items() if nid.split("::")[-1] in targets]
+    return {
+        "tests": len(tests),
+        "false": sum(
+            t["status"] == "regressed"
+            for nid, t in tests.items()
+            if nid.split("::")[-1] not in targets
+        ),
+        "long": len(long),
+        "judged": len(judged),
+        "slowed": len(slowed),
+        "caught": sum(t["status"] == "regressed" for t in slowed),
+        "caught_named": sum(_regressed_on(t, KERNEL) for t in slowed),
+        "seconds": run["seconds"],
+        "pairs": _pairs(run["output"]),
+    }
+
+
+def _pairs(output: str) -> str:
+    return next((line for line in output.splitlines() if line.startswith("pairs: ")), "")
+
+
+def sequential(runner: Runner, slow: dict[str, float], tolerance: float, tag: str) -> set[str]:
+    """asv-continuous style: 3 base runs, then 3 head runs; the tests whose median head
+    wall time exceeds the median base wall time by ``tolerance``."""
+    walls: dict[str, dict[str, list[float]]] = {"base": {}, "head": {}}
+    for side, head_slow in (("base", {}), ("head", slow)):
+        set_head(runner.root, head_slow)
+        for i in range(SEQUENTIAL_RUNS):
+            run = runner.report(f"seq-{tag}-{side}-{i}", "--opprof-rounds=1")
+            for nid, t in run["tests"].items():
+                walls[side].setdefault(nid.split("::")[-1], []).append(
+                    t["summary"]["wall_time"]["median_ns"]
+                )
+    set_head(runner.root, {})
+    return {
+        name
+        for name, base in walls["base"].items()
+        if name in walls["head"]
+        and statistics.median(walls["head"][name]) > statistics.median(base) * (1 + tolerance)
+    }
+
+
+def committed(runner: Runner, slow: dict[str, float], tag: str) -> dict[str, Any]:
+    """3 update runs of the base, then the gate on the head (the plugin's defaults)."""
+    baselines = runner.root / "baselines" / tag
+    set_head(runner.root, {})
+    for i in range(UPDATE_RUNS):
+        runner.report(
+            f"gate-{tag}-update-{i}",
+            f"--opprof-baseline-dir={baselines}",
+            "--opprof-update-baselines",
+        )
+    set_head(runner.root, slow)
+    run = runner.report(f"gate-{tag}", f"--opprof-baseline-dir={baselines}")
+    set_head(runner.root, {})
+    return run
+
+
+def benchmark(runner: Runner, slow: dict[str, float], tag: str) -> set[str] | None:
+    if runner.scenario == "n2":
+        return None
+    storage = f".bm-{tag}"
+    set_head(runner.root, {})
+    runner_env = runner.env
+    for compare, head_slow in ((None, {}), ("0001", slow)):
+        set_head(runner.root, head_slow)
+        cmd = benchmark_cmd(runner.root, compare, 0.2, storage)
+        proc = subprocess.run(cmd, cwd=runner.root, env=runner_env, capture_output=True, text=True)
+        if compare is not None:
+            set_head(runner.root, {})
+            return set(BENCH_FLAGGED.findall(proc.stdout + proc.stderr))
+    return None
+
+
+def one(
+    args: argparse.Namespace, root: Path, kernels: dict[str, int], scenario: str, repeat: int
+) -> dict[str, Any]:
+    seed = args.seed * 1000 + repeat
+    rng = random.Random(seed)
+    targets = set(rng.sample(sorted(kernels), len(kernels) // 2))
+    slow = {name: 1 + args.slowdown for name in targets}
+    runner = Runner(root, scenario, seed)
+    out: dict[str, Any] = {"scenario": scenario, "repeat": repeat, "load": loadavg()}
+    with condition(scenario, seed):
+        set_head(root, {})
+        out["ab_aa"] = score_ab(
+            runner.report(f"ab-aa-{scenario}-{repeat}", "--opprof-against=HEAD"), set()
+        )
+        plain = runner.pytest("-p", "no:benchmark", "opprof")[0]
+        out["plain_seconds"] = plain
+        set_head(root, slow)
+        out["ab_slow"] = score_ab(
+            runner.report(f"ab-slow-{scenario}-{repeat}", "--opprof-against=HEAD"), targets
+        )
+        set_head(root, {})
+        if args.comparators:
+            tag = f"{scenario}-{repeat}"
+            tol = args.tolerance
+            seq_aa = sequential(runner, {}, tol, f"aa-{tag}")
+            seq_slow = sequential(runner, slow, tol, f"slow-{tag}")
+            out["sequential"] = {
+                "false": len(seq_aa),
+                "caught": len(seq_slow & targets),
+                "false_in_slowed_run": len(seq_slow - targets),
+            }
+            gate_aa = committed(runner, {}, f"aa-{tag}")
+            gate_slow = committed(runner, slow, f"slow-{tag}")
+            out["committed"] = {
+                "false": sum(t["status"] == "regressed" for t in gate_aa["tests"].values()),
+                "caught": sum(
+                    _regressed_on(t, KERNEL)
+                    for nid, t in gate_slow["tests"].items()
+                    if nid.split("::")[-1] in targets
+                ),
+            }
+            bm_aa = benchmark(runner, {}, f"aa-{tag}")
+            bm_slow = benchmark(runner, slow, f"slow-{tag}")
+            out["benchmark"] = (
+                None
+                if bm_aa is None or bm_slow is None
+                else {"false": len(bm_aa), "caught": len(bm_slow & targets)}
+            )
+    out["targets"] = len(targets)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--scenario", default=",".join(SCENARIOS))
+    p.add_argument("--tests", type=int, default=40)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--slowdown", type=float, default=0.10)
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.03,
+        help="the sequential A/B's tolerance (the A/B default)",
+    )
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--comparators",
+        action="store_true",
+        help="also run sequential A/B, committed baselines and pytest-benchmark",
+    )
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="opprof-ab-study-") as tmp:
+        root = Path(tmp)
+        kernels = make_repo(root, args.tests, args.seed)
+        print(
+            f"# {machine_line()}, {now_utc()}; {args.tests} tests, {len(kernels)} with a "
+            f"kernel; slowdown +{args.slowdown:.0%}",
+            flush=True,
+        )
+        for scenario in args.scenario.split(","):
+            for repeat in range(args.repeats):
+                result = one(args, root, kernels, scenario, repeat)
+                results.append(result)
+                print(json.dumps(result), flush=True)
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": machine_line(),
+                    "args": vars(args) | {"json": str(args.json)},
+                    "results": results,
+                },
+                indent=1,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
