@@ -45,6 +45,7 @@ def _load(path: Path) -> dict:
 
 def test_the_recipes_are_there() -> None:
     assert [p.name for p in WORKFLOWS] == [
+        "opprof-ab.yml",
         "opprof-artifacts.yml",
         "opprof-deterministic.yml",
         "opprof-time-gate.yml",
@@ -180,3 +181,35 @@ def test_artifacts_recipe_records_on_main_and_gates_pull_requests(tmp_path: Path
         jobs["gate"], pull, summary, skip=("download the main branch's baselines",)
     ) == [0]
     assert "opprof" in summary.read_text()
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_ab_recipe_judges_a_pull_request_against_its_base(tmp_path: Path) -> None:
+    job = _load(RECIPES / "opprof-ab.yml")["jobs"]["opprof"]
+    # The pull request's checkout: a clone of a real origin whose main is the base.
+    origin = tmp_path / "origin.git"
+    seed = tmp_path / "seed"
+    _project(seed, 100)
+    _git(seed, "init", "-q", "-b", "main")
+    _git(seed, "add", "-A")
+    _git(seed, "commit", "-qm", "base")
+    _git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
+    pull = tmp_path / "pull"
+    _git(tmp_path, "clone", "-q", str(origin), str(pull))
+    job = {**job, "env": {"GITHUB_BASE_REF": "main"}}
+    summary = tmp_path / "summary.md"
+    assert _run_steps(job, pull, summary) == [0, 0]
+    assert "A/B against origin/main" in summary.read_text()
+    assert (pull / "opprof-report.html").stat().st_size > 0
+
+    _project(pull, 1000)  # the pull request adds 10x the additions: FLOPs judged exactly
+    assert _run_steps(job, pull, summary) == [0, 1]
+    assert "test_small_sum" in summary.read_text()
