@@ -86,7 +86,13 @@ def report(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
 
 def test_unchanged_code_passes_and_says_its_basis(pytester: pytest.Pytester) -> None:
     make_repo(pytester.path)
-    result = run_ab(pytester, "--opprof-report=ab.json", "--junitxml=junit.xml")
+    result = run_ab(
+        pytester,
+        "--opprof-report=ab.json",
+        "--junitxml=junit.xml",
+        "--opprof-markdown=ab.md",
+        "--opprof-html=ab.html",
+    )
     result.assert_outcomes(passed=2)
     sha = _git(pytester.path, "rev-parse", "HEAD")[:10]
     result.stdout.fnmatch_lines([f"opprof A/B against HEAD ({sha}): 2 pass", "pairs: *"])
@@ -96,6 +102,8 @@ def test_unchanged_code_passes_and_says_its_basis(pytester: pytest.Pytester) -> 
         assert verdict["time_basis"] == f"A/B against HEAD ({sha})", nodeid
         assert verdict["status"] == "pass", (nodeid, verdict)
     assert 'name="opprof_time_basis"' in (pytester.path / "junit.xml").read_text()
+    assert f"Times judged: A/B against HEAD ({sha})" in (pytester.path / "ab.md").read_text()
+    assert f"times judged A/B against HEAD ({sha})" in (pytester.path / "ab.html").read_text()
     # The worktree is gone with the session.
     assert _git(pytester.path, "worktree", "list").count("\n") == 0
 

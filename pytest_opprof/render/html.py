@@ -217,11 +217,17 @@ def render_html(report: Mapping[str, Any]) -> str:
     counts = [(s, int(totals.get(s, 0) or 0)) for s in STATUSES]
     not_judged = [r for r in data["rows"] if r.get("tn")]
     machine = _mapping(report.get("machine"))
+    tests = _mapping(report.get("tests"))
+    bases = {
+        str(_mapping(_mapping(t).get("verdict")).get("time_basis") or "") for t in tests.values()
+    }
+    basis = next((b for b in sorted(bases) if b and b != "baseline"), None)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     template = env.from_string(_asset("report.html.j2"))
     return template.render(
         created_at=str(report.get("created_at") or ""),
         machine=_describe(machine),
+        basis=f"times judged {basis}, interleaved" if basis else "times judged against baselines",
         counts=counts,
         total=len(data["rows"]),
         speed_change=data["speed_change"],
