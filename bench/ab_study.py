@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import cpu_burners, loadavg, machine_line, now_utc, plugin_args, subprocess_env
-from busy_study import _regressed_on
+from busy_study import NUMPY_DESELECT, NUMPY_INJECT, NUMPY_OP, _regressed_on, numpy_targets
 from verdict_study import BENCH_FLAGGED, KERNEL, benchmark_cmd, generate, iterations_per_ms
 
 PYTHON = sys.executable
@@ -97,17 +97,30 @@ def _git(root: Path, *args: str) -> None:
 
 
 def make_repo(root: Path, tests: int, seed: int) -> dict[str, int]:
-    """The base commit of the generated suite; {test name: kernel iterations}."""
+    """The base commit of the generated suite, and a copy of numpy's own ``test_linalg``
+    (``np/``); {test name: kernel iterations} of the generated suite."""
     kernels = generate(root, tests, iterations_per_ms(), seed)
+    import numpy
+
+    (root / "np").mkdir()
+    source = Path(numpy.__file__).parent / "linalg" / "tests" / "test_linalg.py"
+    (root / "np" / "test_linalg.py").write_text(source.read_text())
     _git(root, "init", "-q")
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "base")
     return kernels
 
 
-def set_head(root: Path, slow: dict[str, float]) -> None:
-    """The working tree: the base, or its ``kernel``s in ``slow`` made slower in code."""
+def set_head(root: Path, slow: dict[str, float], svd: float = 0.0) -> None:
+    """The working tree: the base, or its ``kernel``s in ``slow`` made slower in code, or
+    ``numpy.linalg.svd`` made ``svd`` slower from inside (a conftest only the head has)."""
     _git(root, "checkout", "--", "synthwork.py")
+    inject = root / "np" / "conftest.py"
+    inject.unlink(missing_ok=True)
+    if svd:
+        line = '_SHARE = float(os.environ.get("OPPROF_STUDY_SLOW_SVD", "0"))'
+        assert line in NUMPY_INJECT
+        inject.write_text(NUMPY_INJECT.replace(line, f"_SHARE = {svd!r}"))
     if slow:
         work = root / "synthwork.py"
         text = work.read_text()
@@ -132,12 +145,15 @@ class Runner:
         )
         return time.perf_counter() - t0, proc.stdout + proc.stderr, proc.returncode
 
-    def report(self, name: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    def report(
+        self, name: str, *args: str, env: dict[str, str] | None = None, suite: str = "synth"
+    ) -> dict[str, Any]:
         path = self.root / "reports" / f"{name}.json"
         path.parent.mkdir(exist_ok=True)
         path.unlink(missing_ok=True)
+        where = ["opprof"] if suite == "synth" else ["np", "-k", NUMPY_DESELECT]
         seconds, output, _ = self.pytest(
-            "-p", "no:benchmark", "opprof", "--opprof", f"--opprof-report={path}", *args, env=env
+            "-p", "no:benchmark", *where, "--opprof", f"--opprof-report={path}", *args, env=env
         )
         if not path.exists():
             raise RuntimeError(f"{name}: no report written:\n{output[-3000:]}")
@@ -235,6 +251,34 @@ def benchmark(runner: Runner, slow: dict[str, float], tag: str) -> set[str] | No
     return None
 
 
+def numpy_suite(args: argparse.Namespace, root: Path, scenario: str, repeat: int) -> dict[str, Any]:
+    """numpy's own test_linalg, A/A, then with svd ``--numpy-slowdown`` slower in the head;
+    the targets: the tests whose svd took >= 1 ms in the A/A run."""
+    runner = Runner(root, scenario, args.seed * 1000 + repeat)
+    out: dict[str, Any] = {"scenario": scenario, "suite": "numpy", "repeat": repeat}
+    with condition(scenario, args.seed * 1000 + repeat):
+        set_head(root, {})
+        aa = runner.report(f"np-aa-{scenario}-{repeat}", "--opprof-against=HEAD", suite="numpy")
+        targets = numpy_targets(aa)
+        out["ab_aa"] = score_ab(aa, set())
+        out["plain_seconds"] = runner.pytest("-p", "no:benchmark", "np", "-k", NUMPY_DESELECT)[0]
+        set_head(root, {}, svd=args.numpy_slowdown)
+        slow = runner.report(f"np-slow-{scenario}-{repeat}", "--opprof-against=HEAD", suite="numpy")
+        set_head(root, {})
+        tests = slow["tests"]
+        present = [t for nid, t in tests.items() if nid in targets]
+        out["ab_slow"] = {
+            **score_ab(slow, set()),
+            "false": sum(
+                t["status"] == "regressed" for nid, t in tests.items() if nid not in targets
+            ),
+            "slowed": len(present),
+            "caught": sum(t["status"] == "regressed" for t in present),
+            "caught_named": sum(_regressed_on(t, NUMPY_OP) for t in present),
+        }
+    return out
+
+
 def one(
     args: argparse.Namespace, root: Path, kernels: dict[str, int], scenario: str, repeat: int
 ) -> dict[str, Any]:
@@ -293,6 +337,13 @@ def main() -> None:
     p.add_argument("--tests", type=int, default=40)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--slowdown", type=float, default=0.10)
+    p.add_argument("--suite", default="synth,numpy", help="synth, numpy or both")
+    p.add_argument(
+        "--numpy-slowdown",
+        type=float,
+        default=0.10,
+        help="how much slower svd runs in the head of the numpy suite",
+    )
     p.add_argument(
         "--tolerance",
         type=float,
@@ -318,9 +369,14 @@ def main() -> None:
         )
         for scenario in args.scenario.split(","):
             for repeat in range(args.repeats):
-                result = one(args, root, kernels, scenario, repeat)
-                results.append(result)
-                print(json.dumps(result), flush=True)
+                if "synth" in args.suite:
+                    result = one(args, root, kernels, scenario, repeat)
+                    results.append(result)
+                    print(json.dumps(result), flush=True)
+                if "numpy" in args.suite:
+                    result = numpy_suite(args, root, scenario, repeat)
+                    results.append(result)
+                    print(json.dumps(result), flush=True)
     if args.json is not None:
         args.json.write_text(
             json.dumps(

@@ -204,11 +204,14 @@ def _base_args(
         path = Path(path_part)
         if not path.is_absolute():
             path = invocation_dir / path
+        if not path.exists():  # not a path here (a module name under --pyargs): as given
+            out.append(arg)
+            continue
         try:
             mapped = revision.base_path(path)
         except ValueError:  # outside the repository: the same on both sides
             out.append(arg)
             continue
-        if mapped.exists():
+        if mapped.exists():  # else the base lacks it: its tests are new
             out.append(str(mapped) + sep + rest)
     return out or [str(revision.base_path(rootdir))]

@@ -56,6 +56,8 @@ def partner_options(config: pytest.Config, options: OpprofOptions) -> list[str]:
     out = [f"-k={config.option.keyword}"] if config.option.keyword else []
     if config.option.markexpr:
         out.append(f"-m={config.option.markexpr}")
+    if config.option.pyargs:
+        out.append("--pyargs")
     out += [f"--opprof-warmup={options.warmup}", f"--opprof-max-events={options.max_events}"]
     if options.capture is not None:
         out.append(f"--opprof-capture={','.join(options.capture) or 'none'}")
