@@ -23,6 +23,10 @@ from pytest_opprof.gate.verdict import MetricRow, OpReason, RowStatus, Tolerance
 from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, WORK_WAIT_LIMIT
 
 WORK_TIME = "work time"
+EXTRA_PAIRS_PER_TEST = 2
+"""The run's budget of pairs beyond each test's first: this many times its tests.  Most
+tests are decided in one or two pairs; the budget keeps a noisy run from spending the
+per-test maximum on every test (an A/B run should cost at most about 4x a plain one)."""
 CONFIDENCE = paired.DEFAULT_CONFIDENCE
 """The interval shown with each paired change, and the one a ``pass`` must fall inside."""
 
@@ -95,7 +99,7 @@ def op_pairs(
 
 
 @dataclass(frozen=True)
-class Judged:
+class JudgedFigure:
     """One figure's paired estimate and decision."""
 
     key: str
@@ -115,6 +119,9 @@ class ABJudge:
         self.op_noise = paired.NoiseModel()
         self.fdr = paired.OnlineFdr(q, max(tests, 1))
         self.max_pairs = max_pairs
+        self.extra_budget = EXTRA_PAIRS_PER_TEST * max(tests, 1)
+        self.extra_pairs = 0
+        """Pairs run beyond each test's first, against :attr:`extra_budget`."""
         self.pairs_run = 0
         self.pairs_on_work = 0
         self.pairs_dropped = 0
@@ -122,6 +129,7 @@ class ABJudge:
     def horizon(self, tests: int) -> None:
         """The run's number of tests, once collected (before any is judged)."""
         self.fdr = paired.OnlineFdr(self.fdr.q, max(tests, 1))
+        self.extra_budget = EXTRA_PAIRS_PER_TEST * max(tests, 1)
 
     def figures(
         self,
@@ -129,7 +137,7 @@ class ABJudge:
         head: Sequence[RoundFigures],
         tol: Tolerances,
         level: float,
-    ) -> list[Judged]:
+    ) -> list[JudgedFigure]:
         """The test's time and each op time at or above the floor, judged at ``level``
         (split evenly over them: one test is one hypothesis of the run)."""
         limit = tol.max_wait_share if tol.max_wait_share is not None else 1.0
@@ -147,7 +155,7 @@ class ABJudge:
         for key, pairs, noise in candidates:
             sigma, df = noise.sigma(pairs.scale_ns)
             estimate = paired.estimate(pairs.log_ratios, sigma, df, CONFIDENCE)
-            out.append(Judged(key, pairs, estimate, paired.decide(estimate, tol.time, each)))
+            out.append(JudgedFigure(key, pairs, estimate, paired.decide(estimate, tol.time, each)))
         return out
 
     def more_pairs(
@@ -155,18 +163,19 @@ class ABJudge:
     ) -> bool:
         """Whether another pair could decide a figure still undecided (within budget): a
         test above the time floor whose pairs all waited too long runs another pair too."""
-        if min(len(base), len(head)) >= self.max_pairs:
+        if min(len(base), len(head)) >= self.max_pairs or self.extra_pairs >= self.extra_budget:
             return False
         judged = self.figures(base, head, tol, self.fdr.level())
-        if any(j.decision == "undecided" for j in judged):
-            return True
         limit = tol.max_wait_share if tol.max_wait_share is not None else 1.0
-        unusable = not test_pairs(base, head, limit).base_ns
-        return unusable and _above_floor(base, head, tol)
+        more = any(j.decision == "undecided" for j in judged) or (
+            not test_pairs(base, head, limit).base_ns and _above_floor(base, head, tol)
+        )
+        self.extra_pairs += more
+        return more
 
     def settle(
         self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
-    ) -> list[Judged]:
+    ) -> list[JudgedFigure]:
         """The test's final figures: consumes its level of the run's control, and adds its
         pairs to the noise models."""
         judged = self.figures(base, head, tol, self.fdr.level())
@@ -190,6 +199,15 @@ class ABJudge:
         for row in verdict.metrics:
             if row.metric in ("wall time", WORK_TIME) and " pairs on work time" in row.note:
                 self.pairs_on_work += int(row.note.rsplit("; ", 1)[1].split(" of ")[0])
+
+    def budget_note(self) -> str | None:
+        """Why a test stopped short of its pairs' maximum, when the run's budget did it."""
+        if self.extra_pairs < self.extra_budget:
+            return None
+        return (
+            f"the run's budget of {self.extra_budget} extra pairs "
+            f"({EXTRA_PAIRS_PER_TEST} a test) was spent"
+        )
 
     def unjudged_why(
         self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
@@ -225,7 +243,7 @@ def _status(decision: str) -> RowStatus:
     return "not judged" if decision == "undecided" else decision  # type: ignore[return-value]
 
 
-def time_row(judged: Judged, tol: Tolerances, max_pairs: int) -> MetricRow:
+def time_row(judged: JudgedFigure, tol: Tolerances, max_pairs: int) -> MetricRow:
     """The test's time row: the paired change, its interval, how many pairs."""
     e, pairs = judged.estimate, judged.pairs
     metric = WORK_TIME if pairs.on_work > len(pairs.base_ns) / 2 else "wall time"
@@ -244,7 +262,7 @@ def time_row(judged: Judged, tol: Tolerances, max_pairs: int) -> MetricRow:
     )
 
 
-def op_reason(judged: Judged, test_ns: float, max_pairs: int) -> OpReason:
+def op_reason(judged: JudgedFigure, test_ns: float, max_pairs: int) -> OpReason:
     """An op's paired change as a reason (its interval in the kind's words)."""
     e, pairs = judged.estimate, judged.pairs
     base, now = _median(pairs.base_ns), _median(pairs.head_ns)
@@ -264,7 +282,7 @@ def op_reason(judged: Judged, test_ns: float, max_pairs: int) -> OpReason:
 def replace_time(
     rows: Sequence[MetricRow],
     reasons: Sequence[OpReason],
-    judged: Sequence[Judged],
+    judged: Sequence[JudgedFigure],
     tol: Tolerances,
     max_pairs: int,
     unjudged_why: str = "",

@@ -12,8 +12,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_opprof.ab import paired
 from pytest_opprof.ab.base_side import BaseTest
-from pytest_opprof.ab.judge import ABJudge, replace_time
+from pytest_opprof.ab.judge import ABJudge, JudgedFigure, replace_time
 from pytest_opprof.ab.revision import BaseRevision
 from pytest_opprof.gate.results import TestResult
 from pytest_opprof.gate.session import BaselineSession, GateOptions, Judged, Judgement
@@ -214,3 +215,12 @@ def verdict_from_json(data: Mapping[str, object]) -> Verdict:
         varying=tuple(VaryingFigure(**row) for row in rows("varying")),
         basis=str(data.get("time_basis") or "baseline"),
     )
+
+
+def _undecided_line(undecided: Sequence[JudgedFigure], judge: ABJudge) -> str:
+    """``kernel +4.1% [-1.0%, +9.3%], not decided within 12 pairs`` for the first figure."""
+    first = undecided[0]
+    name = first.key or "the test's time"
+    budget = judge.budget_note()
+    line = f"{name} {paired.describe(first.estimate, first.decision, judge.max_pairs)}"
+    return f"{line} ({budget})" if budget else line
