@@ -24,7 +24,8 @@ from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, WORK_WAIT_LIMIT
 
 WORK_TIME = "work time"
 EXTRA_PAIRS_PER_TEST = 2
-"""The run's budget of pairs beyond each test's first: this many times its tests.  Most
+"""The run's budget of pairs beyond each test's first: this many times its tests (plus one
+test's maximum, so a small run can decide its one slow test).  Most
 tests are decided in one or two pairs; the budget keeps a noisy run from spending the
 per-test maximum on every test (an A/B run should cost at most about 4x a plain one)."""
 CONFIDENCE = paired.DEFAULT_CONFIDENCE
@@ -119,7 +120,7 @@ class ABJudge:
         self.op_noise = paired.NoiseModel()
         self.fdr = paired.OnlineFdr(q, max(tests, 1))
         self.max_pairs = max_pairs
-        self.extra_budget = EXTRA_PAIRS_PER_TEST * max(tests, 1)
+        self.extra_budget = EXTRA_PAIRS_PER_TEST * max(tests, 1) + max_pairs
         self.extra_pairs = 0
         """Pairs run beyond each test's first, against :attr:`extra_budget`."""
         self.pairs_run = 0
@@ -129,7 +130,7 @@ class ABJudge:
     def horizon(self, tests: int) -> None:
         """The run's number of tests, once collected (before any is judged)."""
         self.fdr = paired.OnlineFdr(self.fdr.q, max(tests, 1))
-        self.extra_budget = EXTRA_PAIRS_PER_TEST * max(tests, 1)
+        self.extra_budget = EXTRA_PAIRS_PER_TEST * max(tests, 1) + self.max_pairs
 
     def figures(
         self,

@@ -183,13 +183,19 @@ class ABSession(BaselineSession):
         )
         undecided = [j for j in judged if j.decision == "undecided"]
         test_time = next((j for j in judged if j.key == ""), None)
+        unjudged = self.judge_ab.unjudged_why(base.rounds, head, tol)
+        busy = None
+        if undecided:
+            busy = f"time not decided: {_undecided_line(undecided, self.judge_ab)}"
+        elif test_time is None and "busy" in unjudged:
+            busy = f"time not judged: {unjudged.removeprefix('A/B: not judged: ')}"
         return Verdict(
             status=status,  # type: ignore[arg-type]
             metrics=tuple(rows),
             reasons=tuple(reasons),
             notes=tuple(notes),
             time_judged=test_time is not None and test_time.decision != "undecided",
-            time_not_judged=("time not decided within the pairs' budget" if undecided else None),
+            time_not_judged=busy,
             varying=exact.varying,
             basis=self.basis,
         )

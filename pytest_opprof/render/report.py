@@ -132,6 +132,8 @@ def _metric_lines(row: MetricRow) -> str:
         f"- {name}{format_value(row.baseline, row.unit)}\n"
         f"+ {name}{format_value(row.now, row.unit):<16}"
         f"{_tail(row.change, row.tolerance, row.status)}"
+        # An A/B pair set's change is its pairs', with an interval (pytest_opprof/ab/).
+        + (f"  ({row.note})" if row.note.startswith("A/B") else "")
     )
 
 
