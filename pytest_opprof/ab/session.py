@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_opprof.ab import paired
 from pytest_opprof.ab.base_side import BaseTest
-from pytest_opprof.ab.judge import ABJudge, JudgedFigure, replace_time
+from pytest_opprof.ab.judge import ABJudge, JudgedFigure, replace_time, test_pairs
 from pytest_opprof.ab.revision import BaseRevision
 from pytest_opprof.gate.results import TestResult
 from pytest_opprof.gate.session import BaselineSession, GateOptions, Judged, Judgement
@@ -165,11 +165,13 @@ class ABSession(BaselineSession):
             self.judge_ab.unjudged_why(base.rounds, head, tol),
         )
         notes = [n for n in exact.notes if "judged from" not in n]
+        run = min(len(base.rounds), len(head))
+        dropped = test_pairs(base.rounds, head, tol.max_wait_share or 1.0).dropped
+        left_out = f" ({dropped} left out: a side waited for a CPU)" if dropped else ""
         notes.insert(
             0,
-            f"times judged {self.basis}: {min(len(base.rounds), len(head))} pair(s) of base "
-            "and head rounds, interleaved on this machine; FLOPs, memory and op counts "
-            "against the base's",
+            f"times judged {self.basis}: {run} pair(s) of base and head rounds, interleaved "
+            f"on this machine{left_out}; FLOPs, memory and op counts against the base's",
         )
         if base.failed:
             notes.append(f"the base side stopped: the test {base.why}")
