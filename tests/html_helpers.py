@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import PLUGIN, REPO_ROOT
+from run_helpers import PLUGIN, REPO_ROOT
 
 PROJECT = """
 import os

@@ -19,7 +19,7 @@ from pytest_opprof.gate.trim import MAX_KEPT_OPS, align, kept_keys, trim
 from pytest_opprof.gate.verdict import compare
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA1 = REPO / "tests" / "data" / "schema1_test_linear_models.json"

@@ -19,7 +19,7 @@ from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.plugin.options import blas_threads_for, parse_blas_threads
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 # Each test of the inner module writes the OpenBLAS pool's size where its fixture set
 # up, in its body (every round), and where the fixture tore down, to counts.jsonl.

@@ -20,7 +20,7 @@ from pytest_opprof.model import library_self_ns
 from pytest_opprof.native_layout.records import KIND_SCOPE, KIND_TORCH
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 
 def python_loop(n: int = 300_000) -> int:

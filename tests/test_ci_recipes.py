@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from run_helpers import REPO_ROOT
 
 yaml = pytest.importorskip("yaml")
 

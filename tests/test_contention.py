@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 from xml.etree import ElementTree
 
 import pytest
-from conftest import busy_machine
+from load_helpers import busy_machine
 
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.gate import store
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's")
 

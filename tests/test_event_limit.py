@@ -27,7 +27,7 @@ from pytest_opprof.plugin import options
 from pytest_opprof.profiler import profile
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 REPO = Path(__file__).resolve().parent.parent
 

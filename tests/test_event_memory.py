@@ -20,7 +20,7 @@ from pytest_opprof.native_layout.records import EVENT_DTYPE
 from pytest_opprof.plugin.options import EVENT_PEAK_BYTES
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 # VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across exec from the process
 # that forked, so under pytest-xdist a child reported its worker's 381 MiB in both runs.

@@ -20,7 +20,7 @@ from pytest_opprof.model.averages import _int_sums, average_records
 from pytest_opprof.model.event_flops import FLOPS_MAX
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 dims = st.integers(min_value=1, max_value=9)
 

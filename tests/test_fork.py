@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 FORKING_TESTS = """
 import contextlib
@@ -149,7 +149,7 @@ def test_a_child_forked_while_python_locks_are_held_can_profile() -> None:
     import subprocess
     import sys
 
-    from conftest import REPO_ROOT
+    from run_helpers import REPO_ROOT
 
     done = subprocess.run(
         [sys.executable, "-c", LOCK_HELD_AT_FORK],

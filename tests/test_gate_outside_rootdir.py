@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 # Times are kept out of the verdict (shared machine); FLOPs decide.
 NO_TIMES = ["--opprof-min-time", "1000s", "--opprof-warmup", "1"]

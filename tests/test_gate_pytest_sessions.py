@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 NO_TIMES = ["--opprof-min-time", "1000s", "--opprof-warmup", "1"]
 

@@ -25,7 +25,7 @@ from baseline_helpers import entry, simple_summary
 from pytest_opprof.gate.store import dumps
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 TESTS_DIR = Path(__file__).parent
 MAX_NAME_BYTES = 255  # a file name's limit on ext4, XFS, APFS, NTFS

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tomllib
-from conftest import REPO_ROOT
 from html_helpers import MARKED, REGRESSED, Reports, make_reports
+from run_helpers import REPO_ROOT
 
 import pytest_opprof as opprof
 from pytest_opprof.model import build_tree

@@ -20,7 +20,7 @@ from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.machine import MachineInfo, cpu_identity, fingerprint, machine_info
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 MILAN = """processor\t: 0
 vendor_id\t: AuthenticAMD

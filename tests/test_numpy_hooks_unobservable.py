@@ -22,7 +22,7 @@ from numpy.testing.overrides import get_overridable_numpy_array_functions
 from pytest_opprof.capture.sources.numpy_source import SOURCE, build_hook_table
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 
 def _hooked_objects() -> list[object]:

@@ -22,7 +22,7 @@ from pytest_opprof import _native
 from pytest_opprof.capture.sources.numpy_source import SOURCE
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 LOOP = 300  # well past CPython's call-site specialisation threshold
 GET, SET = "numpy.ndarray.__getitem__", "numpy.ndarray.__setitem__"

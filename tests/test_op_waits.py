@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from conftest import busy_machine
+from load_helpers import busy_machine
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
 from pytest_opprof.native_layout.records import FLAG_SWITCHED
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 
 def supported() -> bool:

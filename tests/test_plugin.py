@@ -21,7 +21,7 @@ from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS, read_gate_
 from pytest_opprof.plugin.worker import trace_file
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 AUTO_LINE = (
     f"auto ({AUTO_ROUNDS} for tests of 1 ms or more when recording baselines or when the "

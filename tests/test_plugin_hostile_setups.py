@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import PLUGIN
+from run_helpers import PLUGIN
 
 import pytest_opprof
 from pytest_opprof.plugin.worker import trace_file
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 
 NUMPY_TESTS = """

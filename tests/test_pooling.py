@@ -15,7 +15,7 @@ from pytest_opprof.errors import FieldError
 from pytest_opprof.gate import pooling
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.pooling import POOLED_SESSIONS, can_pool, pool
 from pytest_opprof.gate.summary import TestSummary, TimeStats

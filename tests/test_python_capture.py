@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PytestRunner
+from run_helpers import PytestRunner
 
 import pytest_opprof as opprof
 from pytest_opprof import _native

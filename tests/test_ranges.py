@@ -22,7 +22,7 @@ from pytest_opprof.gate.verdict import Tolerances, compare, judge_exact
 from pytest_opprof.render.report import render_text
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 HERE = machine()
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import PytestRunner
+from run_helpers import PytestRunner
 
 # What pytest-randomly does in its pytest_runtest_call hook: reseed numpy's global generator
 # before each test's call. Its op must not become the test's.

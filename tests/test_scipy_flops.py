@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import PytestRunner
+from run_helpers import PytestRunner
 
 import pytest_opprof as opprof
 

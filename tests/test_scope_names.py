@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
+from run_helpers import REPO_ROOT
 
 import pytest_opprof as opprof
 

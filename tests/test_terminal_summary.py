@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import PytestRunner
+from run_helpers import PytestRunner
 
 MANY = """
 import numpy as np

@@ -20,7 +20,7 @@ from pytest_opprof.capture.sources import torch_observer, torch_source  # noqa: 
 from pytest_opprof.capture.sources.kineto_read import KinetoRead  # noqa: E402
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 
 def _observer() -> Any:

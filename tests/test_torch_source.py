@@ -25,7 +25,7 @@ from pytest_opprof.capture.sources.torch_source import (  # noqa: E402
 )
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 
 def _rows(prof: opprof.profile) -> dict[str, object]:

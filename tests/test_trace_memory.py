@@ -18,7 +18,7 @@ from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 from pytest_opprof.render.trace import MEMORY_COUNTER_NAME
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 N = 10**6
 BYTES = 8 * N  # float64

@@ -15,10 +15,10 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import REPO_ROOT
+from run_helpers import REPO_ROOT
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 TESTS = """
 import tracemalloc

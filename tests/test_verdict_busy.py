@@ -12,7 +12,7 @@ from xml.etree import ElementTree
 
 import pytest
 from baseline_helpers import Row, entry, machine
-from conftest import busy_machine
+from load_helpers import busy_machine
 
 from pytest_opprof.errors import FieldError
 from pytest_opprof.gate.jsonio import Fields
@@ -28,7 +28,7 @@ from pytest_opprof.gate.waiting import (
 from pytest_opprof.plugin.rounds import AUTO_ROUNDS, BUSY_ROUNDS, another_clean_round
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 HERE = machine().fingerprint
 TOL = Tolerances(time=0.15, speed_scaled=False)

@@ -24,7 +24,7 @@ from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
 from pytest_opprof.plugin.options import read_gate_options
 
 if TYPE_CHECKING:
-    from conftest import PytestRunner
+    from run_helpers import PytestRunner
 
 HERE = machine().fingerprint
 

@@ -1,0 +1,89 @@
+"""The one way tests start a pytest run with the plugin: ``PytestRunner`` (the ``run_pytest``
+fixture of tests/conftest.py), and what runs outside pytester need (``PLUGIN``, ``REPO_ROOT``)."""
+
+from __future__ import annotations
+
+import gc
+import importlib.metadata
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import pytest_opprof
+
+REPO_ROOT = Path(pytest_opprof.__file__).resolve().parents[1]
+
+
+def plugin_args() -> list[str]:
+    """``-p`` for the plugin unless its entry point is installed (then -p would clash)."""
+    installed = any(
+        ep.value == "pytest_opprof.plugin"
+        for ep in importlib.metadata.entry_points(group="pytest11")
+    )
+    return [] if installed else ["-p", "pytest_opprof.plugin"]
+
+
+PLUGIN = plugin_args()
+
+
+def _native_state() -> dict[str, object]:
+    """What an in-process run must leave as it found it: hooks, recording, gc freeze."""
+    from pytest_opprof import _native  # loaded by this suite's own tests anyway
+
+    memory = _native.memory_counters()
+    return {
+        "gc_frozen": gc.get_freeze_count(),
+        "numpy_installed": _native.lib.opprof_numpy_installed(),
+        "memory_installed": memory.installed,
+        "python_memory_installed": memory.python_installed,
+        "recording": _native.is_recording(),
+        "capacity": _native.capacity(),
+    }
+
+
+class PytestRunner:
+    """Runs pytest with the plugin and without the cache in ``pytester``'s directory.
+
+    Calling it starts ``python -m pytest`` in a subprocess: what loads the native core
+    and installs hooks (``--opprof`` with a test that reaches its call phase) must never
+    share a process with this suite.  ``inprocess`` is for runs that stop before any
+    hook is installed (option and marker parsing, usage errors): it checks afterwards
+    that nothing native was left changed.
+    """
+
+    def __init__(self, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pytester = pytester
+        # Under `pytest -n`, inherited worker variables make a child pytest look like an
+        # xdist worker to other plugins (pytest-benchmark disables itself and warns).
+        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+            monkeypatch.delenv(name, raising=False)
+        # The subprocess runs in a temporary directory: make the package importable there.
+        parts = [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
+
+    def __call__(self, *args: str, python: tuple[str, ...] = ()) -> pytest.RunResult:
+        """``python [python...] -m pytest -p no:cacheprovider args`` in a subprocess.
+
+        Times are judged at any machine speed unless ``args`` set the limit: under
+        ``pytest -n`` the other workers' tests move the speed references by 25-60% between
+        a baseline's recording and its judging seconds later, by design of the suite, and
+        the tests of that limit (test_verdict_speed.py) set it themselves."""
+        cmd = [sys.executable, *python, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider"]
+        profiled = any(a.startswith("--opprof") for a in args) and "no:opprof" not in args
+        if profiled and not any(a.startswith("--opprof-max-speed-change") for a in args):
+            cmd.append("--opprof-max-speed-change=off")
+        return self.pytester.run(*cmd, *args, timeout=600)
+
+    def parseconfig(self, *args: str) -> pytest.Config:
+        """The configuration these arguments (and pytester's ini file) give, with the plugin."""
+        return self.pytester.parseconfig(*PLUGIN, *args)
+
+    def inprocess(self, *args: str) -> pytest.RunResult:
+        """The same run inside this process; fails if it left hooks or gc state behind."""
+        before = _native_state()
+        result = self.pytester.runpytest_inprocess(*PLUGIN, "-p", "no:cacheprovider", *args)
+        after = _native_state()
+        assert after == before, f"the in-process run left {after}, not {before}"
+        return result
