@@ -24,9 +24,14 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 
 
 @pytest.fixture
-def run_pytest(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> PytestRunner:
+def run_pytest(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> PytestRunner:
     """A pytest run with the plugin, in a subprocess (call) or in this process (``.inprocess``)."""
-    return PytestRunner(pytester, monkeypatch)
+    pycache = tmp_path_factory.getbasetemp().parent / "opprof-pycache"  # shared by the workers
+    return PytestRunner(pytester, monkeypatch, pycache)
 
 
 @pytest.fixture(autouse=True)

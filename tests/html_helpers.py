@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from run_helpers import PLUGIN, REPO_ROOT
+from run_helpers import PLUGIN, REPO_ROOT, unused_plugins
 
 PROJECT = """
 import os
@@ -61,7 +61,8 @@ def run(directory: Path, *args: str, n: int) -> subprocess.CompletedProcess[str]
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         env.pop(name, None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider", *args]
+    cmd = [sys.executable, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider"]
+    cmd += [*unused_plugins(directory, args), *args]
     return subprocess.run(
         cmd, cwd=directory, env=env, capture_output=True, text=True, timeout=600, check=False
     )
