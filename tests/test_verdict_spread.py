@@ -1,5 +1,5 @@
 """Times judged to the precision this machine's sessions allow (``gate/spread.py``), and
-library ops that fail no test alone beside other processes (``verdict._waited``)."""
+library ops that fail no test alone beside other processes (``TimeBasis.co_run``)."""
 
 from __future__ import annotations
 

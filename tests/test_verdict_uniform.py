@@ -1,5 +1,5 @@
 """A test whose every part ran slower alike, with the same op counts, is not judged on
-time: that is a slower machine, not a code change (``verdict._uniformly_slower``)."""
+time: that is a slower machine, not a code change (``machine_moved.uniformly_slower``)."""
 
 from __future__ import annotations
 

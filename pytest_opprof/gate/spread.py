@@ -1,7 +1,7 @@
 """How far this machine moves each op's time from one session to the next.
 
 A baseline pools the rounds of several update runs (``pooling.py``), and the
-verdict judges a time beyond the range of those sessions (``verdict.py``).  Three
+verdict judges a time beyond the range of those sessions (``judge.session_bounds``).  Three
 sessions of one test are too few to see how an op's time moves on this machine:
 on a shared VM, memory-bound library ops (``numpy.add`` of a million floats,
 ``add.reduce``, ``linalg.solve``) ran 10-100% slower or faster for minutes at a

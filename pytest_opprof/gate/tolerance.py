@@ -5,7 +5,8 @@ keyword's value) and returns it checked, or raises :class:`OptionValueError` (a
 ``ValueError``) whose message states the accepted forms; the caller prefixes the
 setting's name (the plugin raises ``pytest.UsageError``, the CLI an argparse
 error).  Neither pytest nor numpy is imported here: the plugin reads these
-without ``--opprof``, and ``verdict.Tolerances`` takes its defaults from here.
+without ``--opprof``.  :class:`Tolerances`, the thresholds of one comparison, gathers
+them for the verdict (``gate/verdict.py``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ import argparse
 import math
 import re
 from collections.abc import Callable
-from typing import Final, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 from pytest_opprof.errors import OptionValueError
+
+if TYPE_CHECKING:
+    from pytest_opprof.gate.summary import TimeStats
 
 T = TypeVar("T")
 
@@ -41,8 +46,41 @@ references 28-58% slower than the baseline's), 8 of 20 gate runs on unchanged co
 judged -> 7 of 104).  Re-scored on twelve kept bench/busy_study.py runs (quiet, loaded,
 -n 2; 3,129 judged unchanged verdicts): 7 fewer verdicts judged, false failures 32 -> 31,
 the same 326 detections of the +30% op."""
+Statistic = Literal["min", "median"]
 DEFAULT_ROW_LIMIT: Final = 20
 """Rows of a printed op table and of a printed diff (plugin, marker and CLI)."""
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """Thresholds of a comparison; relative ones are fractions (0.2 = 20%)."""
+
+    time: float = DEFAULT_TIME_TOLERANCE
+    memory: float = DEFAULT_MEMORY_TOLERANCE
+    flops: float = DEFAULT_FLOPS_TOLERANCE
+    count: float | None = None
+    """Relative op-count growth allowed; ``None`` reports count changes without judging them."""
+    min_time_ns: int = DEFAULT_MIN_TIME_NS
+    memory_floor_bytes: int = 4096
+    alpha: float = 0.3
+    min_rounds: int = 5
+    statistic: Statistic = DEFAULT_TIME_STATISTIC
+    """How a time's rounds are summarised on both sides: the fastest (``min``) or ``median``."""
+    time_min_rounds: int = 3
+    """Rounds both sides need before times are judged (``force_time`` judges them anyway)."""
+    speed_scaled: bool = True
+    """Scale times to the baseline's machine speed when both sides ran the reference."""
+    max_wait_share: float | None = DEFAULT_MAX_WAIT
+    """Judge times on rounds whose thread waited for a CPU at most this share of their wall
+    time (``waiting.py``); None judges every round."""
+    max_speed_change: float | None = DEFAULT_MAX_SPEED_CHANGE
+    """Beyond this machine-speed change against the baseline, times are not judged; None
+    judges at any speed."""
+
+    def figure(self, stats: TimeStats) -> int:
+        """The judged figure of ``stats`` in ns: its min or its median."""
+        return stats.min_ns if self.statistic == "min" else stats.median_ns
+
 
 TOLERANCE_FORMS = "a fraction such as 0.2 or a percentage such as 20%"
 DURATION_FORMS = "a duration such as 50us, 0.5ms, 200ns or 1s (a bare number is µs)"

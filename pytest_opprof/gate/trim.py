@@ -7,7 +7,7 @@ whole (wall, CPU and device time per round, FLOPs, op count, memory).  So a base
 keeps the ops by impact (:func:`kept_keys`):
 
 * time: every op whose median self time is at least ``KEEP_TIME_SHARE`` of the test's
-  median wall time (``verdict.EXPLAINS_SHARE``: an op that moved by less than that
+  median wall time (``reasons.EXPLAINS_SHARE``: an op that moved by less than that
   share explains nothing, and an op under it must grow by more than its own size to
   be named), and at least the top op;
 * FLOPs: every op holding at least ``KEEP_FLOPS_SHARE`` of the test's FLOPs;
@@ -36,9 +36,9 @@ from dataclasses import replace
 from pytest_opprof.gate.summary import OTHER_OPS, LeftOut, OpSummary, TestSummary, TimeStats
 
 KEEP_TIME_SHARE = 0.02
-"""``verdict.EXPLAINS_SHARE`` (the verdict imports this module, so not from there)."""
+"""``reasons.EXPLAINS_SHARE`` (the verdict imports this module, so not from there)."""
 MEMORY_FLOOR_BYTES = 4096
-"""``verdict.Tolerances.memory_floor_bytes``' default: an op's memory change within it
+"""``Tolerances.memory_floor_bytes``' default: an op's memory change within it
 is ignored, so an op whose self bytes are within it has nothing to explain."""
 KEEP_FLOPS_SHARE = 0.05
 KEEP_MEMORY_SHARE = 0.1

@@ -236,7 +236,7 @@ depending on the host's phase (3.4 ms Python chunks beside a CPU-bound process o
 CPU: switched ones 3.5-6.1 ms by median against 3.3-3.4 ms for those that ran through,
 the thread's own CPU time agreeing; ``bench/bench_switch_cost.py``).  Such a scope
 fails a test alone only when even its fastest round is beyond tolerance
-(``verdict.compare``): a real slowdown slows every round.  Re-scored on four
+(``TimeBasis.switched``): a real slowdown slows every round.  Re-scored on four
 ``bench/busy_study.py`` runs (BENCHMARKS.md, "Scopes switched out in every round"):
 false failures unchanged, slowed scopes caught loaded 105/109 -> 103/107, recorded quiet
 and judged loaded 92/96 -> 91/95; ``test_verdict_busy.py``'s busy module beside a burner

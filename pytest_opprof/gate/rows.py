@@ -1,0 +1,274 @@
+"""A verdict's test-level rows: each figure of the test, baseline against now, judged.
+
+:func:`metric_rows` reads the time basis (``time_basis.py``) and judges each row by
+``judge.py``; deterministic figures are judged whatever the basis says of times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from pytest_opprof.gate.judge import (
+    RowStatus,
+    Sessions,
+    Widths,
+    change,
+    judge_exact,
+    judge_time,
+    session_bounds,
+)
+from pytest_opprof.gate.summary import TestSummary, TimeStats
+from pytest_opprof.gate.time_basis import TimeBasis
+from pytest_opprof.gate.tolerance import Tolerances
+
+WORK_TIME = "work time"
+"""The metric row of a test-level time judged as wall time less waiting (``waiting.py``)."""
+
+
+def json_change(change: float | None) -> float | None:
+    """``change`` for JSON: null when the baseline was 0 (infinite growth is not valid JSON)."""
+    return None if change is None or math.isinf(change) else round(change, 4)
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One test-level figure, baseline against now (``change`` relative, 0.1 = +10%)."""
+
+    metric: str
+    unit: str
+    baseline: float | None
+    now: float | None
+    change: float | None
+    tolerance: float | None
+    status: RowStatus
+    note: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "metric": self.metric,
+            "unit": self.unit,
+            "baseline": self.baseline,
+            "now": self.now,
+            "change": json_change(self.change),
+            "tolerance": self.tolerance,
+            "status": self.status,
+            "note": self.note,
+        }
+
+
+class VaryingFigure(NamedTuple):
+    """A test-level deterministic figure whose baseline spans a range, not one value."""
+
+    metric: str
+    unit: str
+    low: int
+    high: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"metric": self.metric, "unit": self.unit, "low": self.low, "high": self.high}
+
+
+class MetricRows(NamedTuple):
+    """A verdict's rows, and the notes on how its time was judged."""
+
+    rows: tuple[MetricRow, ...]
+    notes: tuple[str, ...] = ()
+
+
+RANGED_METRICS = {
+    "flops": ("flops", "flops"),
+    "op_count": ("op count", "ops"),
+    "peak_bytes": ("peak memory", "bytes"),
+    "allocated_bytes": ("allocated memory", "bytes"),
+    "allocations": ("allocations", "allocations"),
+    "leaked_bytes": ("leaked memory", "bytes"),
+    "device_memory_bytes": ("device memory peak", "bytes"),
+}
+"""``TestSummary.ranges`` names -> (metric row name, unit)."""
+
+
+def metric_rows(basis: TimeBasis, tol: Tolerances) -> MetricRows:
+    """The test-level rows of ``basis``, with the notes of a time that the sessions' range
+    or this machine's spread decided; on work time, the judged row is named "work time"
+    (as a wall-time regression it would be read as one), the measured wall time shown
+    beside it, not judged."""
+    now, base = basis.now, basis.base
+    rows = _rows(now, base, tol, basis.judged, basis.whole, basis.sessions, basis.widths.test)
+    notes = (
+        _widened(rows, base, basis.widths, tol, basis.sessions),
+        _within_sessions(now.wall_time, base, tol, basis.sessions) if basis.judged else None,
+    )
+    if basis.walls is not None:
+        rows = _on_work(rows, basis.walls, tol)
+    return MetricRows(tuple(rows), tuple(note for note in notes if note is not None))
+
+
+def totals_status(metrics: Sequence[MetricRow]) -> dict[str, RowStatus]:
+    """Status of each test-level total an op figure belongs to (all memory rows as one)."""
+    status = {m.metric: m.status for m in metrics}
+    memory = {m.status for m in metrics if m.unit in ("bytes", "allocations")}
+    status["memory"] = (
+        "regressed" if "regressed" in memory else "improved" if "improved" in memory else "pass"
+    )
+    return status
+
+
+def varying(base: TestSummary, tol: Tolerances) -> tuple[VaryingFigure, ...]:
+    """The figures whose range weakens their gate: a spread of bytes within the memory
+    floor (allocator granularity) weakens nothing, and a report listing it would be noise."""
+    figures = (  # in the rows' order, however the file listed them
+        VaryingFigure(*metric, *base.ranges[name])
+        for name, metric in RANGED_METRICS.items()
+        if name in base.ranges
+    )
+    return tuple(f for f in figures if f.unit != "bytes" or f.high - f.low > tol.memory_floor_bytes)
+
+
+def names(keys: Sequence[str]) -> str:
+    """Op keys as a note names them: each in backquotes, the last joined by "and"."""
+    quoted = [f"`{k}`" for k in keys]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def row(
+    metric: str,
+    unit: str,
+    baseline: float,
+    now: float,
+    tolerance: float | None,
+    status: RowStatus,
+    note: str = "",
+) -> MetricRow:
+    return MetricRow(metric, unit, baseline, now, change(baseline, now), tolerance, status, note)
+
+
+def _rows(
+    now: TestSummary,
+    base: TestSummary,
+    tol: Tolerances,
+    time_judged: bool,
+    whole: bool,
+    sessions: Sessions,
+    width: float | None,
+) -> list[MetricRow]:
+    """The test-level rows; without ``whole`` (events dropped) the sums of op figures
+    (FLOPs, op count, device time) are shown, not judged; ``width``, wider than the time
+    tolerance, is the test's time's (``Widths``)."""
+    time_tol = dataclasses.replace(tol, time=width) if width is not None else tol
+    wall = judge_time(base.wall_time, now.wall_time, time_tol, time_judged, sessions)
+    fig = tol.figure
+    partial: RowStatus = "not judged"
+    rows = [
+        row("wall time", "ns", fig(base.wall_time), fig(now.wall_time), time_tol.time, wall),
+        row("cpu time", "ns", fig(base.cpu_time), fig(now.cpu_time), None, "info"),
+        row(
+            "flops",
+            "flops",
+            base.flops,
+            now.flops,
+            tol.flops,
+            judge_exact(base.span("flops"), now.flops, tol.flops) if whole else partial,
+        ),
+        row(
+            "op count",
+            "ops",
+            base.op_count,
+            now.op_count,
+            tol.count,
+            judge_exact(base.span("op_count"), now.op_count, tol.count) if whole else partial,
+        ),
+    ]
+    if base.memory is not None and now.memory is not None:
+        for key in ("peak_bytes", "allocated_bytes", "allocations", "leaked_bytes"):
+            name, unit = RANGED_METRICS[key]
+            b, c = getattr(base.memory, key), getattr(now.memory, key)
+            floor = tol.memory_floor_bytes if unit == "bytes" else 0
+            status = judge_exact(base.span(key), c, tol.memory, floor)
+            rows.append(row(name, unit, b, c, tol.memory, status))
+    if base.device_time is not None and now.device_time is not None:
+        device = judge_time(base.device_time, now.device_time, tol, time_judged and whole, sessions)
+        rows.append(
+            row("device time", "ns", fig(base.device_time), fig(now.device_time), tol.time, device)
+        )
+    if base.device_memory_bytes is not None and now.device_memory_bytes is not None:
+        b, c = base.device_memory_bytes, now.device_memory_bytes
+        status = judge_exact(
+            base.span("device_memory_bytes"), c, tol.memory, tol.memory_floor_bytes
+        )
+        rows.append(row("device memory peak", "bytes", b, c, tol.memory, status))
+    rows.append(row("op time share", "share", base.op_time_share, now.op_time_share, None, "info"))
+    return rows
+
+
+def _on_work(
+    metrics: list[MetricRow], walls: tuple[TimeStats, TimeStats], tol: Tolerances
+) -> list[MetricRow]:
+    """``metrics`` with the judged time renamed "work time" and the measured wall time
+    (``walls``: baseline, now) beside it, not judged."""
+    out = []
+    for metric in metrics:
+        if metric.metric == "wall time":
+            base, now = walls
+            out.append(
+                row("wall time", "ns", tol.figure(base), tol.figure(now), tol.time, "not judged")
+            )
+            metric = dataclasses.replace(metric, metric=WORK_TIME)
+        out.append(metric)
+    return out
+
+
+def _widened(
+    metrics: Sequence[MetricRow],
+    base: TestSummary,
+    widths: Widths,
+    tol: Tolerances,
+    sessions: Sessions,
+) -> str | None:
+    """The note of a test's time beyond its tolerance that passed because this machine's
+    sessions move its ops' times more (``spread.py``); None when that changed nothing."""
+    width = widths.test
+    if width is None:
+        return None
+    wall = next((m for m in metrics if m.metric == "wall time"), None)
+    if wall is None or wall.status != "pass" or wall.change is None or abs(wall.change) <= tol.time:
+        return None
+    high = session_bounds(base.wall_time, sessions, tol)[1]
+    of = (
+        f"{width:.0%} of its slowest pooled session ({high / 1e6:.3g} ms)"
+        if high > tol.figure(base.wall_time)
+        else f"{width:.0%}"
+    )
+    if not widths.ops:
+        moves = "the times of this file's tests"
+    else:
+        moving = sorted(widths.ops, key=lambda k: -tol.figure(base.ops[k].self_cpu_time))[:3]
+        moves = f"the times of {names(moving)} by up to {max(widths.ops[k] for k in moving):.0%}"
+    return (
+        f"this machine moves {moves} from one session to the next (their spread over this "
+        f"file's baseline tests): the test's time is judged beyond {of} here, not "
+        f"{tol.time:.0%}"
+    )
+
+
+def _within_sessions(
+    now: TimeStats, base: TestSummary, tol: Tolerances, sessions: Sessions
+) -> str | None:
+    """The note of a test's time beyond tolerance of its baseline's pooled rounds that
+    passed because it is within tolerance of the slowest session (or the fastest)."""
+    b, c = tol.figure(base.wall_time), tol.figure(now)
+    low, high = session_bounds(base.wall_time, sessions, tol)
+    slower = b * (1 + tol.time) < c <= high * (1 + tol.time)
+    faster = c * (1 + tol.time) < b and c * (1 + tol.time) >= low
+    if not (slower or faster):
+        return None
+    n = sum(sessions.in_phase)
+    return (
+        f"the time is {c / b - 1:+.0%} against the baseline's pooled rounds, within tolerance "
+        f"of its {'slowest' if slower else 'fastest'} session: its {n} sessions ran "
+        f"{low / 1e6:.3g}-{high / 1e6:.3g} ms, and a time that varies between sessions is "
+        "judged beyond their range"
+    )
