@@ -119,8 +119,9 @@ def baseline_basis(
         if judgeable and tol.max_wait_share is not None
         else _Rounds(aligned, aligned_base)
     )
-    pace = _pace(rounds.now, rounds.base, tol) if judgeable and not rounds.not_judged else _Pace()
-    judged = judgeable and rounds.not_judged is None and pace.not_judged is None
+    rounds_judged = judgeable and rounds.not_judged is None
+    pace = _pace(rounds.now, rounds.base, tol) if rounds_judged else _Pace()
+    judged = rounds_judged and pace.not_judged is None
     now, base = rounds.now, rounds.base
     if judged and pace.change is not None:
         now, base = speed.at_speed(now, base), speed.at_speed(base, base)
