@@ -42,12 +42,12 @@ def test_a_speed_change_beyond_the_limit_is_decided_by_the_basis_and_reported_as
     assert verdict.notes[: len(basis.notes)] == basis.notes
 
 
-def test_the_verdict_names_its_basis_and_keeps_it_out_of_the_report() -> None:
+def test_the_verdict_names_the_basis_its_times_were_judged_on() -> None:
     same = measured([10.1, 10.0, 10.2, 10.1, 10.3], [100, 100, 101, 99, 100])
     verdict = compare(same, entry(BASE), fingerprint=HERE)
     assert verdict.status == "pass" and verdict.time_judged
     assert verdict.basis == BASELINE == "baseline"
-    assert "basis" not in verdict.to_json()
+    assert verdict.to_json()["time_basis"] == "baseline"
 
 
 def test_a_basis_taken_out_of_judgement_keeps_its_figures_and_says_why() -> None:
