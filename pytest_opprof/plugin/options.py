@@ -78,66 +78,52 @@ MAX_EVENTS_LIMIT = 2**32
 some 750 GB, more than any machine holds; and the native core counts in int64."""
 
 
+def bounded_int(
+    low: int, high: int, *, example: int, high_note: str = "", other_forms: str = ""
+) -> Callable[[object], int]:
+    """A parser of an integer from ``low`` (0 or 1) to ``high``, an int or its decimal
+    text: the integer settings' one form.  Its message states the accepted forms: the
+    ``other_forms`` a caller reads first (``auto``), an ``example`` and the bound, with
+    ``high_note`` saying it another way (``2**32``)."""
+    kind = "a positive integer" if low == 1 else f"an integer >= {low}"
+    bound = f"{high}, {high_note}" if high_note else str(high)
+    forms = f"{other_forms} or {kind}" if other_forms else kind
+
+    def parse(text: object) -> int:
+        try:
+            number = parse_non_negative_int(text)
+        except OptionValueError:
+            number = low - 1
+        if not low <= number <= high:
+            raise OptionValueError(
+                f"expected {forms} such as {example} (at most {bound}), got {text!r}"
+            )
+        return number
+
+    return parse
+
+
+_rounds_number = bounded_int(1, MAX_ROUNDS, example=5, other_forms="auto")
+
+
 def parse_rounds(text: object) -> int | None:
     """``auto`` (None) or an integer from 1 to :data:`MAX_ROUNDS`: the ``--opprof-rounds``
     forms."""
     if isinstance(text, str) and text.strip().lower() == "auto":
         return None
-    try:
-        rounds = parse_positive_int(text)
-    except OptionValueError:
-        rounds = 0
-    if not 1 <= rounds <= MAX_ROUNDS:
-        raise OptionValueError(
-            f"expected auto or a positive integer such as 5 (at most {MAX_ROUNDS}), got {text!r}"
-        )
-    return rounds
+    return _rounds_number(text)
 
 
-def parse_warmup(text: object) -> int:
-    """An integer from 0 to :data:`MAX_WARMUP`: the ``--opprof-warmup`` forms."""
-    try:
-        warmup = parse_non_negative_int(text)
-    except OptionValueError:
-        warmup = -1
-    if not 0 <= warmup <= MAX_WARMUP:
-        raise OptionValueError(
-            f"expected an integer >= 0 such as 1 (at most {MAX_WARMUP}), got {text!r}"
-        )
-    return warmup
-
-
-def parse_max_events(text: object) -> int:
-    """An integer from 1 to :data:`MAX_EVENTS_LIMIT`: the ``--opprof-max-events`` forms."""
-    try:
-        events = parse_positive_int(text)
-    except OptionValueError:
-        events = 0
-    if not 1 <= events <= MAX_EVENTS_LIMIT:
-        raise OptionValueError(
-            f"expected a positive integer such as {DEFAULT_MAX_EVENTS} "
-            f"(at most {MAX_EVENTS_LIMIT}, 2**32), got {text!r}"
-        )
-    return events
-
+parse_warmup = bounded_int(0, MAX_WARMUP, example=1)
+"""An integer from 0 to :data:`MAX_WARMUP`: the ``--opprof-warmup`` forms."""
+parse_max_events = bounded_int(1, MAX_EVENTS_LIMIT, example=DEFAULT_MAX_EVENTS, high_note="2**32")
+"""An integer from 1 to :data:`MAX_EVENTS_LIMIT`: the ``--opprof-max-events`` forms."""
 
 MAX_CUDA_SAMPLE_RATE = 2**31
 """The native core counts calls per name in int64; a rate beyond this samples nothing anyway."""
-
-
-def parse_cuda_sample_rate(text: object) -> int:
-    """An integer from 1 to :data:`MAX_CUDA_SAMPLE_RATE`: the ``--opprof-cuda-sample-rate``
-    forms (2**63 overflowed the native int64 in every test)."""
-    try:
-        rate = parse_positive_int(text)
-    except OptionValueError:
-        rate = 0
-    if not 1 <= rate <= MAX_CUDA_SAMPLE_RATE:
-        raise OptionValueError(
-            f"expected a positive integer such as 10 (at most {MAX_CUDA_SAMPLE_RATE}, 2**31), "
-            f"got {text!r}"
-        )
-    return rate
+parse_cuda_sample_rate = bounded_int(1, MAX_CUDA_SAMPLE_RATE, example=10, high_note="2**31")
+"""An integer from 1 to :data:`MAX_CUDA_SAMPLE_RATE`: the ``--opprof-cuda-sample-rate``
+forms (2**63 overflowed the native int64 in every test)."""
 
 
 def rounds_text(rounds: int | None) -> str:
