@@ -16,7 +16,8 @@ import pytest
 from pytest_opprof.capture import threadpools
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.machine import MachineInfo, machine_info
-from pytest_opprof.plugin.options import blas_threads_for, parse_blas_threads
+from pytest_opprof.plugin.blas_threads import blas_threads_for
+from pytest_opprof.plugin.options import parse_blas_threads
 
 if TYPE_CHECKING:
     from run_helpers import PytestRunner

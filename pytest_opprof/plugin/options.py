@@ -42,6 +42,7 @@ from pytest_opprof.gate.tolerance import (
     parse_time_statistic,
     parse_tolerance,
 )
+from pytest_opprof.plugin.blas_threads import BlasThreads, blas_threads_for
 
 if TYPE_CHECKING:
     # gate.session imports numpy (through the verdict): loaded by read_gate_options only.
@@ -159,7 +160,6 @@ def parse_capture(text: object) -> tuple[str, ...]:
     return names
 
 
-BlasThreads = int | Literal["auto", "keep"]
 BLAS_THREADS_FORMS = "a positive integer such as 1, auto or keep"
 DEFAULT_BLAS_THREADS: BlasThreads = 1
 """Measured on 2 cores (bench/NOTES.md, "BLAS thread pools"): beside any other work,
@@ -178,39 +178,6 @@ def parse_blas_threads(value: object) -> BlasThreads:
         return parse_positive_int(value)
     except OptionValueError:
         raise OptionValueError(f"expected {BLAS_THREADS_FORMS}, got {value!r}") from None
-
-
-def blas_threads_for(setting: BlasThreads, config: pytest.Config) -> int | None:
-    """The pools' size for the measured rounds, None to leave them alone.
-
-    ``auto`` pins to 1 where more than one pytest-xdist worker shares the machine's
-    cores (the case measured to hurt most) or where the machine is already busy: a load
-    average of at least half its cores at session start.
-    """
-    if setting == "keep":
-        return None
-    if setting != "auto":
-        return setting
-    return 1 if _xdist_workers(config) > 1 or _busy() else None
-
-
-def _xdist_workers(config: pytest.Config) -> int:
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:  # on a worker: how many the controller started
-        return int(workerinput.get("workercount", 1))
-    numprocesses = getattr(config.option, "numprocesses", None)
-    if isinstance(numprocesses, int):
-        return numprocesses
-    # -n auto / logical: resolved by xdist later, to about the core count.
-    return (os.cpu_count() or 1) if numprocesses else 1
-
-
-def _busy() -> bool:
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # no load average on this platform: nothing says busy
-        return False
-    return load >= (os.cpu_count() or 1) / 2
 
 
 def _parse_path(text: object) -> Path:
