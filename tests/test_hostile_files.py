@@ -86,7 +86,7 @@ def test_report_and_markdown_at_fifos_reach_their_readers(
 def test_trace_dir_entry_that_is_a_fifo_is_written_through(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
-    from pytest_opprof.plugin.worker import trace_file
+    from pytest_opprof.plugin.traces import trace_file
 
     pytester.makepyfile(test_np=TWO_MODULES["test_np"])
     traces = pytester.path / "traces"

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_opprof.plugin.options import AUTO_ROUNDS, CONFIRM_ROUNDS, read_gate_options
-from pytest_opprof.plugin.worker import trace_file
+from pytest_opprof.plugin.traces import trace_file
 
 if TYPE_CHECKING:
     from run_helpers import PytestRunner

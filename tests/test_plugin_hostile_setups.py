@@ -16,7 +16,7 @@ import pytest
 from run_helpers import PLUGIN
 
 import pytest_opprof
-from pytest_opprof.plugin.worker import trace_file
+from pytest_opprof.plugin.traces import trace_file
 
 if TYPE_CHECKING:
     from run_helpers import PytestRunner

@@ -14,7 +14,6 @@ plugin must cost nothing.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from pytest_opprof.gate.tolerance import (
     parse_tolerance,
 )
 from pytest_opprof.plugin.blas_threads import BlasThreads, blas_threads_for
+from pytest_opprof.plugin.traces import usable_trace_dir
 
 if TYPE_CHECKING:
     # gate.session imports numpy (through the verdict): loaded by read_gate_options only.
@@ -601,7 +601,7 @@ def read_options(config: pytest.Config) -> OpprofOptions:
     return OpprofOptions(
         capture=CAPTURE.read(config),
         row_limit=ROW_LIMIT.read(config),
-        trace_dir=usable_trace_dir(TRACE_DIR.read(config)),
+        trace_dir=usable_trace_dir(TRACE_DIR.read(config), f"{TRACE_DIR.option} / {TRACE_DIR.key}"),
         trace_which=TRACE_WHICH.read(config),
         rounds=ROUNDS.read(config),
         warmup=WARMUP.read(config),
@@ -612,27 +612,6 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         gate=read_gate_options(config, blas_threads=blas_threads),
         summary=SUMMARY.read(config),
     )
-
-
-def usable_trace_dir(path: Path | None) -> Path | None:
-    """``path``, created if need be and shown to take a file; else a ``pytest.UsageError``
-    before any test runs (a trace failing to be written would fail a passing test)."""
-    if path is None:
-        return None
-    where = f"{TRACE_DIR.option} / {TRACE_DIR.key} {path}"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise pytest.UsageError(f"{where}: not a directory") from None
-    except OSError as exc:
-        raise pytest.UsageError(f"{where}: cannot be created: {exc.strerror or exc}") from None
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".opprof-probe-", dir=path)
-    except OSError as exc:
-        raise pytest.UsageError(f"{where}: cannot be written: {exc.strerror or exc}") from None
-    os.close(fd)
-    os.unlink(probe)
-    return path
 
 
 def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None) -> GateOptions:

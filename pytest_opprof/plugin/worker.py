@@ -17,12 +17,9 @@ side: in memory in a single process, on the report through pytest-xdist.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import re
 import sys
 import threading
 from collections.abc import Callable, Generator, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -49,6 +46,7 @@ from pytest_opprof.plugin.payload import (
     WORKER_NOTES,
     ProfiledTest,
 )
+from pytest_opprof.plugin.traces import trace_file
 from pytest_opprof.profiler import profile
 from pytest_opprof.render.flame import flame_tree
 from pytest_opprof.render.report import failure_text
@@ -506,19 +504,3 @@ def junit_properties(
     if work:
         props.append(("opprof_time_judged_on", "work time"))
     return props
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def trace_file(trace_dir: Path, nodeid: str) -> Path:
-    """Where the Chrome trace of ``nodeid`` goes: a flat, safe name inside ``trace_dir``.
-
-    Separators (``/``, ``::``), brackets and dot runs become ``_`` so no nodeid
-    can climb out of the directory; a short hash of the nodeid keeps two ids that
-    sanitise alike apart.
-    """
-    stem = _UNSAFE.sub("_", nodeid)
-    stem = re.sub(r"\.{2,}", "_", stem).strip("._-")[:120] or "test"
-    digest = hashlib.sha1(nodeid.encode("utf-8")).hexdigest()[:10]
-    return trace_dir / f"{stem}-{digest}.trace.json"
