@@ -3,7 +3,9 @@
 Registered wherever tests may run (a single process, every pytest-xdist worker;
 on an xdist controller it stays idle, since sources are acquired at the first
 profiled test).  How many rounds run is ``rounds.py``'s policy, what one round
-measures is ``measure.py``'s.  Per test it keeps the measured rounds until the
+measures is ``measure.py``'s; the sources it holds are ``sources_held.py``'s, the
+threads it leaves out ``muted_threads.py``'s, and a test's trace, flame and JUnit
+properties ``outputs.py``'s.  Per test it keeps the measured rounds until the
 call phase ends, then only a :class:`~pytest_opprof.plugin.payload.ProfiledTest` (per-op
 figures over the rounds and, for marked tests, the rendered op table): never the
 events, so memory stays flat over thousands of tests.
@@ -17,28 +19,26 @@ side: in memory in a single process, on the report through pytest-xdist.
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 from collections.abc import Callable, Generator, Iterator
 
 import pytest
 
-from pytest_opprof import _native
-from pytest_opprof.capture import recorder, sources, speed_probe, threadpools
+from pytest_opprof.capture import recorder, threadpools
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.capture.plan import Plan
-from pytest_opprof.capture.sources import Source, torch_source
-from pytest_opprof.capture.sources.memory_source import PythonMemorySource
+from pytest_opprof.capture.sources import torch_source
 from pytest_opprof.errors import MarkerUsageError
 from pytest_opprof.gate.results import wants_flame
 from pytest_opprof.gate.session import BaselineSession
-from pytest_opprof.gate.summary import TestSummary, summarize_rounds
+from pytest_opprof.gate.summary import summarize_rounds
 from pytest_opprof.gate.waiting import WORK_WAIT_LIMIT
-from pytest_opprof.model.tree import build_tree
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.marker import MARKER_NAME, TestSettings, settings_for
 from pytest_opprof.plugin.measure import Rounds
+from pytest_opprof.plugin.muted_threads import MutedThreads
 from pytest_opprof.plugin.options import OpprofOptions
+from pytest_opprof.plugin.outputs import flame, junit_properties, trace_writer
 from pytest_opprof.plugin.payload import (
     LEFT_BEHIND_ATTRIBUTE,
     REPORT_ATTRIBUTE,
@@ -46,9 +46,7 @@ from pytest_opprof.plugin.payload import (
     WORKER_NOTES,
     ProfiledTest,
 )
-from pytest_opprof.plugin.traces import trace_file
-from pytest_opprof.profiler import profile
-from pytest_opprof.render.flame import flame_tree
+from pytest_opprof.plugin.sources_held import HeldSources
 from pytest_opprof.render.report import failure_text
 
 settings_key = pytest.StashKey[TestSettings]()
@@ -97,87 +95,24 @@ class Worker:
         self.plan = chosen
         self.deliver = deliver
         self.not_measured = not_measured if not_measured is not None else set()
-        self._acquired: list[Source] = []
-        self._modules_seen = -1
-        """``len(sys.modules)`` when the sources were last resolved (:meth:`_hold_late_sources`)."""
-        self._late: dict[Source, int] = {}
-        """Sources held since an import made them available: their package's module count."""
-        self._capacity: int | None = None  # the event limit before this session set its own
+        self.sources = HeldSources(options, chosen)
         self._probe = ContentionProbe()
-        self._muted: dict[int, str] = {}
-        """OS thread id -> name of the threads tests left running, left out of the figures."""
+        self.threads = MutedThreads()
+        """The threads tests left running, left out of the figures."""
 
     # -- session lifecycle -------------------------------------------------
 
-    def _acquire(self) -> None:
-        """Install the sources' hooks once, at the first profiled test, and hold them
-        for the session, so each round's profile only counts a reference.
-
-        Lazily rather than at session start, so a pytest-xdist controller, which
-        runs no tests, never installs anything.
-        """
-        # torch is imported by the test modules, after the plan was made: its observer
-        # is built here (once, cached) rather than inside the first test's first round.
-        if self.options.capture is None or "torch" in self.options.capture:
-            torch_source.SOURCE.prepare()
-        if not self._acquired:
-            if self._capacity is None:
-                self._capacity = _native.capacity()
-                _native.set_capacity(self.options.max_events)
-            for source in self.plan.sources:
-                source.acquire()
-                self._acquired.append(source)
-            speed_probe.warm_up()
-        self._hold_late_sources()
-
-    def _hold_late_sources(self) -> None:
-        """Hold, as the planned ones are held, the capture sources that an import made
-        available after the plan: scipy and scikit-learn, imported by the test modules.
-        Each round's profile then only counts a reference, where it installed and removed
-        their hooks itself (3 ms a round for scipy's, on scipy.linalg's own tests).
-
-        Such a source finds its library's functions when it installs, so it installs
-        again when a test imported more of its package: what a profile of its own
-        would have found."""
-        if len(sys.modules) == self._modules_seen:
-            return
-        self._modules_seen = len(sys.modules)
-        for source in sources.resolve(self.options.capture):
-            if source in self.plan.sources:
-                continue  # held from the first test, as numpy is
-            modules = _package_modules(source.name)  # a capture source is named for its package
-            held = self._late.get(source)
-            if held == modules:
-                continue
-            if held is not None:
-                source.release()  # the last reference: the acquire below installs anew
-            source.acquire()
-            if held is None:
-                self._acquired.append(source)
-            self._late[source] = modules
-
     def close(self) -> None:
         """Remove every hook this worker installed (called from ``pytest_unconfigure``)."""
-        first_error: BaseException | None = None
-        while self._acquired:
-            source = self._acquired.pop()
-            try:
-                source.release()
-            except BaseException as exc:  # release the others before reporting it
-                first_error = first_error or exc
-            if isinstance(source, PythonMemorySource) and source.note:
-                self._note(source.note)
-        # The torch source is held by the profiles themselves when torch was imported
-        # after the plan was made (by the test modules): its note is read here.  A
-        # pytest-xdist worker's terminal goes nowhere: it sent the note at session finish.
-        if torch_source.SOURCE.note and not hasattr(self.config, "workeroutput"):
-            self._note(torch_source.SOURCE.note)
-        self._probe.close()
-        if self._capacity is not None:
-            _native.set_capacity(self._capacity)
-            self._capacity = None
-        if first_error is not None:
-            raise first_error
+        try:
+            self.sources.release(self._note)
+        finally:
+            # The torch source is held by the profiles themselves when torch was imported
+            # after the plan was made (by the test modules): its note is read here.  A
+            # pytest-xdist worker's terminal goes nowhere: it sent the note at session finish.
+            if torch_source.SOURCE.note and not hasattr(self.config, "workeroutput"):
+                self._note(torch_source.SOURCE.note)
+            self._probe.close()
 
     def pytest_sessionfinish(self) -> None:
         """A pytest-xdist worker hands its session notes to the controller, which prints
@@ -213,10 +148,8 @@ class Worker:
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         settings = item.stash[settings_key]
-        self._acquire()
-        running = threading.enumerate()
-        item.stash[threads_before_key] = frozenset(running)
-        self._mute(running)
+        self.sources.acquire()
+        item.stash[threads_before_key] = self.threads.at_call_start()
         rounds = Rounds(
             references=policy.needs_references(
                 settings.rounds, lambda n: self.gate.times_judged(item.nodeid, n)
@@ -315,16 +248,6 @@ class Worker:
         with window():
             return (yield)
 
-    def _mute(self, running: list[threading.Thread], new: dict[int, str] | None = None) -> None:
-        """Leave ``new`` threads out of the figures from the next round on, and stop
-        leaving out those that ended (their OS ids get reused)."""
-        alive = {t.native_id for t in running}
-        muted = {tid: name for tid, name in self._muted.items() if tid in alive}
-        muted.update(new or {})
-        if muted != self._muted:
-            _native.mute_threads(sorted(muted))
-            self._muted = muted
-
     def _left_behind(self, item: pytest.Item) -> str | None:
         """What the test left that would skew or break the tests after it (after its
         teardown, so its own fixtures could still clean up), reset here: a profile still
@@ -341,9 +264,7 @@ class Worker:
         before = item.stash.get(threads_before_key, None)
         if before is not None:
             del item.stash[threads_before_key]
-            running = threading.enumerate()
-            new = {t.native_id: t.name for t in running if t not in before and t.native_id}
-            self._mute(running, new)
+            new = self.threads.left_running(before)
             if new:
                 names = ", ".join(sorted(new.values())[:3])
                 left.append(
@@ -366,20 +287,9 @@ class Worker:
             item.add_report_section("call", "opprof", table)
         trace_path = None
         if self.options.trace_dir is not None:
-            trace_dir, profile = self.options.trace_dir, rounds.profiles[shown]
-
-            def write_trace() -> str | None:
-                path = trace_file(trace_dir, item.nodeid)
-                try:
-                    # Through a symlink or FIFO already there, as --junitxml writes.
-                    profile.export_chrome_trace(str(path))
-                except OSError as exc:  # the directory was checked at start: a full disk
-                    self.not_measured.add(
-                        f"traces: cannot be written into {trace_dir} ({exc.strerror or exc})"
-                    )
-                    return None
-                return str(path)
-
+            write_trace = trace_writer(
+                self.options.trace_dir, item.nodeid, rounds.profiles[shown], self.not_measured
+            )
             if self.options.trace_which == "all":
                 trace_path = write_trace()
             else:  # the verdict, reached in makereport, decides
@@ -451,7 +361,7 @@ class Worker:
                 if data is not None:
                     data["trace_path"] = sent.trace_path
             if result.shown_round is not None and wants_flame(verdict, result.marked):
-                sent.flame = _flame(result.shown_round)
+                sent.flame = flame(result.shown_round)
                 if data is not None:
                     data["flame"] = sent.flame
         result.shown_round = None  # the events go now, whatever the verdict
@@ -467,40 +377,3 @@ class Worker:
         if judgement_basis not in (None, "baseline"):
             item.user_properties.append(("opprof_time_basis", judgement_basis))
         return report
-
-
-def _package_modules(package: str) -> int:
-    """How many modules of ``package`` are imported."""
-    prefix = package + "."
-    return sum(1 for name in list(sys.modules) if name == package or name.startswith(prefix))
-
-
-def _flame(prof: profile) -> dict[str, object]:
-    """The flame tree of a measured round's profile (its records are drained already)."""
-    return flame_tree(build_tree(prof.records()), wall_time_ns=prof.wall_time_ns)
-
-
-def junit_properties(
-    summary: TestSummary, verdict: str, time_not_judged: str | None = None, work: bool = False
-) -> list[tuple[str, object]]:
-    """The main figures as ``record_property`` pairs (JUnit XML ``<property>``): us, bytes,
-    the share of the rounds' wall time the test's thread waited for a CPU, why the
-    time was not judged when the machine was too busy, and ``opprof_time_judged_on``
-    ``work time`` when it was judged as wall time less that wait."""
-    props: list[tuple[str, object]] = [
-        ("opprof_wall_time_us", round(summary.wall_time.median_ns / 1000, 3)),
-        ("opprof_cpu_time_us", round(summary.cpu_time.median_ns / 1000, 3)),
-        ("opprof_op_count", summary.op_count),
-        ("opprof_flops", summary.flops),
-    ]
-    if summary.memory is not None:
-        props.append(("opprof_peak_bytes", summary.memory.peak_bytes))
-    share = summary.wait_share()
-    if share is not None:
-        props.append(("opprof_wait_share", round(share, 4)))
-    props.append(("opprof_verdict", verdict))
-    if time_not_judged is not None:
-        props.append(("opprof_time_not_judged", time_not_judged))
-    if work:
-        props.append(("opprof_time_judged_on", "work time"))
-    return props
