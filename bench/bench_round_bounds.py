@@ -4,9 +4,10 @@ Times, as the plugin runs them, the two fixed costs every profiled test pays onc
 round whatever its body does: the contention probe's readings (``ContentionProbe``:
 start, the thread's own figures at the body's start and end, stop) and a profile's
 start and stop around a body that records nothing, with the capture sources held for
-the session as ``Worker._acquire`` holds them.  Median us over ``--rounds`` rounds,
-``--repeats`` times; run it with ``PYTHONPATH`` naming each checkout, alternately,
-to compare two trees on this VM (its speed moves from minute to minute).
+the session as ``HeldSources.acquire`` (``plugin/sources_held.py``) holds them.  Median
+us over ``--rounds`` rounds, ``--repeats`` times; run it with ``PYTHONPATH`` naming each
+checkout, alternately, to compare two trees on this VM (its speed moves from minute to
+minute).
 
     python bench/bench_round_bounds.py [--rounds 3000] [--repeats 5]
 """

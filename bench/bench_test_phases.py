@@ -39,6 +39,9 @@ TIMED = (
     ("pytest_opprof.plugin.worker", "Worker._left_behind"),
     ("pytest_opprof.plugin.worker", "Worker._mute"),
     ("pytest_opprof.plugin.worker", "junit_properties"),
+    # The same parts in their own modules; a checkout times the rows it has.
+    ("pytest_opprof.plugin.sources_held", "HeldSources.acquire"),
+    ("pytest_opprof.plugin.muted_threads", "MutedThreads._mute"),
     ("pytest_opprof.plugin.measure", "Rounds.summarised"),
     ("pytest_opprof.model.averages", "op_sums"),
     ("pytest_opprof.model.tree", "library_self_ns"),
@@ -124,7 +127,10 @@ def _timed_wrapper(fn: Callable[..., Generator[Any, Any, Any]], name: str) -> Ca
 
 def _time_functions() -> None:
     for module_name, qualname in TIMED:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError:  # an older or newer checkout's layout
+            continue
         *path, attr = qualname.split(".")
         owner: Any = module
         for part in path:
