@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Generator, Iterator
+from typing import Literal
 
 import pytest
 
@@ -60,6 +61,10 @@ scopes_left_key = pytest.StashKey[int]()
 threads_before_key = pytest.StashKey[frozenset[threading.Thread]]()
 window_key = pytest.StashKey[Callable[[], contextlib.AbstractContextManager[None]] | None]()
 """Set while a round runs a test function: the window :meth:`pytest_pyfunc_call` opens."""
+
+
+RoundReason = Literal["more", "clean", "confirm"]
+"""Why :meth:`Worker.further_rounds` asks for another round."""
 
 
 def _overrides(settings: TestSettings) -> dict[str, float]:
@@ -166,41 +171,8 @@ class Worker:
             # others run the body again, and any failure among them fails the test.
             with self._round(item, rounds):
                 result = yield
-            more = policy.more_rounds(
-                settings.rounds,
-                rounds.first_work_ns(),
-                self.options.gate.min_time_ns,
-                lambda n: self.gate.times_judged(item.nodeid, n),
-                preempted=rounds.preempted,
-            )
-            for _ in range(more):
-                with self._round(item, rounds):
-                    item.runtest()
-            replaced = 0
-            while policy.another_clean_round(
-                settings.rounds,
-                len(rounds.profiles),
-                rounds.clean(self.options.gate.max_wait_share),
-                replaced,
-                preempted=rounds.preempted,
-                workable=rounds.clean(WORK_WAIT_LIMIT),
-            ):
-                with self._round(item, rounds):
-                    item.runtest()
-                replaced += 1
-            if policy.needs_confirmation(
-                settings.rounds,
-                len(rounds.profiles),
-                lambda: self.gate.undecided(
-                    item.nodeid,
-                    summarize_rounds(rounds.summarised(settings)),
-                    _overrides(settings),
-                ),
-                preempted=rounds.preempted,
-            ):
-                for _ in range(policy.CONFIRM_ROUNDS):
-                    with self._round(item, rounds):
-                        item.runtest()
+            for _ in self.further_rounds(item.nodeid, settings, rounds):
+                self.run_round(item, rounds)
             return result
         finally:
             pin.__exit__(None, None, None)
@@ -210,6 +182,52 @@ class Worker:
                 item.stash[stepped_aside_key] = True
             elif rounds.profiles:
                 item.stash[finished_key] = self._finish(item, settings, rounds)
+
+    def further_rounds(
+        self, nodeid: str, settings: TestSettings, rounds: Rounds
+    ) -> Iterator[RoundReason]:
+        """The rounds after the first, as ``rounds.py``'s policy decides from the rounds
+        measured so far: one item per round to run, naming why, each decided once the
+        caller ran the one before.  ``more``: the ``rounds`` setting's count, or ``auto``'s
+        for a test whose times can be judged; ``clean``: in place of a round that waited
+        for a CPU; ``confirm``: a time beyond its tolerance, judged on all the rounds."""
+        more = policy.more_rounds(
+            settings.rounds,
+            rounds.first_work_ns(),
+            self.options.gate.min_time_ns,
+            lambda n: self.gate.times_judged(nodeid, n),
+            preempted=rounds.preempted,
+        )
+        for _ in range(more):
+            yield "more"
+        replaced = 0
+        while policy.another_clean_round(
+            settings.rounds,
+            len(rounds.profiles),
+            rounds.clean(self.options.gate.max_wait_share),
+            replaced,
+            preempted=rounds.preempted,
+            workable=rounds.clean(WORK_WAIT_LIMIT),
+        ):
+            yield "clean"
+            replaced += 1
+        if policy.needs_confirmation(
+            settings.rounds,
+            len(rounds.profiles),
+            lambda: self.gate.undecided(
+                nodeid,
+                summarize_rounds(rounds.summarised(settings)),
+                _overrides(settings),
+            ),
+            preempted=rounds.preempted,
+        ):
+            for _ in range(policy.CONFIRM_ROUNDS):
+                yield "confirm"
+
+    def run_round(self, item: pytest.Item, rounds: Rounds) -> None:
+        """One more measured round: ``item``'s body run again (a failure fails the test)."""
+        with self._round(item, rounds):
+            item.runtest()
 
     @contextlib.contextmanager
     def _round(self, item: pytest.Item, rounds: Rounds) -> Iterator[None]:
