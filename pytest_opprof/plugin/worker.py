@@ -78,7 +78,7 @@ def _overrides(settings: TestSettings) -> dict[str, float]:
 
 
 class Worker:
-    """Holds the session's capture sources and runs each test's rounds.
+    """Holds the session's capture sources (:class:`HeldSources`) and runs each test's rounds.
 
     ``deliver``: the collecting side in this process (None on a pytest-xdist worker,
     whose payloads ride on the reports).  ``not_measured`` collects the profiles'
@@ -97,7 +97,6 @@ class Worker:
         self.config = config
         self.options = options
         self.gate = gate
-        self.plan = chosen
         self.deliver = deliver
         self.not_measured = not_measured if not_measured is not None else set()
         self.sources = HeldSources(options, chosen)
