@@ -9,7 +9,6 @@ to the per-test budget.  The head's first round is pytest's own call, as in a pl
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Generator
 
 import pytest
@@ -55,10 +54,8 @@ class ABWorker(Worker):
         assert isinstance(gate, ABSession)
         settings = item.stash[settings_key]
         overrides = _overrides(settings)
-        self._acquire()
-        running = threading.enumerate()
-        item.stash[threads_before_key] = frozenset(running)
-        self._mute(running)
+        self.sources.acquire()
+        item.stash[threads_before_key] = self.threads.at_call_start()
         rounds = Rounds(references=False)
         base: BaseTest | None = None
         pin = threadpools.pinned(self.options.blas_threads)

@@ -52,7 +52,7 @@ class PartnerWorker(Worker):
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         settings = item.stash[settings_key]
-        self._acquire()
+        self.sources.acquire()
         rounds = Rounds(references=False)
         pin = threadpools.pinned(self.options.blas_threads)
         pin.__enter__()
