@@ -331,6 +331,96 @@ def one(
     return out
 
 
+def _rate(n: int, d: int) -> str:
+    return f"{n}/{d} ({n / d:.0%})" if d else "n/a"
+
+
+def markdown(results: list[dict[str, Any]]) -> str:
+    """One table row per scenario and suite: A/A false failures, share judged, detection,
+    cost; and the comparators' false failures and detection where they ran."""
+    rows = [
+        "| scenario | suite | A/B false (A/A) | judged >= 1 ms | caught, named first | "
+        "pairs | cost vs plain | sequential false / caught | committed false / caught | "
+        "pytest-benchmark false / caught |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    keys = sorted({(r["scenario"], r.get("suite", "synth")) for r in results})
+    for scenario, suite in keys:
+        rs = [r for r in results if r["scenario"] == scenario and r.get("suite", "synth") == suite]
+        aa = [r["ab_aa"] for r in rs]
+        sl = [r["ab_slow"] for r in rs]
+        false = sum(a["false"] for a in aa)
+        tests = sum(a["tests"] for a in aa)
+        judged = sum(a["judged"] for a in aa + sl)
+        long = sum(a["long"] for a in aa + sl)
+        caught = sum(a["caught_named"] for a in sl)
+        slowed = sum(a["slowed"] for a in sl)
+        cost = statistics.median(r["ab_aa"]["seconds"] / r["plain_seconds"] for r in rs)
+
+        def other(name: str, rs: list[dict[str, Any]] = rs) -> str:
+            got: list[dict[str, Any]] = [r[name] for r in rs if r.get(name) is not None]
+            if not got:
+                return "n/a"
+            f = sum(g["false"] for g in got)
+            c = sum(g["caught"] for g in got)
+            t = sum(r["targets"] for r in rs if r.get(name) is not None)
+            return f"{f} / {_rate(c, t)}"
+
+        pairs = "; ".join(a["pairs"].split(";")[0].removeprefix("pairs: ") for a in aa[:1])
+        rows.append(
+            f"| {scenario} | {suite} | {_rate(false, tests)} | {_rate(judged, long)} | "
+            f"{_rate(caught, slowed)} | {pairs} | x{cost:.1f} | {other('sequential')} | "
+            f"{other('committed')} | {other('benchmark')} |"
+        )
+    return "\n".join(rows)
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    """False failures and detection per method and scenario (synthetic suite)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    synth = [r for r in results if r.get("suite", "synth") == "synth"]
+    scenarios = sorted({r["scenario"] for r in synth}, key=SCENARIOS.index)
+    methods = [
+        ("interleaved A/B", "ab"),
+        ("sequential A/B", "sequential"),
+        ("committed baselines", "committed"),
+        ("pytest-benchmark", "benchmark"),
+    ]
+    fig, (ax_f, ax_d) = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.2
+    for i, (label, key) in enumerate(methods):
+        false, caught = [], []
+        for sc in scenarios:
+            rs = [r for r in synth if r["scenario"] == sc]
+            if key == "ab":
+                n = sum(r["ab_aa"]["tests"] for r in rs)
+                false.append(100 * sum(r["ab_aa"]["false"] for r in rs) / max(n, 1))
+                t = sum(r["ab_slow"]["slowed"] for r in rs)
+                caught.append(100 * sum(r["ab_slow"]["caught_named"] for r in rs) / max(t, 1))
+            else:
+                got = [r for r in rs if r.get(key)]
+                n = sum(r["ab_aa"]["tests"] for r in got)
+                t = sum(r["targets"] for r in got)
+                false.append(100 * sum(r[key]["false"] for r in got) / n if n else float("nan"))
+                caught.append(100 * sum(r[key]["caught"] for r in got) / t if t else float("nan"))
+        xs = [j + i * width for j in range(len(scenarios))]
+        ax_f.bar(xs, false, width, label=label)
+        ax_d.bar(xs, caught, width, label=label)
+    for ax, title in (
+        (ax_f, "false failures, % of unchanged tests (A/A)"),
+        (ax_d, "slowed tests caught, %"),
+    ):
+        ax.set_xticks([j + 1.5 * width for j in range(len(scenarios))], scenarios)
+        ax.set_title(title, fontsize=10)
+    ax_d.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scenario", default=",".join(SCENARIOS))
@@ -357,6 +447,7 @@ def main() -> None:
         help="also run sequential A/B, committed baselines and pytest-benchmark",
     )
     p.add_argument("--json", type=Path)
+    p.add_argument("--plot", type=Path, help="a PNG of false failures and detection")
     args = p.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="opprof-ab-study-") as tmp:
@@ -377,6 +468,9 @@ def main() -> None:
                     result = numpy_suite(args, root, scenario, repeat)
                     results.append(result)
                     print(json.dumps(result), flush=True)
+    print(markdown(results))
+    if args.plot is not None:
+        plot(results, args.plot)
     if args.json is not None:
         args.json.write_text(
             json.dumps(
