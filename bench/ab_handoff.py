@@ -1,7 +1,7 @@
 """What one round's hand-off between the head and its base partner costs.
 
 The head sends ``("round",)`` and waits for ``("round", RoundFigures)``: one pipe write,
-a context switch each way, and a pickle of the round's figures (a real round's, from a
+a context switch each way, and the round's figures as JSON (a real round's, from a
 profiled numpy workload of ``--ops`` distinct ops).  Timed here without the round itself:
 the partner answers at once with figures it measured before.  The goal: a round of a 1 ms
 test must not cost another millisecond of hand-off.
@@ -12,8 +12,8 @@ test must not cost another millisecond of hand-off.
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import pickle
 import statistics
 import subprocess
 import sys
@@ -21,13 +21,13 @@ import time
 
 from _common import REPO, machine_line, now_utc, subprocess_env
 
-from pytest_opprof.ab.channel import Channel
+from pytest_opprof.ab.channel import Channel, figures_from_json
 
 PARTNER = r"""
 import os, sys
 import numpy as np
-from pytest_opprof.ab.channel import Channel
-from pytest_opprof.capture.profiler import profile
+from pytest_opprof.ab.channel import Channel, figures_to_json
+from pytest_opprof.profiler import profile
 from pytest_opprof.gate.summary import RoundFigures
 from pytest_opprof.model.averages import op_sums
 
@@ -46,7 +46,7 @@ while True:
     message = channel.receive()
     if message[0] != "round":
         break
-    channel.send("round", figures)
+    channel.send("round", figures_to_json(figures))
 """
 
 
@@ -68,13 +68,14 @@ def main() -> None:
     os.close(partner_write)
     channel = Channel(head_read, head_write)
     channel.send("round")
-    _, figures = channel.receive()
-    size = len(pickle.dumps(("round", figures), protocol=pickle.HIGHEST_PROTOCOL))
+    _, data = channel.receive()
+    figures = figures_from_json(data)
+    size = len(json.dumps(["round", data], separators=(",", ":")))
     trips = []
     for _ in range(args.trips):
         t0 = time.perf_counter_ns()
         channel.send("round")
-        channel.receive()
+        figures_from_json(channel.receive()[1])
         trips.append(time.perf_counter_ns() - t0)
     channel.send("quit")
     proc.wait()

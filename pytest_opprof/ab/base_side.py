@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_opprof.ab.channel import Channel, ChannelClosed
+from pytest_opprof.ab.channel import Channel, ChannelClosed, figures_from_json
 from pytest_opprof.ab.partner import FDS_VARIABLE, protocol_version
 from pytest_opprof.ab.revision import BaseRevision
 from pytest_opprof.errors import OpprofError
@@ -130,7 +130,7 @@ class BaseSide:
         self.channel.send("round")
         answer = self.channel.receive()
         if answer[0] == "round":
-            figures: RoundFigures = answer[1]
+            figures = figures_from_json(answer[1])
             test.rounds.append(figures)
             return figures
         test.failed = True

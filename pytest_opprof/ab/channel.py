@@ -1,20 +1,26 @@
-"""The pipe between the head side and its base partner: framed, pickled messages.
+"""The pipe between the head side and its base partner: framed JSON messages.
 
-Both ends are pytest-opprof of the same version (the partner's hello says which, and the
-head refuses another), so a message is a pickled tuple: the round's figures travel as the
-objects they are, with no codec to keep in step.  A frame is a 4-byte length and the
-pickle; a round's hand-off is one short command and one reply of a few kilobytes, about
-30-60 us on this kind of machine (``bench/ab_handoff.py``), against rounds of 1 ms and more.
+A frame is a 4-byte length and a JSON array: the command, then its values.  A round's
+figures travel as JSON too (:func:`figures_to_json`, driven by the dataclasses' own
+fields), never as objects: the package deserialises only data.  A round's hand-off is one
+short command and one reply of a few kilobytes, about 50-60 us on this kind of machine
+(``bench/ab_handoff.py``), against rounds of 1 ms and more.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
-import pickle
 import struct
 from typing import Any
 
+from pytest_opprof.gate.summary import MemoryFigures, OpFigures, RoundFigures
+
 _HEADER = struct.Struct("!I")
+_OP_FIELDS = tuple(f.name for f in dataclasses.fields(OpFigures))
+_MEMORY_FIELDS = tuple(f.name for f in dataclasses.fields(MemoryFigures))
+_ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(RoundFigures))
 
 
 class ChannelClosed(EOFError):
@@ -22,22 +28,22 @@ class ChannelClosed(EOFError):
 
 
 class Channel:
-    """One end of the pipe pair: ``send`` pickles, ``receive`` blocks for the next message."""
+    """One end of the pipe pair: ``send`` writes a message, ``receive`` blocks for one."""
 
     def __init__(self, read_fd: int, write_fd: int) -> None:
         self.read_fd = read_fd
         self.write_fd = write_fd
 
     def send(self, *message: Any) -> None:
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        data = json.dumps(message, separators=(",", ":")).encode()
         _write_all(self.write_fd, _HEADER.pack(len(data)) + data)
 
     def receive(self) -> tuple[Any, ...]:
         (size,) = _HEADER.unpack(_read_exactly(self.read_fd, _HEADER.size))
-        message = pickle.loads(_read_exactly(self.read_fd, size))
-        if not isinstance(message, tuple):
+        message = json.loads(_read_exactly(self.read_fd, size))
+        if not isinstance(message, list) or not message:
             raise ChannelClosed(f"not a message: {type(message).__name__}")
-        return message
+        return tuple(message)
 
     def close(self) -> None:
         for fd in (self.read_fd, self.write_fd):
@@ -45,6 +51,27 @@ class Channel:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def figures_to_json(figures: RoundFigures) -> dict[str, Any]:
+    """A round's figures as JSON: each field by name, the ops and memory by their fields."""
+    out = {name: getattr(figures, name) for name in _ROUND_FIELDS}
+    out["ops"] = {key: [getattr(op, n) for n in _OP_FIELDS] for key, op in figures.ops.items()}
+    memory = figures.memory
+    out["memory"] = [getattr(memory, n) for n in _MEMORY_FIELDS] if memory is not None else None
+    out["switched"] = sorted(figures.switched) if figures.switched is not None else None
+    return out
+
+
+def figures_from_json(data: dict[str, Any]) -> RoundFigures:
+    """What :func:`figures_to_json` wrote (both ends run the same pytest-opprof version)."""
+    values = dict(data)
+    values["ops"] = {key: OpFigures(*op) for key, op in data["ops"].items()}
+    if data["memory"] is not None:
+        values["memory"] = MemoryFigures(*data["memory"])
+    if data["switched"] is not None:
+        values["switched"] = frozenset(data["switched"])
+    return RoundFigures(**values)
 
 
 def _write_all(fd: int, data: bytes) -> None:

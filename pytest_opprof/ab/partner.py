@@ -25,7 +25,7 @@ from collections.abc import Generator
 import pytest
 
 from pytest_opprof.ab import partner_key
-from pytest_opprof.ab.channel import Channel, ChannelClosed
+from pytest_opprof.ab.channel import Channel, ChannelClosed, figures_to_json
 from pytest_opprof.capture import threadpools
 from pytest_opprof.plugin.measure import Rounds
 from pytest_opprof.plugin.worker import Worker, settings_key
@@ -81,7 +81,7 @@ class PartnerWorker(Worker):
                 figures = rounds.summarised(settings)
                 if len(figures) > measured:
                     measured = len(figures)
-                    self.channel.send("round", figures[-1])
+                    self.channel.send("round", figures_to_json(figures[-1]))
                 else:  # the test profiled itself: the plugin stepped aside
                     self.channel.send("failed", "the test started its own profile")
             if not yielded:  # pytest's call must run once: unmeasured
