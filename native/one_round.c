@@ -3,12 +3,17 @@
  * Most tests run one round, and their summary holds per op an OpSummary with
  * one-sample TimeStats.  Built in Python that took two objects and a dozen
  * attribute writes per op, twice (the round's figures, then the summary):
- * about a tenth of a profiled numpy test's added time (issue 18).  Here the
- * objects are made directly, with the same types and values as
- * gate.summary._one_round_op makes, so every reader (verdict, spool, reports)
- * sees the same summary.  The objects are filled as object.__new__ and
- * __dict__ writes fill them in Python: the frozen dataclasses' __setattr__
- * is not called (PyObject_GenericSetAttr is the plain attribute store).
+ * about a tenth of a profiled numpy test's added time.  Here the objects are
+ * made directly, with the same types and values as gate.summary._one_round_op
+ * makes, so every reader (verdict, spool, reports) sees the same summary.  The
+ * objects are filled as object.__new__ and __dict__ writes fill them in
+ * Python: the frozen dataclasses' __setattr__ is not called
+ * (PyObject_GenericSetAttr is the plain attribute store).
+ *
+ * The field names come from the caller (the dataclasses' fields, in order):
+ * this file knows what it fills in which place (one_round.h), not what the
+ * fields are called, so a field renamed or added in Python needs no C, and a
+ * layout that does not fit is refused with a message, not filled wrongly.
  */
 #include <Python.h>
 #include <math.h>
@@ -21,27 +26,54 @@
 
 enum { STATS_FIELDS = 7, OP_FIELDS = 10 };
 
-static PyObject *stats_names[STATS_FIELDS]; /* interned, never released */
-static PyObject *op_names[OP_FIELDS];
-static PyObject *zero;
+static PyObject *zero; /* never released */
 
-static int intern_names(void)
+/* The types to build and the names of their fields, as one call was given them. */
+typedef struct {
+    PyTypeObject *op_type, *stats_type;
+    PyObject *const *op_names;    /* OP_FIELDS str, borrowed from the caller's tuple */
+    PyObject *const *stats_names; /* STATS_FIELDS str */
+    PyObject *no_args;            /* () for tp_new */
+} Layout;
+
+/* The n names of a tuple of str, or NULL with TypeError naming what is filled. */
+static PyObject *const *names_of(PyObject *names, Py_ssize_t n, const char *fn, const char *what)
 {
-    static const char *const stats[STATS_FIELDS] = {"samples_ns", "median_ns", "min_ns", "max_ns",
-                                                    "mean_ns",    "stdev_ns",  "mad_ns"};
-    static const char *const ops[OP_FIELDS] = {
-        "key",          "count", "self_cpu_time",    "cpu_time",    "self_memory_bytes",
-        "memory_bytes", "flops", "self_device_time", "device_time", "ranges"};
-    if (zero != NULL)
-        return 0;
-    for (int i = 0; i < STATS_FIELDS; i++)
-        if ((stats_names[i] = PyUnicode_InternFromString(stats[i])) == NULL)
-            return -1;
-    for (int i = 0; i < OP_FIELDS; i++)
-        if ((op_names[i] = PyUnicode_InternFromString(ops[i])) == NULL)
-            return -1;
-    zero = PyLong_FromLong(0);
-    return zero == NULL ? -1 : 0;
+    int fits = PyTuple_CheckExact(names) && PyTuple_GET_SIZE(names) == n;
+    for (Py_ssize_t i = 0; fits && i < n; i++)
+        fits = PyUnicode_CheckExact(PyTuple_GET_ITEM(names, i));
+    if (!fits) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: expected a tuple of the %zd field names it fills (%s), got %R", fn, n,
+                     what, names);
+        return NULL;
+    }
+    return &PyTuple_GET_ITEM(names, 0);
+}
+
+static const char op_fields_text[] = "the key, count, self CPU time, CPU time, self bytes, bytes, "
+                                     "FLOPs, self device time, device time, ranges";
+static const char stats_fields_text[] = "the samples, median, min, max, mean, stdev, MAD";
+
+/* Fill layout from the four arguments at args (op_type, op_names, stats_type,
+ * stats_names); 0, or -1 with an exception set. */
+static int layout_of(Layout *layout, PyObject *const *args, const char *fn)
+{
+    if (!PyType_Check(args[0]) || !PyType_Check(args[2])) {
+        PyErr_Format(PyExc_TypeError, "%s: expected the op and time statistics types", fn);
+        return -1;
+    }
+    layout->op_type = (PyTypeObject *)args[0];
+    layout->stats_type = (PyTypeObject *)args[2];
+    layout->op_names = names_of(args[1], OP_FIELDS, fn, op_fields_text);
+    layout->stats_names =
+        layout->op_names != NULL ? names_of(args[3], STATS_FIELDS, fn, stats_fields_text) : NULL;
+    if (layout->stats_names == NULL)
+        return -1;
+    if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
+        return -1;
+    layout->no_args = PyTuple_New(0);
+    return layout->no_args == NULL ? -1 : 0;
 }
 
 /* A new instance of type without calling its __init__ (object.__new__). */
@@ -65,15 +97,15 @@ static int fill(PyObject *obj, PyObject *const *names, PyObject **values, int n)
 
 /* A new OpSummary holding values (stolen, all of them, also on failure); with
  * make 0 (an earlier step failed) none is made and the values are dropped. */
-static PyObject *new_op(PyTypeObject *op_type, PyObject *no_args, PyObject **values, int make)
+static PyObject *new_op(const Layout *layout, PyObject **values, int make)
 {
-    PyObject *op = make ? bare(op_type, no_args) : NULL;
+    PyObject *op = make ? bare(layout->op_type, layout->no_args) : NULL;
     if (op == NULL) {
         for (int i = 0; i < OP_FIELDS; i++)
             Py_XDECREF(values[i]);
         return NULL;
     }
-    if (fill(op, op_names, values, OP_FIELDS) != 0) {
+    if (fill(op, layout->op_names, values, OP_FIELDS) != 0) {
         Py_DECREF(op);
         return NULL;
     }
@@ -81,12 +113,12 @@ static PyObject *new_op(PyTypeObject *op_type, PyObject *no_args, PyObject **val
 }
 
 /* TimeStats.single(ns). */
-static PyObject *single(PyTypeObject *stats_type, PyObject *no_args, int64_t ns)
+static PyObject *single(const Layout *layout, int64_t ns)
 {
     PyObject *value = PyLong_FromLongLong(ns);
     if (value == NULL)
         return NULL;
-    PyObject *stats = bare(stats_type, no_args);
+    PyObject *stats = bare(layout->stats_type, layout->no_args);
     if (stats == NULL) {
         Py_DECREF(value);
         return NULL;
@@ -99,17 +131,16 @@ static PyObject *single(PyTypeObject *stats_type, PyObject *no_args, int64_t ns)
     Py_INCREF(zero);
     Py_INCREF(zero);
     PyObject *values[STATS_FIELDS] = {samples, value, value, value, value, zero, zero};
-    if (fill(stats, stats_names, values, STATS_FIELDS) != 0) {
+    if (fill(stats, layout->stats_names, values, STATS_FIELDS) != 0) {
         Py_DECREF(stats);
         return NULL;
     }
     return stats;
 }
 
-static PyObject *one_op(PyObject *key, const int64_t *row, PyTypeObject *op_type,
-                        PyTypeObject *stats_type, PyObject *no_args)
+static PyObject *one_op(PyObject *key, const int64_t *row, const Layout *layout)
 {
-    PyObject *self_cpu = single(stats_type, no_args, row[OPPROF_GROUP_CPU_SELF]);
+    PyObject *self_cpu = single(layout, row[OPPROF_GROUP_CPU_SELF]);
     if (self_cpu == NULL)
         return NULL;
     PyObject *total;
@@ -118,12 +149,12 @@ static PyObject *one_op(PyObject *key, const int64_t *row, PyTypeObject *op_type
         Py_INCREF(self_cpu);
         total = self_cpu;
     } else {
-        total = single(stats_type, no_args, row[OPPROF_GROUP_CPU_TOTAL]);
+        total = single(layout, row[OPPROF_GROUP_CPU_TOTAL]);
     }
     PyObject *self_device = Py_None, *device = Py_None;
     if (row[OPPROF_GROUP_DEVICE_TOTAL] != 0 || row[OPPROF_GROUP_DEVICE_SELF] != 0) {
-        self_device = single(stats_type, no_args, row[OPPROF_GROUP_DEVICE_SELF]);
-        device = single(stats_type, no_args, row[OPPROF_GROUP_DEVICE_TOTAL]);
+        self_device = single(layout, row[OPPROF_GROUP_DEVICE_SELF]);
+        device = single(layout, row[OPPROF_GROUP_DEVICE_TOTAL]);
     } else {
         Py_INCREF(Py_None);
         Py_INCREF(Py_None);
@@ -141,30 +172,34 @@ static PyObject *one_op(PyObject *key, const int64_t *row, PyTypeObject *op_type
         device,
         PyDict_New(),
     };
-    return new_op(op_type, no_args, values, 1);
+    return new_op(layout, values, 1);
 }
 
-/* one_round_ops(keys, sums, memory_key, exact, op_type, stats_type): see one_round.h. */
+/* one_round_ops(keys, sums, memory_key, exact, op_type, op_names, stats_type,
+ * stats_names): see one_round.h. */
 static PyObject *one_round_ops(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 6 || !PyList_Check(args[0]) || !PyType_Check(args[4]) || !PyType_Check(args[5])) {
-        PyErr_SetString(PyExc_TypeError, "one_round_ops(keys: list, sums, memory_key, exact: "
-                                         "int, op_type: type, stats_type: type)");
+    if (nargs != 8 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "one_round_ops(keys: list, sums, memory_key, exact: int, op_type: type, "
+                        "op_names: tuple, stats_type: type, stats_names: tuple)");
         return NULL;
     }
     PyObject *keys = args[0], *memory_key = args[2];
-    PyTypeObject *op_type = (PyTypeObject *)args[4], *stats_type = (PyTypeObject *)args[5];
+    Layout layout = {0};
     long long exact = PyLong_AsLongLong(args[3]);
     if (exact == -1 && PyErr_Occurred())
         return NULL;
-    if (intern_names() != 0)
+    if (layout_of(&layout, args + 4, "one_round_ops") != 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    PyObject *result = NULL, *where = NULL, *order = NULL, *ops = NULL, *no_args = NULL;
+    PyObject *result = NULL, *where = NULL, *order = NULL, *ops = NULL;
     int64_t *sums = PyMem_Malloc((size_t)(n > 0 ? n : 1) * OPPROF_GROUP_COLUMNS * sizeof *sums);
-    if (sums == NULL)
+    if (sums == NULL) {
+        Py_DECREF(layout.no_args);
         return PyErr_NoMemory();
+    }
     if (!PyList_Check(args[1]) || PyList_GET_SIZE(args[1]) != n) {
         PyErr_SetString(PyExc_ValueError, "one_round_ops: sums must be a list, one row per key");
         goto done;
@@ -211,8 +246,7 @@ static PyObject *one_round_ops(PyObject *self, PyObject *const *args, Py_ssize_t
         Py_INCREF(result);
         goto done;
     }
-    if (PyList_Sort(order) != 0 || (ops = PyDict_New()) == NULL ||
-        (no_args = PyTuple_New(0)) == NULL)
+    if (PyList_Sort(order) != 0 || (ops = PyDict_New()) == NULL)
         goto done;
     long long op_count = 0, self_flops = 0, device_ns = 0;
     int has_device = 0;
@@ -226,7 +260,7 @@ static PyObject *one_round_ops(PyObject *self, PyObject *const *args, Py_ssize_t
             goto done;
         }
         const int64_t *row = sums + i * OPPROF_GROUP_COLUMNS;
-        PyObject *op = one_op(key, row, op_type, stats_type, no_args);
+        PyObject *op = one_op(key, row, &layout);
         if (op == NULL)
             goto done;
         int failed = PyDict_SetItem(ops, key, op);
@@ -252,7 +286,7 @@ done:
     Py_XDECREF(where);
     Py_XDECREF(order);
     Py_XDECREF(ops);
-    Py_XDECREF(no_args);
+    Py_DECREF(layout.no_args);
     return result;
 }
 
@@ -282,16 +316,16 @@ static int64_t round_sig(int64_t v)
 
 /* The ns of a one-sample TimeStats (what single() makes), or -1 with *ok = 0
  * for anything else (then Python rounds it). */
-static int64_t single_ns(PyObject *stats, PyTypeObject *stats_type, int *ok)
+static int64_t single_ns(PyObject *stats, const Layout *layout, int *ok)
 {
     int64_t ns = 0;
-    if (Py_TYPE(stats) != stats_type) {
+    if (Py_TYPE(stats) != layout->stats_type) {
         *ok = 0;
         return -1;
     }
     PyObject *v[STATS_FIELDS];
     for (int i = 0; i < STATS_FIELDS; i++) {
-        v[i] = PyObject_GenericGetAttr(stats, stats_names[i]);
+        v[i] = PyObject_GenericGetAttr(stats, layout->stats_names[i]);
         if (v[i] == NULL) {
             PyErr_Clear();
             *ok = 0;
@@ -317,25 +351,23 @@ static int64_t single_ns(PyObject *stats, PyTypeObject *stats_type, int *ok)
 }
 
 /* The stored (rounded) form of a one-sample TimeStats, or NULL with *ok = 0. */
-static PyObject *stored_single(PyObject *stats, PyTypeObject *stats_type, PyObject *no_args,
-                               int *ok)
+static PyObject *stored_single(PyObject *stats, const Layout *layout, int *ok)
 {
-    int64_t ns = single_ns(stats, stats_type, ok);
-    return *ok ? single(stats_type, no_args, round_sig(ns)) : NULL;
+    int64_t ns = single_ns(stats, layout, ok);
+    return *ok ? single(layout, round_sig(ns)) : NULL;
 }
 
 /* OpSummary.as_stored of an op whose times have one sample each; NULL with
  * *ok = 0 where Python must do it (or with *ok = 1 and an exception set). */
-static PyObject *stored_op(PyObject *op, PyTypeObject *op_type, PyTypeObject *stats_type,
-                           PyObject *no_args, int *ok)
+static PyObject *stored_op(PyObject *op, const Layout *layout, int *ok)
 {
-    if (Py_TYPE(op) != op_type) {
+    if (Py_TYPE(op) != layout->op_type) {
         *ok = 0;
         return NULL;
     }
     PyObject *values[OP_FIELDS];
     for (int i = 0; i < OP_FIELDS; i++)
-        if ((values[i] = PyObject_GenericGetAttr(op, op_names[i])) == NULL) {
+        if ((values[i] = PyObject_GenericGetAttr(op, layout->op_names[i])) == NULL) {
             for (int j = 0; j < i; j++)
                 Py_DECREF(values[j]);
             PyErr_Clear();
@@ -346,7 +378,7 @@ static PyObject *stored_op(PyObject *op, PyTypeObject *op_type, PyTypeObject *st
     PyObject *self_cpu = values[SELF_CPU], *cpu = values[CPU];
     PyObject *self_device = values[SELF_DEVICE], *device = values[DEVICE];
     int paired = self_device != Py_None && device != Py_None;
-    values[SELF_CPU] = stored_single(self_cpu, stats_type, no_args, ok);
+    values[SELF_CPU] = stored_single(self_cpu, layout, ok);
     /* One object for both times (an op that called no other op): rounded once. */
     if (cpu == self_cpu) {
         values[CPU] = values[SELF_CPU];
@@ -355,11 +387,11 @@ static PyObject *stored_op(PyObject *op, PyTypeObject *op_type, PyTypeObject *st
         values[CPU] = Py_None;
         Py_INCREF(Py_None);
     } else {
-        values[CPU] = *ok ? stored_single(cpu, stats_type, no_args, ok) : NULL;
+        values[CPU] = *ok ? stored_single(cpu, layout, ok) : NULL;
     }
     if (paired) {
-        values[SELF_DEVICE] = *ok ? stored_single(self_device, stats_type, no_args, ok) : NULL;
-        values[DEVICE] = *ok ? stored_single(device, stats_type, no_args, ok) : NULL;
+        values[SELF_DEVICE] = *ok ? stored_single(self_device, layout, ok) : NULL;
+        values[DEVICE] = *ok ? stored_single(device, layout, ok) : NULL;
     } else { /* device times travel as a pair or not at all */
         values[SELF_DEVICE] = Py_None;
         values[DEVICE] = Py_None;
@@ -370,23 +402,25 @@ static PyObject *stored_op(PyObject *op, PyTypeObject *op_type, PyTypeObject *st
     Py_DECREF(cpu);
     Py_DECREF(self_device);
     Py_DECREF(device);
-    return new_op(op_type, no_args, values, *ok);
+    return new_op(layout, values, *ok);
 }
 
-/* stored_ops(ops, op_type, stats_type) -> dict or None: see one_round.h. */
+/* stored_ops(ops, op_type, op_names, stats_type, stats_names) -> dict or None:
+ * see one_round.h. */
 static PyObject *stored_ops(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 3 || !PyDict_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "stored_ops(ops: dict, op_type: type, stats_type: type)");
+    if (nargs != 5 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "stored_ops(ops: dict, op_type: type, op_names: tuple, "
+                                         "stats_type: type, stats_names: tuple)");
         return NULL;
     }
-    if (intern_names() != 0)
+    Layout layout = {0};
+    if (layout_of(&layout, args + 1, "stored_ops") != 0)
         return NULL;
-    PyObject *ops = args[0];
-    PyTypeObject *op_type = (PyTypeObject *)args[1], *stats_type = (PyTypeObject *)args[2];
-    PyObject *keys = PyDict_Keys(ops), *out = NULL, *no_args = PyTuple_New(0);
-    if (keys == NULL || no_args == NULL || PyList_Sort(keys) != 0 || (out = PyDict_New()) == NULL)
+    PyObject *ops = args[0], *no_args = layout.no_args;
+    PyObject *keys = PyDict_Keys(ops), *out = NULL;
+    if (keys == NULL || PyList_Sort(keys) != 0 || (out = PyDict_New()) == NULL)
         goto failed;
     for (Py_ssize_t j = 0; j < PyList_GET_SIZE(keys); j++) {
         PyObject *key = PyList_GET_ITEM(keys, j);
@@ -397,7 +431,7 @@ static PyObject *stored_ops(PyObject *self, PyObject *const *args, Py_ssize_t na
             goto failed;
         }
         int ok = 1;
-        PyObject *stored = stored_op(op, op_type, stats_type, no_args, &ok);
+        PyObject *stored = stored_op(op, &layout, &ok);
         if (!ok) { /* more than one sample somewhere: Python's */
             Py_XDECREF(stored);
             Py_DECREF(out);

@@ -13,6 +13,7 @@ checks live in one place, so it stays whole rather than split by source.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -988,19 +989,45 @@ def buffer_stats() -> BufferStats:
 # ---- a one-round test's op summaries (native/one_round.h) -------------------------
 
 
-def _one_round_doors() -> tuple[
-    Callable[..., tuple[dict[str, Any], int, int, int | None] | None],
-    Callable[..., dict[str, Any] | None],
-]:
-    """``one_round_ops(keys, sums, memory_key, exact, op_type, stats_type)``, which builds
-    a one-round test's op summaries from its round's sums, and ``stored_ops(ops, op_type,
-    stats_type)``, their stored form: builtins (see the header)."""
+def _one_round_doors() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The builtins ``one_round_ops`` and ``stored_ops`` (see the header)."""
     module = sys.modules[__name__]
     check(lib.opprof_install_summary_functions(id(module)))
     return module.one_round_ops, module.stored_ops
 
 
-one_round_ops, stored_ops = _one_round_doors()
+_one_round_ops, _stored_ops = _one_round_doors()
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def one_round_ops(
+    keys: Any, sums: Any, memory_key: str, exact: int, op_type: type, stats_type: type
+) -> tuple[dict[str, Any], int, int, int | None] | None:
+    """A one-round test's op summaries (``op_type`` objects with ``stats_type`` times) from
+    its round's sums; None where Python must build them (see the header).  The builder is
+    given the dataclasses' field names, in field order: the order it fills them in."""
+    return _one_round_ops(  # type: ignore[no-any-return]
+        keys,
+        sums,
+        memory_key,
+        exact,
+        op_type,
+        _field_names(op_type),
+        stats_type,
+        _field_names(stats_type),
+    )
+
+
+def stored_ops(ops: dict[str, Any], op_type: type, stats_type: type) -> dict[str, Any] | None:
+    """The stored form of one-sample op summaries, in key order; None where some time has
+    more samples (see the header)."""
+    return _stored_ops(  # type: ignore[no-any-return]
+        ops, op_type, _field_names(op_type), stats_type, _field_names(stats_type)
+    )
 
 
 # ---- record_function's fast path (native/fastscope.h) ----------------------------

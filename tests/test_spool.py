@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pytest_opprof.gate.jsonio import dumps_stable
 from pytest_opprof.gate.results import TestResult, build_report, report_text
 from pytest_opprof.gate.session import BaselineSession, GateOptions
-from pytest_opprof.gate.spool import Spool
+from pytest_opprof.gate.spool import SHORT_FORMS, Spool
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, TimeStats, summarize_rounds
 from pytest_opprof.gate.verdict import NEW, compare
 from pytest_opprof.plugin.kept import Lines, summary_line
@@ -230,7 +230,7 @@ def test_times_come_back_equal_in_short_or_whole_form(stats: TimeStats) -> None:
         and all(type(v) is int for v in numbers)
         and stats == TimeStats.single(stats.min_ns)
     )
-    assert (stats.spool_short_values() is not None) == single
+    assert (SHORT_FORMS[TimeStats].values(stats) is not None) == single
     assert (b'"v":[%d]}' % stats.min_ns in spool._text(0)) == single
 
 
@@ -284,7 +284,7 @@ def test_one_round_summaries_come_back_the_same_from_their_flat_form(
     # an op's total time the same object as its self time where it was.
     summary = _one_round(sums, memory, device, wait)
     for s in (summary, summary.as_stored()):
-        assert s.spool_short_values() is not None
+        assert SHORT_FORMS[TestSummary].values(s) is not None
         payload = ProfiledTest("t.py::x", False, s)
         spool: Spool[object] = Spool()
         spool.append(payload)
@@ -317,7 +317,7 @@ def test_summaries_the_flat_form_has_no_place_for_are_written_whole() -> None:
         "sessions": dataclasses.replace(base, sessions=(1, 1)),
     }
     for name, summary in varied.items():
-        assert summary.spool_short_values() is None, name
+        assert SHORT_FORMS[TestSummary].values(summary) is None, name
         spool: Spool[object] = Spool()
         spool.append(summary)
         _same_tree(spool[0], summary)

@@ -37,22 +37,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from typing import Any
 
 from pytest_opprof.errors import FieldError
+from pytest_opprof.gate import summary_codec
 from pytest_opprof.gate.jsonio import Fields, field_path, round_sig
-from pytest_opprof.gate.summary import (
-    OP_RANGED,
-    TEST_RANGED,
-    MemoryFigures,
-    OpSummary,
-    TestSummary,
-    TimeStats,
-    ranges_from_json,
-    ranges_json,
-    read_left_out,
-    read_rounds,
-)
+from pytest_opprof.gate.summary import TestSummary, TimeStats
+from pytest_opprof.gate.summary_codec import Form
 from pytest_opprof.gate.trim import trim
 
 UNITS = (("ns", 1), ("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000))
@@ -97,102 +88,27 @@ def decode_times(f: Fields, key: str, rounds: int) -> TimeStats:
     return TimeStats.from_samples([round(v * _NS[unit]) for v in values])
 
 
+def _write_times(stats: TimeStats) -> object:
+    return encode_times(stats.samples_ns)
+
+
+def _read_times(of: type, f: Fields, key: str, rounds: int | None, per_round: bool) -> Any:
+    # One value per round whatever the time (a reference's too): the form has no other.
+    assert rounds is not None
+    return decode_times(f, key, rounds)
+
+
+COMPACT = Form(True, _write_times, _read_times)
+"""Times as per-round strings; the fields whose rule says ``compact=False`` left out."""
+
+
 def summary_to_json(summary: TestSummary) -> dict[str, object]:
     """``{"rounds", "summary", "ops", ...}`` of a baseline entry in the compact form, the
     ops trimmed (``trim.trim``)."""
-    summary = trim(summary)
-    figures: dict[str, object] = {
-        "wall_time": encode_times(summary.wall_time.samples_ns),
-        "cpu_time": encode_times(summary.cpu_time.samples_ns),
-        "op_count": summary.op_count,
-        "flops": summary.flops,
-        "op_time_share": round(summary.op_time_share, 3),
-        "memory": summary.memory.to_json() if summary.memory is not None else None,
-    }
-    for name, series in (
-        ("device_time", summary.device_time),
-        ("speed_ref", summary.speed_ref),
-        ("native_ref", summary.native_ref),
-        ("wait_time", summary.wait_time),
-    ):
-        if series is not None:
-            figures[name] = encode_times(series.samples_ns)
-    if summary.device_memory_bytes is not None:
-        figures["device_memory_bytes"] = summary.device_memory_bytes
-    if summary.dropped_events:
-        figures["dropped_events"] = summary.dropped_events
-    if summary.ranges:
-        figures["ranges"] = ranges_json(summary.ranges)
-    out: dict[str, object] = {"rounds": summary.rounds}
-    if len(summary.sessions) > 1:
-        out["sessions"] = list(summary.sessions)
-    out["summary"] = figures
-    out["ops"] = {key: _op_to_json(op) for key, op in sorted(summary.ops.items())}
-    if summary.left_out is not None:
-        out["left_out"] = summary.left_out.to_json()
-    return out
-
-
-def _op_to_json(op: OpSummary) -> dict[str, object]:
-    self_time = encode_times(op.self_cpu_time.samples_ns)
-    out: dict[str, object] = {"count": op.count, "self_cpu_time": self_time}
-    if op.flops:
-        out["flops"] = op.flops
-    if op.self_memory_bytes:
-        out["self_memory_bytes"] = op.self_memory_bytes
-    if op.self_device_time is not None:
-        out["self_device_time"] = encode_times(op.self_device_time.samples_ns)
-    if op.ranges:
-        out["ranges"] = ranges_json(op.ranges)
-    return out
+    return summary_codec.to_json(trim(summary), COMPACT)
 
 
 def summary_from_json(f: Fields) -> TestSummary:
     """Read back :func:`summary_to_json` (raises ``FieldError``)."""
-    rounds, sessions = read_rounds(f)
-    figures = f.obj("summary")
-    memory = figures.opt_obj("memory")
-
-    def series(name: str) -> TimeStats | None:
-        return decode_times(figures, name, rounds) if figures.has(name) else None
-
-    ops = {key: _op_from_json(key, op, rounds) for key, op in f.obj("ops").entries()}
-    summary = TestSummary(
-        rounds=rounds,
-        sessions=sessions if len(sessions) > 1 else (),
-        wall_time=decode_times(figures, "wall_time", rounds),
-        cpu_time=decode_times(figures, "cpu_time", rounds),
-        op_count=figures.integer("op_count"),
-        flops=figures.integer("flops"),
-        op_time_share=figures.number("op_time_share"),
-        memory=MemoryFigures.from_json(memory) if memory else None,
-        ops=ops,
-        device_time=series("device_time"),
-        device_memory_bytes=figures.opt_integer("device_memory_bytes"),
-        speed_ref=series("speed_ref"),
-        native_ref=series("native_ref"),
-        dropped_events=figures.opt_integer("dropped_events") or 0,
-        wait_time=series("wait_time"),
-        left_out=read_left_out(f, ops),
-    )
-    ranges = ranges_from_json(figures, TEST_RANGED, summary.exact_values())
-    return replace(summary, ranges=ranges) if ranges else summary
-
-
-def _op_from_json(key: str, f: Fields, rounds: int) -> OpSummary:
-    self_time = decode_times(f, "self_cpu_time", rounds)
-    self_memory = f.opt_integer("self_memory_bytes", minimum=None) or 0
-    self_device = decode_times(f, "self_device_time", rounds) if f.has("self_device_time") else None
-    op = OpSummary(
-        key=key,
-        count=f.integer("count"),
-        self_cpu_time=self_time,
-        cpu_time=None,
-        self_memory_bytes=self_memory,
-        memory_bytes=None,
-        flops=f.opt_integer("flops") or 0,
-        self_device_time=self_device,
-        device_time=None,
-    )
-    ranges = ranges_from_json(f, OP_RANGED, op.exact_values())
-    return replace(op, ranges=ranges) if ranges else op
+    summary: TestSummary = summary_codec.from_json(TestSummary, f, form=COMPACT)
+    return summary

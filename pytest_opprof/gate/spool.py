@@ -18,9 +18,9 @@ line"), so reading is ``json.loads`` with an object hook: the per-value work run
 (the test's summary is read at the end of the session a few times, and was a Python walk
 each time).  An immutable record met twice in one item (an op that called no other op
 has one time object for its self and total time) is written once: it was a quarter of a
-one-round test's records.  A class may also give a short form of its values
-(``SHORT_VALUES``): one round's time statistics are written as their one number (4,418 ->
-3,276 bytes for a 27-op payload, and a JSON object less to build back per time).
+one-round test's records.  A class may also have a short form of its values
+(:data:`SHORT_FORMS`): one round's time statistics are written as their one number (4,418
+-> 3,276 bytes for a 27-op payload, and a JSON object less to build back per time).
 """
 
 from __future__ import annotations
@@ -31,8 +31,12 @@ import json
 import operator
 import tempfile
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Any, Generic, NamedTuple, TypeVar, overload
+
+from pytest_opprof.gate import summary_flat
+from pytest_opprof.gate.summary import TestSummary, TimeStats
+from pytest_opprof.gate.verdict import NEW, Verdict
 
 T = TypeVar("T")
 
@@ -64,12 +68,32 @@ def _construct(cls: type, names: tuple[str, ...], values: list[Any]) -> Any:
     return obj
 
 
-SHORT_VALUES = "spool_short_values"
-"""A dataclass may define this method: a shorter list of values that its classmethod
-``FROM_SHORT_VALUES`` builds an equal object from, or None where the object has no
-short form.  (One round's time statistics, seven fields from one number, are most of
-a test's records.)"""
-FROM_SHORT_VALUES = "from_spool_short_values"
+class ShortForm(NamedTuple):
+    """A shorter list of a class's values, where an object has one, and the object back."""
+
+    values: Callable[[Any], list[Any] | None]
+    """The short values of an object, or None where it has no short form."""
+    build: Callable[[list[Any]], Any]
+    """An object equal to the one :attr:`values` was given."""
+
+
+def _single_values(stats: TimeStats) -> list[Any] | None:
+    ns = stats.one_sample()
+    return None if ns is None else [ns]
+
+
+def _new_verdict(verdict: Verdict) -> list[Any] | None:
+    return [] if verdict is NEW else None
+
+
+SHORT_FORMS: Mapping[type, ShortForm] = {
+    # One round's time statistics, seven fields from one number: most of a test's records.
+    TimeStats: ShortForm(_single_values, lambda values: TimeStats.single(values[0])),
+    TestSummary: ShortForm(summary_flat.flat_values, summary_flat.from_flat_values),
+    # The verdict of a test without a baseline: that of most tests of a first run.
+    Verdict: ShortForm(_new_verdict, lambda values: NEW),
+}
+"""The short forms a :class:`Spool` writes unless it is given others, by class."""
 
 
 class _Described(NamedTuple):
@@ -81,15 +105,16 @@ class _Described(NamedTuple):
     """Its field values, in order."""
     immutable: bool
     short_of: Callable[[Any], list[Any] | None] | None
-    """``SHORT_VALUES`` of the class, if it has one."""
+    """The short values of the class (:class:`ShortForm`), if it has a short form."""
     short_index: int
-    """The place of its ``FROM_SHORT_VALUES`` in the builders (-1: none)."""
+    """The place of its short form's builder in the builders (-1: none)."""
 
 
 class Spool(Sequence[T], Generic[T]):
     """An append-only sequence whose items live as JSON lines in a temporary file."""
 
-    def __init__(self) -> None:
+    def __init__(self, short_forms: Mapping[type, ShortForm] = SHORT_FORMS) -> None:
+        self._short_forms = short_forms
         self._file: IO[bytes] | None = None
         self._offsets = array("q")
         self._sizes = array("q")
@@ -194,11 +219,12 @@ class Spool(Sequence[T], Generic[T]):
             frozen = bool(cls.__dataclass_params__.frozen)  # type: ignore[attr-defined]
             index = len(self._builders)
             self._builders.append(build)
-            short_of = getattr(cls, SHORT_VALUES, None)
+            short = self._short_forms.get(cls)
             short_index = -1
-            if short_of is not None:
+            if short is not None:
                 short_index = len(self._builders)
-                self._builders.append(getattr(cls, FROM_SHORT_VALUES))
+                self._builders.append(short.build)
+            short_of = short.values if short is not None else None
             described = _Described(index, values_of, frozen, short_of, short_index)
         elif isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
             described = _Described(len(self._builders), tuple, False, None, -1)

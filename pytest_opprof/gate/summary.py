@@ -27,11 +27,29 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pytest_opprof.errors import FieldError
-from pytest_opprof.gate.jsonio import Fields, field_path, round_sig
+from pytest_opprof.gate import summary_codec
+from pytest_opprof.gate.jsonio import Fields
+from pytest_opprof.gate.summary_codec import (
+    RULE,
+    Count,
+    Hex32,
+    LeftOutOf,
+    Nested,
+    Ns,
+    OpKey,
+    Ops,
+    PerRoundKeys,
+    RoundCount,
+    Sessions,
+    Share,
+    Spans,
+    Times,
+    field_names,
+    filled,
+)
 from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 
 _US_TO_NS = 1000
@@ -77,22 +95,16 @@ class LeftOut:
     """How many op keys a baseline folded into ``OTHER_OPS``, and an order-free digest of
     them (``trim.keys_digest``): whether two sides folded the same ops."""
 
-    keys: int
-    digest: int
+    keys: int = field(metadata={RULE: Count(minimum=1, name="ops")})
+    digest: int = field(metadata={RULE: Hex32()})
 
     def to_json(self) -> dict[str, object]:
-        return {"ops": self.keys, "digest": f"{self.digest:08x}"}
+        return summary_codec.to_json(self)
 
     @classmethod
     def from_json(cls, f: Fields) -> LeftOut:
-        digest = f.text("digest")
-        try:
-            value = int(digest, 16)
-        except ValueError:
-            value = -1
-        if not 0 <= value < 2**32 or len(digest) != 8:
-            raise FieldError(field_path(f.path, "digest"), f"expected 8 hex digits, got {digest!r}")
-        return cls(keys=f.integer("ops", minimum=1), digest=value)
+        left_out: LeftOut = summary_codec.from_json(cls, f)
+        return left_out
 
 
 def span_of(values: Iterable[int]) -> Span:
@@ -106,44 +118,17 @@ def varying(spans: Mapping[str, Span]) -> dict[str, Span]:
     return {name: (lo, hi) for name, (lo, hi) in spans.items() if lo != hi}
 
 
-def ranges_json(ranges: Ranges) -> dict[str, object]:
-    return {name: [lo, hi] for name, (lo, hi) in sorted(ranges.items())}
-
-
-def ranges_from_json(
-    f: Fields, names: Sequence[str], values: Mapping[str, int | None]
-) -> dict[str, Span]:
-    """Read ``ranges`` (optional: files written before ranges have none), each a pair of
-    integers around the figure's stored value."""
-    if not f.has("ranges"):
-        return {}
-    r = f.obj("ranges")
-    out: dict[str, Span] = {}
-    for name in sorted(r.data):
-        where = field_path(r.path, name)
-        if name not in names:
-            raise FieldError(where, f"expected one of {', '.join(names)}")
-        value = values.get(name)
-        if value is None:
-            raise FieldError(where, "a range for a figure that was not measured")
-        lo, hi = r.int_pair(name)
-        if not lo <= value <= hi:
-            raise FieldError(where, f"expected a range around the figure {value}, got [{lo}, {hi}]")
-        out[name] = (lo, hi)
-    return out
-
-
 @dataclass(frozen=True)
 class TimeStats:
     """Statistics of one time over the measured rounds, all in ns."""
 
-    samples_ns: tuple[int, ...]
-    median_ns: int
-    min_ns: int
-    max_ns: int
-    mean_ns: int
-    stdev_ns: int
-    mad_ns: int
+    samples_ns: tuple[int, ...] = field(metadata={RULE: Ns(samples=True)})
+    median_ns: int = field(metadata={RULE: Ns()})
+    min_ns: int = field(metadata={RULE: Ns()})
+    max_ns: int = field(metadata={RULE: Ns()})
+    mean_ns: int = field(metadata={RULE: Ns()})
+    stdev_ns: int = field(metadata={RULE: Ns()})
+    mad_ns: int = field(metadata={RULE: Ns()})
 
     @classmethod
     def single(cls, ns: int) -> TimeStats:
@@ -151,34 +136,20 @@ class TimeStats:
         # Filled in place rather than through the frozen __init__ (a set call per field):
         # two to four of these are built per op of every one-round test, and again for
         # its stored form; the result is the same object __init__ makes.
-        stats = object.__new__(cls)
-        d = stats.__dict__
-        d["samples_ns"] = (ns,)
-        d["median_ns"] = d["min_ns"] = d["max_ns"] = d["mean_ns"] = ns
-        d["stdev_ns"] = d["mad_ns"] = 0
+        stats: TimeStats = filled(cls, _STATS_FIELDS, _one_sample(ns))
         return stats
 
-    def spool_short_values(self) -> list[int] | None:
-        """``[ns]`` for the statistics of one sample (``single``), else None: how the
-        result spool writes most tests' times (``gate.spool.SHORT_VALUES``)."""
-        d = self.__dict__
-        ns = d["min_ns"]
-        samples = d["samples_ns"]
-        if type(ns) is not int or type(samples) is not tuple or len(samples) != 1:
+    def one_sample(self) -> int | None:
+        """The sample where these are the statistics :meth:`single` builds (every value an
+        int, not only an equal number), else None."""
+        samples = self.samples_ns
+        if type(samples) is not tuple or len(samples) != 1:
             return None
-        # Every field an int (what single builds), not only an equal number.
-        same = (samples[0], d["median_ns"], d["max_ns"], d["mean_ns"])
-        zeros = (d["stdev_ns"], d["mad_ns"])
-        if all(type(v) is int and v == ns for v in same) and all(
-            type(v) is int and v == 0 for v in zeros
-        ):
-            return [ns]
+        ns = samples[0]
+        values = tuple(self.__dict__.values())
+        if type(ns) is int and values == _one_sample(ns) and tuple(map(type, values)) == _ONE_TYPES:
+            return ns
         return None
-
-    @classmethod
-    def from_spool_short_values(cls, values: list[int]) -> TimeStats:
-        """What :meth:`spool_short_values` wrote."""
-        return cls.single(values[0])
 
     @classmethod
     def from_samples(cls, samples_ns: Sequence[float]) -> TimeStats:
@@ -201,57 +172,28 @@ class TimeStats:
 
     def to_json(self) -> dict[str, object]:
         """JSON object; times rounded to three significant digits."""
-        return {
-            "samples_ns": [round_sig(s) for s in self.samples_ns],
-            "median_ns": round_sig(self.median_ns),
-            "min_ns": round_sig(self.min_ns),
-            "max_ns": round_sig(self.max_ns),
-            "mean_ns": round_sig(self.mean_ns),
-            "stdev_ns": round_sig(self.stdev_ns),
-            "mad_ns": round_sig(self.mad_ns),
-        }
+        return summary_codec.to_json(self)
 
     def as_stored(self) -> TimeStats:
         """What :meth:`to_json` reads back as, without the text: every time rounded."""
-        if self.min_ns == self.max_ns and not self.stdev_ns and not self.mad_ns:
-            # Every sample alike (one round: most tests), so are the median and the mean:
-            # one rounding for all of them.
-            only = round_sig(self.min_ns)
-            if self.median_ns == self.mean_ns == self.min_ns:
-                if len(self.samples_ns) == 1:
-                    return TimeStats.single(only)
-                return TimeStats((only,) * len(self.samples_ns), only, only, only, only, 0, 0)
-        return TimeStats(
-            samples_ns=tuple(round_sig(s) for s in self.samples_ns),
-            median_ns=round_sig(self.median_ns),
-            min_ns=round_sig(self.min_ns),
-            max_ns=round_sig(self.max_ns),
-            mean_ns=round_sig(self.mean_ns),
-            stdev_ns=round_sig(self.stdev_ns),
-            mad_ns=round_sig(self.mad_ns),
-        )
+        stats: TimeStats = summary_codec.stored_times(self)
+        return stats
 
     @classmethod
     def from_json(cls, f: Fields, rounds: int | None = None) -> TimeStats:
         """Read back :meth:`to_json` (raises ``FieldError``): at least one sample, and
         ``rounds`` of them when given (a verdict pairs them with the rounds)."""
-        samples = f.integers("samples_ns")
-        if not samples or (rounds is not None and len(samples) != rounds):
-            expected = (
-                "at least one sample" if rounds is None else f"one sample per round ({rounds})"
-            )
-            raise FieldError(
-                field_path(f.path, "samples_ns"), f"expected {expected}, got {len(samples)}"
-            )
-        return cls(
-            samples_ns=tuple(samples),
-            median_ns=f.integer("median_ns"),
-            min_ns=f.integer("min_ns"),
-            max_ns=f.integer("max_ns"),
-            mean_ns=f.integer("mean_ns"),
-            stdev_ns=f.integer("stdev_ns"),
-            mad_ns=f.integer("mad_ns"),
-        )
+        stats: TimeStats = summary_codec.from_json(cls, f, rounds=rounds)
+        return stats
+
+
+def _one_sample(ns: int) -> tuple[Any, ...]:
+    """The values of :class:`TimeStats` (in field order) for the one sample ``ns``."""
+    return (ns,), ns, ns, ns, ns, 0, 0
+
+
+_STATS_FIELDS = field_names(TimeStats)
+_ONE_TYPES = tuple(map(type, _one_sample(0)))
 
 
 class MemoryStatsLike(Protocol):
@@ -271,37 +213,23 @@ class MemoryStatsLike(Protocol):
 class MemoryFigures:
     """Memory of one round, or the low median over rounds; all bytes except ``allocations``."""
 
-    peak_bytes: int
-    allocated_bytes: int
-    allocations: int
-    leaked_bytes: int
+    peak_bytes: int = field(metadata={RULE: Count()})
+    allocated_bytes: int = field(metadata={RULE: Count()})
+    allocations: int = field(metadata={RULE: Count()})
+    leaked_bytes: int = field(metadata={RULE: Count(minimum=None)})
 
     @classmethod
     def of(cls, stats: MemoryStatsLike) -> MemoryFigures:
         """Copy the figures of any object with ``MemoryStats``' attribute names."""
-        return cls(
-            peak_bytes=int(stats.peak_bytes),
-            allocated_bytes=int(stats.allocated_bytes),
-            allocations=int(stats.allocations),
-            leaked_bytes=int(stats.leaked_bytes),
-        )
+        return cls(*(int(getattr(stats, name)) for name in field_names(cls)))
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "peak_bytes": self.peak_bytes,
-            "allocated_bytes": self.allocated_bytes,
-            "allocations": self.allocations,
-            "leaked_bytes": self.leaked_bytes,
-        }
+        return summary_codec.to_json(self)
 
     @classmethod
     def from_json(cls, f: Fields) -> MemoryFigures:
-        return cls(
-            peak_bytes=f.integer("peak_bytes"),
-            allocated_bytes=f.integer("allocated_bytes"),
-            allocations=f.integer("allocations"),
-            leaked_bytes=f.integer("leaked_bytes", minimum=None),
-        )
+        memory: MemoryFigures = summary_codec.from_json(cls, f)
+        return memory
 
 
 @dataclass(frozen=True)
@@ -542,19 +470,30 @@ class _SummedOps(Mapping[str, OpFigures]):
 class OpSummary:
     """One op key over the rounds: per-round totals of its times (ns), low medians of the rest."""
 
-    key: str
-    count: int
-    self_cpu_time: TimeStats
-    cpu_time: TimeStats | None
+    key: str = field(metadata={RULE: OpKey()})
+    count: int = field(metadata={RULE: Count()})
+    self_cpu_time: TimeStats = field(metadata={RULE: Times(of=TimeStats)})
+    cpu_time: TimeStats | None = field(
+        metadata={RULE: Times(of=TimeStats, optional=True, shares="self_cpu_time", compact=False)}
+    )
     """The op's total time (itself and the ops it called); None where a baseline did not
-    store it (schema 2: no verdict reads it)."""
-    self_memory_bytes: int
-    memory_bytes: int | None
+    store it (schema 2: no verdict reads it).  The very ``self_cpu_time`` object for an op
+    that called no other op (``summarize_rounds``)."""
+    self_memory_bytes: int = field(metadata={RULE: Count(minimum=None, compact="nonzero")})
+    memory_bytes: int | None = field(
+        metadata={RULE: Count(minimum=None, optional=True, compact=False)}
+    )
     """Net bytes of the op and the ops it called; None where a baseline did not store it."""
-    flops: int
-    self_device_time: TimeStats | None = None
-    device_time: TimeStats | None = None
-    ranges: Ranges = field(default_factory=dict)
+    flops: int = field(metadata={RULE: Count(compact="nonzero")})
+    self_device_time: TimeStats | None = field(
+        metadata={RULE: Times(of=TimeStats, optional=True, pair="device_time")}, default=None
+    )
+    device_time: TimeStats | None = field(
+        metadata={RULE: Times(of=TimeStats, optional=True, pair="self_device_time", compact=False)},
+        default=None,
+    )
+    """Device times travel as a pair or not at all (the stored form)."""
+    ranges: Ranges = field(metadata={RULE: Spans(names=OP_RANGED)}, default_factory=dict)
     """``(low, high)`` of each figure of ``OP_RANGED`` that varied over the rounds."""
 
     def exact_values(self) -> dict[str, int]:
@@ -571,68 +510,18 @@ class OpSummary:
         return self.ranges.get(name, (value, value))
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "count": self.count,
-            "self_cpu_time": self.self_cpu_time.to_json(),
-            "self_memory_bytes": self.self_memory_bytes,
-            "flops": self.flops,
-        }
-        if self.cpu_time is not None:
-            out["cpu_time"] = self.cpu_time.to_json()
-        if self.memory_bytes is not None:
-            out["memory_bytes"] = self.memory_bytes
-        if self.self_device_time is not None:
-            out["self_device_time"] = self.self_device_time.to_json()
-        if self.device_time is not None:
-            out["device_time"] = self.device_time.to_json()
-        if self.ranges:
-            out["ranges"] = ranges_json(self.ranges)
-        return out
+        return summary_codec.to_json(self)
 
     def as_stored(self) -> OpSummary:
-        """What :meth:`to_json` reads back as, without the text (device times travel as a
-        pair or not at all)."""
-        self_device, device = self.self_device_time, self.device_time
-        paired = self_device is not None and device is not None
-        self_cpu = self.self_cpu_time.as_stored()
-        total = self.cpu_time
-        # An op that called no other op has one time object for both (summarize_rounds):
-        # rounded once.
-        cpu = self_cpu if total is self.self_cpu_time else total and total.as_stored()
-        # Built directly, not through dataclasses.replace (which reads every field and
-        # calls __init__ by keywords), nor through __init__: this runs per op of every test.
-        return _op_summary(
-            self.key,
-            self.count,
-            self_cpu,
-            cpu,
-            self.self_memory_bytes,
-            self.memory_bytes,
-            self.flops,
-            self_device.as_stored() if paired and self_device else None,
-            device.as_stored() if paired and device else None,
-            self.ranges,
-        )
+        """What :meth:`to_json` reads back as, without the text."""
+        op: OpSummary = summary_codec.stored(self)
+        return op
 
     @classmethod
     def from_json(cls, key: str, f: Fields, rounds: int | None = None) -> OpSummary:
         """Read back :meth:`to_json`; ``rounds``: the samples each time must have."""
-        device = f.opt_obj("device_time")
-        self_device = f.opt_obj("self_device_time")
-        total = f.opt_obj("cpu_time")
-        op = cls(
-            key=key,
-            count=f.integer("count"),
-            self_cpu_time=TimeStats.from_json(f.obj("self_cpu_time"), rounds),
-            cpu_time=TimeStats.from_json(total, rounds) if total else None,
-            self_memory_bytes=f.integer("self_memory_bytes", minimum=None),
-            memory_bytes=f.opt_integer("memory_bytes", minimum=None),
-            flops=f.integer("flops"),
-            self_device_time=TimeStats.from_json(self_device, rounds) if self_device else None,
-            device_time=TimeStats.from_json(device, rounds) if device else None,
-        )
-        ranges = ranges_from_json(f, OP_RANGED, op.exact_values())
-        return replace(op, ranges=ranges) if ranges else op
+        op: OpSummary = summary_codec.from_json(cls, f, rounds=rounds, key=key)
+        return op
 
 
 @dataclass(frozen=True)
@@ -641,39 +530,53 @@ class TestSummary:
 
     __test__ = False  # not a pytest test class, whatever module imports it
 
-    rounds: int
-    wall_time: TimeStats
-    cpu_time: TimeStats
-    op_count: int
-    flops: int
-    op_time_share: float
+    rounds: int = field(metadata={RULE: RoundCount(top=True)})
+    wall_time: TimeStats = field(metadata={RULE: Times(of=TimeStats)})
+    cpu_time: TimeStats = field(metadata={RULE: Times(of=TimeStats)})
+    op_count: int = field(metadata={RULE: Count()})
+    flops: int = field(metadata={RULE: Count()})
+    op_time_share: float = field(metadata={RULE: Share()})
     """Median over rounds of (self time of library ops) / wall time: the share of the test
     spent in captured ops.  ``record_function`` scopes do not count: they mark any code."""
-    memory: MemoryFigures | None = None
-    ops: Mapping[str, OpSummary] = field(default_factory=dict)
-    device_time: TimeStats | None = None
+    memory: MemoryFigures | None = field(metadata={RULE: Nested(of=MemoryFigures)}, default=None)
+    ops: Mapping[str, OpSummary] = field(
+        metadata={RULE: Ops(top=True, of=OpSummary, stats=TimeStats)}, default_factory=dict
+    )
+    device_time: TimeStats | None = field(
+        metadata={RULE: Times(of=TimeStats, optional=True)}, default=None
+    )
     """Per round, the self device time of all ops (ns); None when no device time was measured."""
-    device_memory_bytes: int | None = None
+    device_memory_bytes: int | None = field(metadata={RULE: Count(optional=True)}, default=None)
     """Low median over rounds of the device memory peak (bytes); None when not measured."""
-    speed_ref: TimeStats | None = None
+    speed_ref: TimeStats | None = field(
+        metadata={RULE: Times(of=TimeStats, optional=True, per_round=False)}, default=None
+    )
     """Per round, the Python speed reference's time (ns, see ``speed``); None when not run."""
-    native_ref: TimeStats | None = None
+    native_ref: TimeStats | None = field(
+        metadata={RULE: Times(of=TimeStats, optional=True, per_round=False)}, default=None
+    )
     """Per round, the native speed reference's time (ns, see ``speed``); None when not run."""
-    sessions: tuple[int, ...] = ()
+    sessions: tuple[int, ...] = field(metadata={RULE: Sessions(top=True)}, default=())
     """Rounds per recording session, oldest first, when a baseline pools several
     (``pooling.py``); empty for one session's rounds."""
-    dropped_events: int = 0
+    dropped_events: int = field(metadata={RULE: Count(zero_left_out=True)}, default=0)
     """The most events a round dropped at the profile's limit: when not 0, the op figures
     (and the FLOPs and op count, their sums) cover only part of the test."""
-    wait_time: TimeStats | None = None
+    wait_time: TimeStats | None = field(
+        metadata={RULE: Times(of=TimeStats, optional=True)}, default=None
+    )
     """Per round, how long the test's thread waited for a CPU (ns): time in the wall
     time that did no work.  None when not measured."""
-    ranges: Ranges = field(default_factory=dict)
+    ranges: Ranges = field(metadata={RULE: Spans(names=TEST_RANGED)}, default_factory=dict)
     """``(low, high)`` of each figure of ``TEST_RANGED`` that varied over the rounds (and,
     in a baseline, over the sessions pooled since it was last replaced)."""
-    left_out: LeftOut | None = None
+    left_out: LeftOut | None = field(
+        metadata={RULE: LeftOutOf(top=True, of=LeftOut, marker=OTHER_OPS)}, default=None
+    )
     """The op keys folded into ``ops[OTHER_OPS]`` (``trim.py``); None when none was."""
-    switched: tuple[tuple[str, ...], ...] | None = None
+    switched: tuple[tuple[str, ...], ...] | None = field(
+        metadata={RULE: PerRoundKeys(compact=False)}, default=None
+    )
     """Per round, the op keys (sorted) the thread was switched out in, waiting for a CPU (an
     event of theirs waited); None when not measured or when no op waited.  Not stored in
     baselines: a verdict reads it on the side being judged (``waiting.switched_out``)."""
@@ -706,159 +609,20 @@ class TestSummary:
 
     def to_json(self) -> dict[str, object]:
         """``{"rounds", "summary", "ops"}``: the part of a baseline entry this summary fills."""
-        figures: dict[str, object] = {
-            "wall_time": self.wall_time.to_json(),
-            "cpu_time": self.cpu_time.to_json(),
-            "op_count": self.op_count,
-            "flops": self.flops,
-            "op_time_share": round(self.op_time_share, 3),
-            "memory": self.memory.to_json() if self.memory is not None else None,
-        }
-        if self.device_time is not None:
-            figures["device_time"] = self.device_time.to_json()
-        if self.device_memory_bytes is not None:
-            figures["device_memory_bytes"] = self.device_memory_bytes
-        if self.speed_ref is not None:
-            figures["speed_ref"] = self.speed_ref.to_json()
-        if self.native_ref is not None:
-            figures["native_ref"] = self.native_ref.to_json()
-        if self.dropped_events:
-            figures["dropped_events"] = self.dropped_events
-        if self.wait_time is not None:
-            figures["wait_time"] = self.wait_time.to_json()
-        if self.ranges:
-            figures["ranges"] = ranges_json(self.ranges)
-        if self.switched is not None:
-            figures["switched"] = [list(keys) for keys in self.switched]
-        out: dict[str, object] = {"rounds": self.rounds}
-        if len(self.sessions) > 1:
-            out["sessions"] = list(self.sessions)
-        out["summary"] = figures
-        out["ops"] = {key: op.to_json() for key, op in sorted(self.ops.items())}
-        if self.left_out is not None:
-            out["left_out"] = self.left_out.to_json()
-        return out
-
-    def spool_short_values(self) -> list[Any] | None:
-        """A one-round summary's values in one flat list, else None: how the result spool
-        writes most tests (``gate.spool.SHORT_VALUES``, ``gate.summary_flat``)."""
-        from pytest_opprof.gate.summary_flat import flat_values
-
-        return flat_values(self)
-
-    @classmethod
-    def from_spool_short_values(cls, values: list[Any]) -> TestSummary:
-        """What :meth:`spool_short_values` wrote."""
-        from pytest_opprof.gate.summary_flat import from_flat_values
-
-        return from_flat_values(values)
+        return summary_codec.to_json(self)
 
     def as_stored(self) -> TestSummary:
         """What :meth:`to_json` reads back as, built without the text: the figures a
         pytest-xdist controller (or a baseline) sees, for a process that judges its own
         tests (the JSON round trip cost a trivial test a tenth of a millisecond)."""
-
-        def stored(stats: TimeStats | None) -> TimeStats | None:
-            return stats.as_stored() if stats is not None else None
-
-        # A copy of the fields filled in place, not dataclasses.replace (which reads every
-        # field and calls the frozen __init__, a setattr per field): once per test.
-        out = object.__new__(TestSummary)
-        fields = out.__dict__
-        fields.update(self.__dict__)
-        fields.update(
-            wall_time=self.wall_time.as_stored(),
-            cpu_time=self.cpu_time.as_stored() if self.cpu_time is not None else None,
-            op_time_share=round(self.op_time_share, 3),
-            ops=_stored_ops(self.ops),
-            device_time=stored(self.device_time),
-            speed_ref=stored(self.speed_ref),
-            native_ref=stored(self.native_ref),
-            wait_time=stored(self.wait_time),
-            sessions=self.sessions if len(self.sessions) > 1 else (),
-        )
-        return out
+        summary: TestSummary = summary_codec.stored(self)
+        return summary
 
     @classmethod
     def from_json(cls, f: Fields) -> TestSummary:
         """Read back :meth:`to_json` from an object holding ``rounds``, ``summary``, ``ops``."""
-        figures = f.obj("summary")
-        memory = figures.opt_obj("memory")
-        device_time = figures.opt_obj("device_time")
-        speed_ref = figures.opt_obj("speed_ref")
-        native_ref = figures.opt_obj("native_ref")
-        wait_time = figures.opt_obj("wait_time")
-        rounds, sessions = read_rounds(f)
-        ops = {key: OpSummary.from_json(key, op, rounds) for key, op in f.obj("ops").entries()}
-        summary = cls(
-            rounds=rounds,
-            sessions=sessions if len(sessions) > 1 else (),
-            wall_time=TimeStats.from_json(figures.obj("wall_time"), rounds),
-            cpu_time=TimeStats.from_json(figures.obj("cpu_time"), rounds),
-            op_count=figures.integer("op_count"),
-            flops=figures.integer("flops"),
-            op_time_share=figures.number("op_time_share"),
-            memory=MemoryFigures.from_json(memory) if memory else None,
-            ops=ops,
-            device_time=TimeStats.from_json(device_time, rounds) if device_time else None,
-            device_memory_bytes=figures.opt_integer("device_memory_bytes"),
-            speed_ref=TimeStats.from_json(speed_ref) if speed_ref else None,
-            native_ref=TimeStats.from_json(native_ref) if native_ref else None,
-            dropped_events=figures.opt_integer("dropped_events") or 0,
-            wait_time=TimeStats.from_json(wait_time, rounds) if wait_time else None,
-            left_out=read_left_out(f, ops),
-            switched=read_switched(figures, rounds),
-        )
-        ranges = ranges_from_json(figures, TEST_RANGED, summary.exact_values())
-        return replace(summary, ranges=ranges) if ranges else summary
-
-
-MAX_STORED_ROUNDS = 10_000
-"""The most rounds an entry may hold: a run measures at most 1,000 rounds of a test (plus a
-few to confirm or replace), and a baseline pools 3 runs.  More is no file the plugin
-wrote, and reading one costs memory per round (a stored time may stand for every round)."""
-
-
-def read_rounds(f: Fields) -> tuple[int, tuple[int, ...]]:
-    """An entry's ``rounds`` and ``sessions`` (the rounds of each pooled run, adding up to
-    ``rounds``; empty when absent), checked (raises ``FieldError``)."""
-    rounds = f.integer("rounds", minimum=1, maximum=MAX_STORED_ROUNDS)
-    sessions = tuple(f.integers("sessions")) if f.has("sessions") else ()
-    if sessions and (min(sessions) < 1 or sum(sessions) != rounds):
-        raise FieldError(
-            field_path(f.path, "sessions"),
-            f"expected rounds per session (each >= 1) adding up to rounds {rounds}, "
-            f"got {list(sessions)}",
-        )
-    return rounds, sessions
-
-
-def read_switched(figures: Fields, rounds: int) -> tuple[tuple[str, ...], ...] | None:
-    """A summary's ``switched`` (per round, a list of op keys), checked (raises
-    ``FieldError``); None when absent."""
-    if not figures.has("switched"):
-        return None
-    raw = figures.data["switched"]
-    if (
-        not isinstance(raw, list)
-        or len(raw) != rounds
-        or not all(isinstance(keys, list) and all(isinstance(k, str) for k in keys) for keys in raw)
-    ):
-        raise FieldError(
-            field_path(figures.path, "switched"),
-            f"expected {rounds} lists of op keys, one per round",
-        )
-    return tuple(tuple(sorted(keys)) for keys in raw)
-
-
-def read_left_out(f: Fields, ops: Mapping[str, object]) -> LeftOut | None:
-    """An entry's ``left_out``, there exactly when its ops hold ``OTHER_OPS``."""
-    if f.has("left_out") != (OTHER_OPS in ops):
-        raise FieldError(
-            field_path(f.path, "left_out"),
-            f"expected exactly when the ops hold {OTHER_OPS!r} (the ops a baseline left out)",
-        )
-    return LeftOut.from_json(f.obj("left_out")) if f.has("left_out") else None
+        summary: TestSummary = summary_codec.from_json(cls, f)
+        return summary
 
 
 def _median_low(values: Sequence[int]) -> int:
@@ -914,18 +678,6 @@ def _summarize_one(r: RoundFigures) -> TestSummary:
         wait_time=TimeStats.single(round(r.wait_ns)) if r.wait_ns is not None else None,
         ranges={},
     )
-
-
-def _stored_ops(ops: Mapping[str, OpSummary]) -> dict[str, OpSummary]:
-    """Each op's ``as_stored()``, in key order: natively where every time has one sample
-    (``_native.stored_ops``; most tests), else op by op."""
-    from pytest_opprof import _native
-
-    if type(ops) is dict:
-        stored = _native.stored_ops(ops, OpSummary, TimeStats)
-        if stored is not None:
-            return stored
-    return {key: op.as_stored() for key, op in sorted(ops.items())}
 
 
 def _native_one_round(
@@ -1050,34 +802,14 @@ def _one_round_op(key: str, f: OpFigures) -> OpSummary:
     )
 
 
-def _op_summary(
-    key: str,
-    count: int,
-    self_cpu_time: TimeStats,
-    cpu_time: TimeStats | None,
-    self_memory_bytes: int,
-    memory_bytes: int | None,
-    flops: int,
-    self_device_time: TimeStats | None,
-    device_time: TimeStats | None,
-    ranges: Ranges,
-) -> OpSummary:
-    """``OpSummary(...)`` filled in place (the frozen ``__init__`` sets each field through
+def _op_summary(*values: Any) -> OpSummary:
+    """``OpSummary(*values)`` filled in place (the frozen ``__init__`` sets each field through
     ``object.__setattr__``, twice the cost): built twice per op of every test."""
-    op = object.__new__(OpSummary)
-    op.__dict__.update(
-        key=key,
-        count=count,
-        self_cpu_time=self_cpu_time,
-        cpu_time=cpu_time,
-        self_memory_bytes=self_memory_bytes,
-        memory_bytes=memory_bytes,
-        flops=flops,
-        self_device_time=self_device_time,
-        device_time=device_time,
-        ranges=ranges,
-    )
+    op: OpSummary = filled(OpSummary, _OP_FIELDS, values)
     return op
+
+
+_OP_FIELDS = field_names(OpSummary)
 
 
 def _low_median_memory(memories: list[MemoryFigures]) -> MemoryFigures:

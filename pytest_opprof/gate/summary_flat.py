@@ -6,32 +6,53 @@ walks that tree record by record (several Python calls per op) and its reading b
 JSON object per record; for a test the gate does not judge (every test of a
 ``--pyargs`` run) that was most of what its result cost the session after the test
 ran.  :func:`flat_values` writes such a summary as its values in one flat list
-(``gate.spool.SHORT_VALUES``) and :func:`from_flat_values` builds an equal summary
-back: the same values of the same types, so every report read from the spool is the
-same.  A summary with anything the layout below has no place for (more rounds, ranges,
-pooled sessions, a left-out digest, statistics of more than one sample) gets None and
-takes the generic encoding.
+(``spool.SHORT_FORMS``) and :func:`from_flat_values` builds an equal summary back: the
+same values of the same types, so every report read from the spool is the same.  A
+summary with anything the layout has no place for (more rounds, ranges, pooled sessions,
+a left-out digest, statistics of more than one sample) gets None and takes the generic
+encoding.
 
-Layout: 16 slots for the test, then 9 per op in the summary's order: key, count, self
-CPU ns, CPU ns (``"="``: the very self CPU time object, which an op that called no other
-op shares; None: not stored), self bytes, bytes, FLOPs, self device ns, device ns.
+Layout, from the fields of ``TestSummary`` and ``OpSummary`` in order and their rules
+(``summary_codec``): first the test's fields, then one empty slot, then per op its
+fields.  A time is its one sample's ns (None: not measured; ``"="``: the very object
+of the field it may share, ``Times.shares``), a nested record its fields (all None:
+none), a figure itself.  Fields that one round without pooled sessions always holds
+alike (the rounds, sessions, ranges, left-out digest, switched ops) are not written;
+the ops come after the test's fields.
 """
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import Any
 
-from pytest_opprof.gate.summary import (
-    MemoryFigures,
-    OpSummary,
-    TestSummary,
-    TimeStats,
-    _op_summary,
+from pytest_opprof.gate.summary import OpSummary, TestSummary, TimeStats
+from pytest_opprof.gate.summary_codec import (
+    LeftOutOf,
+    Nested,
+    Ops,
+    PerRoundKeys,
+    RoundCount,
+    Rule,
+    Sessions,
+    Spans,
+    Times,
+    field_names,
+    filled,
+    rules,
 )
 
 _SAME = "="
-_HEAD = 16
-_PER_OP = 9
+_FIXED: dict[type[Rule], Callable[[], Any]] = {
+    RoundCount: lambda: 1,
+    Sessions: tuple,
+    Spans: dict,
+    LeftOutOf: lambda: None,
+    PerRoundKeys: lambda: None,
+}
+"""What one round without pooled sessions holds in a field of each of these rules (a new
+object each time: a dict is mutable)."""
 
 
 class _NoFlatForm(Exception):
@@ -39,39 +60,68 @@ class _NoFlatForm(Exception):
 
 
 def _ns(stats: Any) -> int:
-    """``ns`` of a ``TimeStats.single(ns)``: every field an int, one sample (raises
-    :class:`_NoFlatForm` otherwise)."""
-    if type(stats) is not TimeStats:
+    """``ns`` of a ``TimeStats.single(ns)`` (raises :class:`_NoFlatForm` otherwise)."""
+    ns = stats.one_sample() if type(stats) is TimeStats else None
+    if ns is None:
         raise _NoFlatForm
-    d = stats.__dict__
-    ns = d["min_ns"]
-    samples = d["samples_ns"]
-    median, high, mean, stdev, mad = (
-        d["median_ns"],
-        d["max_ns"],
-        d["mean_ns"],
-        d["stdev_ns"],
-        d["mad_ns"],
-    )
-    if (
-        type(ns) is int
-        and type(samples) is tuple
-        and len(samples) == 1
-        and type(samples[0]) is int
-        and type(median) is int
-        and type(high) is int
-        and type(mean) is int
-        and type(stdev) is int
-        and type(mad) is int
-        and samples[0] == median == high == mean == ns
-        and stdev == mad == 0
-    ):
-        return ns
-    raise _NoFlatForm
+    return ns
 
 
-def _opt_ns(stats: Any) -> int | None:
-    return None if stats is None else _ns(stats)
+def _check_fixed(record: dict[str, Any], fixed: list[tuple[str, Callable[[], Any]]]) -> None:
+    for name, make in fixed:
+        value, want = record[name], make()
+        if type(value) is not type(want) or value != want:
+            raise _NoFlatForm
+
+
+class _Plan:
+    """Where each field of a record class goes in the flat list."""
+
+    def __init__(self, cls: type) -> None:
+        self.names = field_names(cls)
+        self.fixed: list[tuple[str, Callable[[], Any]]] = []
+        self.fixed_at: list[tuple[int, Callable[[], Any]]] = []
+        written: list[str] = []
+        self.times: list[tuple[int, int, bool]] = []
+        """(slot, slot of the field it may share or -1, None allowed), by slot."""
+        self.nested: list[tuple[int, type]] = []
+        self.ops = ""
+        for at, (name, kind) in enumerate(rules(cls)):
+            if type(kind) in _FIXED:
+                self.fixed.append((name, _FIXED[type(kind)]))
+                self.fixed_at.append((at, _FIXED[type(kind)]))
+            elif isinstance(kind, Ops):
+                self.ops = name
+                self.fixed_at.append((at, dict))  # filled once the ops are read
+            else:
+                if isinstance(kind, Times):
+                    shared = written.index(kind.shares) if kind.shares else -1
+                    self.times.append((len(written), shared, kind.optional))
+                elif isinstance(kind, Nested):
+                    self.nested.append((len(written), kind.of))
+                written.append(name)
+        self.written = tuple(written)
+        self.get = operator.itemgetter(*written)
+        self.nested_names = {of: field_names(of) for _, of in self.nested}
+        self.nested_at = dict(self.nested)
+
+
+_TEST = _Plan(TestSummary)
+_OP = _Plan(OpSummary)
+_OP_WIDTH = len(_OP.written)
+
+
+def _flat_times(values: list[Any], plan: _Plan) -> None:
+    """Each time of ``values`` (a record's written fields) as its flat slot, in place;
+    the last first, so a shared object is still the object when its sharer is looked at."""
+    for at, shared, optional in reversed(plan.times):
+        value = values[at]
+        if shared >= 0 and value is values[shared]:
+            values[at] = _SAME
+        elif value is None and optional:
+            continue
+        else:
+            values[at] = _ns(value)
 
 
 def flat_values(summary: TestSummary) -> list[Any] | None:
@@ -85,116 +135,75 @@ def flat_values(summary: TestSummary) -> list[Any] | None:
 
 def _flat(s: TestSummary) -> list[Any]:
     d = s.__dict__
-    ops = d["ops"]
-    memory = d["memory"]
-    if (
-        d["rounds"] != 1
-        or type(d["rounds"]) is not int
-        or d["sessions"] != ()
-        or type(d["sessions"]) is not tuple
-        or d["ranges"] != {}
-        or type(d["ranges"]) is not dict
-        or d["left_out"] is not None
-        or d["switched"] is not None
-        or type(ops) is not dict
-        or (memory is not None and type(memory) is not MemoryFigures)
-    ):
+    _check_fixed(d, _TEST.fixed)
+    ops = d[_TEST.ops]
+    if type(ops) is not dict:
         raise _NoFlatForm
-    m = memory.__dict__ if memory is not None else None
-    out: list[Any] = [
-        _ns(d["wall_time"]),
-        _ns(d["cpu_time"]),
-        d["op_count"],
-        d["flops"],
-        d["op_time_share"],
-        m["peak_bytes"] if m is not None else None,
-        m["allocated_bytes"] if m is not None else None,
-        m["allocations"] if m is not None else None,
-        m["leaked_bytes"] if m is not None else None,
-        _opt_ns(d["device_time"]),
-        d["device_memory_bytes"],
-        _opt_ns(d["speed_ref"]),
-        _opt_ns(d["native_ref"]),
-        d["dropped_events"],
-        _opt_ns(d["wait_time"]),
-        None,  # room for a later field; keeps the op slots aligned
-    ]
-    if memory is not None and None in out[5:9]:
-        raise _NoFlatForm  # None marks "no memory figures"
+    head = list(_TEST.get(d))
+    _flat_times(head, _TEST)
+    for at, of in reversed(_TEST.nested):
+        record = head[at]
+        names = _TEST.nested_names[of]
+        if record is None:
+            head[at : at + 1] = [None] * len(names)
+            continue
+        if type(record) is not of:
+            raise _NoFlatForm
+        inner = [record.__dict__[n] for n in names]
+        if None in inner:
+            raise _NoFlatForm  # None marks "no record"
+        head[at : at + 1] = inner
+    head.append(None)
+    out = head
     for key, op in ops.items():
         if type(op) is not OpSummary:
             raise _NoFlatForm
         o = op.__dict__
-        ranges = o["ranges"]
-        if type(key) is not str or o["key"] != key or type(ranges) is not dict or ranges:
+        _check_fixed(o, _OP.fixed)
+        values = list(_OP.get(o))
+        if type(key) is not str or o["key"] != key:
             raise _NoFlatForm
-        self_cpu, cpu = o["self_cpu_time"], o["cpu_time"]
-        out += (
-            key,
-            o["count"],
-            _ns(self_cpu),
-            _SAME if cpu is self_cpu else _opt_ns(cpu),
-            o["self_memory_bytes"],
-            o["memory_bytes"],
-            o["flops"],
-            _opt_ns(o["self_device_time"]),
-            _opt_ns(o["device_time"]),
-        )
+        _flat_times(values, _OP)
+        out += values
     return out
 
 
-def _single(ns: int | None) -> TimeStats | None:
-    return None if ns is None else TimeStats.single(ns)
+def _built_times(values: list[Any], plan: _Plan) -> None:
+    single = TimeStats.single
+    for at, shared, _ in plan.times:
+        value = values[at]
+        if value is None:
+            continue
+        values[at] = values[shared] if value == _SAME else single(value)
+
+
+def _filled(cls: type, plan: _Plan, values: list[Any]) -> Any:
+    for at, make in plan.fixed_at:
+        values.insert(at, make())
+    return filled(cls, plan.names, values)
 
 
 def from_flat_values(values: list[Any]) -> TestSummary:
     """The summary :func:`flat_values` wrote."""
+    head: list[Any] = []
+    at = 0
+    for slot in range(len(_TEST.written)):
+        of = _TEST.nested_at.get(slot)
+        if of is None:
+            head.append(values[at])
+            at += 1
+            continue
+        width = len(_TEST.nested_names[of])
+        inner = values[at : at + width]
+        at += width
+        head.append(None if inner[0] is None else filled(of, _TEST.nested_names[of], inner))
+    _built_times(head, _TEST)
     ops: dict[str, OpSummary] = {}
-    single = TimeStats.single
-    for at in range(_HEAD, len(values), _PER_OP):
-        key, count, self_ns, cpu, self_mem, mem, flops, self_dev, dev = values[at : at + _PER_OP]
-        self_cpu = single(self_ns)
-        ops[key] = _op_summary(
-            key,
-            count,
-            self_cpu,
-            self_cpu if cpu == _SAME else _single(cpu),
-            self_mem,
-            mem,
-            flops,
-            _single(self_dev),
-            _single(dev),
-            {},
-        )
-    memory = None
-    if values[5] is not None:
-        memory = object.__new__(MemoryFigures)
-        memory.__dict__.update(
-            peak_bytes=values[5],
-            allocated_bytes=values[6],
-            allocations=values[7],
-            leaked_bytes=values[8],
-        )
-    out = object.__new__(TestSummary)
-    # In field order, as the spool's generic reading fills a record.
-    out.__dict__.update(
-        rounds=1,
-        wall_time=single(values[0]),
-        cpu_time=single(values[1]),
-        op_count=values[2],
-        flops=values[3],
-        op_time_share=values[4],
-        memory=memory,
-        ops=ops,
-        device_time=_single(values[9]),
-        device_memory_bytes=values[10],
-        speed_ref=_single(values[11]),
-        native_ref=_single(values[12]),
-        sessions=(),
-        dropped_events=values[13],
-        wait_time=_single(values[14]),
-        ranges={},
-        left_out=None,
-        switched=None,
-    )
-    return out
+    for start in range(at + 1, len(values), _OP_WIDTH):
+        op_values = values[start : start + _OP_WIDTH]
+        _built_times(op_values, _OP)
+        op: OpSummary = _filled(OpSummary, _OP, op_values)
+        ops[op.key] = op
+    summary: TestSummary = _filled(TestSummary, _TEST, head)
+    summary.__dict__[_TEST.ops] = ops
+    return summary

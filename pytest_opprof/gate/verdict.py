@@ -122,16 +122,6 @@ class Verdict:
     def failed(self) -> bool:
         return self.status == "regressed"
 
-    def spool_short_values(self) -> list[object] | None:
-        """The result spool's short form (``spool.SHORT_VALUES``): none of values for the
-        verdict of a test without a baseline, the verdict of most tests of a first run."""
-        return [] if self is NEW else None
-
-    @classmethod
-    def from_spool_short_values(cls, values: list[object]) -> Verdict:
-        """What :meth:`spool_short_values` wrote."""
-        return NEW
-
     def to_json(self) -> dict[str, object]:
         return {
             "status": self.status,
