@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pytest_opprof import _native
 from pytest_opprof.capture import speed_probe
 from pytest_opprof.capture.contention import ContentionProbe
-from pytest_opprof.gate.summary import RoundFigures
+from pytest_opprof.gate.round_figures import RoundFigures
 from pytest_opprof.gate.waiting import is_clean
 from pytest_opprof.model import EventList, library_self_ns
 from pytest_opprof.model.averages import op_sums
