@@ -52,8 +52,7 @@ from pytest_opprof.gate.summary_codec import (
     Share,
     Spans,
     Times,
-    field_names,
-    filled,
+    filler,
 )
 from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 
@@ -123,18 +122,40 @@ class TimeStats:
         # Filled in place rather than through the frozen __init__ (a set call per field):
         # two to four of these are built per op of every one-round test, and again for
         # its stored form; the result is the same object __init__ makes.
-        stats: TimeStats = filled(cls, _STATS_FIELDS, _one_sample(ns))
+        stats = object.__new__(cls)
+        d = stats.__dict__
+        d["samples_ns"] = (ns,)
+        d["median_ns"] = d["min_ns"] = d["max_ns"] = d["mean_ns"] = ns
+        d["stdev_ns"] = d["mad_ns"] = 0
         return stats
 
     def one_sample(self) -> int | None:
         """The sample where these are the statistics :meth:`single` builds (every value an
         int, not only an equal number), else None."""
-        samples = self.samples_ns
-        if type(samples) is not tuple or len(samples) != 1:
-            return None
-        ns = samples[0]
-        values = tuple(self.__dict__.values())
-        if type(ns) is int and values == _one_sample(ns) and tuple(map(type, values)) == _ONE_TYPES:
+        # Each field read and checked in a line: this runs per time of every test that the
+        # spool writes (a check through tuples of the values cost half as much again).
+        d = self.__dict__
+        ns, samples = d["min_ns"], d["samples_ns"]
+        median, high, mean, stdev, mad = (
+            d["median_ns"],
+            d["max_ns"],
+            d["mean_ns"],
+            d["stdev_ns"],
+            d["mad_ns"],
+        )
+        if (
+            type(ns) is int
+            and type(samples) is tuple
+            and len(samples) == 1
+            and type(samples[0]) is int
+            and type(median) is int
+            and type(high) is int
+            and type(mean) is int
+            and type(stdev) is int
+            and type(mad) is int
+            and samples[0] == median == high == mean == ns
+            and stdev == mad == 0
+        ):
             return ns
         return None
 
@@ -172,15 +193,6 @@ class TimeStats:
         ``rounds`` of them when given (a verdict pairs them with the rounds)."""
         stats: TimeStats = summary_codec.from_json(cls, f, rounds=rounds)
         return stats
-
-
-def _one_sample(ns: int) -> tuple[Any, ...]:
-    """The values of :class:`TimeStats` (in field order) for the one sample ``ns``."""
-    return (ns,), ns, ns, ns, ns, 0, 0
-
-
-_STATS_FIELDS = field_names(TimeStats)
-_ONE_TYPES = tuple(map(type, _one_sample(0)))
 
 
 @dataclass(frozen=True)
@@ -522,11 +534,11 @@ def _one_round_op(key: str, f: OpFigures) -> OpSummary:
 def _op_summary(*values: Any) -> OpSummary:
     """``OpSummary(*values)`` filled in place (the frozen ``__init__`` sets each field through
     ``object.__setattr__``, twice the cost): built twice per op of every test."""
-    op: OpSummary = filled(OpSummary, _OP_FIELDS, values)
+    op: OpSummary = _fill_op(*values)
     return op
 
 
-_OP_FIELDS = field_names(OpSummary)
+_fill_op = filler(OpSummary)
 
 
 def _low_median_memory(memories: list[MemoryFigures]) -> MemoryFigures:
