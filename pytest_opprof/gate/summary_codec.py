@@ -56,13 +56,12 @@ class Form(NamedTuple):
 class _Reading:
     """What a record's fields read so far tell the fields after them."""
 
-    __slots__ = ("form", "key", "rounds", "sessions", "values")
+    __slots__ = ("form", "key", "rounds", "values")
 
     def __init__(self, form: Form, rounds: int | None, key: str | None) -> None:
         self.form = form
         self.rounds = rounds
         self.key = key
-        self.sessions: tuple[int, ...] = ()
         self.values: dict[str, Any] = {}
 
 
