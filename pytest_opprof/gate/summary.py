@@ -52,7 +52,8 @@ from pytest_opprof.gate.summary_codec import (
     Share,
     Spans,
     Times,
-    filler,
+    field_names,
+    filled,
 )
 from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 
@@ -534,11 +535,11 @@ def _one_round_op(key: str, f: OpFigures) -> OpSummary:
 def _op_summary(*values: Any) -> OpSummary:
     """``OpSummary(*values)`` filled in place (the frozen ``__init__`` sets each field through
     ``object.__setattr__``, twice the cost): built twice per op of every test."""
-    op: OpSummary = _fill_op(*values)
+    op: OpSummary = filled(OpSummary, _OP_FIELDS, values)
     return op
 
 
-_fill_op = filler(OpSummary)
+_OP_FIELDS = field_names(OpSummary)
 
 
 def _low_median_memory(memories: list[MemoryFigures]) -> MemoryFigures:

@@ -494,24 +494,10 @@ def field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
-_FILLERS: dict[type, Callable[..., Any]] = {}
-
-
-def filler(cls: type) -> Callable[..., Any]:
-    """A function of ``cls``' field values, in field order, that makes what ``cls(*values)``
-    makes without the frozen ``__init__``'s setattr per field: an object whose instance
-    dict is filled at once.  Compiled from the fields, as ``dataclasses`` compiles an
-    ``__init__`` (a loop over the names cost twice as much: the op records of every test
-    are built this way)."""
-    fill = _FILLERS.get(cls)
-    if fill is None:
-        names = field_names(cls)
-        params = ", ".join(f"v{i}" for i in range(len(names)))
-        values = ", ".join(f"{name}=v{i}" for i, name in enumerate(names))
-        env: dict[str, Any] = {"new": object.__new__, "cls": cls}
-        source = (
-            f"def fill({params}):\n    o = new(cls)\n    o.__dict__.update({values})\n    return o"
-        )
-        exec(compile(source, f"<fill {cls.__name__}>", "exec"), env)
-        _FILLERS[cls] = fill = env["fill"]
-    return fill
+def filled(cls: type, names: tuple[str, ...], values: Any) -> Any:
+    """A ``cls`` holding ``values`` in the fields ``names``: what ``cls(*values)`` makes,
+    without the frozen ``__init__``'s setattr per field (the op records of every test are
+    built this way); its instance dict made at once."""
+    obj: Any = object.__new__(cls)
+    object.__setattr__(obj, "__dict__", dict(zip(names, values, strict=True)))
+    return obj

@@ -23,6 +23,7 @@ the ops come after the test's fields.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,6 @@ from pytest_opprof.gate.summary import OpSummary, TestSummary, TimeStats
 from pytest_opprof.gate.summary_codec import (
     LeftOutOf,
     Nested,
-    OpKey,
     Ops,
     PerRoundKeys,
     RoundCount,
@@ -39,7 +39,7 @@ from pytest_opprof.gate.summary_codec import (
     Spans,
     Times,
     field_names,
-    filler,
+    filled,
     rules,
 )
 
@@ -59,107 +59,69 @@ class _NoFlatForm(Exception):
     """What the layout has no place for."""
 
 
-def _compiled(cls: type) -> tuple[Callable[..., list[Any]], Callable[[list[Any]], Any], int]:
-    """(encode, decode, width) of the flat form of ``cls``, compiled from its fields' rules
-    as ``dataclasses`` compiles an ``__init__``: it runs per op of every test, where a loop
-    over the rules cost twice the straight code.
+def _ns(stats: Any) -> int:
+    """``ns`` of a ``TimeStats.single(ns)`` (raises :class:`_NoFlatForm` otherwise)."""
+    ns = stats.one_sample() if type(stats) is TimeStats else None
+    if ns is None:
+        raise _NoFlatForm
+    return ns
 
-    ``encode(record.__dict__, key)`` gives the record's ``width`` slots (raises
-    :class:`_NoFlatForm` where the layout has no place for what it holds);
-    ``decode(slots)`` builds the record back, an ``Ops`` field as an empty dict to fill."""
-    names = field_names(cls)
-    env: dict[str, Any] = {
-        "NoFlat": _NoFlatForm,
-        "one": TimeStats.one_sample,
-        "Stats": TimeStats,
-        "single": TimeStats.single,
-        "SAME": _SAME,
-        "fill": filler(cls),
-    }
-    checks: list[str] = []
-    reads: list[str] = []
-    slots: list[str] = []
-    unpacked: list[str] = []
-    builds: list[str] = []
-    fields: list[str] = []
-    for at, (name, kind) in enumerate(rules(cls)):
-        x, y = f"x{at}", f"y{at}"
-        if type(kind) in _FIXED:
-            env[f"make{at}"] = make = _FIXED[type(kind)]
-            env[f"type{at}"] = type(make())
-            checks.append(f"type(d[{name!r}]) is not type{at} or d[{name!r}] != make{at}()")
-            fields.append(f"make{at}()")
-        elif isinstance(kind, Ops):
-            fields.append("{}")
-        elif isinstance(kind, Nested):
-            inner = field_names(kind.of)
-            env[f"fill{at}"], env[f"inner{at}"] = filler(kind.of), inner
-            env[f"of{at}"] = kind.of
-            reads += [
-                f"{x} = d[{name!r}]",
-                f"if {x} is None:",
-                f"    {x} = {(None,) * len(inner)!r}",
-                f"elif type({x}) is not of{at}:",
-                "    raise NoFlat",
-                "else:",
-                f"    {x} = tuple(map({x}.__dict__.__getitem__, inner{at}))",
-                f"    if None in {x}:",  # None marks "no record"
-                "        raise NoFlat",
-            ]
-            slots.append(f"*{x}")
-            parts = [f"{x}_{i}" for i in range(len(inner))]
-            unpacked += parts
-            record = f"fill{at}({', '.join(parts)})"
-            builds.append(f"{y} = None if {parts[0]} is None else {record}")
-            fields.append(y)
+
+def _check_fixed(record: dict[str, Any], fixed: list[tuple[str, Callable[[], Any]]]) -> None:
+    for name, make in fixed:
+        value, want = record[name], make()
+        if type(value) is not type(want) or value != want:
+            raise _NoFlatForm
+
+
+class _Plan:
+    """Where each field of a record class goes in the flat list."""
+
+    def __init__(self, cls: type) -> None:
+        self.names = field_names(cls)
+        self.fixed: list[tuple[str, Callable[[], Any]]] = []
+        self.fixed_at: list[tuple[int, Callable[[], Any]]] = []
+        written: list[str] = []
+        self.times: list[tuple[int, int, bool]] = []
+        """(slot, slot of the field it may share or -1, None allowed), by slot."""
+        self.nested: list[tuple[int, type]] = []
+        self.ops = ""
+        for at, (name, kind) in enumerate(rules(cls)):
+            if type(kind) in _FIXED:
+                self.fixed.append((name, _FIXED[type(kind)]))
+                self.fixed_at.append((at, _FIXED[type(kind)]))
+            elif isinstance(kind, Ops):
+                self.ops = name
+                self.fixed_at.append((at, dict))  # filled once the ops are read
+            else:
+                if isinstance(kind, Times):
+                    shared = written.index(kind.shares) if kind.shares else -1
+                    self.times.append((len(written), shared, kind.optional))
+                elif isinstance(kind, Nested):
+                    self.nested.append((len(written), kind.of))
+                written.append(name)
+        self.written = tuple(written)
+        self.get = operator.itemgetter(*written)
+        self.nested_names = {of: field_names(of) for _, of in self.nested}
+        self.nested_at = dict(self.nested)
+
+
+_TEST = _Plan(TestSummary)
+_OP = _Plan(OpSummary)
+_OP_WIDTH = len(_OP.written)
+
+
+def _flat_times(values: list[Any], plan: _Plan) -> None:
+    """Each time of ``values`` (a record's written fields) as its flat slot, in place;
+    the last first, so a shared object is still the object when its sharer is looked at."""
+    for at, shared, optional in reversed(plan.times):
+        value = values[at]
+        if shared >= 0 and value is values[shared]:
+            values[at] = _SAME
+        elif value is None and optional:
+            continue
         else:
-            reads.append(f"{x} = d[{name!r}]")
-            unpacked.append(x)
-            if isinstance(kind, OpKey):
-                checks.append(f"type(key) is not str or d[{name!r}] != key")
-            if not isinstance(kind, Times):
-                slots.append(x)
-                fields.append(x)
-                continue
-            # A time: its one sample (t), checked before the slots are made.
-            t = f"t{at}"
-            one = f"one({x}) if type({x}) is Stats else None"
-            reads.append(f"{t} = {one}\n    if {t} is None:\n        raise NoFlat")
-            if kind.optional:
-                reads[-1] = f"if {x} is None:\n        {t} = None\n    else:\n        " + (
-                    reads[-1].replace("\n    ", "\n        ")
-                )
-            back = f"None if {x} is None else single({x})" if kind.optional else f"single({x})"
-            if kind.shares is not None:
-                shared = names.index(kind.shares)
-                reads[-1] = (
-                    f"if {x} is x{shared}:\n        {t} = SAME\n    else:\n        "
-                    + reads[-1].replace("\n    ", "\n        ")
-                )
-                back = f"y{shared} if {x} == SAME else {back}"
-            slots.append(t)
-            builds.append(f"{y} = {back}")
-            fields.append(y)
-    source = "\n".join(
-        [
-            "def encode(d, key=None):",
-            *(f"    if {check}:\n        raise NoFlat" for check in checks),
-            *(f"    {line}" for line in reads),
-            f"    return [{', '.join(slots)}]",
-            "def decode(v):",
-            f"    {', '.join(unpacked)}, = v",
-            *(f"    {line}" for line in builds),
-            f"    return fill({', '.join(fields)})",
-        ]
-    )
-    exec(compile(source, f"<flat form of {cls.__name__}>", "exec"), env)
-    return env["encode"], env["decode"], len(unpacked)
-
-
-_ENCODE_TEST, _DECODE_TEST, _TEST_WIDTH = _compiled(TestSummary)
-_ENCODE_OP, _DECODE_OP, _OP_WIDTH = _compiled(OpSummary)
-_OPS = next(name for name, kind in rules(TestSummary) if isinstance(kind, Ops))
-_KEY = next(name for name, kind in rules(OpSummary) if isinstance(kind, OpKey))
+            values[at] = _ns(value)
 
 
 def flat_values(summary: TestSummary) -> list[Any] | None:
@@ -171,27 +133,76 @@ def flat_values(summary: TestSummary) -> list[Any] | None:
         return None
 
 
-def _flat(summary: TestSummary) -> list[Any]:
-    d = summary.__dict__
-    out = _ENCODE_TEST(d)
-    ops = d[_OPS]
+def _flat(s: TestSummary) -> list[Any]:
+    d = s.__dict__
+    _check_fixed(d, _TEST.fixed)
+    ops = d[_TEST.ops]
     if type(ops) is not dict:
         raise _NoFlatForm
-    out.append(None)
-    encode = _ENCODE_OP
+    head = list(_TEST.get(d))
+    _flat_times(head, _TEST)
+    for at, of in reversed(_TEST.nested):
+        record = head[at]
+        names = _TEST.nested_names[of]
+        if record is None:
+            head[at : at + 1] = [None] * len(names)
+            continue
+        if type(record) is not of:
+            raise _NoFlatForm
+        inner = [record.__dict__[n] for n in names]
+        if None in inner:
+            raise _NoFlatForm  # None marks "no record"
+        head[at : at + 1] = inner
+    head.append(None)
+    out = head
     for key, op in ops.items():
         if type(op) is not OpSummary:
             raise _NoFlatForm
-        out += encode(op.__dict__, key)
+        o = op.__dict__
+        _check_fixed(o, _OP.fixed)
+        values = list(_OP.get(o))
+        if type(key) is not str or o["key"] != key:
+            raise _NoFlatForm
+        _flat_times(values, _OP)
+        out += values
     return out
+
+
+def _built_times(values: list[Any], plan: _Plan) -> None:
+    single = TimeStats.single
+    for at, shared, _ in plan.times:
+        value = values[at]
+        if value is not None:
+            values[at] = values[shared] if type(value) is str else single(value)
+
+
+def _filled(cls: type, plan: _Plan, values: list[Any]) -> Any:
+    for at, make in plan.fixed_at:
+        values.insert(at, make())
+    return filled(cls, plan.names, values)
 
 
 def from_flat_values(values: list[Any]) -> TestSummary:
     """The summary :func:`flat_values` wrote."""
-    summary: TestSummary = _DECODE_TEST(values[:_TEST_WIDTH])
-    ops = summary.__dict__[_OPS]
-    decode, width = _DECODE_OP, _OP_WIDTH
-    for at in range(_TEST_WIDTH + 1, len(values), width):
-        op = decode(values[at : at + width])
-        ops[op.__dict__[_KEY]] = op
+    head: list[Any] = []
+    at = 0
+    for slot in range(len(_TEST.written)):
+        of = _TEST.nested_at.get(slot)
+        if of is None:
+            head.append(values[at])
+            at += 1
+            continue
+        width = len(_TEST.nested_names[of])
+        inner = values[at : at + width]
+        at += width
+        head.append(None if inner[0] is None else filled(of, _TEST.nested_names[of], inner))
+    _built_times(head, _TEST)
+    ops: dict[str, OpSummary] = {}
+    for start in range(at + 1, len(values), _OP_WIDTH):
+        op_values = values[start : start + _OP_WIDTH]
+        _built_times(op_values, _OP)
+        op: OpSummary = _filled(OpSummary, _OP, op_values)
+        ops[op.key] = op
+    summary: TestSummary = _filled(TestSummary, _TEST, head)
+    summary.__dict__[_TEST.ops] = ops
     return summary
