@@ -19,6 +19,7 @@
 #include "hotpath.h"
 #include "numpy_args.h"
 #include "numpy_hooks.h"
+#include "ptr_table.h"
 
 _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "array dims are passed as int64_t");
 
@@ -135,30 +136,14 @@ static int64_t g_n_methods; /* NP_OURS method slots */
 static int64_t g_misses;
 static int g_installed;
 
-static inline size_t np_hash(const void *p)
-{
-    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 32) & (OPPROF_NP_TABLE - 1);
-}
-
 static inline np_call *np_lookup(PyObject *obj)
 {
-    size_t i = np_hash(obj);
-    for (;;) {
-        np_call *c = &g_calls[i];
-        if (c->obj == obj)
-            return c;
-        if (c->obj == NULL)
-            return NULL;
-        i = (i + 1) & (OPPROF_NP_TABLE - 1);
-    }
+    return OPPROF_PTR_FIND(g_calls, OPPROF_NP_TABLE - 1, obj);
 }
 
 static np_call *np_insert(PyObject *obj)
 {
-    size_t i = np_hash(obj);
-    while (g_calls[i].obj != NULL && g_calls[i].obj != obj)
-        i = (i + 1) & (OPPROF_NP_TABLE - 1);
-    return &g_calls[i];
+    return OPPROF_PTR_PLACE(g_calls, OPPROF_NP_TABLE - 1, obj);
 }
 
 static inline vectorcallfunc *np_slot_of(PyObject *obj)
@@ -519,25 +504,32 @@ static void *const g_type_tramps[OPPROF_NP_SLOTS_HOOKED] = {(void *)np_getitem_t
  * when one raises (exceptions, KeyboardInterrupt, failing tests). */
 #define OPPROF_NP_DEF_TABLE 2048 /* power of two, load <= 0.5 */
 
-static np_slot *g_def_slots[OPPROF_NP_DEF_TABLE];
+typedef struct np_def_cell {
+    const PyMethodDef *def; /* NULL: empty cell */
+    np_slot *slot;
+} np_def_cell;
+
+static np_def_cell g_def_cells[OPPROF_NP_DEF_TABLE];
 static hashfunc g_cfunc_hash;
 
-static np_slot **np_def_entry(const PyMethodDef *def)
+/* The slot of def: hooked now or left foreign by an earlier uninstall (every
+ * non-free slot is in g_def_cells: a scan of all slots per method was most
+ * of install); NULL when def is neither. */
+static np_slot *np_def_slot(const PyMethodDef *def)
 {
-    size_t i = ((uintptr_t)def >> 4) & (OPPROF_NP_DEF_TABLE - 1);
-    while (g_def_slots[i] != NULL && g_def_slots[i]->def != def)
-        i = (i + 1) & (OPPROF_NP_DEF_TABLE - 1);
-    return &g_def_slots[i];
+    np_def_cell *c = OPPROF_PTR_FIND(g_def_cells, OPPROF_NP_DEF_TABLE - 1, def);
+    return c != NULL ? c->slot : NULL;
 }
 
-/* Hooked now or left foreign by an earlier uninstall: every non-free slot
- * is in g_def_slots (a scan of all slots per method was most of install). */
-static int np_def_hooked(const PyMethodDef *def) { return *np_def_entry(def) != NULL; }
+static void np_def_put(np_slot *s)
+{
+    *OPPROF_PTR_PLACE(g_def_cells, OPPROF_NP_DEF_TABLE - 1, s->def) = (np_def_cell){s->def, s};
+}
 
 static Py_hash_t np_cfunc_hash(PyObject *obj)
 {
     PyMethodDef *def = ((PyCFunctionObject *)obj)->m_ml;
-    np_slot *s = *np_def_entry(def);
+    np_slot *s = np_def_slot(def);
     if (s == NULL || s->state != NP_OURS)
         return g_cfunc_hash(obj);
     PyCFunction hooked = def->ml_meth;
@@ -631,11 +623,11 @@ static int64_t np_restore_all(int swapped)
     }
     if (swapped && PyCFunction_Type.tp_hash == np_cfunc_hash)
         PyCFunction_Type.tp_hash = g_cfunc_hash;
-    memset(g_def_slots, 0, sizeof g_def_slots);
+    memset(g_def_cells, 0, sizeof g_def_cells);
     for (int f = 0; f < FAM_COUNT; f++)
         for (int i = 0; i < OPPROF_NP_SLOTS; i++)
             if (g_slots[f][i].state == NP_FOREIGN)
-                *np_def_entry(g_slots[f][i].def) = &g_slots[f][i];
+                np_def_put(&g_slots[f][i]);
     g_n_calls = 0;
     g_n_methods = 0;
     return foreign;
@@ -689,7 +681,7 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         PyMethodDef *def = np_def_of((PyObject *)methods[j], method_self[j]);
         int family = 0;
         int conv = def ? np_conv_of(def, &family) : -1;
-        if (conv < 0 || np_def_hooked(def) || method_index[j] >= OPPROF_NP_UFUNC_METHODS) {
+        if (conv < 0 || np_def_slot(def) != NULL || method_index[j] >= OPPROF_NP_UFUNC_METHODS) {
             skip++;
             continue;
         }
@@ -710,7 +702,7 @@ static int np_install_locked(const intptr_t *calls, const uint32_t *call_names,
         s->method_index = method_index[j];
         s->state = NP_OURS;
         s->max_args = OPPROF_NP_DEFAULT_ARGS;
-        *np_def_entry(def) = s;
+        np_def_put(s);
         g_n_methods++;
     }
     for (int k = 0; k < OPPROF_NP_SLOTS_HOOKED; k++) {
@@ -775,7 +767,7 @@ static int np_set_params_locked(intptr_t obj, intptr_t params, int strings, int 
     PyObject *p = (PyObject *)params;
     np_call *c = np_lookup((PyObject *)obj);
     PyMethodDef *def = c == NULL ? np_def_of((PyObject *)obj, OPPROF_NP_SELF_NONE) : NULL;
-    np_slot *s = def != NULL ? *np_def_entry(def) : NULL;
+    np_slot *s = def != NULL ? np_def_slot(def) : NULL;
     if (p != NULL && !PyTuple_CheckExact(p))
         return opprof_fail(OPPROF_E_ARG, "numpy hooks: parameter names must be a tuple");
     if (max_args < 1 || max_args > OPPROF_MAX_SHAPE_ARGS)
@@ -805,7 +797,7 @@ static int np_set_method_locked(intptr_t obj, intptr_t instance, uint32_t instan
 {
     np_call *c = np_lookup((PyObject *)obj);
     PyMethodDef *def = c == NULL ? np_def_of((PyObject *)obj, OPPROF_NP_SELF_INSTANCE) : NULL;
-    np_slot *s = def != NULL ? *np_def_entry(def) : NULL;
+    np_slot *s = def != NULL ? np_def_slot(def) : NULL;
     if (c != NULL && c->state == NP_OURS) {
         c->method = 1;
         c->instance = (PyObject *)instance;

@@ -112,11 +112,4 @@ int opprof_fail(int code, const char *fmt, ...);
  * 0 on success, -1 when it cannot be read. */
 int opprof_schedstat_read(int fd, int64_t *run, int64_t *wait);
 
-/* Slot of an object's address in the open-addressing tables that map hooked
- * objects to their names (scipy_hooks.c, pyfunc_hooks.c): mask the result. */
-static inline size_t opprof_ptr_hash(const void *p)
-{
-    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 32);
-}
-
 #endif

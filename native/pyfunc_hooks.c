@@ -11,6 +11,7 @@
 
 #include "pyfunc_hooks.h"
 #include "hotpath.h"
+#include "ptr_table.h"
 
 #if PY_VERSION_HEX >= 0x030B0000
 typedef struct _PyInterpreterFrame pf_frame;
@@ -56,14 +57,7 @@ static _PyFrameEvalFunction g_prev;
 
 static inline const pf_entry *pf_lookup(PyObject *code)
 {
-    if (g_pf == NULL)
-        return NULL;
-    for (size_t i = opprof_ptr_hash(code) & g_pf_mask;; i = (i + 1) & g_pf_mask) {
-        if (g_pf[i].code == code)
-            return &g_pf[i];
-        if (g_pf[i].code == NULL)
-            return NULL;
-    }
+    return g_pf != NULL ? OPPROF_PTR_FIND(g_pf, g_pf_mask, code) : NULL;
 }
 
 static PyObject *pf_eval(PyThreadState *ts, pf_frame *f, int exc)
@@ -149,18 +143,13 @@ int opprof_pyfunc_install(const intptr_t *codes, const uint32_t *names, const ui
 {
     if (n < 0)
         return opprof_fail(OPPROF_E_ARG, "pyfunc install: negative count");
-    size_t size = 16;
-    while (size < 2 * (size_t)n)
-        size <<= 1;
+    size_t size = opprof_ptr_table_cells((size_t)n);
     pf_entry *table = calloc(size, sizeof *table);
     if (table == NULL)
         return opprof_fail(OPPROF_E_NOMEM, "no memory for %lld functions", (long long)n);
     for (int64_t i = 0; i < n; i++) {
         PyObject *code = (PyObject *)codes[i];
-        size_t k = opprof_ptr_hash(code) & (size - 1);
-        while (table[k].code != NULL && table[k].code != code)
-            k = (k + 1) & (size - 1);
-        table[k] = (pf_entry){code, names[i], options[i]};
+        *OPPROF_PTR_PLACE(table, size - 1, code) = (pf_entry){code, names[i], options[i]};
     }
     PyGILState_STATE g = PyGILState_Ensure();
     /* An evaluator running now (the GIL is held here, so none can be mid-lookup)

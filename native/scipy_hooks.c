@@ -13,6 +13,7 @@
 #include "scipy_hooks.h"
 #include "hotpath.h"
 #include "numpy_args.h"
+#include "ptr_table.h"
 
 /* numpy_hooks.c: record_shapes/with_stack of a call's positional arguments and,
  * with params, its keyword arguments at their index (at most max_args). */
@@ -48,14 +49,8 @@ static const f2py_entry g_unknown = {NULL, NULL, 0, OPPROF_NP_DEFAULT_ARGS};
  * caller uses g_other_name) that records positional arguments. */
 static inline const f2py_entry *f2py_entry_of(PyObject *obj)
 {
-    if (g_table == NULL)
-        return &g_unknown;
-    for (size_t i = opprof_ptr_hash(obj) & g_mask;; i = (i + 1) & g_mask) {
-        if (g_table[i].obj == obj)
-            return &g_table[i];
-        if (g_table[i].obj == NULL)
-            return &g_unknown;
-    }
+    const f2py_entry *e = g_table != NULL ? OPPROF_PTR_FIND(g_table, g_mask, obj) : NULL;
+    return e != NULL ? e : &g_unknown;
 }
 
 static inline ternaryfunc f2py_orig_of(PyTypeObject *tp)
@@ -135,9 +130,7 @@ int opprof_f2py_install(const intptr_t *types, int64_t n_types, const intptr_t *
             goto done;
         }
     }
-    size_t size = 16;
-    while (size < 2 * (size_t)n)
-        size <<= 1;
+    size_t size = opprof_ptr_table_cells((size_t)n);
     f2py_entry *table = calloc(size, sizeof *table);
     if (table == NULL) {
         rc = opprof_fail(OPPROF_E_NOMEM, "no memory for %lld f2py routines", (long long)n);
@@ -149,13 +142,8 @@ int opprof_f2py_install(const intptr_t *types, int64_t n_types, const intptr_t *
     g_mask = size - 1;
     for (int64_t i = 0; i < n; i++) {
         PyObject *obj = (PyObject *)objs[i];
-        size_t k = opprof_ptr_hash(obj) & g_mask;
-        while (table[k].obj != NULL && table[k].obj != obj)
-            k = (k + 1) & g_mask;
-        table[k].obj = obj;
-        table[k].name = names[i];
-        table[k].params = (PyObject *)params[i];
-        table[k].max_args = max_args[i];
+        *OPPROF_PTR_PLACE(table, g_mask, obj) =
+            (f2py_entry){obj, (PyObject *)params[i], names[i], max_args[i]};
     }
     g_other_name = other_name;
     /* Keep stuck types first (their trampolines still look them up), then add. */
@@ -226,12 +214,7 @@ static inline vectorcallfunc *vc_slot_of(PyObject *obj)
 
 static inline vc_entry *vc_lookup(PyObject *obj)
 {
-    for (size_t i = opprof_ptr_hash(obj) & g_vc_mask;; i = (i + 1) & g_vc_mask) {
-        if (g_vc[i].obj == obj)
-            return &g_vc[i];
-        if (g_vc[i].obj == NULL)
-            return NULL;
-    }
+    return g_vc != NULL ? OPPROF_PTR_FIND(g_vc, g_vc_mask, obj) : NULL;
 }
 
 /* What CPython does for a callable without vectorcall: the arguments as a tuple
@@ -276,7 +259,7 @@ static inline PyObject *vc_call_orig(const vc_entry *e, PyObject *callable, PyOb
 static PyObject *vc_tramp(PyObject *callable, PyObject *const *args, size_t nargsf,
                           PyObject *kwnames)
 {
-    vc_entry *e = g_vc != NULL ? vc_lookup(callable) : NULL;
+    vc_entry *e = vc_lookup(callable);
     if (e == NULL) {
         PyErr_SetString(PyExc_SystemError, "pytest-opprof lost the original vectorcall pointer");
         return NULL;
@@ -328,9 +311,7 @@ int opprof_vcall_install(const intptr_t *objs, const uint32_t *names, int64_t n,
     }
     if ((rc = opprof_numpy_capture_ready()) != OPPROF_OK)
         goto done;
-    size_t size = 16;
-    while (size < 2 * (size_t)n)
-        size <<= 1;
+    size_t size = opprof_ptr_table_cells((size_t)n);
     vc_entry *table = calloc(size, sizeof *table);
     if (table == NULL) {
         rc = opprof_fail(OPPROF_E_NOMEM, "no memory for %lld functions", (long long)n);
@@ -344,12 +325,10 @@ int opprof_vcall_install(const intptr_t *objs, const uint32_t *names, int64_t n,
             ++*skipped;
             continue;
         }
-        size_t k = opprof_ptr_hash(obj) & g_vc_mask;
-        while (table[k].obj != NULL && table[k].obj != obj)
-            k = (k + 1) & g_vc_mask;
-        if (table[k].obj == obj)
+        vc_entry *e = OPPROF_PTR_PLACE(table, g_vc_mask, obj);
+        if (e->obj == obj)
             continue;
-        table[k] = (vc_entry){obj, *vc_slot_of(obj), names[i], 1};
+        *e = (vc_entry){obj, *vc_slot_of(obj), names[i], 1};
         *vc_slot_of(obj) = vc_tramp;
     }
     g_vc_installed = 1;
