@@ -443,7 +443,7 @@ void opprof_op_shape_arg(opprof_thread *t, int ndim, const int64_t *dims, int ty
         o->ev.flags |= OPPROF_FLAG_TRUNCATED;
     }
     int64_t *w = &a->chunks[a->cur][a->off];
-    w[0] = (int64_t)(uint32_t)n | ((int64_t)type_num << 32);
+    w[0] = opprof_shape_word(n, type_num);
     for (int i = 0; i < n; i++)
         w[1 + i] = dims[i];
     a->off += 1 + (n > 0 ? n : 0);

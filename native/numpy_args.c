@@ -184,11 +184,6 @@ static int np_seq_check(PyObject *o, np_seq *s, int level)
 
 /* ---- one argument ---------------------------------------------------------- */
 
-static inline void np_put_header(int64_t *p, int nd, int type_num)
-{
-    p[0] = (int64_t)(uint32_t)nd | ((int64_t)type_num << 32);
-}
-
 /* A flat list/tuple of at most OPPROF_MAX_SHAPE_DIMS Python ints, by value. */
 static int np_put_int_list(int64_t *p, PyObject *o, const np_seq *s)
 {
@@ -202,7 +197,7 @@ static int np_put_int_list(int64_t *p, PyObject *o, const np_seq *s)
         }
         p[2 + i] = v;
     }
-    np_put_header(p, OPPROF_ND_VALUE, s->all_bools ? NPY_BOOL : NPY_LONG);
+    p[0] = opprof_shape_word(OPPROF_ND_VALUE, s->all_bools ? NPY_BOOL : NPY_LONG);
     p[1] = s->dims[0];
     return 2 + (int)s->dims[0];
 }
@@ -212,7 +207,7 @@ static int np_put_seq(int64_t *p, uint16_t *flags, PyObject *o)
 {
     np_seq s = {.type_num = -1, .all_ints = 1, .all_bools = 1};
     if (np_seq_probe(o, &s) < 0 || np_seq_check(o, &s, 0) < 0) {
-        np_put_header(p, OPPROF_ND_UNKNOWN, -1);
+        p[0] = opprof_shape_word(OPPROF_ND_UNKNOWN, -1);
         return 1;
     }
     if (s.type_num < 0) /* empty: numpy's default */
@@ -227,7 +222,7 @@ static int np_put_seq(int64_t *p, uint16_t *flags, PyObject *o)
         nd = OPPROF_MAX_SHAPE_DIMS;
         *flags |= OPPROF_FLAG_TRUNCATED;
     }
-    np_put_header(p, nd, s.type_num);
+    p[0] = opprof_shape_word(nd, s.type_num);
     for (int i = 0; i < nd; i++)
         p[1 + i] = s.dims[i];
     return 1 + nd;
@@ -241,7 +236,7 @@ int np_put_array(int64_t *p, uint16_t *flags, PyObject *o)
         nd = OPPROF_MAX_SHAPE_DIMS;
         *flags |= OPPROF_FLAG_TRUNCATED;
     }
-    np_put_header(p, nd, PyArray_TYPE(a));
+    p[0] = opprof_shape_word(nd, PyArray_TYPE(a));
     memcpy(&p[1], PyArray_DIMS(a), (size_t)nd * sizeof(int64_t));
     return 1 + nd;
 }
@@ -250,7 +245,7 @@ int np_put_array(int64_t *p, uint16_t *flags, PyObject *o)
 int np_put_other(int64_t *p, uint16_t *flags, PyObject *o, int strings)
 {
     if (o == NULL || o == Py_None) {
-        np_put_header(p, OPPROF_ND_NONE, -1);
+        p[0] = opprof_shape_word(OPPROF_ND_NONE, -1);
         return 1;
     }
     if (PyArray_Check(o))
@@ -260,10 +255,10 @@ int np_put_other(int64_t *p, uint16_t *flags, PyObject *o, int strings)
         long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
         if (overflow || (v == -1 && PyErr_Occurred())) {
             PyErr_Clear();
-            np_put_header(p, 0, NPY_LONG);
+            p[0] = opprof_shape_word(0, NPY_LONG);
             return 1;
         }
-        np_put_header(p, OPPROF_ND_VALUE, PyBool_Check(o) ? NPY_BOOL : NPY_LONG);
+        p[0] = opprof_shape_word(OPPROF_ND_VALUE, PyBool_Check(o) ? NPY_BOOL : NPY_LONG);
         p[1] = -1;
         p[2] = v;
         return 3;
@@ -272,11 +267,11 @@ int np_put_other(int64_t *p, uint16_t *flags, PyObject *o, int strings)
         return np_put_seq(p, flags, o);
     int64_t k;
     if (strings && PyUnicode_Check(o) && (k = np_string_index(o)) >= 0) {
-        np_put_header(p, 0, OPPROF_NP_STR_TYPE + (int)k);
+        p[0] = opprof_shape_word(0, OPPROF_NP_STR_TYPE + (int)k);
         return 1;
     }
     int type_num = np_leaf_type(o);
-    np_put_header(p, type_num < 0 ? OPPROF_ND_UNKNOWN : 0, type_num);
+    p[0] = opprof_shape_word(type_num < 0 ? OPPROF_ND_UNKNOWN : 0, type_num);
     return 1;
 }
 

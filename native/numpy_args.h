@@ -1,22 +1,6 @@
 /* pytest-opprof numpy capture: the record_shapes entry of one hooked call
- * (numpy_args.c).  Internal to the extension (not cdef text).
- *
- * An entry (the layout of opprof_op_shapes) holds, per argument, one header
- * word (ndim in the low 32 bits, a type number in the high 32) and then:
- *   ndim >= 0              ndim dims: what numpy sees, from an ndarray, a
- *                          numpy or Python scalar (0-d) or a list/tuple of
- *                          numbers and arrays (its shape as np.asarray gives it);
- *   OPPROF_ND_NONE         nothing: not an operand (None, or a keyword
- *                          parameter left at its default);
- *   OPPROF_ND_UNKNOWN      nothing: an operand whose shape is not worked out
- *                          here (an object with __array__, a ragged list):
- *                          no FLOP formula turns it into a number;
- *   OPPROF_ND_VALUE        a count c, then max(c, 0) int64 values: a Python
- *                          int or bool (c = -1, 0-d) or a flat list/tuple of
- *                          at most OPPROF_MAX_SHAPE_DIMS of them (shape [c]);
- *                          the formulas read n=, axis=, sublists from these.
- * The type number is numpy's NPY_TYPES value, or OPPROF_NP_STR_TYPE + k for
- * a recorded str (numpy_hooks.h).
+ * (numpy_args.c), in the layout of shape_word.h.  Internal to the extension
+ * (not cdef text).
  */
 #ifndef OPPROF_NUMPY_ARGS_H
 #define OPPROF_NUMPY_ARGS_H
@@ -24,17 +8,6 @@
 #include <Python.h>
 
 #include "opprof_internal.h"
-
-enum { OPPROF_ND_NONE = -1, OPPROF_ND_UNKNOWN = -2, OPPROF_ND_VALUE = -3 };
-
-/* Words an argument takes in an entry, its header word included. */
-static inline int32_t opprof_shape_arg_words(const int64_t *w)
-{
-    int32_t nd = (int32_t)(uint32_t)(w[0] & 0xffffffff);
-    if (nd == OPPROF_ND_VALUE)
-        return 2 + (w[1] < 0 ? 1 : (int32_t)w[1]);
-    return 1 + (nd > 0 ? nd : 0);
-}
 
 /* numpy's C API in this translation unit; 0 or -1 with a Python error set. */
 int np_args_ready(void);

@@ -73,7 +73,7 @@ static inline void np_capture_shapes(opprof_thread *t, PyObject *self, PyObject 
                 flags |= OPPROF_FLAG_TRUNCATED;
             }
             int64_t *p = &w[used];
-            p[0] = (int64_t)(uint32_t)nd | ((int64_t)PyArray_TYPE(a) << 32);
+            p[0] = opprof_shape_word(nd, PyArray_TYPE(a));
             const npy_intp *dims = PyArray_DIMS(a);
             for (int d = 0; d < nd; d++)
                 p[1 + d] = dims[d];

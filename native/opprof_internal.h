@@ -20,11 +20,10 @@
 #include <stdint.h>
 #include <stddef.h>
 #include "opprof.h"
+#include "shape_word.h"
 
-#define OPPROF_MAX_DEPTH 256    /* open events per thread; deeper ones are counted as dropped */
-#define OPPROF_MAX_SHAPE_ARGS 8 /* arguments recorded per op (einsum's sublist form) */
-#define OPPROF_MAX_SHAPE_DIMS 6 /* dimensions recorded per argument */
-#define OPPROF_MAX_STACK 8      /* Python frames recorded per op with_stack */
+#define OPPROF_MAX_DEPTH 256 /* open events per thread; deeper ones are counted as dropped */
+#define OPPROF_MAX_STACK 8   /* Python frames recorded per op with_stack */
 
 typedef struct opprof_thread opprof_thread; /* defined in core.c */
 
@@ -69,13 +68,10 @@ void opprof_op_end(opprof_thread *t, uint16_t flags);
  * arena; interning into text happens at drain. */
 void opprof_op_shape_arg(opprof_thread *t, int ndim, const int64_t *dims, int type_num);
 
-/* record_shapes, a whole entry at once (what the numpy hooks use): entry[0]
- * is the argument count, then per argument one (ndim | type_num << 32) word
- * (ndim -1: not an array) followed by its dims, as opprof_op_shape_arg
- * builds it, or one of numpy_args.h's other argument forms; `words` in all, at most OPPROF_SHAPE_ENTRY_WORDS.  An entry
- * equal to the thread's previous one shares its ref: no arena write, and
- * the drain resolves the ref once.  flags are OR-ed into the event's. */
-#define OPPROF_SHAPE_ENTRY_WORDS (1 + OPPROF_MAX_SHAPE_ARGS * (2 + OPPROF_MAX_SHAPE_DIMS))
+/* record_shapes, a whole entry at once (what the numpy hooks use), laid out
+ * as shape_word.h says; `words` in all, at most OPPROF_SHAPE_ENTRY_WORDS.  An
+ * entry equal to the thread's previous one shares its ref: no arena write,
+ * and the drain resolves the ref once.  flags are OR-ed into the event's. */
 void opprof_op_shapes(opprof_thread *t, const int64_t *entry, int32_t words, uint16_t flags);
 
 /* with_stack: record the current Python call site (up to OPPROF_MAX_STACK

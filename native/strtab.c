@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "opprof_internal.h"
-#include "numpy_args.h"
+#include "shape_word.h"
 #include "strtab.h"
 
 /* ---- byte-keyed hash map ------------------------------------------------- */
@@ -351,8 +351,8 @@ static const char *dtype_name(int type_num)
  * torch's concrete-argument form "Scalar=2048" / "ScalarList=[0, 1]"). */
 static void shape_arg_text(sbuf *s, sbuf *d, const int64_t *w)
 {
-    int32_t nd = (int32_t)(uint32_t)(w[0] & 0xffffffff);
-    int type_num = (int)(w[0] >> 32);
+    int32_t nd = opprof_shape_word_nd(w[0]);
+    int type_num = opprof_shape_word_type(w[0]);
     if (nd == OPPROF_ND_NONE || nd == OPPROF_ND_UNKNOWN || nd < OPPROF_ND_VALUE) {
         sb_printf(s, "null");
         sb_printf(d, "%s", nd == OPPROF_ND_NONE ? "" : "unknown");
@@ -559,7 +559,7 @@ static int shape_entry_text(sbuf *s, sbuf *d, const int64_t *w, const int64_t *e
     int64_t nargs = *w++;
     sb_printf(s, "[");
     for (int64_t a = 0; a < nargs; a++) {
-        int value = (int32_t)(uint32_t)(w[0] & 0xffffffff) == OPPROF_ND_VALUE;
+        int value = opprof_shape_word_nd(w[0]) == OPPROF_ND_VALUE;
         if (w >= end || (value && w + 1 >= end) || w + opprof_shape_arg_words(w) > end)
             return 0;
         if (a) {
