@@ -8,7 +8,7 @@
  * else that numpy might convert is recorded as "unknown", never as 0-d.
  * Small Python ints (n=, axis=, einsum sublists) are recorded by value, and
  * keyword arguments land at their parameter's index, so a formula sees
- * fft(x, n=2048) as fft(x, 2048).  Entry layout: numpy_args.h.
+ * fft(x, n=2048) as fft(x, 2048).  Entry layout: shape_word.h.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -106,7 +106,7 @@ uint32_t opprof_name_count(void);
 int opprof_name_trim(uint32_t keep);
 
 /* Input shapes (record_shapes): interned at drain time as raw entries (layout
- * in numpy_args.h), ids stable until the next opprof_start.  id 0 means "none
+ * in shape_word.h), ids stable until the next opprof_start.  id 0 means "none
  * recorded".  A reader copies the table once (opprof_shape_export: the words of
  * every entry back to back, and starts[id] .. starts[id + 1] of each id,
  * n_ids + 1 values; sizes from opprof_shape_count and opprof_shape_words,

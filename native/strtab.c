@@ -346,7 +346,7 @@ static const char *dtype_name(int type_num)
     return NULL;
 }
 
-/* One argument of an entry (layout: numpy_args.h): its shape as JSON (null
+/* One argument of an entry (layout: shape_word.h): its shape as JSON (null
  * when it has none) and its dtype text ("" not an operand, "unknown", or
  * torch's concrete-argument form "Scalar=2048" / "ScalarList=[0, 1]"). */
 static void shape_arg_text(sbuf *s, sbuf *d, const int64_t *w)
