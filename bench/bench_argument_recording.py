@@ -4,7 +4,7 @@ Run: ``python bench/bench_argument_recording.py --baseline DIR [--ops N] [--repe
 
 ``DIR`` is a checkout with its extension built (``git archive REF | tar -x -C DIR``,
 then ``python setup.py build_ext --inplace`` there): the figure the argument
-recording of issue 17 (lists measured in C, keywords placed, ints by value) must
+recording (lists measured in C, keywords placed, ints by value) must
 stay within 10% of.  Each repeat starts one child per build, in alternating
 order, so both sides see the same machine drift; a child times each op in a
 plain loop and in the same loop under ``profile(capture=["numpy"],

@@ -1,6 +1,6 @@
 """BLAS/LAPACK op times with the thread pools at 1 thread against their default, side by side.
 
-What ``--opprof-blas-threads`` should default to (issue 16).  Ops: ``np.matmul``,
+What ``--opprof-blas-threads`` should default to.  Ops: ``np.matmul``,
 ``np.linalg.solve`` and ``np.linalg.eigh`` on square float64 arrays of 200-1000.
 Three conditions, each timing every op with the pools pinned to 1 thread and left at
 their default (the core count, unless the environment says otherwise):

@@ -1,4 +1,4 @@
-"""What a round's boundaries cost the plugin, per round, outside pytest (issue 18).
+"""What a round's boundaries cost the plugin, per round, outside pytest.
 
 Times, as the plugin runs them, the two fixed costs every profiled test pays once per
 round whatever its body does: the contention probe's readings (``ContentionProbe``:

@@ -1,4 +1,4 @@
-"""What being switched out costs a span of Python code beyond its wait (issue 16).
+"""What being switched out costs a span of Python code beyond its wait.
 
 Runs ``--chunks`` chunks of a pure-Python loop (about 3 ms each) on one CPU beside one
 CPU-bound process pinned to the same CPU, so that most chunks are switched out once,

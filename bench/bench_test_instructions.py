@@ -1,4 +1,4 @@
-"""A trivial test's added cost in instructions, counted by callgrind (issue 18).
+"""A trivial test's added cost in instructions, counted by callgrind.
 
 This VM's speed moves 1.5-2x from minute to minute, and a trivial test's whole protocol
 moved by +-200 us between runs of the same tree: too much to see a 20 us cut in any

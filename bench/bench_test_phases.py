@@ -1,4 +1,4 @@
-"""Where a trivial test's added time goes, by phase, in one pytest session (issue 18).
+"""Where a trivial test's added time goes, by phase, in one pytest session.
 
 Runs ``--tests`` trivial tests in this process (``pytest.main``, speed references
 stubbed, ``--opprof --opprof-rounds 1`` unless other pytest arguments follow ``--``) and

@@ -34,7 +34,7 @@ slower from inside, ``NUMPY_INJECT``, and the targets are the tests whose svd to
 >= 1 ms of self time in the first unchanged run); ``scipy`` and ``sklearn`` (some of
 scipy.linalg's and scikit-learn's ``linear_model`` installed tests, :data:`REAL_SUITES`,
 quiet) and their ``-loaded`` twins: unchanged runs only (false failures, share judged,
-cost), the protocol of the issue's report on those suites.
+cost).
 
     python bench/busy_study.py [--scenario quiet,loaded] [--tests 100] [--sessions 3]
                                [--json out.json] [--plot out.png]
@@ -83,10 +83,10 @@ SCENARIOS = (
     "sklearn-loaded",
 )
 DEFAULT_SCENARIOS = SCENARIOS[:6]
-"""The issue's scenarios; ``heavy`` (twice the load) and the other real suites run when
+"""The standing scenarios; ``heavy`` (twice the load) and the other real suites run when
 asked for."""
-# Other projects' suites as installed (the issue's report: scipy and scikit-learn tests
-# failed 5-22% of unchanged runs), run unchanged only: no slowdown is injected there, so
+# Other projects' suites as installed (where gates that judge times often fail
+# unchanged code), run unchanged only: no slowdown is injected there, so
 # they give false failures, the share judged and the cost, not detection.
 REAL_SUITES = {
     "scipy": (
@@ -167,7 +167,7 @@ class Condition:
         return ["-n", str(self.workers)] if self.workers else []
 
 
-# The issue's loaded machine: 2 CPU-bound processes on 2 cores.  HEAVY doubles it (load
+# The loaded machine: 2 CPU-bound processes on 2 cores.  HEAVY doubles it (load
 # 4-5 on 2 cores): rounds then wait 80-90% of their time, past what work time judges.
 QUIET, LOADED, N2 = Condition(), Condition(burners=1), Condition(workers=2)
 HEAVY = Condition(burners=2)

@@ -37,7 +37,7 @@ settings, so one set of sessions scores every candidate default.
     .venv/bin/python bench/verdict_study.py [--quick] [--json out.json]
 
 Self-contained: every run generates its suite and records its own sessions (with the
-defaults, about 9 minutes on 2 cores: the "Verdict quality" section of BENCHMARKS.md).
+defaults, about 9 minutes on 2 cores: BENCHMARKS.md, "Does a time verdict catch slowdowns?").
 ``--data DIR`` keeps those sessions' raw figures; ``--analyze DIR`` re-scores a directory
 that an earlier ``--data DIR`` run wrote (after a change to the verdict, say) without
 running any session.  Its sibling ``busy_study.py`` runs the plugin end to end on busy

@@ -83,7 +83,7 @@ ffibuilder.set_source(
     ),
     include_dirs=[HERE, numpy.get_include()],
     # cffi turns on the limited API by default, which hides the type structs
-    # the numpy hooks need (DESIGN-NOTES: vectorcall offsets, PyMethodDef).
+    # the numpy hooks need (docs/how-it-works.md: vectorcall offsets, PyMethodDef).
     define_macros=[("_CFFI_NO_LIMITED_API", None), ("NPY_TARGET_VERSION", "NPY_1_22_API_VERSION")],
     # Warnings show in every build; .ci/run holds our sources to them with
     # -Werror one file at a time, which leaves cffi's generated module and

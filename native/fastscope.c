@@ -2,7 +2,7 @@
  * module-dict door.
  *
  * Why: a cffi API-mode call releases and retakes the GIL around every call
- * (DESIGN-NOTES: 76 ns a call, 131 with a GIL round-trip inside), and two
+ * (docs/how-it-works.md: 76 ns a call, 131 with a GIL round-trip inside), and two
  * such calls per scope were most of record_function's cost under a profile.
  * A builtin function is called by CPython with the GIL held, so these run
  * opprof_scope_push/pop's fast path inline (hotpath.h) and capture the

@@ -1,4 +1,4 @@
-/* Fork safety of the native locks (issue 20, item 2).
+/* Fork safety of the native locks (tests/test_fork.py).
  *
  * A forked child has one thread, the one that called fork(); a lock another
  * thread held at that moment stays locked in the child forever.  A test that

@@ -1,5 +1,5 @@
 /* Threads left out of the figures ("muted"): threads a test started that
- * were still running after it (issue 20, item 8).  Their ops, scopes and
+ * were still running after it.  Their ops, scopes and
  * allocations would otherwise land in whichever test records next.
  *
  * The plugin sets the list between sessions (opprof_mute_threads).  Each

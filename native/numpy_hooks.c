@@ -1,6 +1,6 @@
 /* Native numpy capture: trampolines around numpy's C entry points.
  *
- * See numpy_hooks.h for the two hooks and DESIGN-NOTES.md for why these two:
+ * See numpy_hooks.h for the two hooks and docs/how-it-works.md for why these two:
  * operators (a + b, a @ b) reach the ufunc's per-object vectorcall pointer,
  * while methods and module functions are called by CPython's specialised
  * call sites straight through PyMethodDef.ml_meth.

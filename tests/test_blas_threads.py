@@ -1,4 +1,4 @@
-"""BLAS/OpenMP thread pools (issue 16): found, recorded beside the machine, pinned per test.
+"""BLAS/OpenMP thread pools: found, recorded beside the machine, pinned per test.
 
 The pools' default size is set through ``OPENBLAS_NUM_THREADS=2`` in the inner runs, so
 that pinning to 1 changes something on any machine and "restored" means back to 2.

@@ -2,7 +2,7 @@
 
 A ``record_function`` scope marks any code, a pure-Python loop included, so its
 time is not time in captured ops: a loop read 0.004 bare and 0.99 inside a
-scope before scopes were left out (issue 17).
+scope before scopes were left out.
 """
 
 from __future__ import annotations

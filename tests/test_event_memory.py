@@ -1,7 +1,7 @@
 """What the event limit costs in memory: peak RSS per recorded event, measured.
 
 The README and ``--opprof-max-events``' help once quoted the record's size per event; a
-run at the 4.19M default peaked at 850 MB, about twice that (issue 20, item 12): the
+run at the 4.19M default peaked at 850 MB, about twice that: the
 native buffer and the drained copy were both held while the drain ran, and the model
 added its working arrays.  The drain now frees the buffer's chunks as it copies them
 (123 B an event at the default limit, 215 before).  The figure they quote is

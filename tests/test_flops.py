@@ -186,7 +186,7 @@ def test_calls_that_raised_count_no_flops_and_huge_shapes_do_not_overflow(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
     """Before: the outer product failed its test with OverflowError in the model, and the
-    singular solve added 18,180,000 FLOPs it never did (issue 20, item 7)."""
+    singular solve added 18,180,000 FLOPs it never did."""
     pytester.makepyfile(test_raising=RAISING_TESTS)
     result = run_pytest("-q", "--opprof", "--opprof-report", "report.json")
     result.assert_outcomes(passed=2)

@@ -1,4 +1,4 @@
-"""FLOPs are right whatever form the operands take (issue 17, "FLOPs and shapes").
+"""FLOPs are right whatever form the operands take.
 
 Each example was wrong before: operands that were not ndarrays counted as one
 number, keyword arguments and options were not recorded.  The property test

@@ -4,7 +4,7 @@ A forked child has only the thread that forked; a native lock another thread hel
 that moment stayed locked in the child, and the child's first new thread blocked on it
 forever as it started (Python allocates as a thread starts, and the counting hooks take
 the memory counters' thread-list lock for a new thread; numpy ops take the registry's).
-Before the fix 6 of 10 children hung in this test; now none (issue 20, item 2).
+Before the fix 6 of 10 children hung in this test; now none.
 """
 
 from __future__ import annotations

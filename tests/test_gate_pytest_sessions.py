@@ -435,7 +435,7 @@ def test_xfailed():
 def test_xpassed_test_is_baselined_judged_and_fails_when_it_regresses(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
 ) -> None:
-    # Issue 20, item 14: an xpassed test (non-strict xfail that passed) was profiled and
+    # An xpassed test (non-strict xfail that passed) was profiled and
     # printed but never baselined, judged or listed as new.
     pytester.makepyfile(test_x=XPASS_TESTS)
     first = update(run_pytest, "--junitxml", "junit.xml")

@@ -1,4 +1,4 @@
-"""Files and values a hostile user hands a profiled run (issue 20, item 1, item 4, "poor errors").
+"""Files and values a hostile user hands a profiled run.
 
 Each test runs real ``python -m pytest`` processes on real files (FIFOs, symlinks,
 oversized names, hand-broken baselines).  What must hold: the plugin writes
@@ -50,7 +50,7 @@ def _recorded(pytester: pytest.Pytester, run_pytest: PytestRunner, *args: str) -
     return pytester.path / "baselines"
 
 
-# ---- item 1: written through, never replaced -------------------------------------------
+# ---- written through, never replaced --------------------------------------------------
 
 
 def test_report_and_markdown_at_fifos_reach_their_readers(
@@ -105,7 +105,7 @@ def test_trace_dir_entry_that_is_a_fifo_is_written_through(
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and os.listdir(traces) == [fifo.name]
 
 
-# ---- item 4: a baseline that cannot be read fails its module only --------------------
+# ---- a baseline that cannot be read fails its module only ---------------------------
 
 
 HOSTILE_BASELINES = {

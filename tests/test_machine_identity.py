@@ -1,4 +1,4 @@
-"""The machine record tells apart hosts whose model name is the same (issue 16).
+"""The machine record tells apart hosts whose model name is the same.
 
 A virtual machine often shows a masked model name (``AMD EPYC``); the CPU's family,
 model and vector units, and the kernel set OpenBLAS chose at load, go into the

@@ -78,7 +78,7 @@ def test_ones_is_exactly_8mb_in_its_empty_op_and_in_the_scope() -> None:
     assert outer.cpu_memory_usage == MB8  # net bytes, children included
     assert outer.self_cpu_memory_usage == 0
     assert a.nbytes == MB8
-    # Counted by our handler, named as numpy's own (issue 20, item 6).
+    # Counted by our handler, named as numpy's own.
     assert handler_name(a) == "default_allocator"
 
 

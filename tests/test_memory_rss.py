@@ -105,7 +105,7 @@ def test_op(i):
 def test_profiled_session_rss_per_test_stays_small(
     pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 20, item 11: the results kept for the end of the session made RSS grow
+    # The results kept for the end of the session made RSS grow
     # 16-34 KiB per profiled test.  The slope between a 200- and a 2,200-test session,
     # less the same slope without --opprof (pytest's own reports), stays under 4 KiB.
     pytester.makeconftest(RSS_CONFTEST)

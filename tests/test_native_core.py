@@ -274,7 +274,7 @@ def test_depth_beyond_the_bound_is_counted_as_dropped() -> None:
 
 
 def test_unwind_closes_scopes_left_open_so_later_sessions_record_again() -> None:
-    # Issue 20, item 9: 300 scopes left open pushed every later event past the bound.
+    # 300 scopes left open pushed every later event past the bound.
     name, later = _native.intern("left open"), _native.intern("later")
     depth = _native.scope_depth()
     _native.start(0)
@@ -298,7 +298,7 @@ def test_unwind_closes_scopes_left_open_so_later_sessions_record_again() -> None
 
 
 def test_muted_threads_record_no_scope_op_or_allocation() -> None:
-    # Issue 20, item 8: a thread a test left running is kept out of later figures.
+    # A thread a test left running is kept out of later figures.
     from pytest_opprof.capture.sources.memory_source import MemorySource, memory_stats
 
     name = _native.intern("in thread")

@@ -159,7 +159,7 @@ def test_numpy_thread_locality_passes_with_the_counting_handler(
 ) -> None:
     """A thread started in a test reads the name numpy would give its handler: it read
     ``opprof_counting(default_allocator)``, which failed numpy's own test under
-    ``--opprof`` (issue 20, item 6)."""
+    ``--opprof``."""
     result = run_pytest(
         "--opprof",
         "-p",

@@ -1,9 +1,9 @@
 """Under ``--opprof`` no test can see, or be measured with, what another test did.
 
-Issue 20: the plugin's ``gc.freeze()`` was visible to tests (item 5), a thread a test
-left running was charged to the next test (item 8), and a profile left recording or
-scopes left open broke every later test (item 9).  Each runs a real pytest session in
-a subprocess with real numpy, and reads the per-test figures from the JSON report.
+What a test leaves behind must not reach the next: the plugin's ``gc.freeze()`` was
+visible to tests, a thread a test left running was charged to the next test, and a
+profile left recording or scopes left open broke every later test.  Each runs a real
+pytest session in a subprocess with real numpy, and reads the per-test figures from the JSON report.
 """
 
 from __future__ import annotations

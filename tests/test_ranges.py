@@ -1,4 +1,4 @@
-"""'Exact' figures that vary (issue 16): the [low, high] a deterministic figure spans over
+"""'Exact' figures that vary: the [low, high] a deterministic figure spans over
 rounds and pooled update runs is stored, judged beyond, and reported."""
 
 from __future__ import annotations
@@ -275,8 +275,8 @@ def test_a_test_with_random_sizes_records_a_range_and_is_judged_beyond_it(
 
 
 def test_negative_figures_are_judged_by_their_size_in_the_direction_they_move() -> None:
-    # An op's self memory is negative when it frees more than it allocates (issue 20's
-    # -7.54 MB rows). At 10%, moves of 7-8% either way are within tolerance.
+    # An op's self memory is negative when it frees more than it allocates (rows of
+    # -7.54 MB). At 10%, moves of 7-8% either way are within tolerance.
     mb = 1_000_000
     base = -7_540_000
     assert judge_exact((base, base), -8_150_000, 0.10, 4096) == "pass"

@@ -2,7 +2,7 @@
 
 Coroutines and generators interleave scopes on one thread: ``asyncio.gather``
 of A (10 ms) and B (50 ms) opens A, then B, then closes A first.  Closed by
-"pop the innermost", A was recorded as 55 ms with B as its child (issue 17).
+"pop the innermost", A was recorded as 55 ms with B as its child.
 """
 
 from __future__ import annotations

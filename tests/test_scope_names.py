@@ -3,7 +3,7 @@
 Every distinct scope name used to stay interned for the process (native table and
 Python caches: ~430 bytes a name retained, 1M names -> GBs with the rows they give).
 Now the scope names of a session are dropped when the next session starts; op names
-(the numpy hooks hold their ids) stay (issue 20, item 11).
+(the numpy hooks hold their ids) stay.
 """
 
 from __future__ import annotations

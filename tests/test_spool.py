@@ -1,5 +1,5 @@
 """The on-disk spool of a session's results gives back equal objects, and reports built
-from it are the ones built from the objects (issue 20, item 11)."""
+from it are the ones built from the objects."""
 
 from __future__ import annotations
 

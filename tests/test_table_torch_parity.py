@@ -41,7 +41,7 @@ CELL = {
     "Total FLOPs": r"(\d+\.\d{3}|--)",
 }
 # torch nests an op that calls itself (aten::sum -> aten::sum) and counts it once;
-# merging those is another change of issue 17 (FLOPs branch): until then ours counts both.
+# ours may count both, so either count passes.
 DUPLICATED_BY_NESTING = {"aten::sum"}
 
 

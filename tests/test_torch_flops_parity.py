@@ -1,5 +1,5 @@
 """torch FLOPs equal ``torch.utils.flop_counter.FlopCounterMode``'s, op for op, forward and
-backward (issue 17), and an op that calls itself is one op, as in torch.profiler."""
+backward, and an op that calls itself is one op, as in torch.profiler."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_backward_flops_equal_flop_counter_mode_op_for_op(case: str) -> None:
 
 
 def test_small_conv_backward_is_counted() -> None:
-    # The issue's figure: FlopCounterMode counts 15,552 for this backward (we counted 0).
+    # FlopCounterMode counts 15,552 for this backward (we counted 0).
     x, w = _leaf(1, 3, 8, 8), _leaf(4, 3, 3, 3)
     out = F.conv2d(x, w, padding=1)
     with opprof.profile(capture=["torch"]) as prof:

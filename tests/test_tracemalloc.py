@@ -4,7 +4,7 @@ tracemalloc puts its hooks on top of Python's allocator, or takes them out with
 whatever was under them; either way opprof's hooks are no longer on top when the
 session ends.  That ended the run with a ``NativeError ... hooks left in place``
 traceback from ``pytest_unconfigure`` and exit status 1, and under
-``PYTHONTRACEMALLOC=1`` the message blamed a start for a stop (issue 20, item 10).
+``PYTHONTRACEMALLOC=1`` the message blamed a start for a stop.
 Now the tests pass, the run exits 0 and one line says what happened.
 """
 

@@ -60,7 +60,7 @@ QUIET = rounds([10.0, 10.1, 9.9, 10.0, 10.05])
 
 
 def test_rounds_that_waited_for_a_cpu_are_judged_on_work_time_and_the_verdict_says_why() -> None:
-    # The diff: wall time doubled, all of it waiting; the work is unchanged.
+    # Wall time doubled, all of it waiting; the work is unchanged.
     busy = rounds([10.0] * 5, [9.0, 10.0, 11.0, 8.0, 10.0])
     verdict = judge(busy, QUIET)
     assert verdict.status == "pass"

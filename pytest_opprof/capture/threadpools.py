@@ -2,7 +2,7 @@
 
 A BLAS pool that spreads each LAPACK call over every core competes with whatever
 else runs on them (pytest-xdist's other workers, a busy CI box); on 2 cores that
-made single calls up to 100x slower (issue 16).  The machine record therefore
+made single calls up to 100x slower (bench/bench_blas_threads.py).  The machine record therefore
 stores the pools' sizes, and ``--opprof-blas-threads`` pins them for the measured
 rounds.
 

@@ -20,7 +20,7 @@ imports torch (seconds) when the test run did not.
 The BLAS and OpenMP thread pools' sizes (``threads``) and the environment variables
 that set them (``thread_env``) are recorded beside, outside the fingerprint: they
 are a setting of the run, not of the machine, and a baseline recorded with other
-sizes is still comparable; the verdict says when they differ (issue 16).
+sizes is still comparable; the verdict says when they differ.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class MachineInfo:
     fingerprint: str
     threads: Mapping[str, int] | None = None
     """Pool sizes the measured rounds ran with, ``{"openblas": 1, "openmp": 1}``; None
-    when not recorded (baselines from before issue 16)."""
+    when not recorded (baselines from before the pools were recorded)."""
     thread_env: Mapping[str, str] = field(default_factory=dict)
     """``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` where set."""
     cpu_id: str | None = None

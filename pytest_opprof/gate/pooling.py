@@ -1,7 +1,7 @@
 """Baselines refined by update runs: rounds pooled over the last few sessions.
 
 One recording session measures a test in one process, in one phase of the
-machine.  In the verdict study (bench/NOTES.md) that session's own error was the
+machine.  In the verdict study (bench/verdict_study.py) that session's own error was the
 largest part of a time's noise: a per-test offset of 4-6% shared by every later
 comparison with it.  So an update run adds its rounds to the stored ones, keeping
 the rounds of the last ``POOLED_SESSIONS`` sessions, unless it saw a real change

@@ -3,7 +3,7 @@
 Every profiled test leaves a result that the end of the session needs (the terminal
 summary, the JSON and Markdown reports): its per-op figures and verdict, a few KiB of
 Python objects.  Held as objects, they made resident memory grow about 16-34 KiB per
-test (issue 20, item 11: 2,000 tests took a session from 72 to 136 MB; numpy's full
+test (2,000 tests took a session from 72 to 136 MB; numpy's full
 suite would hold ~700 MB).  A :class:`Spool` writes each one as a line of JSON to an
 anonymous temporary file as it arrives (about 2-3 KB of disk a test) and keeps 16 bytes
 per test in memory; reading it back (at the end, a few passes) rebuilds one result at

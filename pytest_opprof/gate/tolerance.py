@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# Chosen from bench/verdict_study.py (BENCHMARKS.md, "Verdict quality"): times scaled by
+# Chosen from bench/verdict_study.py (BENCHMARKS.md, its verdict study): times scaled by
 # the machine-speed references are judged by their median round, above 1 ms, at 15%.
 DEFAULT_TIME_TOLERANCE: Final = 0.15
 DEFAULT_MEMORY_TOLERANCE: Final = 0.1

@@ -237,7 +237,7 @@ CPU: switched ones 3.5-6.1 ms by median against 3.3-3.4 ms for those that ran th
 the thread's own CPU time agreeing; ``bench/bench_switch_cost.py``).  Such a scope
 fails a test alone only when even its fastest round is beyond tolerance
 (``TimeBasis.switched``): a real slowdown slows every round.  Re-scored on four
-``bench/busy_study.py`` runs (BENCHMARKS.md, "Scopes switched out in every round"):
+``bench/busy_study.py`` runs (re-judged by ``bench/rescore_busy.py``):
 false failures unchanged, slowed scopes caught loaded 105/109 -> 103/107, recorded quiet
 and judged loaded 92/96 -> 91/95; ``test_verdict_busy.py``'s busy module beside a burner
 on its CPU, 2 -> 0 false failures of 106 runs.  Judging such a scope on the rounds it

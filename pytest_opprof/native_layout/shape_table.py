@@ -6,7 +6,7 @@ Most ids are never read: only ops with a FLOP formula, a table grouped by input
 shape, a trace or the events list look at them, so an id becomes Python lists
 when it is first indexed, and iterating decodes the rest in one pass.  A loop of
 500,000 slices records 2.5M distinct shapes; decoding them all eagerly cost more
-than the test itself (BENCHMARKS.md, numpy's own test suite).
+than the test itself (``numpy._core.tests.test_multiarray``'s ``test_sort_degraded``).
 
 The copy is what makes this safe: the core clears its table at the next start,
 and a later profile's ids mean other shapes.

@@ -5,7 +5,7 @@ few figures of each test: its median wall time, the share of it in library ops, 
 op count, the ops' self time and the top op.  Those are kept here, about 60 bytes a
 test in flat arrays, rather than the test's whole summary: spooling every summary to
 disk and decoding all of them back at the end cost a one-round numpy test 150-250 us
-of its ~1 ms added time (issue 18).  The whole figures of judged tests stay in the
+of its ~1 ms added time.  The whole figures of judged tests stay in the
 gate's spool, where the JSON, Markdown and HTML reports read them.  The rare extras (a
 marker's table, a trace's path) are kept beside, by position.
 """

@@ -162,7 +162,7 @@ def parse_capture(text: object) -> tuple[str, ...]:
 
 BLAS_THREADS_FORMS = "a positive integer such as 1, auto or keep"
 DEFAULT_BLAS_THREADS: BlasThreads = 1
-"""Measured on 2 cores (bench/NOTES.md, "BLAS thread pools"): beside any other work,
+"""Measured on 2 cores (BENCHMARKS.md, "BLAS thread pools"): beside any other work,
 another pytest-xdist worker included, a 2-thread pool made LAPACK calls 3-363x slower
 and scattered their times tenfold, while one thread was steady everywhere and cost only
 large matmuls (20-45%).  A fixed size rather than ``auto``: ``auto`` follows the
@@ -370,7 +370,7 @@ BLAS_THREADS: Setting[BlasThreads] = Setting(
     "several workers or when the load average is at least half the cores, else keep). "
     "1 by default: measured on 2 cores, a 2-thread pool beside other work (another "
     "xdist worker, a busy machine) made LAPACK calls 3-363x slower and scattered their "
-    "times; one thread cost only large matmuls, 20-45%% (bench/NOTES.md) "
+    "times; one thread cost only large matmuls, 20-45%% (BENCHMARKS.md) "
     f"(default {DEFAULT_BLAS_THREADS})",
     metavar="N",
 )
