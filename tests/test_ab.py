@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import pytest_opprof
+
 pytestmark = pytest.mark.skipif(
     subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
     reason="git is needed",
@@ -202,7 +204,9 @@ def _second_python(where: Path) -> Path:
     (a .pth file) as an environment where the base is installed would."""
     venv.create(where, with_pip=False, symlinks=True)
     site = next((where / "lib").glob("python3*/site-packages"))
-    paths = [p for p in sys.path if p and Path(p).is_dir()]
+    # This checkout first: an editable install is found by an import hook, not a path.
+    checkout = str(Path(pytest_opprof.__file__).resolve().parents[1])
+    paths = [checkout] + [p for p in sys.path if p and Path(p).is_dir()]
     (site / "opprof_test_paths.pth").write_text("\n".join(paths) + "\n")
     return where / "bin" / "python"
 
