@@ -233,3 +233,23 @@ def test_the_base_runs_under_another_python(pytester: pytest.Pytester, tmp_path:
     missing = run_ab(pytester, f"--opprof-against-python={tmp_path / 'nope'}")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["*--opprof-against-python: * does not exist*"])
+
+
+def test_both_sides_run_on_one_cpu(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """The head and its base partner measure their rounds on the same single CPU (the two
+    CPUs of a virtual machine ran the same rounds up to 20% apart: docs/ab.md)."""
+    seen = tmp_path / "cpus"
+    seen.mkdir()
+    (pytester.path / "test_cpu.py").write_text(
+        "import os, pathlib\n\n"
+        "def test_where():\n"
+        "    side = 'base' if 'opprof-base-' in __file__ else 'head'\n"
+        f"    pathlib.Path({str(seen)!r}, side).write_text(\n"
+        "        ','.join(map(str, sorted(os.sched_getaffinity(0)))))\n"
+    )
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-qm", "base")
+    run_ab(pytester).assert_outcomes(passed=1)
+    head, base = (seen / "head").read_text(), (seen / "base").read_text()
+    assert head == base and "," not in head, (head, base)

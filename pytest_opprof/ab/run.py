@@ -13,6 +13,7 @@ Where each part lives:
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -113,6 +114,8 @@ class ABController:
         self.revision = revision
         self.owned = owned
         self.session: ABSession | None = None
+        self.unpinned: list[int] | None = None
+        """The CPUs this process could run on before :meth:`pin` (restored at close)."""
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: object) -> None:
@@ -133,7 +136,23 @@ class ABController:
         if self.session is not None and isinstance(data, dict) and "ab_verdict" in data:
             self.session.shipped[report.nodeid] = data["ab_verdict"]
 
+    def pin(self, config: pytest.Config) -> None:
+        """Run this process's tests, and its partner's (started after, inheriting it), on one
+        CPU: the two sides never run at once, and the two CPUs of a virtual machine ran the
+        same rounds up to 20% apart for seconds at a time (docs/ab.md).  A pytest-xdist
+        worker takes the CPU of its own number, so workers' pairs run side by side."""
+        if not hasattr(os, "sched_setaffinity"):
+            return
+        allowed = sorted(os.sched_getaffinity(0))
+        worker = str(getattr(config, "workerinput", {}).get("workerid", "gw0"))
+        index = int(worker[2:]) if worker[2:].isdigit() else 0
+        os.sched_setaffinity(0, {allowed[index % len(allowed)]})
+        self.unpinned = allowed
+
     def close(self) -> None:
+        if self.unpinned is not None and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, self.unpinned)
+            self.unpinned = None
         if self.owned:
             remove(self.revision)
 
@@ -179,6 +198,7 @@ def configure(
             deliver=controller.take if controller is not None else None,
             not_measured=controller.not_measured if controller is not None else None,
         )
+        ab.pin(config)
         worker.base = start_partner(config, options, against, revision)
         gate.base_nodeids = worker.base.nodeids
         if against.python is not None:
