@@ -476,7 +476,9 @@ def main() -> None:
             json.dumps(
                 {
                     "machine": machine_line(),
-                    "args": vars(args) | {"json": str(args.json)},
+                    "args": {
+                        k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
+                    },
                     "results": results,
                 },
                 indent=1,
