@@ -19,10 +19,7 @@ from pytest_opprof.plugin.measure import Rounds
 from pytest_opprof.plugin.worker import (
     Worker,
     _overrides,
-    finished_key,
-    scopes_left_key,
     settings_key,
-    stepped_aside_key,
     threads_before_key,
 )
 
@@ -75,27 +72,19 @@ class ABWorker(Worker):
                 and gate.more_pairs(base.rounds, rounds.summarised(settings), overrides)
             ):
                 if pairs % 2:
-                    with self._round(item, rounds):
-                        item.runtest()
+                    self.run_round(item, rounds)
                     self.base.round(base)
                 else:
                     self.base.round(base)
-                    with self._round(item, rounds):
-                        item.runtest()
+                    self.run_round(item, rounds)
                 pairs += 1
             return result
         finally:
             pin.__exit__(None, None, None)
             if base is not None:
                 self.base.end(base)
-            if rounds.scopes_left_open:
-                item.stash[scopes_left_key] = rounds.scopes_left_open
-            if rounds.preempted:
-                item.stash[stepped_aside_key] = True
-            elif rounds.profiles:
-                item.stash[finished_key] = self._finish(item, settings, rounds)
-                if base is not None:
-                    gate.pending[item.nodeid] = (base, rounds.summarised(settings))
+            if self.end_call(item, settings, rounds) and base is not None:
+                gate.pending[item.nodeid] = (base, rounds.summarised(settings))
 
     def close(self) -> None:
         try:

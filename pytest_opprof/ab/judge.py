@@ -54,6 +54,12 @@ class Pairs:
         return float(ordered[len(ordered) // 2]) if ordered else 0.0
 
 
+def wait_limit(tol: Tolerances) -> float:
+    """The share of its wall time a round may wait for a CPU and keep its wall time
+    (``--opprof-max-wait``; none set: every round does)."""
+    return tol.max_wait_share if tol.max_wait_share is not None else 1.0
+
+
 def test_pairs(
     base: Sequence[RoundFigures], head: Sequence[RoundFigures], limit: float = WAIT_SHARE_LIMIT
 ) -> Pairs:
@@ -141,7 +147,7 @@ class ABJudge:
     ) -> list[JudgedFigure]:
         """The test's time and each op time at or above the floor, judged at ``level``
         (split evenly over them: one test is one hypothesis of the run)."""
-        limit = tol.max_wait_share if tol.max_wait_share is not None else 1.0
+        limit = wait_limit(tol)
         wall = test_pairs(base, head, limit)
         candidates: list[tuple[str, Pairs, paired.NoiseModel]] = []
         if wall.base_ns and max(wall.scale_ns, _median(wall.head_ns)) >= tol.min_time_ns:
@@ -167,9 +173,8 @@ class ABJudge:
         if min(len(base), len(head)) >= self.max_pairs or self.extra_pairs >= self.extra_budget:
             return False
         judged = self.figures(base, head, tol, self.fdr.level())
-        limit = tol.max_wait_share if tol.max_wait_share is not None else 1.0
         more = any(j.decision == "undecided" for j in judged) or (
-            not test_pairs(base, head, limit).base_ns and _above_floor(base, head, tol)
+            not test_pairs(base, head, wait_limit(tol)).base_ns and _above_floor(base, head, tol)
         )
         self.extra_pairs += more
         return more
@@ -185,7 +190,7 @@ class ABJudge:
             (self.test_noise if j.key == "" else self.op_noise).add(
                 j.pairs.scale_ns, j.pairs.log_ratios
             )
-        wall = test_pairs(base, head)
+        wall = test_pairs(base, head, wait_limit(tol))
         self.pairs_run += min(len(base), len(head))
         self.pairs_on_work += wall.on_work
         self.pairs_dropped += wall.dropped

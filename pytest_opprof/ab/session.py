@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_opprof.ab import paired
 from pytest_opprof.ab.base_side import BaseTest
-from pytest_opprof.ab.judge import ABJudge, JudgedFigure, replace_time, test_pairs
+from pytest_opprof.ab.judge import ABJudge, JudgedFigure, replace_time, test_pairs, wait_limit
 from pytest_opprof.ab.revision import BaseRevision
 from pytest_opprof.gate.results import TestResult
 from pytest_opprof.gate.session import BaselineSession, GateOptions, Judged, Judgement
@@ -166,7 +166,7 @@ class ABSession(BaselineSession):
         )
         notes = [n for n in exact.notes if "judged from" not in n]
         run = min(len(base.rounds), len(head))
-        dropped = test_pairs(base.rounds, head, tol.max_wait_share or 1.0).dropped
+        dropped = test_pairs(base.rounds, head, wait_limit(tol)).dropped
         left_out = f" ({dropped} left out: a side waited for a CPU)" if dropped else ""
         notes.insert(
             0,

@@ -66,43 +66,37 @@ def pytest_configure(config: pytest.Config) -> None:
             check_available()
         except OpprofError as exc:
             raise pytest.UsageError(f"--opprof-html / opprof_html: {exc}") from None
-    if partner is not None:
+    worker: Worker | None
+    controller: Controller | None = None
+    if partner is not None:  # the base side of an A/B run: rounds on command, no verdict
         from pytest_opprof.ab.partner import PartnerWorker
 
-        partner_worker = PartnerWorker(config, options, BaselineSession(options.gate), chosen)
-        partner_worker.channel = partner
-        config.stash[worker_key] = partner_worker
-        config.pluginmanager.register(partner_worker, WORKER_NAME)
-        return
-    if against is not None:
+        worker = PartnerWorker(config, options, BaselineSession(options.gate), chosen)
+        worker.channel = partner
+    elif against is not None:
         from pytest_opprof.ab.run import configure
 
-        ab_worker, ab_controller, ab = configure(config, options, against, chosen)
+        worker, controller, ab = configure(config, options, against, chosen)
         config.stash[ab_key] = ab
         config.pluginmanager.register(ab, "opprof-ab")
-        if ab_controller is not None:
-            config.stash[controller_key] = ab_controller
-            config.pluginmanager.register(ab_controller, CONTROLLER_NAME)
-        if ab_worker is not None:
-            config.stash[worker_key] = ab_worker
-            config.pluginmanager.register(ab_worker, WORKER_NAME)
-        return
-    gate = BaselineSession(options.gate)
-    controller = None
-    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker
-        controller = Controller(options, gate, chosen)
+    else:
+        gate = BaselineSession(options.gate)
+        if not hasattr(config, "workerinput"):  # not a pytest-xdist worker
+            controller = Controller(options, gate, chosen)
+        worker = Worker(
+            config,
+            options,
+            gate,
+            chosen,
+            deliver=controller.take if controller is not None else None,
+            not_measured=controller.not_measured if controller is not None else None,
+        )
+    if controller is not None:
         config.stash[controller_key] = controller
         config.pluginmanager.register(controller, CONTROLLER_NAME)
-    worker = Worker(
-        config,
-        options,
-        gate,
-        chosen,
-        deliver=controller.take if controller is not None else None,
-        not_measured=controller.not_measured if controller is not None else None,
-    )
-    config.stash[worker_key] = worker
-    config.pluginmanager.register(worker, WORKER_NAME)
+    if worker is not None:
+        config.stash[worker_key] = worker
+        config.pluginmanager.register(worker, WORKER_NAME)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

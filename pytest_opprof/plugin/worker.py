@@ -175,12 +175,20 @@ class Worker:
             return result
         finally:
             pin.__exit__(None, None, None)
-            if rounds.scopes_left_open:
-                item.stash[scopes_left_key] = rounds.scopes_left_open
-            if rounds.preempted:
-                item.stash[stepped_aside_key] = True
-            elif rounds.profiles:
-                item.stash[finished_key] = self._finish(item, settings, rounds)
+            self.end_call(item, settings, rounds)
+
+    def end_call(self, item: pytest.Item, settings: TestSettings, rounds: Rounds) -> bool:
+        """Keep what the call's rounds leave for the reports (scopes left open, a test that
+        profiled itself, the figures); whether figures were kept."""
+        if rounds.scopes_left_open:
+            item.stash[scopes_left_key] = rounds.scopes_left_open
+        if rounds.preempted:
+            item.stash[stepped_aside_key] = True
+            return False
+        if not rounds.profiles:
+            return False
+        item.stash[finished_key] = self._finish(item, settings, rounds)
+        return True
 
     def further_rounds(
         self, nodeid: str, settings: TestSettings, rounds: Rounds
