@@ -253,3 +253,64 @@ def test_both_sides_run_on_one_cpu(pytester: pytest.Pytester, tmp_path: Path) ->
     run_ab(pytester).assert_outcomes(passed=1)
     head, base = (seen / "head").read_text(), (seen / "base").read_text()
     assert head == base and "," not in head, (head, base)
+
+
+def test_bad_pair_settings_name_the_option_and_the_accepted_forms(
+    pytester: pytest.Pytester,
+) -> None:
+    make_repo(pytester.path)
+    result = run_ab(pytester, "--opprof-ab-layout=wobbly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--opprof-ab-layout*expected one of shuffled, fixed*wobbly*"])
+    result = run_ab(pytester, "--opprof-ab-min-pairs=5", "--opprof-ab-max-pairs=3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--opprof-ab-min-pairs=5 is more than --opprof-ab-max-pairs=3*"])
+    assert "passed" not in result.stdout.str()
+
+
+def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
+    pytester: pytest.Pytester,
+) -> None:
+    """``--opprof-ab-min-pairs`` holds every test to its pairs; with the shuffled layout
+    (the default) each round of both sides starts from a different heap and frame depth:
+    the test writes where a fresh object landed and how deep its frame was, per side."""
+    (pytester.path / "test_where.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+            import sys
+
+            def depth():
+                frame, n = sys._getframe(), 0
+                while frame is not None:
+                    frame, n = frame.f_back, n + 1
+                return n
+
+            def test_where():
+                with open(os.environ["WHERE_LOG"], "a") as log:
+                    log.write(f"{os.getpid()} {id(object())} {depth()}\\n")
+            """
+        )
+    )
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-qm", "base")
+    log = pytester.path / "where.log"
+    pytester._monkeypatch.setenv("WHERE_LOG", str(log))
+    result = run_ab(pytester, "--opprof-ab-min-pairs=6", "--opprof-ab-max-pairs=6")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["pairs: 6 base/head round pairs*"])
+    by_side: dict[str, list[tuple[str, str]]] = {}
+    for line in log.read_text().splitlines():
+        pid, address, depth = line.split()
+        by_side.setdefault(pid, []).append((address, depth))
+    assert len(by_side) == 2, by_side  # the head and its partner
+    floors = []
+    for calls in by_side.values():
+        assert len(calls) == 6, calls  # under 1 ms: no warm-up, six rounds
+        assert len({a for a, _ in calls}) >= 4, calls
+        depths = [int(d) for _, d in calls[1:]]  # the rounds after pytest's own call
+        assert len(set(depths)) >= 3, calls
+        floors.append(min(depths))
+    # Both sides' rounds start from one floor depth, whatever path led to them.
+    assert abs(floors[0] - floors[1]) < 48, floors

@@ -40,6 +40,8 @@ class BaseTest:
     """Why it is not present, or why its rounds stopped (the base's own failure)."""
     rounds: list[RoundFigures] = field(default_factory=list)
     failed: bool = False
+    finished: bool = False
+    """Its protocol already ended on the base (it failed before its first round)."""
 
 
 class BaseSide:
@@ -120,8 +122,11 @@ class BaseSide:
         answer = self.channel.receive()
         if answer[0] == "ready":
             return BaseTest(nodeid, present=True)
-        _, outcome, why = answer  # ("finished", ...): setup failed or skipped
-        return BaseTest(nodeid, present=False, why=f"{outcome} on the base: {why}".strip())
+        _, outcome, why = answer  # ("finished", ...): setup or the warm-up failed, or skipped
+        said = f"{outcome} on the base: {why}".strip()
+        if outcome.startswith("call"):  # there, but failed before a round: not compared
+            return BaseTest(nodeid, present=True, failed=True, why=said, finished=True)
+        return BaseTest(nodeid, present=False, why=said)
 
     def round(self, test: BaseTest) -> RoundFigures | None:
         """One measured round of ``test`` on the base side (None once it failed)."""
@@ -139,7 +144,7 @@ class BaseSide:
 
     def end(self, test: BaseTest) -> None:
         """End the base side's call phase; its teardown runs before the next test starts."""
-        if not test.present:
+        if not test.present or test.finished:
             return
         if not test.failed:
             self.channel.send("done")

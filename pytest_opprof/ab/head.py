@@ -3,8 +3,9 @@
 Pair ``k`` runs the base's round then the head's when ``k`` is even, the head's then the
 base's when odd (B H, H B, B H, ...: ABBA order), so a slow phase of the machine or a
 neighbour that comes and goes falls on both sides alike.  The first pair always runs;
-more run only while the A/B judge (``judge.py``) says the test's time is undecided, up
-to the per-test budget.  The head's first round is pytest's own call, as in a plain run.
+more run only while the A/B judge (``judge.py``) says a figure is undecided and may have
+regressed, up to the test's share of the budget.  pytest's own call is the last warm-up
+(or, with no warm-up, the first round), as on the base side.
 """
 
 from __future__ import annotations
@@ -59,11 +60,19 @@ class ABWorker(Worker):
         pin.__enter__()
         try:
             base = self.base.begin(item.nodeid, item.stash.get(next_key, None))
-            for _ in range(settings.warmup):
+            # pytest's own call is the last warm-up when there is one, so every measured
+            # round runs through run_round, on a fresh layout (plugin/layout.py).
+            own_call_warms = settings.warmup > 0
+            for _ in range(settings.warmup - own_call_warms):
                 item.runtest()
-            self.base.round(base)  # pair 0: the base first
-            with self._round(item, rounds):
+            if own_call_warms:
                 result = yield
+                self.base.round(base)  # pair 0: the base first
+                self.run_round(item, rounds)
+            else:
+                self.base.round(base)
+                with self._round(item, rounds):
+                    result = yield
             pairs = 1
             while (
                 base.present

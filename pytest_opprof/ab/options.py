@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_opprof.errors import OptionValueError
-from pytest_opprof.gate.tolerance import parse_positive_int
+from pytest_opprof.gate.tolerance import argparse_type, parse_positive_int
 from pytest_opprof.plugin.options import TIME_TOLERANCE, Setting
 
 DEFAULT_AB_TIME_TOLERANCE = 0.03
@@ -34,6 +34,15 @@ def _parse_python(text: object) -> Path:
     if not isinstance(text, str) or not text.strip():
         raise OptionValueError(f"expected the path of a Python interpreter, got {text!r}")
     return Path(text.strip())
+
+
+LAYOUTS = ("shuffled", "fixed")
+
+
+def _parse_layout(text: object) -> str:
+    if not isinstance(text, str) or text.strip() not in LAYOUTS:
+        raise OptionValueError(f"expected one of {', '.join(LAYOUTS)}, got {text!r}")
+    return text.strip()
 
 
 def _parse_max_pairs(text: object) -> int:
@@ -69,7 +78,23 @@ AB_MAX_PAIRS = Setting(
     f"(default {DEFAULT_MAX_PAIRS})",
     metavar="N",
 )
-SETTINGS = (AGAINST, AGAINST_PYTHON, AB_MAX_PAIRS)
+AB_MIN_PAIRS = Setting(
+    "ab_min_pairs",
+    _parse_max_pairs,
+    1,
+    "A/B: pairs every test runs before the adaptive rule decides whether to run more (default 1)",
+    metavar="N",
+)
+AB_LAYOUT = Setting(
+    "ab_layout",
+    _parse_layout,
+    "shuffled",
+    "A/B: shuffled (default) draws a fresh memory layout before each round on both sides, "
+    "so the layout a process happened to get is scatter the pairs measure, not a bias; "
+    "fixed runs rounds where pytest puts them (docs/ab.md, 'Memory layout')",
+    metavar="shuffled|fixed",
+)
+SETTINGS = (AGAINST, AGAINST_PYTHON, AB_MAX_PAIRS, AB_MIN_PAIRS, AB_LAYOUT)
 
 
 @dataclass(frozen=True)
@@ -77,6 +102,8 @@ class AgainstOptions:
     ref: str
     python: Path | None
     max_pairs: int
+    min_pairs: int
+    layout: str
     time_tolerance: float | None
     """``--opprof-time-tolerance`` when set; None: :data:`DEFAULT_AB_TIME_TOLERANCE`."""
 
@@ -92,10 +119,18 @@ def read_against(config: pytest.Config) -> AgainstOptions | None:
     given = config.getoption(TIME_TOLERANCE.key) is not None or bool(
         str(config.getini(TIME_TOLERANCE.key)).strip()
     )
+    max_pairs, min_pairs = AB_MAX_PAIRS.read(config), AB_MIN_PAIRS.read(config)
+    if min_pairs > max_pairs:
+        raise pytest.UsageError(
+            f"{AB_MIN_PAIRS.option}={min_pairs} is more than {AB_MAX_PAIRS.option}={max_pairs}: "
+            "a test runs at least the first and at most the second"
+        )
     return AgainstOptions(
         ref=ref,
         python=python,
-        max_pairs=AB_MAX_PAIRS.read(config),
+        max_pairs=max_pairs,
+        min_pairs=min_pairs,
+        layout=AB_LAYOUT.read(config),
         time_tolerance=TIME_TOLERANCE.read(config) if given else None,
     )
 
@@ -104,5 +139,11 @@ def add_ab_options(parser: pytest.Parser) -> None:
     """Declare the A/B settings in the ``opprof`` group, each with its ini twin."""
     group = parser.getgroup("opprof")
     for setting in SETTINGS:
-        group.addoption(setting.option, metavar=setting.metavar, default=None, help=setting.help)
+        group.addoption(
+            setting.option,
+            metavar=setting.metavar,
+            type=None if setting.kind == "path" else argparse_type(setting.check),
+            default=None,
+            help=setting.help,
+        )
         parser.addini(setting.key, f"default for {setting.option}", type="string", default="")

@@ -58,11 +58,15 @@ class PartnerWorker(Worker):
         pin.__enter__()
         measured = 0
         try:
-            for _ in range(settings.warmup):
+            own_call_warms = settings.warmup > 0  # as on the head side (ab/head.py)
+            for _ in range(settings.warmup - own_call_warms):
                 item.runtest()
-            self.channel.send("ready")
             result: object = None
             yielded = False
+            if own_call_warms:
+                result = yield
+                yielded = True
+            self.channel.send("ready")
             while True:
                 command = self.channel.receive()[0]
                 if command == "done":
@@ -73,8 +77,7 @@ class PartnerWorker(Worker):
                         with self._round(item, rounds):
                             result = yield
                     else:
-                        with self._round(item, rounds):
-                            item.runtest()
+                        self.run_round(item, rounds)
                 except BaseException as exc:
                     self.channel.send("failed", _why(exc))
                     raise

@@ -21,8 +21,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_opprof.ab.base_side import BaseSide, BaseSideError
-from pytest_opprof.ab.options import AGAINST, DEFAULT_AB_TIME_TOLERANCE, AgainstOptions
+from pytest_opprof.ab.options import (
+    AB_LAYOUT,
+    AGAINST,
+    DEFAULT_AB_TIME_TOLERANCE,
+    AgainstOptions,
+)
 from pytest_opprof.ab.revision import BaseRevision, RevisionError, check_out, remove
+from pytest_opprof.plugin.layout import Layout
 from pytest_opprof.plugin.options import OpprofOptions
 
 if TYPE_CHECKING:
@@ -51,10 +57,13 @@ def revision_for(config: pytest.Config, against: AgainstOptions) -> tuple[BaseRe
         raise pytest.UsageError(f"{AGAINST.option}={against.ref}: {exc}") from None
 
 
-def partner_options(config: pytest.Config, options: OpprofOptions) -> list[str]:
-    """What the base side must measure as the head does: the same capture and rounds, and
-    the same selection (so that what it lacks is what the head added)."""
+def partner_options(
+    config: pytest.Config, options: OpprofOptions, against: AgainstOptions
+) -> list[str]:
+    """What the base side must measure as the head does: the same capture, rounds and
+    layout, and the same selection (so that what it lacks is what the head added)."""
     out = [f"-k={config.option.keyword}"] if config.option.keyword else []
+    out.append(f"{AB_LAYOUT.option}={against.layout}")
     if config.option.markexpr:
         out.append(f"-m={config.option.markexpr}")
     if config.option.pyargs:
@@ -83,7 +92,7 @@ def start_partner(
             config.rootpath,
             config.invocation_params.dir,
             config.args,
-            partner_options(config, options),
+            partner_options(config, options, against),
             python=str(against.python) if against.python is not None else None,
         )
     except (BaseSideError, OSError) as exc:
@@ -177,7 +186,13 @@ def configure(
     ab = ABController(revision, owned)
     try:
         gate_options = dataclasses.replace(options.gate, time_tolerance=time_tolerance(against))
-        gate = ABSession(gate_options, revision, tests=0, max_pairs=against.max_pairs)
+        gate = ABSession(
+            gate_options,
+            revision,
+            tests=0,
+            max_pairs=against.max_pairs,
+            min_pairs=against.min_pairs,
+        )
         ab.session = gate
         is_worker = hasattr(config, "workerinput")
         xdist_controller = not is_worker and bool(getattr(config.option, "numprocesses", None))
@@ -198,6 +213,7 @@ def configure(
             deliver=controller.take if controller is not None else None,
             not_measured=controller.not_measured if controller is not None else None,
         )
+        worker.layout = Layout() if against.layout == "shuffled" else None
         ab.pin(config)
         worker.base = start_partner(config, options, against, revision)
         gate.base_nodeids = worker.base.nodeids

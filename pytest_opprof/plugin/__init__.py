@@ -69,10 +69,13 @@ def pytest_configure(config: pytest.Config) -> None:
     worker: Worker | None
     controller: Controller | None = None
     if partner is not None:  # the base side of an A/B run: rounds on command, no verdict
+        from pytest_opprof.ab.options import AB_LAYOUT
         from pytest_opprof.ab.partner import PartnerWorker
+        from pytest_opprof.plugin.layout import Layout
 
         worker = PartnerWorker(config, options, BaselineSession(options.gate), chosen)
         worker.channel = partner
+        worker.layout = Layout() if AB_LAYOUT.read(config) == "shuffled" else None
     elif against is not None:
         from pytest_opprof.ab.run import configure
 

@@ -35,6 +35,7 @@ from pytest_opprof.gate.session import BaselineSession
 from pytest_opprof.gate.summary import summarize_rounds
 from pytest_opprof.gate.waiting import WORK_WAIT_LIMIT
 from pytest_opprof.plugin import rounds as policy
+from pytest_opprof.plugin.layout import Layout
 from pytest_opprof.plugin.marker import MARKER_NAME, TestSettings, settings_for
 from pytest_opprof.plugin.measure import Rounds
 from pytest_opprof.plugin.muted_threads import MutedThreads
@@ -102,6 +103,8 @@ class Worker:
         self.sources = HeldSources(options, chosen)
         self._probe = ContentionProbe()
         self.threads = MutedThreads()
+        self.layout: Layout | None = None
+        """Shuffles the heap before each round (A/B runs: ``ab/layout.py``)."""
         """The threads tests left running, left out of the figures."""
 
     # -- session lifecycle -------------------------------------------------
@@ -234,7 +237,10 @@ class Worker:
     def run_round(self, item: pytest.Item, rounds: Rounds) -> None:
         """One more measured round: ``item``'s body run again (a failure fails the test)."""
         with self._round(item, rounds):
-            item.runtest()
+            if self.layout is None:
+                item.runtest()
+            else:
+                self.layout.call(item.runtest)
 
     @contextlib.contextmanager
     def _round(self, item: pytest.Item, rounds: Rounds) -> Iterator[None]:
@@ -250,7 +256,8 @@ class Worker:
         """
 
         def window() -> contextlib.AbstractContextManager[None]:
-            return rounds.measure(self.options, self.not_measured, self._probe)
+            measure = rounds.measure(self.options, self.not_measured, self._probe)
+            return measure if self.layout is None else _shuffled(self.layout, measure)
 
         if type(item).runtest is not pytest.Function.runtest:
             with window():
@@ -393,12 +400,24 @@ class Worker:
         if self.deliver is not None:
             self.deliver(sent)
         else:
-            if data is not None and judgement_basis not in (None, "baseline"):
+            reached = getattr(sent.judgement, "result", None)
+            shipment = (
+                self.gate.shipment(item.nodeid, reached.verdict)
+                if data is not None and self.gate is not None and reached is not None
+                else None
+            )
+            if data is not None and shipment is not None:
                 # An A/B verdict depends on this worker's base side and run: it travels
                 # as reached, where a baseline verdict is reached again from the figures.
-                data["ab_verdict"] = sent.judgement.result.verdict.to_json()  # type: ignore[union-attr]
+                data["ab_verdict"] = shipment
             setattr(report, REPORT_ATTRIBUTE, data)
         item.user_properties.extend(junit_properties(result.summary, verdict, busy, work))
         if judgement_basis not in (None, "baseline"):
             item.user_properties.append(("opprof_time_basis", judgement_basis))
         return report
+
+
+@contextlib.contextmanager
+def _shuffled(layout: Layout, measure: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+    with layout.round(), measure:
+        yield

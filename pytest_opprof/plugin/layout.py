@@ -1,0 +1,89 @@
+"""A fresh memory layout for every round of an A/B run, on both sides.
+
+How fast the same Python code runs depends on where its objects lie in memory (cache
+sets, pages, alignment), and that layout is set by everything the process allocated
+before: it differs between the base and the head process and between one test and the
+next, and holds still while one test's rounds run.  Measured here (``docs/ab.md``,
+"Memory layout"): an unchanged pure-Python loop ran up to 10% slower in one process than
+in the other for all eight pairs of one test and 0.3% for the next test's, so pairs
+agreed with each other about a difference that was not there and an A/A run of 40 tests
+at 8 pairs failed 3.
+
+Shuffling the small-object heap before each round draws a new layout per round (the
+idea of STABILIZER, Curtsinger and Berger, ASPLOS 2013, done for Python's allocator):
+the layout's effect becomes scatter between pairs, which the pairs average and the noise
+model measures, instead of a bias that no number of pairs reveals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import sys
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+MAX_OBJECTS = 2048
+"""At most this many small objects are allocated before a round (about 50 us)."""
+MAX_BYTES = 480
+"""Their payloads spread over pymalloc's size classes (objects up to 512 bytes)."""
+FLOOR_DEPTH = 120
+"""A round's body is called at this depth of Python frames or more, whatever depth the
+call path that started it had: the head and its partner reach a round through different
+hooks, and whatever walks the stack (a traceback, a profiler's unwinding) costs with its
+depth: 27 frames deep on the head and 33 on its partner for a plain test here."""
+SPREAD_DEPTH = 48
+"""...plus a random number of frames below this: where the test's frames lie on the
+interpreter's frame stack is part of the layout too."""
+
+
+class Layout:
+    """A fresh layout for each round: :meth:`round` shuffles the small-object heap (a
+    random number of objects of random sizes allocated and a random part of them freed,
+    the rest kept alive until the round ends, so the round's own objects land at
+    addresses no earlier round used in the same order); :meth:`call` runs a round's body
+    at a random depth of Python frames above a floor both sides share."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._rng = random.Random(seed if seed is not None else os.urandom(8))
+
+    @contextlib.contextmanager
+    def round(self) -> Iterator[None]:
+        rng = self._rng
+        pad = [bytes(rng.randrange(MAX_BYTES)) for _ in range(rng.randrange(MAX_OBJECTS))]
+        keep = [obj for obj in pad if rng.random() < 0.5]
+        del pad
+        try:
+            yield
+        finally:
+            del keep
+
+    def call(self, body: Callable[[], object]) -> None:
+        """``body()`` called at ``FLOOR_DEPTH`` plus a random number of frames; the
+        recursion limit is raised by as many frames while it runs, so a test that recurses
+        close to the limit behaves as it does without the plugin."""
+        pad = max(FLOOR_DEPTH + self._rng.randrange(SPREAD_DEPTH) - _depth(), 0)
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit + pad)
+        try:
+            _at_depth(pad, body)
+        finally:
+            if sys.getrecursionlimit() == limit + pad:  # unless the test set its own
+                sys.setrecursionlimit(limit)
+
+
+def _depth() -> int:
+    depth = 0
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        frame = frame.f_back
+        depth += 1
+    return depth
+
+
+def _at_depth(depth: int, body: Callable[[], object]) -> None:
+    if depth:
+        _at_depth(depth - 1, body)
+    else:
+        body()
