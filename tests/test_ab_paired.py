@@ -186,10 +186,10 @@ def test_next_step_asks_for_more_until_the_budget() -> None:
 def test_describe() -> None:
     e = estimate([0.03, 0.05], 0.02, MAX_PRIOR_DF)
     low, high = (f"{x:+.1%}" for x in (e.low, e.high))
-    assert describe(e, "undecided", 12) == f"+4.1% [{low}, {high}], not decided within 12 pairs"
-    assert describe(e, "pass", 12) == f"+4.1% [{low}, {high}] over 2 pairs"
+    assert describe(e, "undecided") == f"+4.1% [{low}, {high}], not decided in 2 pairs"
+    assert describe(e, "pass") == f"+4.1% [{low}, {high}] over 2 pairs"
     one = estimate([0.0], 0.002, MAX_PRIOR_DF)
-    assert describe(one, "pass", 12).endswith("over 1 pair")
+    assert describe(one, "pass").endswith("over 1 pair")
 
 
 def _figures(rng: np.random.Generator, n: int, sigma: float) -> list[list[float]]:

@@ -19,15 +19,27 @@ from dataclasses import dataclass
 
 from pytest_opprof.ab import paired
 from pytest_opprof.gate.summary import OTHER_OPS, RoundFigures
-from pytest_opprof.gate.verdict import MetricRow, OpReason, RowStatus, Tolerances, Verdict
+from pytest_opprof.gate.verdict import MetricRow, OpReason, RowStatus, Tolerances
 from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, WORK_WAIT_LIMIT
 
 WORK_TIME = "work time"
 EXTRA_PAIRS_PER_TEST = 2
-"""The run's budget of pairs beyond each test's first: this many times its tests (plus one
-test's maximum, so a small run can decide its one slow test).  Most
-tests are decided in one or two pairs; the budget keeps a noisy run from spending the
-per-test maximum on every test (an A/B run should cost at most about 4x a plain one)."""
+"""The run's budget of pairs beyond each test's first: this many times its tests, plus one
+test's maximum (an A/B run should cost at most about 4x a plain one)."""
+FAIR_SHARE = 3
+"""A test may run up to this many times its share of the extra pairs left (the budget
+left over the tests left, at least one), so no test spends the pairs of the tests after
+it.  Simulated runs of 80 tests (``bench/ab_budget.py``, 3.5% pair scatter): spent first
+come, first served, the first 40 tests took every pair and the last 40 caught 0 of 94
++10% slowdowns; with fair shares and ``LEAN`` the halves caught 76 of 89 and 77 of 91."""
+LEAN = 0.5
+"""An undecided figure asks for another pair only while it leans slower by at least this
+share of the tolerance (an op's interval must also lie above zero): the pairs go to the
+figures that may have regressed, not to proving that unchanged ones did not.  At 2% pair
+scatter (``bench/ab_budget.py``) the run caught 95 of 98 and 94 of 96 +10% slowdowns in
+2.4-2.6 pairs a test, where spending on every undecided figure caught 77 of 107 and 0 of
+94 in 5.3 and 1.0; it leaves more unchanged tests undecided (28-32% decided in each
+half, against 76% and 1%)."""
 CONFIDENCE = paired.DEFAULT_CONFIDENCE
 """The interval shown with each paired change, and the one a ``pass`` must fall inside."""
 
@@ -121,14 +133,20 @@ class ABJudge:
 
     ``tests``: how many tests the run compares (the online control's horizon)."""
 
-    def __init__(self, tests: int, q: float, max_pairs: int) -> None:
+    def __init__(self, tests: int, q: float, max_pairs: int, min_pairs: int = 1) -> None:
         self.test_noise = paired.NoiseModel()
         self.op_noise = paired.NoiseModel()
         self.fdr = paired.OnlineFdr(q, max(tests, 1))
         self.max_pairs = max_pairs
-        self.extra_budget = EXTRA_PAIRS_PER_TEST * max(tests, 1) + max_pairs
+        self.min_pairs = min_pairs
+        """Pairs every test runs, whatever its figures (``--opprof-ab-min-pairs``)."""
+        self.extra_budget = (EXTRA_PAIRS_PER_TEST + min_pairs - 1) * max(tests, 1) + max_pairs
         self.extra_pairs = 0
         """Pairs run beyond each test's first, against :attr:`extra_budget`."""
+        self.test_extra = 0
+        """Extra pairs the test now running has taken."""
+        self.stopped: str | None = None
+        """Why the test now running stopped taking pairs while a figure was undecided."""
         self.pairs_run = 0
         self.pairs_on_work = 0
         self.pairs_dropped = 0
@@ -136,7 +154,9 @@ class ABJudge:
     def horizon(self, tests: int) -> None:
         """The run's number of tests, once collected (before any is judged)."""
         self.fdr = paired.OnlineFdr(self.fdr.q, max(tests, 1))
-        self.extra_budget = EXTRA_PAIRS_PER_TEST * max(tests, 1) + self.max_pairs
+        self.extra_budget = (EXTRA_PAIRS_PER_TEST + self.min_pairs - 1) * max(
+            tests, 1
+        ) + self.max_pairs
 
     def figures(
         self,
@@ -165,19 +185,44 @@ class ABJudge:
             out.append(JudgedFigure(key, pairs, estimate, paired.decide(estimate, tol.time, each)))
         return out
 
+    def allowance(self) -> int:
+        """The extra pairs the test now running may take: ``FAIR_SHARE`` times its share
+        of the budget left when it started, at least one."""
+        left = max(self.extra_budget - self.extra_pairs + self.test_extra, 0)
+        tests_left = max(self.fdr.m - self.fdr.tested, 1)
+        return max(1, math.ceil(FAIR_SHARE * left / tests_left))
+
     def more_pairs(
         self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
     ) -> bool:
-        """Whether another pair could decide a figure still undecided (within budget): a
-        test above the time floor whose pairs all waited too long runs another pair too."""
-        if min(len(base), len(head)) >= self.max_pairs or self.extra_pairs >= self.extra_budget:
-            return False
+        """Whether the test runs another pair: while a figure is undecided and leans slower
+        (``LEAN``), within ``--opprof-ab-max-pairs`` and the test's :meth:`allowance`.  A
+        test above the time floor whose pairs all waited too long runs another too."""
         judged = self.figures(base, head, tol, self.fdr.level())
-        more = any(j.decision == "undecided" for j in judged) or (
-            not test_pairs(base, head, wait_limit(tol)).base_ns and _above_floor(base, head, tol)
+        leaning = any(_leans_slower(j, tol.time) for j in judged)
+        waited = not test_pairs(base, head, wait_limit(tol)).base_ns and _above_floor(
+            base, head, tol
         )
-        self.extra_pairs += more
-        return more
+        undecided = any(j.decision == "undecided" for j in judged)
+        pairs = min(len(base), len(head))
+        self.stopped = None
+        if pairs < self.min_pairs:
+            self.extra_pairs += 1
+            self.test_extra += 1
+            return True
+        if not (leaning or waited):
+            self.stopped = "leaning no slower: more pairs go to figures that may have regressed"
+        elif pairs >= self.max_pairs:
+            self.stopped = f"the most pairs a test runs ({self.max_pairs}, --opprof-ab-max-pairs)"
+        elif pairs - 1 >= self.allowance():
+            self.stopped = f"its share of the run's budget of {self.extra_budget} extra pairs"
+        else:
+            self.extra_pairs += 1
+            self.test_extra += 1
+            return True
+        if not undecided:
+            self.stopped = None
+        return False
 
     def settle(
         self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
@@ -186,6 +231,7 @@ class ABJudge:
         pairs to the noise models."""
         judged = self.figures(base, head, tol, self.fdr.level())
         self.fdr.record(any(j.decision in ("regressed", "improved") for j in judged))
+        self.test_extra = 0
         for j in judged:
             (self.test_noise if j.key == "" else self.op_noise).add(
                 j.pairs.scale_ns, j.pairs.log_ratios
@@ -196,24 +242,13 @@ class ABJudge:
         self.pairs_dropped += wall.dropped
         return judged
 
-    def count_shipped(self, verdict: Verdict) -> None:
-        """Account a pytest-xdist worker's verdict in this controller's pair counts (its
-        note says how many pairs; its time row how many on work time)."""
-        for note in verdict.notes:
-            if note.startswith("times judged A/B") and "pair(s)" in note:
-                self.pairs_run += int(note.split(": ", 1)[1].split(" pair(s)")[0])
-        for row in verdict.metrics:
-            if row.metric in ("wall time", WORK_TIME) and " pairs on work time" in row.note:
-                self.pairs_on_work += int(row.note.rsplit("; ", 1)[1].split(" of ")[0])
-
-    def budget_note(self) -> str | None:
-        """Why a test stopped short of its pairs' maximum, when the run's budget did it."""
-        if self.extra_pairs < self.extra_budget:
-            return None
-        return (
-            f"the run's budget of {self.extra_budget} extra pairs "
-            f"({EXTRA_PAIRS_PER_TEST} a test) was spent"
-        )
+    def count_shipped(self, pairs: Sequence[int]) -> None:
+        """Account a pytest-xdist worker's pair counts (run, on work time, left out) of one
+        test in this controller's totals."""
+        run, on_work, dropped = (int(n) for n in pairs)
+        self.pairs_run += run
+        self.pairs_on_work += on_work
+        self.pairs_dropped += dropped
 
     def unjudged_why(
         self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
@@ -240,6 +275,17 @@ def _above_floor(
     )
 
 
+def _leans_slower(judged: JudgedFigure, tolerance: float) -> bool:
+    """Whether an undecided figure may yet be failed: slower by ``LEAN`` of the tolerance,
+    and for an op (many per test, each noisier than the test) its interval above zero."""
+    e = judged.estimate
+    return (
+        judged.decision == "undecided"
+        and e.change >= LEAN * tolerance
+        and (judged.key == "" or e.low > 0)
+    )
+
+
 def _median(values: Sequence[int]) -> float:
     ordered = sorted(values)
     return float(ordered[len(ordered) // 2]) if ordered else 0.0
@@ -249,11 +295,11 @@ def _status(decision: str) -> RowStatus:
     return "not judged" if decision == "undecided" else decision  # type: ignore[return-value]
 
 
-def time_row(judged: JudgedFigure, tol: Tolerances, max_pairs: int) -> MetricRow:
+def time_row(judged: JudgedFigure, tol: Tolerances) -> MetricRow:
     """The test's time row: the paired change, its interval, how many pairs."""
     e, pairs = judged.estimate, judged.pairs
     metric = WORK_TIME if pairs.on_work > len(pairs.base_ns) / 2 else "wall time"
-    note = "A/B: " + paired.describe(e, judged.decision, max_pairs)
+    note = "A/B: " + paired.describe(e, judged.decision)
     if pairs.on_work:
         note += f"; {pairs.on_work} of {len(pairs.base_ns)} pairs on work time"
     return MetricRow(
@@ -268,7 +314,7 @@ def time_row(judged: JudgedFigure, tol: Tolerances, max_pairs: int) -> MetricRow
     )
 
 
-def op_reason(judged: JudgedFigure, test_ns: float, max_pairs: int) -> OpReason:
+def op_reason(judged: JudgedFigure, test_ns: float) -> OpReason:
     """An op's paired change as a reason (its interval in the kind's words)."""
     e, pairs = judged.estimate, judged.pairs
     base, now = _median(pairs.base_ns), _median(pairs.head_ns)
@@ -281,7 +327,7 @@ def op_reason(judged: JudgedFigure, test_ns: float, max_pairs: int) -> OpReason:
         change=e.change,
         status=_status(judged.decision),
         impact=abs(now - base) / test_ns if test_ns else 0.0,
-        note="A/B: " + paired.describe(e, judged.decision, max_pairs),
+        note="A/B: " + paired.describe(e, judged.decision),
     )
 
 
@@ -290,7 +336,6 @@ def replace_time(
     reasons: Sequence[OpReason],
     judged: Sequence[JudgedFigure],
     tol: Tolerances,
-    max_pairs: int,
     unjudged_why: str = "",
 ) -> tuple[list[MetricRow], list[OpReason]]:
     """The exact verdict's rows and reasons with its (unjudged) times replaced by the
@@ -299,7 +344,7 @@ def replace_time(
     out_rows = []
     for row in rows:
         if row.metric == "wall time" and "" in by_key:
-            out_rows.append(time_row(by_key[""], tol, max_pairs))
+            out_rows.append(time_row(by_key[""], tol))
         elif row.metric == "wall time":
             out_rows.append(dataclasses.replace(row, tolerance=tol.time, note=unjudged_why))
         else:
@@ -316,5 +361,5 @@ def replace_time(
     )
     for j in op_judged:
         if j.decision != "pass" or abs(j.estimate.change) >= tol.time:
-            out_reasons.append(op_reason(j, float(test_ns), max_pairs))
+            out_reasons.append(op_reason(j, float(test_ns)))
     return out_rows, out_reasons

@@ -242,13 +242,14 @@ def next_step(estimate: Estimate, tolerance: float, level: float, max_pairs: int
     return "more"
 
 
-def describe(estimate: Estimate, verdict: Verdict, max_pairs: int) -> str:
-    """One line: ``+4.1% [-1.0%, +9.3%], not decided within 12 pairs`` or ``+0.3% [-1.2%,
+def describe(estimate: Estimate, verdict: Verdict) -> str:
+    """One line: ``+4.1% [-1.0%, +9.3%], not decided in 3 pairs`` or ``+0.3% [-1.2%,
     +1.8%] over 2 pairs``."""
     shown = f"{estimate.change:+.1%} [{estimate.low:+.1%}, {estimate.high:+.1%}]"
+    pairs = f"{estimate.pairs} pair{'s' * (estimate.pairs != 1)}"
     if verdict == "undecided":
-        return f"{shown}, not decided within {max_pairs} pair{'s' * (max_pairs != 1)}"
-    return f"{shown} over {estimate.pairs} pair{'s' * (estimate.pairs != 1)}"
+        return f"{shown}, not decided in {pairs}"
+    return f"{shown} over {pairs}"
 
 
 class NoiseModel:

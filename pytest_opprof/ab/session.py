@@ -44,18 +44,23 @@ class ABSession(BaselineSession):
         *,
         tests: int,
         max_pairs: int,
+        min_pairs: int = 1,
         q: float = DEFAULT_Q,
     ) -> None:
         super().__init__(options)
         self.revision = revision
-        self.judge_ab = ABJudge(tests, q, max_pairs)
+        self.judge_ab = ABJudge(tests, q, max_pairs, min_pairs)
         self.pending: dict[str, tuple[BaseTest, list[RoundFigures]]] = {}
         """Node id -> its base side and head rounds, from the call phase to the verdict."""
         self.new: list[str] = []
         """Tests only on the head side (not in the base)."""
         self.base_failed: dict[str, str] = {}
         self.shipped: dict[str, dict[str, object]] = {}
-        """Node id -> the verdict a pytest-xdist worker reached, as JSON (on the controller)."""
+        """Node id -> the verdict a pytest-xdist worker reached and its pair counts, as
+        :meth:`shipment` wrote them (on the controller)."""
+        self.pair_counts: dict[str, tuple[int, int, int]] = {}
+        """Node id -> its pairs run, judged on work time and left out (on a worker, until
+        the verdict is shipped)."""
         self.base_nodeids: frozenset[str] = frozenset()
         self.head_nodeids: set[str] = set()
         """The tests this run selected (the single process's, or every xdist worker's)."""
@@ -101,6 +106,14 @@ class ABSession(BaselineSession):
     ) -> bool:
         return self.judge_ab.more_pairs(base, head, self.with_overrides(overrides))
 
+    def shipment(self, nodeid: str, verdict: Verdict) -> dict[str, object] | None:
+        """What a pytest-xdist worker sends its controller: an A/B verdict depends on this
+        worker's base side and pairs, so it travels as reached, with its pair counts."""
+        return {
+            "verdict": verdict.to_json(),
+            "pairs": list(self.pair_counts.pop(nodeid, (0, 0, 0))),
+        }
+
     def compares(self, nodeid: str) -> bool:
         return True
 
@@ -109,10 +122,10 @@ class ABSession(BaselineSession):
         pending = self.pending.pop(nodeid, None)
         shipped = self.shipped.pop(nodeid, None)
         if pending is None and shipped is not None:
-            verdict = verdict_from_json(shipped)
+            verdict = verdict_from_json(shipped["verdict"])  # type: ignore[arg-type]
             if verdict.status == "new":
                 self.new.append(nodeid)
-            self.judge_ab.count_shipped(verdict)
+            self.judge_ab.count_shipped(shipped["pairs"])  # type: ignore[arg-type]
         else:
             verdict = self._verdict(nodeid, summary, pending, tol)
         result = TestResult(nodeid, summary, verdict, baseline_file=self.basis)
@@ -155,18 +168,20 @@ class ABSession(BaselineSession):
             fingerprint=self.machine.fingerprint,
             tolerances=dataclasses.replace(tol, time_min_rounds=1 << 30),
         )
+        stopped = self.judge_ab.stopped
         judged = self.judge_ab.settle(base.rounds, head, tol)
         rows, reasons = replace_time(
             exact.metrics,
             exact.reasons,
             judged,
             tol,
-            self.judge_ab.max_pairs,
             self.judge_ab.unjudged_why(base.rounds, head, tol),
         )
         notes = [n for n in exact.notes if "judged from" not in n]
         run = min(len(base.rounds), len(head))
-        dropped = test_pairs(base.rounds, head, wait_limit(tol)).dropped
+        wall = test_pairs(base.rounds, head, wait_limit(tol))
+        dropped = wall.dropped
+        self.pair_counts[nodeid] = (run, wall.on_work, dropped)
         left_out = f" ({dropped} left out: a side waited for a CPU)" if dropped else ""
         notes.insert(
             0,
@@ -188,7 +203,7 @@ class ABSession(BaselineSession):
         unjudged = self.judge_ab.unjudged_why(base.rounds, head, tol)
         busy = None
         if undecided:
-            busy = f"time not decided: {_undecided_line(undecided, self.judge_ab)}"
+            busy = f"time not decided: {_undecided_line(undecided, stopped)}"
         elif test_time is None and "busy" in unjudged:
             busy = f"time not judged: {unjudged.removeprefix('A/B: not judged: ')}"
         return Verdict(
@@ -225,10 +240,10 @@ def verdict_from_json(data: Mapping[str, object]) -> Verdict:
     )
 
 
-def _undecided_line(undecided: Sequence[JudgedFigure], judge: ABJudge) -> str:
-    """``kernel +4.1% [-1.0%, +9.3%], not decided within 12 pairs`` for the first figure."""
+def _undecided_line(undecided: Sequence[JudgedFigure], stopped: str | None) -> str:
+    """``kernel +4.1% [-1.0%, +9.3%], not decided in 3 pairs (why it stopped there)`` for
+    the first figure."""
     first = undecided[0]
     name = first.key or "the test's time"
-    budget = judge.budget_note()
-    line = f"{name} {paired.describe(first.estimate, first.decision, judge.max_pairs)}"
-    return f"{line} ({budget})" if budget else line
+    line = f"{name} {paired.describe(first.estimate, first.decision)}"
+    return f"{line} ({stopped})" if stopped else line

@@ -286,6 +286,11 @@ class BaselineSession:
 
     # -- judging -----------------------------------------------------------------------
 
+    def shipment(self, nodeid: str, verdict: Verdict) -> dict[str, object] | None:
+        """What a pytest-xdist worker sends its controller beside a test's figures for it to
+        take as judged (None: the controller judges the figures again)."""
+        return None
+
     def compares(self, nodeid: str) -> bool:
         """Whether :meth:`judge` compares ``nodeid``'s figures with a baseline at all (a
         test outside the rootdir has no baseline file it could be given)."""

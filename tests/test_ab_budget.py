@@ -1,0 +1,96 @@
+"""How an A/B run spends its pairs: the plugin's judge driven as ``ab/head.py`` drives it,
+on simulated rounds (real ``RoundFigures``, times drawn around known changes)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from pytest_opprof.ab.judge import ABJudge
+from pytest_opprof.gate.round_figures import OpFigures, RoundFigures
+from pytest_opprof.gate.tolerance import Tolerances
+
+TOL = Tolerances(time=0.03, max_wait_share=None)
+
+
+def _round(rng: random.Random, scale: float, factor: float, sigma: float) -> RoundFigures:
+    kernel = scale * 0.6 * factor * math.exp(rng.gauss(0, sigma / math.sqrt(2)))
+    other = scale * 0.4 * math.exp(rng.gauss(0, sigma / math.sqrt(2)))
+    ops = {
+        "kernel": OpFigures(count=1, self_cpu_ns=int(kernel)),
+        "numpy.add": OpFigures(count=1, self_cpu_ns=int(other)),
+    }
+    return RoundFigures(wall_time_ns=int(kernel + other), cpu_time_ns=1, ops=ops, wait_ns=0)
+
+
+def _test(
+    judge: ABJudge, rng: random.Random, slowdown: float, sigma: float
+) -> tuple[list[str], int]:
+    base: list[RoundFigures] = []
+    head: list[RoundFigures] = []
+    scale = 10 ** rng.uniform(6.3, 7.0)
+
+    def pair() -> None:
+        base.append(_round(rng, scale, 1.0, sigma))
+        head.append(_round(rng, scale, 1.0 + slowdown, sigma))
+
+    pair()
+    while judge.more_pairs(base, head, TOL):
+        pair()
+    return [j.decision for j in judge.settle(base, head, TOL)], len(base)
+
+
+def test_the_last_tests_of_a_run_keep_the_pairs_to_catch_their_slowdowns() -> None:
+    """Forty noisy unchanged tests first must not spend the pairs of the slowed tests after
+    them (first come, first served, the last tests got one pair each: never failed)."""
+    caught = 0
+    for seed in range(3):
+        rng = random.Random(seed)
+        judge = ABJudge(60, 0.05, 12)
+        for _ in range(40):
+            _test(judge, rng, 0.0, 0.035)
+        for _ in range(20):
+            decisions, pairs = _test(judge, rng, 0.15, 0.035)
+            assert pairs >= 2
+            caught += "regressed" in decisions
+    assert caught >= 50, caught  # of 60
+
+
+def test_an_unchanged_test_stops_early_and_says_why() -> None:
+    rng = random.Random(7)
+    judge = ABJudge(10, 0.05, 12)
+    stops = []
+    for _ in range(10):
+        decisions, pairs = _test(judge, rng, -0.02, 0.03)
+        assert "regressed" not in decisions
+        if "undecided" in decisions:
+            stops.append((pairs, judge.stopped))
+    # Leaning faster, an undecided test gives its pairs to tests that may have regressed.
+    assert stops and all(
+        why is not None and why.startswith("leaning no slower") for _, why in stops
+    ), stops
+    assert sum(p for p, _ in stops) / len(stops) < 3
+
+
+def test_min_pairs_hold_every_test_to_its_pairs() -> None:
+    rng = random.Random(3)
+    judge = ABJudge(5, 0.05, 12, min_pairs=4)
+    for _ in range(5):
+        _, pairs = _test(judge, rng, 0.0, 0.001)
+        assert pairs >= 4
+
+
+def test_max_pairs_stop_a_test_and_say_so() -> None:
+    rng = random.Random(5)
+    judge = ABJudge(1, 0.05, 3)
+    decisions, pairs = _test(judge, rng, 0.04, 0.05)  # leaning slower, never decided in 3
+    assert pairs == 3
+    if "undecided" in decisions:
+        assert judge.stopped is not None and "--opprof-ab-max-pairs" in judge.stopped
+
+
+def test_shipped_pair_counts_add_up() -> None:
+    judge = ABJudge(2, 0.05, 12)
+    judge.count_shipped([3, 1, 0])
+    judge.count_shipped((2, 0, 1))
+    assert (judge.pairs_run, judge.pairs_on_work, judge.pairs_dropped) == (5, 1, 1)
