@@ -97,7 +97,13 @@ def test_unchanged_code_passes_and_says_its_basis(pytester: pytest.Pytester) -> 
     )
     result.assert_outcomes(passed=2)
     sha = _git(pytester.path, "rev-parse", "HEAD")[:10]
-    result.stdout.fnmatch_lines([f"opprof A/B against HEAD ({sha}): 2 pass", "pairs: *"])
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof A/B against HEAD ({sha}): 2 pass",
+            "pairs: *",
+            "time: start * s (worktree * s, base side ready * s); rounds * s (base side * s, *",
+        ]
+    )
     for nodeid, test in report(pytester).items():
         verdict = test["verdict"]
         assert isinstance(verdict, dict)
@@ -153,6 +159,11 @@ def test_tests_on_one_side_are_listed_not_failed(
     assert isinstance(kernel, dict)
     assert kernel["time_basis"].startswith("A/B against HEAD"), kernel
     assert any("interleaved on this machine" in n for n in kernel["notes"]), kernel
+    # The pairs a worker ran reach the reporting process as numbers: test_kernel's at least.
+    pairs = next(n for n in kernel["notes"] if "interleaved on this machine" in n)
+    ran = int(pairs.split(": ", 1)[1].split(" pair(s)")[0])
+    summary = next(line for line in result.stdout.lines if line.startswith("pairs: "))
+    assert int(summary.split()[1]) >= ran >= 1, (summary, pairs)
 
 
 def test_a_revision_that_does_not_exist_is_a_usage_error(pytester: pytest.Pytester) -> None:

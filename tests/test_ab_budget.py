@@ -91,6 +91,7 @@ def test_max_pairs_stop_a_test_and_say_so() -> None:
 
 def test_shipped_pair_counts_add_up() -> None:
     judge = ABJudge(2, 0.05, 12)
-    judge.count_shipped([3, 1, 0])
-    judge.count_shipped((2, 0, 1))
+    judge.count_shipped([3, 1, 0, 7_000, 5_000])
+    judge.count_shipped((2, 0, 1, 3_000, 4_000))
     assert (judge.pairs_run, judge.pairs_on_work, judge.pairs_dropped) == (5, 1, 1)
+    assert (judge.base_ns, judge.head_ns) == (10_000, 9_000)

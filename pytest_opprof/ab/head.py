@@ -10,6 +10,7 @@ regressed, up to the test's share of the budget.  pytest's own call is the last 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 
 import pytest
@@ -67,12 +68,14 @@ class ABWorker(Worker):
                 item.runtest()
             if own_call_warms:
                 result = yield
-                self.base.round(base)  # pair 0: the base first
-                self.run_round(item, rounds)
+                self._base_round(base)  # pair 0: the base first
+                self._head_round(item, rounds)
             else:
-                self.base.round(base)
+                self._base_round(base)
+                started = time.perf_counter_ns()
                 with self._round(item, rounds):
                     result = yield
+                self.head_ns += time.perf_counter_ns() - started
             pairs = 1
             while (
                 base.present
@@ -81,19 +84,35 @@ class ABWorker(Worker):
                 and gate.more_pairs(base.rounds, rounds.summarised(settings), overrides)
             ):
                 if pairs % 2:
-                    self.run_round(item, rounds)
-                    self.base.round(base)
+                    self._head_round(item, rounds)
+                    self._base_round(base)
                 else:
-                    self.base.round(base)
-                    self.run_round(item, rounds)
+                    self._base_round(base)
+                    self._head_round(item, rounds)
                 pairs += 1
             return result
         finally:
             pin.__exit__(None, None, None)
             if base is not None:
                 self.base.end(base)
+            gate.spent[item.nodeid] = (self.base_ns, self.head_ns)
+            self.base_ns = self.head_ns = 0
             if self.end_call(item, settings, rounds) and base is not None:
                 gate.pending[item.nodeid] = (base, rounds.summarised(settings))
+
+    base_ns = 0
+    """ns this test's base rounds took the head (``ABSession.spent``)."""
+    head_ns = 0
+
+    def _base_round(self, base: BaseTest) -> None:
+        started = time.perf_counter_ns()
+        self.base.round(base)
+        self.base_ns += time.perf_counter_ns() - started
+
+    def _head_round(self, item: pytest.Item, rounds: Rounds) -> None:
+        started = time.perf_counter_ns()
+        self.run_round(item, rounds)
+        self.head_ns += time.perf_counter_ns() - started
 
     def close(self) -> None:
         try:

@@ -150,6 +150,11 @@ class ABJudge:
         self.pairs_run = 0
         self.pairs_on_work = 0
         self.pairs_dropped = 0
+        self.base_ns = 0
+        """Time the head spent on the base side's rounds: each round, its summary and its
+        hand-off, as the head waited for them."""
+        self.head_ns = 0
+        """Time the head spent on its own measured rounds and their summaries."""
 
     def horizon(self, tests: int) -> None:
         """The run's number of tests, once collected (before any is judged)."""
@@ -243,12 +248,14 @@ class ABJudge:
         return judged
 
     def count_shipped(self, pairs: Sequence[int]) -> None:
-        """Account a pytest-xdist worker's pair counts (run, on work time, left out) of one
-        test in this controller's totals."""
-        run, on_work, dropped = (int(n) for n in pairs)
+        """Account a pytest-xdist worker's pair counts of one test (run, on work time, left
+        out, ns on the base side, ns on the head side) in this controller's totals."""
+        run, on_work, dropped, base_ns, head_ns = (int(n) for n in pairs)
         self.pairs_run += run
         self.pairs_on_work += on_work
         self.pairs_dropped += dropped
+        self.base_ns += base_ns
+        self.head_ns += head_ns
 
     def unjudged_why(
         self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances

@@ -14,6 +14,7 @@ Where each part lives:
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -182,7 +183,9 @@ def configure(
             f"{AGAINST.option} judges against the base revision and records no baseline: "
             "run --opprof-update-baselines without it"
         )
+    started = time.perf_counter()
     revision, owned = revision_for(config, against)
+    worktree_s = time.perf_counter() - started
     ab = ABController(revision, owned)
     try:
         gate_options = dataclasses.replace(options.gate, time_tolerance=time_tolerance(against))
@@ -194,6 +197,8 @@ def configure(
             min_pairs=against.min_pairs,
         )
         ab.session = gate
+        if owned:
+            gate.start_s["worktree"] = worktree_s
         is_worker = hasattr(config, "workerinput")
         xdist_controller = not is_worker and bool(getattr(config.option, "numprocesses", None))
         controller = None
@@ -201,7 +206,9 @@ def configure(
             controller = Controller(options, gate, chosen)
         if xdist_controller:
             # The workers start their own partners: this one only shows the base collects.
+            started = time.perf_counter()
             validation = start_partner(config, options, against, revision)
+            gate.start_s["base side checked"] = time.perf_counter() - started
             gate.base_nodeids = validation.nodeids
             validation.close()
             return None, controller, ab
@@ -215,7 +222,9 @@ def configure(
         )
         worker.layout = Layout() if against.layout == "shuffled" else None
         ab.pin(config)
+        started = time.perf_counter()
         worker.base = start_partner(config, options, against, revision)
+        gate.start_s["base side ready"] = time.perf_counter() - started
         gate.base_nodeids = worker.base.nodeids
         if against.python is not None:
             info = worker.base.info

@@ -58,9 +58,13 @@ class ABSession(BaselineSession):
         self.shipped: dict[str, dict[str, object]] = {}
         """Node id -> the verdict a pytest-xdist worker reached and its pair counts, as
         :meth:`shipment` wrote them (on the controller)."""
-        self.pair_counts: dict[str, tuple[int, int, int]] = {}
-        """Node id -> its pairs run, judged on work time and left out (on a worker, until
-        the verdict is shipped)."""
+        self.pair_counts: dict[str, tuple[int, int, int, int, int]] = {}
+        """Node id -> its pairs run, judged on work time and left out, and the ns spent on
+        the base and the head side (on a worker, until the verdict is shipped)."""
+        self.spent: dict[str, tuple[int, int]] = {}
+        """Node id -> ns the head spent on the base's rounds and on its own (``head.py``)."""
+        self.start_s: dict[str, float] = {}
+        """What the run's start cost, in seconds: the worktree, the base side's start."""
         self.base_nodeids: frozenset[str] = frozenset()
         self.head_nodeids: set[str] = set()
         """The tests this run selected (the single process's, or every xdist worker's)."""
@@ -84,6 +88,13 @@ class ABSession(BaselineSession):
                 f"{j.pairs_on_work / j.pairs_run:.0%} judged on work time and "
                 f"{j.pairs_dropped / j.pairs_run:.0%} left out (a side waited for a CPU)",
             ]
+        if self.start_s or j.base_ns or j.head_ns:
+            start = ", ".join(f"{what} {s:.1f} s" for what, s in self.start_s.items())
+            lines.append(
+                f"time: start {sum(self.start_s.values()):.1f} s ({start}); rounds "
+                f"{(j.base_ns + j.head_ns) / 1e9:.1f} s (base side {j.base_ns / 1e9:.1f} s, "
+                f"with its hand-offs; head {j.head_ns / 1e9:.1f} s)"
+            )
         removed = sorted(self.base_nodeids - self.head_nodeids) if self.head_nodeids else []
         if removed:
             lines += ["", f"removed (only in the base): {len(removed)} test(s)"]
@@ -111,7 +122,7 @@ class ABSession(BaselineSession):
         worker's base side and pairs, so it travels as reached, with its pair counts."""
         return {
             "verdict": verdict.to_json(),
-            "pairs": list(self.pair_counts.pop(nodeid, (0, 0, 0))),
+            "pairs": list(self.pair_counts.pop(nodeid, (0, 0, 0, 0, 0))),
         }
 
     def compares(self, nodeid: str) -> bool:
@@ -181,7 +192,10 @@ class ABSession(BaselineSession):
         run = min(len(base.rounds), len(head))
         wall = test_pairs(base.rounds, head, wait_limit(tol))
         dropped = wall.dropped
-        self.pair_counts[nodeid] = (run, wall.on_work, dropped)
+        base_ns, head_ns = self.spent.pop(nodeid, (0, 0))
+        self.judge_ab.base_ns += base_ns
+        self.judge_ab.head_ns += head_ns
+        self.pair_counts[nodeid] = (run, wall.on_work, dropped, base_ns, head_ns)
         left_out = f" ({dropped} left out: a side waited for a CPU)" if dropped else ""
         notes.insert(
             0,
