@@ -36,6 +36,7 @@ from pytest_opprof.gate.tolerance import (
     parse_tolerance,
 )
 from pytest_opprof.gate.verdict import Tolerances, compare
+from pytest_opprof.history.cli import add_history_command
 from pytest_opprof.render.report import format_value, render_text
 
 
@@ -309,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", metavar="OUT.html", help="where to write it (default: beside REPORT)"
     )
     html.set_defaults(run=_html)
+    add_history_command(commands)
     return parser
 
 

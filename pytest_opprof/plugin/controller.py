@@ -23,6 +23,7 @@ import pytest
 from pytest_opprof.capture.plan import Plan
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.session import BaselineSession
+from pytest_opprof.history.store import RunWriter
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.kept import Lines, SummaryLine
 from pytest_opprof.plugin.options import OpprofOptions
@@ -56,6 +57,9 @@ class Controller:
         self.worker_notes: set[str] = set()
         """Session notes of pytest-xdist workers (the torch observer's build or why Kineto
         collected), each printed once."""
+        self.history = RunWriter() if options.history is not None else None
+        """The passed tests' figures for ``--opprof-history``, written at the end."""
+        self.history_line: str | None = None
 
     def take(self, payload: ProfiledTest) -> None:
         """The worker side of this process hands over a test's payload (before its call
@@ -109,6 +113,8 @@ class Controller:
             self.gate.flames[report.nodeid] = result.flame
         if result.judged and report.passed:
             self.gate.call_passed(report.nodeid, result.summary)
+        if self.history is not None and report.passed:
+            self.history.add(report.nodeid, result.summary)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         ok = self.gate.finish()
@@ -126,6 +132,13 @@ class Controller:
             except BaselineError as exc:
                 self.gate.report_failed(exc)
                 ok = False
+        if self.history is not None and self.options.history is not None:
+            from pytest_opprof.plugin.history import write_history
+
+            self.history_line, written = write_history(
+                self.history, self.options.history, self.gate.machine, session.config.rootpath
+            )
+            ok = ok and written
         if not ok and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -194,6 +207,8 @@ class Controller:
                     self.results.trace_paths(), self.options.trace_dir, self.options.trace_which
                 )
             )
+        if self.history_line is not None:
+            tr.write_line(self.history_line)
         tr.write_sep("-", "opprof: baselines")
         for line in session_lines(self.gate, row_limit=self.options.row_limit):
             tr.write_line(line)

@@ -499,6 +499,15 @@ HTML: Setting[Path | None] = Setting(
     metavar="PATH",
     kind="path",
 )
+HISTORY: Setting[Path | None] = Setting(
+    "history",
+    _parse_path,
+    None,
+    "append this run's figures (per test and op, with the commit and machine) to the "
+    "history in DIR; pytest-opprof history DIR finds where they stepped",
+    metavar="DIR",
+    kind="path",
+)
 
 SETTINGS: tuple[Setting[Any], ...] = (
     CAPTURE,
@@ -528,6 +537,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     REPORT,
     MARKDOWN,
     HTML,
+    HISTORY,
 )
 """Every setting, in the order ``pytest --help`` lists them."""
 
@@ -587,6 +597,8 @@ class OpprofOptions:
     """``all`` or ``regressed``: which tests ``trace_dir`` gets a trace of."""
     summary: str = SUMMARY.default
     """Which tests get a line in the terminal summary (``attention`` or ``all``)."""
+    history: Path | None = None
+    """The history directory this run's figures are appended to (``history/store.py``)."""
 
 
 def is_enabled(config: pytest.Config) -> bool:
@@ -611,6 +623,7 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         blas_threads=blas_threads,
         gate=read_gate_options(config, blas_threads=blas_threads),
         summary=SUMMARY.read(config),
+        history=HISTORY.read(config),
     )
 
 

@@ -1,0 +1,241 @@
+"""Change points in a real git history: are injected steps found at their commit, op named?
+
+Builds a git repository of ``--commits`` commits of a small numerical project (24 tests
+of numpy ops, each with a ``kernel`` scope of 1-2 ms of pure-Python work), in which four
+commits inject steps:
+
+* +5%, +8% and +12% in the ``kernel`` scope of one test each (all under the gate's
+  15% time tolerance: the creep a baseline misses);
+* a FLOPs change (a matmul 64 -> 72) in a fourth test.
+
+Every other commit touches only a notes file.  The suite runs at each commit with
+``--opprof --opprof-rounds R --opprof-history DIR`` (quiet machine), then
+``pytest-opprof history DIR --json`` finds the change points.  A change point counts
+as found when it names the injected test and op (or figure) at the injected commit (or
+the next one, said so); every change point elsewhere is a false one.
+
+    python bench/history_study.py [--commits 44] [--rounds 5] [--json out.json]
+
+About 3-4 minutes on 2 cores.  The load-and-detect time of a large history is
+``bench/history_synthetic.py``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import plugin_args, subprocess_env
+
+PYTHON = sys.executable
+TESTS = 24
+OPS = [
+    "np.matmul(A[{n}], A[{n}])",
+    "np.linalg.solve(A[{n}], V[{n}])",
+    "np.sort(W[{m}])",
+    "np.add(W[{m}], W[{m}])",
+    "W[{m}].sum()",
+]
+WORK = '''
+"""Inputs made at import, so every round does the same work."""
+import numpy as np
+
+from knobs import MATMUL_N
+
+_rng = np.random.default_rng(0)
+A = {n: _rng.standard_normal((n, n)) + n * np.eye(n) for n in (48, 64, 72, 96)}
+V = {n: _rng.standard_normal(n) for n in (48, 64, 72, 96)}
+W = {m: _rng.standard_normal(m) for m in (10_000, 100_000)}
+
+
+def spin(iterations):
+    acc = 0
+    for i in range(iterations):
+        acc += i ^ 7
+    return acc
+'''
+FLOPS_TEST = 17
+STEPS = {  # commit index -> (test index, what changes, expected figure)
+    10: (3, 1.05, "self"),
+    18: (8, 1.08, "self"),
+    26: (13, 1.12, "self"),
+    34: (FLOPS_TEST, 72, "flops"),
+}
+
+
+def iterations_per_ms() -> float:
+    def spin(iterations: int) -> int:
+        acc = 0
+        for i in range(iterations):
+            acc += i ^ 7
+        return acc
+
+    best = min(_timed(spin) for _ in range(5))
+    return 100_000 / (best / 1e6)
+
+
+def _timed(spin: object) -> int:
+    t0 = time.thread_time_ns()
+    spin(100_000)  # type: ignore[operator]
+    return time.thread_time_ns() - t0
+
+
+def knobs(iterations: dict[str, int], matmul_n: dict[str, int]) -> str:
+    return (
+        f"KERNEL = {json.dumps(iterations, indent=1, sort_keys=True)}\n"
+        f"MATMUL_N = {json.dumps(matmul_n, indent=1, sort_keys=True)}\n"
+    )
+
+
+def test_module() -> str:
+    lines = ["from knobs import KERNEL, MATMUL_N", "from work import A, V, W, np, spin", ""]
+    for i in range(TESTS):
+        name = f"test_k{i:02d}"
+        body = []
+        for j in range(2 + i % 3):
+            body.append(
+                OPS[(i + j) % len(OPS)].format(n=48 + 16 * (j % 2), m=10_000 * 10 ** (j % 2))
+            )
+        if i == FLOPS_TEST:
+            body.append(f"np.matmul(A[MATMUL_N[{name!r}]], A[MATMUL_N[{name!r}]])")
+        lines.append(f"\ndef {name}(opprof):")
+        lines += [f"    {b}" for b in body]
+        lines.append("    with opprof.record_function('kernel'):")
+        lines.append(f"        spin(KERNEL[{name!r}])")
+    return "\n".join(lines) + "\n"
+
+
+def git(repo: Path, *args: str, day: int = 0) -> str:
+    date = f"2026-{10 + day // 28:02d}-{1 + day % 28:02d}T12:00:00+00:00"
+    env = subprocess_env(
+        GIT_AUTHOR_DATE=date,
+        GIT_COMMITTER_DATE=date,
+        GIT_AUTHOR_NAME="study",
+        GIT_AUTHOR_EMAIL="study@example.com",
+        GIT_COMMITTER_NAME="study",
+        GIT_COMMITTER_EMAIL="study@example.com",
+    )
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def build(repo: Path, commits: int, per_ms: float) -> dict[int, str]:
+    """The repository; returns commit index -> sha."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    iterations = {f"test_k{i:02d}": int(per_ms * (1.0 + (i % 4) * 0.3)) for i in range(TESTS)}
+    matmul_n = {f"test_k{FLOPS_TEST:02d}": 64}
+    (repo / "work.py").write_text(WORK)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_numeric.py").write_text(test_module())
+    (repo / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\npythonpath = .\n")
+    shas = {}
+    for c in range(commits):
+        if c in STEPS:
+            test, change, _ = STEPS[c]
+            name = f"test_k{test:02d}"
+            if isinstance(change, float):
+                iterations[name] = round(iterations[name] * change)
+            else:
+                matmul_n[name] = change
+        (repo / "knobs.py").write_text(knobs(iterations, matmul_n))
+        (repo / "NOTES.md").write_text(f"commit {c}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"commit {c}", day=c)
+        shas[c] = git(repo, "rev-parse", "HEAD")
+    return shas
+
+
+def run_all(repo: Path, shas: dict[int, str], history: Path, rounds: int) -> float:
+    started = time.perf_counter()
+    for c, sha in shas.items():
+        git(repo, "checkout", "-q", sha)
+        cmd = [PYTHON, "-m", "pytest", "-q", *plugin_args(), "tests", "--opprof"]
+        cmd += [f"--opprof-rounds={rounds}", f"--opprof-history={history}"]
+        cmd += ["--opprof-baseline-dir", str(history.parent / "baselines")]
+        cmd += ["-p", "no:randomly", "-p", "no:benchmark"]
+        done = subprocess.run(cmd, cwd=repo, env=subprocess_env(), capture_output=True, text=True)
+        if done.returncode not in (0, 1):
+            raise RuntimeError(f"commit {c}: pytest failed\n{done.stdout}\n{done.stderr}")
+        print(f"  commit {c:2d} {sha[:8]}: {done.stdout.strip().splitlines()[-1]}", flush=True)
+    return time.perf_counter() - started
+
+
+def score(changes: list[dict[str, object]], shas: dict[int, str], series: int) -> dict[str, object]:
+    index = {sha: c for c, sha in shas.items()}
+    found: dict[int, str] = {}
+    false = []
+    for ch in changes:
+        commit = ch["commit"]
+        assert isinstance(commit, dict)
+        c = index[str(commit["sha"])]
+        test = str(ch["test"])
+        hit = None
+        for at, (t, _change, figure) in STEPS.items():
+            if test.endswith(f"test_k{t:02d}") and c in (at, at + 1):
+                hit = at
+                if ch["figure"] == figure and (figure != "self" or ch["op"] == "kernel"):
+                    found[at] = "at its commit" if c == at else "at the next commit"
+        if hit is None:
+            false.append(ch)
+    return {
+        "steps": {
+            str(at): {
+                "test": f"test_k{t:02d}",
+                "change": change,
+                "found": found.get(at, "missed"),
+            }
+            for at, (t, change, _) in STEPS.items()
+        },
+        "false_change_points": len(false),
+        "series": series,
+        "false_per_1000_series": round(1000 * len(false) / max(series, 1), 2),
+        "false": [f"{f['test']} {f['op']} {f['figure']} {f['change']}" for f in false],
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--commits", type=int, default=44)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--keep", type=Path, help="build the repository and history here")
+    p.add_argument("--json", type=Path, help="write the results here")
+    args = p.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="opprof-history-study-"))
+    repo, history = root / "project", root / "history"
+    per_ms = iterations_per_ms()
+    shas = build(repo, args.commits, per_ms)
+    print(f"{args.commits} commits in {repo}; running the suite at each")
+    seconds = run_all(repo, shas, history, args.rounds)
+    done = subprocess.run(
+        [PYTHON, "-m", "pytest_opprof", "history", str(history), "--json"],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(done.stdout)
+    text = subprocess.run(
+        [PYTHON, "-m", "pytest_opprof", "history", str(history)],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    result = score(report["changes"], shas, report["series"])
+    result.update(commits=args.commits, rounds=args.rounds, run_seconds=round(seconds))
+    print(text)
+    print(json.dumps(result, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

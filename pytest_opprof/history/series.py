@@ -1,0 +1,317 @@
+"""From a history's runs to its change points, one machine fingerprint at a time.
+
+Runs are read one after another in commit order and poured into dense matrices (one
+row per run; one column per test, or per test and op; NaN where a run lacks the
+series), so memory holds one float per series and run, not the runs' arrays.  Rows
+per run, because a run fills a row: filled by column, 1,000 runs took seconds more.  A
+deterministic figure is compared, as each run arrives, with its value in the last run
+that had it: a step is found where it differs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_opprof.errors import BaselineError
+from pytest_opprof.history.changes import (
+    ALPHA,
+    MIN_CHANGE,
+    MIN_SIZE,
+    Step,
+    find_time_changes,
+    time_steps,
+)
+from pytest_opprof.history.store import (
+    DETECTION_ARRAYS,
+    OP_EXACT,
+    TEST_EXACT,
+    History,
+    RunHead,
+    read_run,
+)
+
+WALL = "wall"
+SELF = "self"
+"""The time figures: a test's wall time, an op's self CPU time."""
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A step of one figure of one test (or of one op in it) on one machine."""
+
+    machine: str
+    test: str
+    op: str | None
+    """None: the test's own figure."""
+    figure: str
+    """``wall`` or ``self`` (times), else a deterministic figure's name (store.py)."""
+    step: Step
+    run: RunHead
+    """The first run at the new level."""
+    runs: int
+    """How many runs of this machine the series was judged on."""
+
+    @property
+    def exact(self) -> bool:
+        return self.figure not in (WALL, SELF)
+
+    @property
+    def sha(self) -> str | None:
+        commit = self.run.commit
+        return str(commit["sha"]) if commit else None
+
+    @property
+    def date(self) -> str:
+        commit = self.run.commit
+        return str((commit or {}).get("time") or self.run.meta["run_at"])[:10]
+
+    def to_json(self) -> dict[str, object]:
+        s = self.step
+        return {
+            "machine": self.machine,
+            "test": self.test,
+            "op": self.op,
+            "figure": self.figure,
+            "change": None if math.isinf(s.change) else round(s.change, 4),
+            "low": None if s.low is None else round(s.low, 4),
+            "high": None if s.high is None else round(s.high, 4),
+            "before": s.before,
+            "after": s.after,
+            "commit": dict(self.run.commit) if self.run.commit else None,
+            "run_at": self.run.meta["run_at"],
+            "run_file": str(self.run.path),
+            "runs": self.runs,
+        }
+
+
+@dataclass
+class Detection:
+    """Settings of the detector (``changes.py``)."""
+
+    alpha: float = ALPHA
+    min_size: int = MIN_SIZE
+    min_change: float = MIN_CHANGE
+
+
+@dataclass
+class Found:
+    """What a history held: its change points, the files skipped, and how many series
+    were searched (for a false-positive rate)."""
+
+    changes: list[ChangePoint]
+    skipped: list[str]
+    series: int = 0
+    runs: int = 0
+    machines: dict[str, Mapping[str, Any]] | None = None
+
+
+def find_changes(history: History, detection: Detection | None = None) -> Found:
+    """Every change point of ``history``'s runs, per machine fingerprint."""
+    detection = detection or Detection()
+    by_machine: dict[str, list[RunHead]] = defaultdict(list)
+    for head in history.runs:
+        by_machine[head.fingerprint].append(head)
+    found = Found([], list(history.skipped), machines={})
+    for fingerprint, heads in by_machine.items():
+        assert found.machines is not None
+        found.machines[fingerprint] = heads[-1].meta["machine"]
+        _Machine(fingerprint, heads, detection, found).run()
+    return found
+
+
+class _Names:
+    """Names to dense ids, with the last list's ids kept (most runs list the same names)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.names: list[str] = []
+        self._last: tuple[list[str], npt.NDArray[np.int64]] | None = None
+
+    def of(self, names: list[str]) -> npt.NDArray[np.int64]:
+        if self._last is not None and self._last[0] == names:
+            return self._last[1]
+        out = np.empty(len(names), dtype=np.int64)
+        for i, name in enumerate(names):
+            gid = self.ids.get(name)
+            if gid is None:
+                gid = self.ids[name] = len(self.names)
+                self.names.append(name)
+            out[i] = gid
+        self._last = (names, out)
+        return out
+
+
+def _grown(a: npt.NDArray[Any], rows: int, fill: float) -> npt.NDArray[Any]:
+    if rows <= a.shape[0]:
+        return a
+    more = np.full((max(rows, 2 * a.shape[0]) - a.shape[0], *a.shape[1:]), fill, dtype=a.dtype)
+    return np.concatenate([a, more])
+
+
+def _columns(a: npt.NDArray[np.float32], columns: int) -> npt.NDArray[np.float32]:
+    if columns <= a.shape[1]:
+        return a
+    more = np.full((a.shape[0], max(columns, 2 * a.shape[1]) - a.shape[1]), np.nan, a.dtype)
+    return np.concatenate([a, more], axis=1)
+
+
+class _Exact:
+    """Deterministic figures of many series, compared with their last value as runs arrive."""
+
+    def __init__(self, columns: int) -> None:
+        self.value = np.zeros((0, columns), dtype=np.int64)
+        self.seen = np.zeros((0, columns), dtype=np.int64)  # how many runs had it
+        self.steps: list[tuple[int, int, int, int, int]] = []  # row, column, run, before, after
+        self._last: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any] | None = None
+
+    def add(
+        self, rows: npt.NDArray[np.int64], values: npt.NDArray[np.int64], usable: Any, run: int
+    ) -> None:
+        last = self._last
+        self._last = (rows, values, usable)
+        if (
+            last is not None
+            and (last[0] is rows or np.array_equal(last[0], rows))
+            and np.array_equal(last[1], values)
+            and np.array_equal(last[2], usable)
+        ):
+            return  # as the last run had them (most runs): nothing moved, nothing to store
+        top = int(rows.max()) + 1 if len(rows) else 0
+        self.value = _grown(self.value, top, 0)
+        self.seen = _grown(self.seen, top, 0)
+        for c in range(values.shape[1]):
+            ok = usable[:, c]
+            r, v = rows[ok], values[ok, c]
+            moved = np.flatnonzero((self.seen[r, c] > 0) & (self.value[r, c] != v))
+            for j in moved:
+                self.steps.append((int(r[j]), c, run, int(self.value[r[j], c]), int(v[j])))
+            self.value[r, c] = v
+            self.seen[r, c] += 1
+
+
+class _Machine:
+    """One machine's runs poured into series, then searched."""
+
+    def __init__(
+        self, fingerprint: str, heads: Sequence[RunHead], detection: Detection, found: Found
+    ) -> None:
+        self.fingerprint = fingerprint
+        self.heads = heads
+        self.detection = detection
+        self.found = found
+        n = len(heads)
+        self.tests = _Names()
+        self.ops = _Names()
+        self.wall = np.full((n, 64), np.nan, dtype=np.float32)
+        self.self_time = np.full((n, 256), np.nan, dtype=np.float32)
+        self.table = np.full((64, 16), -1, dtype=np.int64)  # [test id, op id] -> op series
+        self.series: list[tuple[int, int]] = []  # op series -> (test id, op id)
+        self.test_exact = _Exact(len(TEST_EXACT))
+        self.op_exact = _Exact(len(OP_EXACT))
+
+    def run(self) -> None:
+        loaded = []
+        for r, head in enumerate(self.heads):
+            try:
+                self._pour(r, head)
+            except BaselineError as exc:
+                self.found.skipped.append(str(exc))
+                continue
+            loaded.append(r)
+        cols = np.array(loaded, dtype=np.int64)
+        self.found.runs += len(loaded)
+        n_tests, n_series = len(self.tests.names), len(self.series)
+        self.found.series += n_tests + n_series
+        wall = np.ascontiguousarray(self.wall[cols, :n_tests].T)
+        for row, steps in self._time_steps(wall, cols):
+            self._add(self.tests.names[row], None, WALL, steps, len(cols))
+        self_time = np.ascontiguousarray(self.self_time[cols, :n_series].T)
+        for row, steps in self._time_steps(self_time, cols):
+            test, op = self.series[row]
+            self._add(self.tests.names[test], self.ops.names[op], SELF, steps, len(cols))
+        for row, c, r, before, after in self.test_exact.steps:
+            step = _exact_step(r, before, after)
+            self._add(self.tests.names[row], None, TEST_EXACT[c], [step], len(cols))
+        for row, c, r, before, after in self.op_exact.steps:
+            test, op = self.series[row]
+            step = _exact_step(r, before, after)
+            self._add(self.tests.names[test], self.ops.names[op], OP_EXACT[c], [step], len(cols))
+
+    def _add(self, test: str, op: str | None, figure: str, steps: list[Step], runs: int) -> None:
+        for s in steps:
+            self.found.changes.append(
+                ChangePoint(self.fingerprint, test, op, figure, s, self.heads[s.at], runs)
+            )
+
+    def _pour(self, r: int, head: RunHead) -> None:
+        run = read_run(head.path, head.meta, DETECTION_ARRAYS)
+        a = run.arrays
+        tg = self.tests.of(run.tests)
+        n_tests = len(self.tests.names)
+        self.wall = _columns(self.wall, n_tests)
+        self.wall[r, tg] = run.wall_medians()
+        exact = a["test_exact"]
+        varied = a["test_varied"][:, None] >> np.arange(len(TEST_EXACT)) & 1
+        self.test_exact.add(tg, exact, (varied == 0) & (exact >= 0), r)
+        if not len(a["op_test"]):
+            return
+        og = self.ops.of(run.ops)
+        t, o = tg[a["op_test"]], og[a["op_name"]]
+        if n_tests > self.table.shape[0] or len(self.ops.names) > self.table.shape[1]:
+            table = np.full(
+                (max(n_tests, self.table.shape[0]), max(len(self.ops.names), self.table.shape[1])),
+                -1,
+                dtype=np.int64,
+            )
+            table[: self.table.shape[0], : self.table.shape[1]] = self.table
+            self.table = table
+        sid = self.table[t, o]
+        new = np.flatnonzero(sid < 0)
+        if len(new):
+            ids = np.arange(len(self.series), len(self.series) + len(new))
+            self.table[t[new], o[new]] = ids
+            sid[new] = ids
+            self.series += zip(t[new].tolist(), o[new].tolist(), strict=True)
+        self.self_time = _columns(self.self_time, len(self.series))
+        self.self_time[r, sid] = run.op_medians()
+        exact = a["op_exact"]
+        varied = a["op_varied"][:, None] >> np.arange(len(OP_EXACT)) & 1
+        self.op_exact.add(sid, exact, varied == 0, r)
+
+    def _time_steps(
+        self, matrix: npt.NDArray[np.float32], cols: npt.NDArray[np.int64]
+    ) -> Iterator[tuple[int, list[Step]]]:
+        """Per row with a step: the steps, their ``at`` a run index of ``heads``.  Rows are
+        searched in groups that have the same runs (a test added later has fewer)."""
+        if not matrix.size:
+            return
+        d = self.detection
+        present = ~np.isnan(matrix)
+        masks, group = np.unique(np.packbits(present, axis=1), axis=0, return_inverse=True)
+        for g in range(len(masks)):
+            rows = np.flatnonzero(group.ravel() == g)
+            where = np.flatnonzero(present[rows[0]])
+            if len(where) < 2 * d.min_size:
+                continue
+            sub = matrix[np.ix_(rows, where)]
+            for row, cuts in find_time_changes(sub, d.alpha, d.min_size).items():
+                steps = time_steps(sub[row].astype(np.float64), cuts, d.min_change)
+                yield (
+                    int(rows[row]),
+                    [
+                        Step(int(cols[where[s.at]]), s.before, s.after, s.change, s.low, s.high)
+                        for s in steps
+                    ],
+                )
+
+
+def _exact_step(run: int, before: int, after: int) -> Step:
+    change = after / before - 1 if before else math.inf
+    return Step(run, float(before), float(after), change)

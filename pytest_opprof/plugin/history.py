@@ -1,0 +1,35 @@
+"""``--opprof-history``: the end of a run appends its file to the history directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_opprof.errors import BaselineError
+from pytest_opprof.gate.machine import MachineInfo
+from pytest_opprof.gate.results import stamp
+from pytest_opprof.history.commit import commit_of
+from pytest_opprof.history.store import RunWriter, run_file_name, write_run
+from pytest_opprof.render.units import format_memory
+
+
+def write_history(
+    writer: RunWriter, directory: Path, machine: MachineInfo, rootdir: Path
+) -> tuple[str, bool]:
+    """Write the run's file; the line the terminal summary shows, and whether it was written."""
+    if not len(writer):
+        return f"opprof: history: no passed profiled test, nothing added to {directory}", True
+    run_at = stamp()
+    commit = commit_of(rootdir)
+    meta = {"run_at": run_at, "commit": commit.to_json() if commit else None}
+    meta["machine"] = machine.to_json()
+    data = writer.encode(meta)
+    try:
+        path = write_run(directory, data, run_file_name(run_at, commit))
+    except BaselineError as exc:
+        return f"opprof: history: {exc}", False
+    at = f" at {commit.sha[:8]}{' (dirty)' if commit.dirty else ''}" if commit else ""
+    return (
+        f"opprof: history: {len(writer)} test(s){at} added to {path} "
+        f"({format_memory(len(data))}, {len(data) / len(writer):.0f} bytes a test)",
+        True,
+    )

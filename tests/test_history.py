@@ -1,0 +1,285 @@
+"""``--opprof-history`` and ``pytest-opprof history``: real runs write real run files,
+concurrently and under pytest-xdist; a killed run, a damaged file and a file of another
+schema leave the history readable; the command names the commit where a figure stepped."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from run_helpers import PLUGIN, REPO_ROOT, PytestRunner
+
+from pytest_opprof.__main__ import main
+from pytest_opprof.history.changes import find_time_changes, time_steps
+from pytest_opprof.history.store import encode_arrays, read_run, scan
+
+SUITE = """
+import json
+import pathlib
+
+import numpy as np
+
+KNOB = json.loads((pathlib.Path(__file__).parent / "knob.json").read_text())
+
+
+def test_matmul():
+    n = KNOB["n"]
+    np.matmul(np.ones((n, n)), np.ones((n, n)))
+
+
+def test_add():
+    np.add(np.ones(1000), 1.0)
+"""
+
+
+def _suite(pytester: pytest.Pytester, n: int = 32) -> None:
+    pytester.makepyfile(test_suite=SUITE)
+    (pytester.path / "knob.json").write_text(json.dumps({"n": n}))
+
+
+def _args(history: Path, *more: str) -> list[str]:
+    return ["--opprof", "--opprof-capture", "numpy", f"--opprof-history={history}", *more]
+
+
+def _files(history: Path) -> list[Path]:
+    return sorted(history.rglob("*.npz"))
+
+
+def test_a_run_appends_its_figures(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
+    _suite(pytester)
+    history = pytester.path / "history"
+    result = run_pytest(*_args(history, "-p", "no:xdist"))
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["opprof: history: 2 test(s) added to *history*.npz (*a test)"])
+    (path,) = _files(history)
+    run = read_run(path)
+    assert run.tests == ["test_suite.py::test_matmul", "test_suite.py::test_add"]
+    assert run.meta["commit"] is None  # pytester's directory is no git repository
+    assert run.meta["machine"]["numpy"] == np.__version__
+    ops = {run.ops[o] for o in run.arrays["op_name"]}
+    assert {"numpy.matmul", "numpy.add"} <= ops
+    flops = dict(zip(run.tests, run.arrays["test_exact"][:, 0].tolist(), strict=True))
+    assert flops["test_suite.py::test_matmul"] == 2 * 32**3
+    assert (run.wall_medians() > 0).all()
+
+
+def test_a_run_records_its_commit(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
+    _suite(pytester)
+    _git(pytester.path, "init", "-q", "-b", "trunk")
+    shas = [_commit(pytester.path, f"first {i}", day=i) for i in range(2)]
+    history = pytester.path.parent / f"{pytester.path.name}-history"
+    run_pytest(*_args(history, "-p", "no:xdist")).assert_outcomes(passed=2)
+    commit = read_run(_files(history)[0]).meta["commit"]
+    assert commit["sha"] == shas[1] and commit["parent"] == shas[0]
+    assert commit["branch"] == "trunk" and commit["time"].startswith("2026-11-02")
+    assert commit["dirty"] is False
+
+
+def test_xdist_workers_write_one_run(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
+    _suite(pytester)
+    history = pytester.path / "history"
+    run_pytest(*_args(history, "-n", "2")).assert_outcomes(passed=2)
+    (path,) = _files(history)  # the controller writes, the workers never do
+    assert sorted(read_run(path).tests) == ["test_suite.py::test_add", "test_suite.py::test_matmul"]
+
+
+def test_two_runs_at_once_both_land(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
+    _suite(pytester)
+    history = pytester.path / "history"
+    cmd = [sys.executable, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist"]
+    cmd += _args(history)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    procs = [
+        subprocess.Popen(cmd, cwd=pytester.path, env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out
+    files = _files(history)
+    assert len(files) == 2
+    assert all(read_run(f).tests for f in files)
+    assert not [p for p in history.iterdir() if p.name.startswith(".")]
+
+
+def test_a_killed_run_leaves_the_history_whole(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    _suite(pytester)
+    history = pytester.path / "history"
+    run_pytest(*_args(history, "-p", "no:xdist")).assert_outcomes(passed=2)
+    before = _files(history)
+    pytester.makepyfile(
+        test_zz_hang="""
+        import pathlib
+        import time
+
+        def test_hang():
+            pathlib.Path("started").write_text("")
+            time.sleep(120)
+        """
+    )
+    cmd = [sys.executable, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist"]
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    proc = subprocess.Popen(
+        cmd + _args(history), cwd=pytester.path, env=env, stdout=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 120
+    while not (pytester.path / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    # What a kill between writing and renaming leaves: a dot-named partial temporary file.
+    good = before[0].read_bytes()
+    (history / f".{before[0].name}.abcd1234.tmp").write_bytes(good[: len(good) // 2])
+    assert _files(history) == before
+    loaded = scan(history)
+    assert [h.path for h in loaded.runs] == before and not loaded.skipped
+
+
+def _write_other_files(history: Path, good: Path) -> tuple[Path, Path, Path]:
+    damaged = history / "damaged.npz"
+    damaged.write_bytes(good.read_bytes()[:300])
+    other = history / "other.npz"
+    meta = json.dumps({"kind": "opprof-history", "schema": 99}).encode()
+    other.write_bytes(encode_arrays({"meta": np.frombuffer(meta, dtype=np.uint8)}))
+    foreign = history / "foreign.npz"
+    foreign.write_bytes(encode_arrays({"x": np.arange(3)}))
+    return damaged, other, foreign
+
+
+def test_damaged_and_other_schema_files_are_named_and_skipped(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _suite(pytester)
+    history = pytester.path / "history"
+    run_pytest(*_args(history, "-p", "no:xdist")).assert_outcomes(passed=2)
+    (good,) = _files(history)
+    damaged, other, foreign = _write_other_files(history, good)
+    capsys.readouterr()  # the run's own output
+    assert main(["history", str(history)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    skipped = [line for line in out if line.startswith("opprof history: skipped")]
+    assert len(skipped) == 3
+    assert any(f"{damaged}: damaged (" in line for line in skipped)
+    assert any(f"{other}: schema: history schema 99, this version reads 1" in line for line in out)
+    assert any(f"{foreign}: not a pytest-opprof history run (no meta)" in line for line in out)
+    assert "opprof history: 1 run(s), 1 machine(s)" in "\n".join(out)
+    # A run appended beside them still lands and reads.
+    run_pytest(*_args(history, "-p", "no:xdist")).assert_outcomes(passed=2)
+    assert len(scan(history).runs) == 2
+
+
+def test_the_command_names_the_commit_where_flops_stepped(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _suite(pytester, n=32)
+    _git(pytester.path, "init", "-q", "-b", "main")
+    history = pytester.path.parent / f"{pytester.path.name}-history"
+    shas = []
+    for i, n in enumerate((32, 32, 48, 48)):
+        (pytester.path / "knob.json").write_text(json.dumps({"n": n}))
+        shas.append(_commit(pytester.path, f"n={n}", day=i))
+        run_pytest(*_args(history, "-p", "no:xdist")).assert_outcomes(passed=2)
+    capsys.readouterr()  # the runs' own output
+    assert main(["history", str(history)]) == 0
+    out = capsys.readouterr().out
+    flops = f"{(48**3 / 32**3 - 1):+.0%}"
+    line = next(x for x in out.splitlines() if "test_matmul: flops" in x)
+    assert line.strip().startswith(
+        f"test_suite.py::test_matmul: flops {flops} (65,536 -> 221,184) at {shas[2][:7]} "
+        "(2026-11-03), numpy.matmul flops"
+    ), out
+    assert "test_add" not in out  # nothing of it stepped
+    assert main(["history", str(history), "--json", "--op", "matmul"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {(c["op"], c["figure"]) for c in report["changes"]} >= {("numpy.matmul", "flops")}
+    assert all(c["op"] == "numpy.matmul" for c in report["changes"])
+    assert {c["commit"]["sha"] for c in report["changes"]} == {shas[2]}
+    assert main(["history", str(history), "--since", shas[3][:8]]) == 0
+    assert "0 change point(s)" in capsys.readouterr().out
+    assert main(["history", str(history), "-k", "test_add"]) == 0
+    assert "0 change point(s)" in capsys.readouterr().out
+
+
+def test_a_bad_since_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["history", str(tmp_path), "--since", "deadbeef"]) == 2
+    assert capsys.readouterr().err.startswith("error: --since deadbeef: no run")
+    assert main(["history", str(tmp_path / "none")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def _git(cwd: Path, *args: str, day: int = 0) -> str:
+    date = f"2026-11-{1 + day:02d}T12:00:00+00:00"
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_DATE=date,
+        GIT_COMMITTER_DATE=date,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.com",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.com",
+    )
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _commit(cwd: Path, message: str, day: int) -> str:
+    _git(cwd, "add", "-A", day=day)
+    _git(cwd, "commit", "-q", "--allow-empty", "-m", message, day=day)
+    return _git(cwd, "rev-parse", "HEAD")
+
+
+# -- the detector on series of known steps ----------------------------------------------
+
+
+def _series(rng: np.random.Generator, n: int, at: int | None, step: float) -> np.ndarray:
+    values = 1e6 * rng.lognormal(0, 0.02, size=n)
+    if at is not None:
+        values[at:] *= 1 + step
+    return values
+
+
+@pytest.mark.parametrize("step", [0.05, 0.08, 0.12, -0.1])
+def test_a_time_step_is_found_where_it_is(step: float) -> None:
+    rng = np.random.default_rng(7)
+    x = _series(rng, 44, 10, step)
+    cuts = find_time_changes(x[None, :])[0]
+    (found,) = time_steps(x, cuts)
+    assert found.at == 10
+    assert found.low is not None and found.high is not None
+    assert found.low <= step <= found.high
+    assert math.isclose(found.change, step, abs_tol=0.02)
+
+
+def test_noise_and_bursts_make_few_false_change_points() -> None:
+    rng = np.random.default_rng(3)
+    x = 1e6 * rng.lognormal(0, 0.03, size=(2000, 200))
+    burst = rng.random(x.shape) < 0.05  # a bursty neighbour: 5% of runs 5-40% slower
+    x[burst] *= 1 + rng.uniform(0.05, 0.4, size=burst.sum())
+    found = find_time_changes(x)
+    reported = [time_steps(x[row], cuts) for row, cuts in found.items()]
+    assert sum(map(len, reported)) <= 2  # at most 1 per 1,000 series
+
+
+def test_a_series_of_one_value_has_no_change_point() -> None:
+    assert find_time_changes(np.full((3, 50), 5.0)) == {}
+
+
+def test_a_file_of_another_kind_is_damaged_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "a.npz").write_bytes(b"PK\x03\x04 not a zip")
+    with zipfile.ZipFile(tmp_path / "b.npz", "w") as z:
+        z.writestr("meta.npy", b"\x93NUMPY garbage")
+    loaded = scan(tmp_path)
+    assert not loaded.runs and len(loaded.skipped) == 2
+    assert all("damaged" in why for why in loaded.skipped), loaded.skipped
