@@ -16,8 +16,8 @@ the next one, said so); every change point elsewhere is a false one.
 
     python bench/history_study.py [--commits 44] [--rounds 5] [--json out.json]
 
-About 3-4 minutes on 2 cores.  The load-and-detect time of a large history is
-``bench/history_synthetic.py``'s.
+About 6 minutes on this 2-CPU VM at load 13 (BENCHMARKS.md).  The load-and-detect time
+of a large history is ``bench/history_synthetic.py``'s.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def spin(iterations):
     return acc
 '''
 FLOPS_TEST = 17
-STEPS = {  # commit index -> (test index, what changes, expected figure)
+STEPS: dict[int, tuple[int, float | int, str]] = {
+    # commit index -> (test index, kernel factor or matmul size, the figure that steps)
     10: (3, 1.05, "self"),
     18: (8, 1.08, "self"),
     26: (13, 1.12, "self"),
@@ -144,7 +145,7 @@ def build(repo: Path, commits: int, per_ms: float) -> dict[int, str]:
             if isinstance(change, float):
                 iterations[name] = round(iterations[name] * change)
             else:
-                matmul_n[name] = change
+                matmul_n[name] = int(change)
         (repo / "knobs.py").write_text(knobs(iterations, matmul_n))
         (repo / "NOTES.md").write_text(f"commit {c}\n")
         git(repo, "add", "-A")

@@ -25,7 +25,7 @@ import numpy as np
 from _common import REPO  # noqa: F401  (the checkout importable)
 
 from pytest_opprof.gate.machine import machine_info
-from pytest_opprof.history.series import find_changes
+from pytest_opprof.history.series import ChangePoint, find_changes
 from pytest_opprof.history.store import KIND, SCHEMA, encode_arrays, scan
 
 OP_NAMES = [f"numpy.op{i}" for i in range(40)]
@@ -134,7 +134,8 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         cpu = time.process_time() - cpu
         injected = {(f"tests/test_mod{t // 20}.py::test_case_{t}", slot) for (t, slot) in INJECTED}
-        hits, false = [], []
+        hits: list[ChangePoint] = []
+        false: list[ChangePoint] = []
         for c in found.changes:
             slot = None
             if c.op is not None:

@@ -47,9 +47,11 @@ def _text(c: ChangePoint, headline: bool) -> str:
     return f"{_label(c, headline)} {_pct(s.change)}{interval}"
 
 
-def _weight(c: ChangePoint) -> tuple[int, float]:
-    # Time steps lead a line over figure steps; within each, the largest change.
-    return (0 if c.figure == WALL else 1 if c.figure == SELF else 2, -abs(c.step.change))
+def _weight(c: ChangePoint) -> tuple[int, bool, float]:
+    # Time steps lead a line over figure steps, the test's own over its ops'; within
+    # each, the largest change.
+    kind = 0 if c.figure == WALL else 1 if c.figure == SELF else 2
+    return (kind, c.op is not None, -abs(c.step.change))
 
 
 def grouped(changes: Sequence[ChangePoint]) -> list[list[ChangePoint]]:
