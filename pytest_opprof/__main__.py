@@ -1,5 +1,5 @@
 """``pytest-opprof`` (also ``python -m pytest_opprof``): compare two runs, show a
-stored baseline, or render a saved report as HTML.
+stored baseline, render a saved report as HTML, or find steps in a history.
 
 ``compare A B`` judges B against A (each a JSON report from ``--opprof-report``, a
 baseline file, or a directory of them, such as a baseline directory) and prints
@@ -7,8 +7,10 @@ the op-level diff of each test that regressed (of every test with ``-v``/``--all
 and a line of totals; exit status 1 when something regressed.  ``show PATH`` prints
 a baseline file, a report or a directory of them as tables (``-k`` and ``--op``
 filter by test and op).  ``html REPORT.json -o OUT.html`` writes the HTML report of a
-JSON report (what ``--opprof-html`` writes at the end of a run).  Errors print one
-line and exit with status 2.
+JSON report (what ``--opprof-html`` writes at the end of a run).  ``history DIR``
+prints the commits where a test's or op's figures stepped in a history that
+``--opprof-history DIR`` wrote (docs/history.md).  Errors print one line and exit
+with status 2.
 """
 
 from __future__ import annotations

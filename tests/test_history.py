@@ -208,6 +208,9 @@ def test_the_command_names_the_commit_where_flops_stepped(
     assert {c["commit"]["sha"] for c in report["changes"]} == {shas[2]}
     assert main(["history", str(history), "--since", shas[3][:8]]) == 0
     assert "0 change point(s)" in capsys.readouterr().out
+    assert main(["history", str(history), "--since", "2026-11-03"]) == 0
+    assert "test_matmul: flops" in capsys.readouterr().out
+    assert main(["history", str(history), "--since", "1234abcd"]) == 2  # no such commit
     assert main(["history", str(history), "-k", "test_add"]) == 0
     assert "0 change point(s)" in capsys.readouterr().out
 

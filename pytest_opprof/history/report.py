@@ -11,6 +11,7 @@ Lines are worst first: the largest slowdown or growth first, improvements last.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -102,10 +103,15 @@ def since_run(runs: Sequence[RunHead], ref: str) -> RunHead | None:
         commit = head.commit
         if commit and str(commit["sha"]).startswith(ref):
             return head
+    if not _DATE.fullmatch(ref):
+        return None
     for head in runs:
         if head.order_key()[0][:10] >= ref:
             return head
     return None
+
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def text_lines(found: Found, changes: Sequence[ChangePoint]) -> list[str]:
