@@ -18,6 +18,9 @@ ops, FLOPs and bytes: only the loop runs longer).  Per scenario and repeat:
 * **cost**: the A/B run's wall time over a plain ``pytest`` run of the same tests, in
   the same condition, one right after the other.
 
+Two real suites run A/A beside it: numpy's own ``test_linalg`` (then with ``svd`` made
+slower from inside, the head's conftest) and scipy.signal's ``test_spectral``.
+
 Scenarios: ``quiet``; ``loaded`` (one CPU-bound process per core throughout); ``bursty``
 (CPU-bound processes that start and stop every 0.5-3 s, as a shared runner's neighbours
 do); ``n2`` (``-n 2``).  pytest-benchmark disables itself under xdist (n/a there).
@@ -51,6 +54,8 @@ SCENARIOS = ("quiet", "loaded", "bursty", "n2")
 SEQUENTIAL_RUNS = 3
 UPDATE_RUNS = 3
 FLOOR_NS = 1_000_000
+SCIPY_MODULE = "test_spectral.py"
+"""scipy.signal's spectral tests: 133 tests, 50 of them with calls of 1 ms or more."""
 
 
 @contextlib.contextmanager
@@ -105,6 +110,14 @@ def make_repo(root: Path, tests: int, seed: int) -> dict[str, int]:
     (root / "np").mkdir()
     source = Path(numpy.__file__).parent / "linalg" / "tests" / "test_linalg.py"
     (root / "np" / "test_linalg.py").write_text(source.read_text())
+    try:
+        import scipy  # type: ignore[import-untyped]
+    except ImportError:
+        pass
+    else:
+        (root / "sp").mkdir()
+        source = Path(scipy.__file__).parent / "signal" / "tests" / SCIPY_MODULE
+        (root / "sp" / SCIPY_MODULE).write_text(source.read_text())
     _git(root, "init", "-q")
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "base")
@@ -151,7 +164,7 @@ class Runner:
         path = self.root / "reports" / f"{name}.json"
         path.parent.mkdir(exist_ok=True)
         path.unlink(missing_ok=True)
-        where = ["opprof"] if suite == "synth" else ["np", "-k", NUMPY_DESELECT]
+        where = {"synth": ["opprof"], "scipy": ["sp"]}.get(suite, ["np", "-k", NUMPY_DESELECT])
         seconds, output, _ = self.pytest(
             "-p", "no:benchmark", *where, "--opprof", f"--opprof-report={path}", *args, env=env
         )
@@ -191,6 +204,7 @@ def score_ab(run: dict[str, Any], targets: set[str]) -> dict[str, Any]:
         "caught_named": sum(_regressed_on(t, KERNEL) for t in slowed),
         "seconds": run["seconds"],
         "pairs": _pairs(run["output"]),
+        "time": next((x for x in run["output"].splitlines() if x.startswith("time: ")), ""),
     }
 
 
@@ -276,6 +290,20 @@ def numpy_suite(args: argparse.Namespace, root: Path, scenario: str, repeat: int
             "caught": sum(t["status"] == "regressed" for t in present),
             "caught_named": sum(_regressed_on(t, NUMPY_OP) for t in present),
         }
+    return out
+
+
+def scipy_suite(args: argparse.Namespace, root: Path, scenario: str, repeat: int) -> dict[str, Any]:
+    """scipy.signal's ``test_spectral`` A/A: every failure is false; the share of its
+    tests of >= 1 ms whose time was decided; the cost against a plain run."""
+    runner = Runner(root, scenario, args.seed * 1000 + repeat)
+    out: dict[str, Any] = {"scenario": scenario, "suite": "scipy", "repeat": repeat}
+    with condition(scenario, args.seed * 1000 + repeat):
+        set_head(root, {})
+        aa = runner.report(f"sp-aa-{scenario}-{repeat}", "--opprof-against=HEAD", suite="scipy")
+        out["ab_aa"] = score_ab(aa, set())
+        out["plain_seconds"] = runner.pytest("-p", "no:benchmark", "sp")[0]
+    out["ab_slow"] = {"judged": 0, "long": 0, "caught_named": 0, "slowed": 0}
     return out
 
 
@@ -427,7 +455,7 @@ def main() -> None:
     p.add_argument("--tests", type=int, default=40)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--slowdown", type=float, default=0.10)
-    p.add_argument("--suite", default="synth,numpy", help="synth, numpy or both")
+    p.add_argument("--suite", default="synth,numpy,scipy", help="any of synth, numpy, scipy")
     p.add_argument(
         "--numpy-slowdown",
         type=float,
@@ -466,6 +494,10 @@ def main() -> None:
                     print(json.dumps(result), flush=True)
                 if "numpy" in args.suite:
                     result = numpy_suite(args, root, scenario, repeat)
+                    results.append(result)
+                    print(json.dumps(result), flush=True)
+                if "scipy" in args.suite:
+                    result = scipy_suite(args, root, scenario, repeat)
                     results.append(result)
                     print(json.dumps(result), flush=True)
     print(markdown(results))
