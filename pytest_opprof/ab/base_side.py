@@ -94,6 +94,7 @@ class BaseSide:
         self.channel = Channel(head_read, head_write)
         self.nodeids: frozenset[str] = frozenset()
         self.info: dict[str, str] = {}
+        self.quitting = False
 
     def hello(self) -> None:
         """Wait for the partner's collection; raise ``BaseSideError`` saying why it failed."""
@@ -153,12 +154,20 @@ class BaseSide:
             test.failed = True
             test.why = f"{outcome} on the base: {why}".strip()
 
-    def close(self) -> None:
-        """End the partner (its session finishes: teardown of the fixtures it holds)."""
+    def quit(self) -> None:
+        """Tell the partner to end its session (teardown of the fixtures it holds) without
+        waiting for it: it ends while the head writes its reports."""
+        if self.quitting:
+            return
+        self.quitting = True
         try:
             self.channel.send("quit")
         except ChannelClosed:
             pass
+
+    def close(self) -> None:
+        """End the partner and wait for it."""
+        self.quit()
         try:
             self.process.wait(timeout=60)
         except subprocess.TimeoutExpired:

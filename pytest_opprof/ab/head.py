@@ -41,6 +41,10 @@ class ABWorker(Worker):
             self.gate.judge_ab.horizon(len(session.items))
             self.gate.head_nodeids.update(item.nodeid for item in session.items)
 
+    def pytest_sessionfinish(self) -> None:
+        super().pytest_sessionfinish()
+        self.base.quit()  # the base tears down while the reports are written
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         item.stash[next_key] = nextitem.nodeid if nextitem is not None else None
