@@ -16,6 +16,8 @@ the next one, said so); every change point elsewhere is a false one.
 
     python bench/history_study.py [--commits 44] [--rounds 5] [--json out.json]
 
+Side by side: asv's step detection (``pip install asv``) on the same series, scored alike.
+
 About 6 minutes on this 2-CPU VM at load 13 (BENCHMARKS.md).  The load-and-detect time
 of a large history is ``bench/history_synthetic.py``'s.
 """
@@ -23,7 +25,9 @@ of a large history is ``bench/history_synthetic.py``'s.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -31,6 +35,8 @@ import time
 from pathlib import Path
 
 from _common import plugin_args, subprocess_env
+
+from pytest_opprof.history.changes import MIN_CHANGE
 
 PYTHON = sys.executable
 TESTS = 24
@@ -202,19 +208,62 @@ def score(changes: list[dict[str, object]], shas: dict[int, str], series: int) -
     }
 
 
+def asv_side(history: Path, shas: dict[int, str], min_change: float) -> dict[str, object]:
+    """asv's step detection (``asv.step_detect.detect_steps``, its L1 piecewise-constant
+    fit) on the same series: a step between two of its pieces of at least ``min_change``
+    is its change point, scored as ours."""
+    from asv.step_detect import detect_steps
+
+    from pytest_opprof.history.store import read_run, scan
+
+    series: dict[tuple[str, str | None], dict[int, float]] = {}
+    heads = scan(history).runs
+    for r, head in enumerate(heads):
+        run = read_run(head.path, head.meta)
+        for test, wall in zip(run.tests, run.wall_medians().tolist(), strict=True):
+            series.setdefault((test, None), {})[r] = wall
+        a = run.arrays
+        for t, o, v in zip(a["op_test"], a["op_name"], run.op_medians().tolist(), strict=True):
+            series.setdefault((run.tests[t], run.ops[o]), {})[r] = v
+    changes = []
+    for (test, op), points in series.items():
+        y = [points.get(r, math.nan) for r in range(len(heads))]
+        steps = detect_steps(y)
+        for left, right in itertools.pairwise(steps):
+            change = right[2] / left[2] - 1 if left[2] else math.inf
+            if abs(change) >= min_change:
+                commit = heads[right[0]].commit or {}
+                changes.append(
+                    {
+                        "test": test,
+                        "op": op,
+                        "figure": "wall" if op is None else "self",
+                        "change": change,
+                        "commit": {"sha": commit.get("sha")},
+                    }
+                )
+    return score(changes, shas, len(series))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--commits", type=int, default=44)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--keep", type=Path, help="build the repository and history here")
     p.add_argument("--json", type=Path, help="write the results here")
+    p.add_argument(
+        "--analyze", type=Path, metavar="DIR", help="score the study a --keep DIR run left"
+    )
     args = p.parse_args()
-    root = args.keep or Path(tempfile.mkdtemp(prefix="opprof-history-study-"))
+    root = args.analyze or args.keep or Path(tempfile.mkdtemp(prefix="opprof-history-study-"))
     repo, history = root / "project", root / "history"
-    per_ms = iterations_per_ms()
-    shas = build(repo, args.commits, per_ms)
-    print(f"{args.commits} commits in {repo}; running the suite at each")
-    seconds = run_all(repo, shas, history, args.rounds)
+    if args.analyze:
+        listed = git(repo, "rev-list", "--reverse", "HEAD").split()
+        shas, seconds = dict(enumerate(listed)), 0.0
+    else:
+        shas = build(repo, args.commits, iterations_per_ms())
+        print(f"{args.commits} commits in {repo}; running the suite at each")
+        seconds = run_all(repo, shas, history, args.rounds)
     done = subprocess.run(
         [PYTHON, "-m", "pytest_opprof", "history", str(history), "--json"],
         env=subprocess_env(),
@@ -231,7 +280,8 @@ def main() -> None:
         check=True,
     ).stdout
     result = score(report["changes"], shas, report["series"])
-    result.update(commits=args.commits, rounds=args.rounds, run_seconds=round(seconds))
+    result.update(commits=len(shas), rounds=args.rounds, run_seconds=round(seconds))
+    result["asv"] = asv_side(history, shas, MIN_CHANGE)
     print(text)
     print(json.dumps(result, indent=1))
     if args.json:
