@@ -96,13 +96,9 @@ def _num(row: object, name: str) -> float:
     return float(value) if value is not None else 0.0
 
 
-def _self_time_field(row: object) -> str:
-    """The raw self time where the row has one (opprof's rows), else torch's field."""
-    return (
-        "self_cpu_time_total_raw"
-        if hasattr(row, "self_cpu_time_total_raw")
-        else ("self_cpu_time_total")
-    )
+def _raw_field(row: object, name: str) -> str:
+    """``name``'s raw figure where the row has one (opprof's rows), else torch's field."""
+    return f"{name}_raw" if hasattr(row, f"{name}_raw") else name
 
 
 def _op_key(row: object, by_input_shape: bool) -> str:
@@ -168,8 +164,8 @@ class RoundFigures:
                 count=int(_num(row, "count")),
                 # Raw (profiler overhead not subtracted): baselines stay comparable
                 # whatever each session's calibration measured (capture/overhead.py).
-                self_cpu_ns=round(_num(row, _self_time_field(row)) * _US_TO_NS),
-                cpu_ns=round(_num(row, "cpu_time_total") * _US_TO_NS),
+                self_cpu_ns=round(_num(row, _raw_field(row, "self_cpu_time_total")) * _US_TO_NS),
+                cpu_ns=round(_num(row, _raw_field(row, "cpu_time_total")) * _US_TO_NS),
                 self_memory_bytes=int(_num(row, "self_cpu_memory_usage")),
                 memory_bytes=int(_num(row, "cpu_memory_usage")),
                 flops=int(_num(row, "flops")),

@@ -25,7 +25,7 @@ from pytest_opprof.model.event_flops import (
     op_has_formula,
 )
 from pytest_opprof.model.events import FunctionEventAvg
-from pytest_opprof.model.overhead import self_corrections_ns
+from pytest_opprof.model.overhead import corrections_ns
 from pytest_opprof.model.tree import (
     EventTree,
     build_tree,
@@ -62,7 +62,8 @@ def average_records(
     order) or with ``native=False``, numpy over the canonical tree.  Both give
     the same groups, order and sums.  With ``overhead``, each row's
     ``self_cpu_time_total`` has the profiler's cost subtracted (never below 0;
-    ``self_cpu_time_total_raw`` keeps the measured figure).
+    ``self_cpu_time_total_raw`` keeps the measured figure), and ``cpu_time_total`` what
+    the self times of its events' subtrees lost (``model/overhead.py``).
     """
     if len(records) == 0:
         return [], use_device
@@ -105,7 +106,8 @@ class _NativeGroups(NamedTuple):
     top_level: list[bool]
     sums: list[list[int]]
     """Per group, its ``GROUP_COLUMNS`` sums."""
-    corrections: list[float]
+    corrections: list[tuple[float, float]]
+    """Per group, the profiler's cost subtracted from its (self, total) time, ns."""
 
 
 def _native_groups(
@@ -138,18 +140,9 @@ def _native_groups(
         if stack_n > 0:
             key = combine_ids(key, _stack_key(records, ev["stack"], stack_n))
         group, m = key, int(key.max()) + 1
-    inside, outside = _kind_tables(overhead) if overhead is not None else (None, None)
 
     def key_sums(events: np.ndarray) -> Any:
-        # Corrections ride along in the same pass: each pass reads every event from memory.
-        return module.model_key_sums(
-            events,
-            group=group,
-            memory_group=memory_group,
-            m=m,
-            inside_ns=inside,
-            outside_ns=outside,
-        )
+        return module.model_key_sums(events, group=group, memory_group=memory_group, m=m)
 
     fast = key_sums(ev)
     if fast is None:
@@ -160,7 +153,7 @@ def _native_groups(
         fast = key_sums(ev)
         if fast is None:
             return None
-    sums, first, rows, device_events, corrections = fast
+    sums, first, rows, device_events, _ = fast
     # FLOPs come from recorded shapes (pair_flops_for): with none, every count is 0.
     formulas = (
         formula_table(records, ev["name"]) if with_flops and len(records.shapes) > 1 else None
@@ -203,10 +196,37 @@ def _native_groups(
         name_ids=ev["name"][first_rows].tolist(),
         top_level=(rows[first_rows] < 0).tolist(),
         sums=sums[groups].tolist(),
-        corrections=(
-            corrections[groups].tolist() if corrections is not None else [0.0] * len(groups)
+        corrections=_group_corrections(
+            overhead,
+            ev,
+            rows,
+            group
+            if group is not None
+            else np.where(ev["kind"] == KIND_MEMORY, memory_group, ev["name"]).astype(_I64),
+            m,
+            groups,
         ),
     )
+
+
+def _group_corrections(
+    overhead: Overhead | None,
+    ev: np.ndarray,
+    parent: np.ndarray,
+    group: np.ndarray,
+    m: int,
+    groups: np.ndarray,
+) -> list[tuple[float, float]]:
+    """Per group of ``groups`` (of ``m``; ``group``: each event's), the ns subtracted from
+    its (self, total) time: its events' (``model/overhead.py``)."""
+    if overhead is None:
+        return [(0.0, 0.0)] * len(groups)
+    self_off, total_off = corrections_ns(overhead, ev, parent)
+    by_group = (
+        np.bincount(group, weights=self_off, minlength=m)[groups],
+        np.bincount(group, weights=total_off, minlength=m)[groups],
+    )
+    return list(zip(by_group[0].tolist(), by_group[1].tolist(), strict=True))
 
 
 def _average_native(
@@ -387,17 +407,6 @@ def _orphans_as_roots(module: Any, ev: np.ndarray) -> np.ndarray | None:
     return out
 
 
-def _kind_tables(overhead: Overhead) -> tuple[np.ndarray, np.ndarray]:
-    """(inside, outside) profiler cost per event kind, ns, indexed by ``records.KIND_*``."""
-    size = max([*overhead.inside_ns, *overhead.outside_ns], default=-1) + 1
-    inside, outside = np.zeros(size), np.zeros(size)
-    for kind, ns in overhead.inside_ns.items():
-        inside[kind] = ns
-    for kind, ns in overhead.outside_ns.items():
-        outside[kind] = ns
-    return inside, outside
-
-
 def _avg(
     records: Records,
     events: np.ndarray,
@@ -409,18 +418,20 @@ def _avg(
     by_shape: bool,
     stack_n: int,
     use_device: str | None,
-    correction_ns: float = 0.0,
+    correction_ns: tuple[float, float] = (0.0, 0.0),
 ) -> FunctionEventAvg:
     """One group's average from its integer sums (ns, bytes) and first row (in ``events``).
 
-    ``correction_ns``: profiler overhead to subtract from the group's self time.
+    ``correction_ns``: profiler overhead to subtract from the group's (self, total) time.
     """
+    self_off, total_off = correction_ns
     avg = FunctionEventAvg()
     avg.key = key
     avg.count = int(c["count"])
-    avg.cpu_time_total = c["cpu_total_ns"] / _NS_PER_US
+    avg.cpu_time_total_raw = c["cpu_total_ns"] / _NS_PER_US
+    avg.cpu_time_total = (c["cpu_total_ns"] - total_off) / _NS_PER_US
     avg.self_cpu_time_total_raw = c["cpu_self_ns"] / _NS_PER_US
-    avg.self_cpu_time_total = max(c["cpu_self_ns"] - correction_ns, 0.0) / _NS_PER_US
+    avg.self_cpu_time_total = (c["cpu_self_ns"] - self_off) / _NS_PER_US
     avg.device_time_total = c["device_total_ns"] / _NS_PER_US
     avg.self_device_time_total = c["device_self_ns"] / _NS_PER_US
     avg.cpu_memory_usage = int(c["mem_total_bytes"])
@@ -478,10 +489,7 @@ def _average_numpy(
         "self_flops": _int_sums(group, self_flops, m),
     }
     rounded = {k: np.rint(v).astype(_I64).tolist() for k, v in columns.items()}
-    corrections: np.ndarray = np.zeros(m)
-    if overhead is not None:
-        per_event = self_corrections_ns(overhead, ev["kind"], tree.parent)
-        corrections = np.bincount(group, weights=per_event, minlength=m)
+    corrections = _group_corrections(overhead, ev, tree.parent, group, m, np.arange(m))
     return [
         _avg(
             records,
@@ -493,7 +501,7 @@ def _average_numpy(
             by_shape=by_shape,
             stack_n=stack_n,
             use_device=use_device,
-            correction_ns=float(corrections[g]),
+            correction_ns=corrections[g],
         )
         for g, row in enumerate(first.tolist())
     ]

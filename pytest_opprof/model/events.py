@@ -15,7 +15,7 @@ import numpy as np
 
 from pytest_opprof.capture.overhead import Overhead
 from pytest_opprof.model.event_flops import event_flops, shape_dtypes
-from pytest_opprof.model.overhead import self_corrections_ns
+from pytest_opprof.model.overhead import corrections_ns
 from pytest_opprof.model.tree import EventTree
 from pytest_opprof.native_layout.records import FLAG_EXCEPTION, Records
 
@@ -50,8 +50,10 @@ class FunctionEvent:
     """One recorded call (an op or a ``record_function`` scope).
 
     ``cpu_time_total`` is the call's own interval and ``self_cpu_time_total``
-    excludes its direct children; memory ``self_*`` fields are the net bytes
-    allocated while the call was innermost, the others include the subtree.
+    excludes its direct children, each less the profiler's cost where it was
+    subtracted (``model/overhead.py``; ``*_raw``: as measured); memory ``self_*``
+    fields are the net bytes allocated while the call was innermost, the others
+    include the subtree.
     ``self_flops`` is ``flops`` unless a descendant carries FLOPs, then 0
     (see :class:`FunctionEventAvg`).
     """
@@ -61,6 +63,7 @@ class FunctionEvent:
         "cpu_memory_usage",
         "cpu_parent",
         "cpu_time_total",
+        "cpu_time_total_raw",
         "device_memory_usage",
         "device_time_total",
         "flops",
@@ -112,6 +115,8 @@ class FunctionEvent:
         self.thread = thread
         self.time_range = Interval(start_us, end_us)
         self.cpu_time_total: float = end_us - start_us
+        self.cpu_time_total_raw: float = self.cpu_time_total
+        """Total time before the profiler's overhead was subtracted, us."""
         self.self_cpu_time_total: float = (
             self.cpu_time_total if self_cpu_time_total is None else self_cpu_time_total
         )
@@ -182,6 +187,8 @@ class FunctionEventAvg:
         self.key: str | None = None
         self.count: int = 0
         self.cpu_time_total: float = 0.0
+        self.cpu_time_total_raw: float = 0.0
+        """Total time before the profiler's overhead was subtracted, us."""
         self.self_cpu_time_total: float = 0.0
         self.self_cpu_time_total_raw: float = 0.0
         """Self time before the profiler's overhead was subtracted, us."""
@@ -228,6 +235,7 @@ class FunctionEventAvg:
             raise ValueError(f"cannot add {other.key!r} to the average of {self.key!r}")
         self.count += other.count
         self.cpu_time_total += other.cpu_time_total
+        self.cpu_time_total_raw += other.cpu_time_total_raw
         self.self_cpu_time_total += other.self_cpu_time_total
         self.self_cpu_time_total_raw += other.self_cpu_time_total_raw
         self.device_time_total += other.device_time_total
@@ -424,10 +432,10 @@ def build_events(
     """
     ev = tree.events
     raw_self_ns = tree.cpu_self_ns
-    self_ns = raw_self_ns
+    self_ns, total_ns = raw_self_ns, tree.cpu_total_ns
     if overhead is not None:
-        corrections = self_corrections_ns(overhead, ev["kind"], tree.parent)
-        self_ns = np.maximum(raw_self_ns - corrections, 0)
+        self_off, total_off = corrections_ns(overhead, ev, tree.parent)
+        self_ns, total_ns = raw_self_ns - self_off, total_ns - total_off
     names = tree.names
     if with_flops:
         flops_col, self_flops_col = event_flops(records, tree)
@@ -445,7 +453,8 @@ def build_events(
         "name": [names[nid] for nid in tree.name.tolist()],
         "thread": ev["thread"].tolist(),
         "time_range": list(map(Interval, start_us.tolist(), end_us.tolist())),
-        "cpu_time_total": (end_us - start_us).tolist(),
+        "cpu_time_total": (total_ns / _NS_PER_US).tolist(),
+        "cpu_time_total_raw": (tree.cpu_total_ns / _NS_PER_US).tolist(),
         "self_cpu_time_total": (self_ns / _NS_PER_US).tolist(),
         "self_cpu_time_total_raw": (raw_self_ns / _NS_PER_US).tolist(),
         "device_time_total": (tree.device_total_ns / _NS_PER_US).tolist(),

@@ -70,11 +70,11 @@ def build_tree(records: Records, *, native: bool = True) -> EventTree:
     position[order] = np.arange(len(order), dtype=_I64)
     ordered_rows = rows[order]
     parent = np.where(ordered_rows >= 0, position[np.maximum(ordered_rows, 0)], PARENT_NONE)
-    depth = _depths(parent)
+    depth = depths(parent)
     names, name = _names(records, events)
 
     cpu_total = end[order] - start[order]
-    cpu_self = cpu_total - _child_sums(parent, cpu_total)
+    cpu_self = cpu_total - child_sums(parent, cpu_total)
     mem_self = events["self_alloc_bytes"].astype(_I64) - events["self_free_bytes"].astype(_I64)
     dev_self = np.maximum(events["device_ns"].astype(_I64), 0)
     mem_total, dev_total = subtree_sums(parent, depth, [mem_self, dev_self])
@@ -125,7 +125,7 @@ def _canonical_order(raw: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.
     return order
 
 
-def _depths(parent: np.ndarray) -> np.ndarray:
+def depths(parent: np.ndarray) -> np.ndarray:
     """Number of ancestors of each row, by pointer jumping over live rows."""
     n = len(parent)
     depth = np.zeros(n, dtype=_I64)
@@ -143,7 +143,7 @@ def _depths(parent: np.ndarray) -> np.ndarray:
     return depth
 
 
-def _child_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
+def child_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Sum of ``values`` over each row's direct children."""
     has = parent >= 0
     if not has.any():
