@@ -33,6 +33,7 @@ from pytest_opprof.gate.summary import OTHER_OPS
 from pytest_opprof.gate.tolerance import (
     DEFAULT_ROW_LIMIT,
     argparse_type,
+    parse_count_tolerance,
     parse_duration_ns,
     parse_positive_int,
     parse_tolerance,
@@ -97,6 +98,7 @@ def _compare(args: argparse.Namespace) -> int:
         time=args.time_tolerance,
         memory=args.memory_tolerance,
         flops=args.flops_tolerance,
+        count=args.count_tolerance,
         min_time_ns=args.min_time,
         speed_scaled=not args.raw_times,
     )
@@ -264,6 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="X",
             help=f"allowed relative {what}, 0.2 or 20%% (default {value:g})",
         )
+    cmp.add_argument(
+        "--count-tolerance",
+        type=argparse_type(parse_count_tolerance),
+        default=default.count,
+        metavar="X",
+        help="allowed relative growth of a test's op count, 0.25 or 25%%, or off to report "
+        f"counts without judging them (default {default.count:g})",
+    )
     cmp.add_argument(
         "--min-time",
         type=argparse_type(parse_duration_ns),

@@ -266,7 +266,7 @@ def _exact_reasons(
             b.span("count"),
             "op count",
             tol.count,
-            0,
+            tol.count_floor,
             refs.ops,
         ),
     )

@@ -179,7 +179,9 @@ def _rows(
             base.op_count,
             now.op_count,
             tol.count,
-            judge_exact(base.span("op_count"), now.op_count, tol.count) if whole else partial,
+            judge_exact(base.span("op_count"), now.op_count, tol.count, tol.count_floor)
+            if whole
+            else partial,
         ),
     ]
     if base.memory is not None and now.memory is not None:

@@ -61,6 +61,7 @@ class GateOptions:
     time_tolerance: float = Tolerances.time
     memory_tolerance: float = Tolerances.memory
     flops_tolerance: float = Tolerances.flops
+    count_tolerance: float | None = Tolerances.count
     min_time_ns: int = Tolerances.min_time_ns
     time_statistic: str = Tolerances.statistic
     force_time: bool = False
@@ -86,6 +87,7 @@ class GateOptions:
             time=self.time_tolerance,
             memory=self.memory_tolerance,
             flops=self.flops_tolerance,
+            count=self.count_tolerance,
             min_time_ns=self.min_time_ns,
             statistic="median" if self.time_statistic == "median" else "min",
             speed_scaled=not self.raw_times,

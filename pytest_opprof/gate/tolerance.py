@@ -30,6 +30,17 @@ T = TypeVar("T")
 DEFAULT_TIME_TOLERANCE: Final = 0.15
 DEFAULT_MEMORY_TOLERANCE: Final = 0.1
 DEFAULT_FLOPS_TOLERANCE: Final = 0.0
+DEFAULT_COUNT_TOLERANCE: Final = 0.25
+"""A test's op count may grow this much before it regresses (``--opprof-count-tolerance``).
+Counts include the calls numpy makes inside its own Python functions (``np.allclose`` calls
+``isclose``, ``all``, ``isinf`` ...), and those move between numpy releases: from numpy
+2.3.5 to 2.4.6 the example suite's test counts moved by -2.7% to 0% (10 of 12 tests
+changed; single ops by up to -62% and +100%, some appearing), while a change that adds
+20 ``view``/``asarray`` calls to a test adds 91%.  So the test's total is judged, at about
+ten times the upgrade's move, and an op's count is a reason beside it, never alone."""
+COUNT_FLOOR: Final = 1
+"""An op count that grows by this many ops is never a regression, whatever its share: a test
+of 2 ops that makes a third call has not regressed by 50%."""
 DEFAULT_MIN_TIME_NS: Final = 1_000_000
 DEFAULT_TIME_STATISTIC: Final = "median"
 TIME_STATISTICS = ("min", "median")
@@ -58,8 +69,10 @@ class Tolerances:
     time: float = DEFAULT_TIME_TOLERANCE
     memory: float = DEFAULT_MEMORY_TOLERANCE
     flops: float = DEFAULT_FLOPS_TOLERANCE
-    count: float | None = None
-    """Relative op-count growth allowed; ``None`` reports count changes without judging them."""
+    count: float | None = DEFAULT_COUNT_TOLERANCE
+    """Relative growth of the test's op count allowed; ``None`` reports count changes
+    without judging them (``--opprof-count-tolerance off``)."""
+    count_floor: int = COUNT_FLOOR
     min_time_ns: int = DEFAULT_MIN_TIME_NS
     memory_floor_bytes: int = 4096
     alpha: float = 0.3
@@ -105,6 +118,16 @@ def parse_tolerance(value: object) -> float:
     if not math.isfinite(fraction) or fraction < 0:
         raise OptionValueError(f"expected {TOLERANCE_FORMS} (not negative), got {value!r}")
     return fraction
+
+
+def parse_count_tolerance(value: object) -> float | None:
+    """An op-count tolerance (``parse_tolerance``), or ``off`` (None: counts not judged)."""
+    if isinstance(value, str) and value.strip().lower() == "off":
+        return None
+    try:
+        return parse_tolerance(value)
+    except OptionValueError:
+        raise OptionValueError(f"expected {TOLERANCE_FORMS}, or off, got {value!r}") from None
 
 
 def parse_speed_limit(value: object) -> float | None:

@@ -428,7 +428,7 @@ def _avg(
     avg = FunctionEventAvg()
     avg.key = key
     avg.count = int(c["count"])
-    avg.cpu_time_total_raw = c["cpu_total_ns"] / _NS_PER_US
+    avg.cpu_time_total_overhead = total_off / _NS_PER_US
     avg.cpu_time_total = (c["cpu_total_ns"] - total_off) / _NS_PER_US
     avg.self_cpu_time_total_raw = c["cpu_self_ns"] / _NS_PER_US
     avg.self_cpu_time_total = (c["cpu_self_ns"] - self_off) / _NS_PER_US

@@ -63,7 +63,7 @@ class FunctionEvent:
         "cpu_memory_usage",
         "cpu_parent",
         "cpu_time_total",
-        "cpu_time_total_raw",
+        "cpu_time_total_overhead",
         "device_memory_usage",
         "device_time_total",
         "flops",
@@ -115,8 +115,8 @@ class FunctionEvent:
         self.thread = thread
         self.time_range = Interval(start_us, end_us)
         self.cpu_time_total: float = end_us - start_us
-        self.cpu_time_total_raw: float = self.cpu_time_total
-        """Total time before the profiler's overhead was subtracted, us."""
+        self.cpu_time_total_overhead: float = 0.0
+        """The profiler's cost subtracted from ``cpu_time_total``, us."""
         self.self_cpu_time_total: float = (
             self.cpu_time_total if self_cpu_time_total is None else self_cpu_time_total
         )
@@ -144,6 +144,11 @@ class FunctionEvent:
     @property
     def key(self) -> str:
         return self.name
+
+    @property
+    def cpu_time_total_raw(self) -> float:
+        """Total time before the profiler's overhead was subtracted, us."""
+        return self.cpu_time_total + self.cpu_time_total_overhead
 
     @property
     def is_top_level(self) -> bool:
@@ -187,8 +192,8 @@ class FunctionEventAvg:
         self.key: str | None = None
         self.count: int = 0
         self.cpu_time_total: float = 0.0
-        self.cpu_time_total_raw: float = 0.0
-        """Total time before the profiler's overhead was subtracted, us."""
+        self.cpu_time_total_overhead: float = 0.0
+        """The profiler's cost subtracted from ``cpu_time_total``, us."""
         self.self_cpu_time_total: float = 0.0
         self.self_cpu_time_total_raw: float = 0.0
         """Self time before the profiler's overhead was subtracted, us."""
@@ -210,6 +215,11 @@ class FunctionEventAvg:
     @property
     def name(self) -> str | None:
         return self.key
+
+    @property
+    def cpu_time_total_raw(self) -> float:
+        """Total time before the profiler's overhead was subtracted, us."""
+        return self.cpu_time_total + self.cpu_time_total_overhead
 
     @property
     def cpu_time(self) -> float:
@@ -235,7 +245,7 @@ class FunctionEventAvg:
             raise ValueError(f"cannot add {other.key!r} to the average of {self.key!r}")
         self.count += other.count
         self.cpu_time_total += other.cpu_time_total
-        self.cpu_time_total_raw += other.cpu_time_total_raw
+        self.cpu_time_total_overhead += other.cpu_time_total_overhead
         self.self_cpu_time_total += other.self_cpu_time_total
         self.self_cpu_time_total_raw += other.self_cpu_time_total_raw
         self.device_time_total += other.device_time_total
@@ -454,7 +464,7 @@ def build_events(
         "thread": ev["thread"].tolist(),
         "time_range": list(map(Interval, start_us.tolist(), end_us.tolist())),
         "cpu_time_total": (total_ns / _NS_PER_US).tolist(),
-        "cpu_time_total_raw": (tree.cpu_total_ns / _NS_PER_US).tolist(),
+        "cpu_time_total_overhead": ((tree.cpu_total_ns - total_ns) / _NS_PER_US).tolist(),
         "self_cpu_time_total": (self_ns / _NS_PER_US).tolist(),
         "self_cpu_time_total_raw": (raw_self_ns / _NS_PER_US).tolist(),
         "device_time_total": (tree.device_total_ns / _NS_PER_US).tolist(),

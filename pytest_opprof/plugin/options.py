@@ -23,6 +23,7 @@ import pytest
 
 from pytest_opprof.errors import OptionValueError
 from pytest_opprof.gate.tolerance import (
+    DEFAULT_COUNT_TOLERANCE,
     DEFAULT_FLOPS_TOLERANCE,
     DEFAULT_MAX_SPEED_CHANGE,
     DEFAULT_MAX_WAIT,
@@ -34,6 +35,7 @@ from pytest_opprof.gate.tolerance import (
     DURATION_FORMS,
     TOLERANCE_FORMS,
     argparse_type,
+    parse_count_tolerance,
     parse_duration_ns,
     parse_non_negative_int,
     parse_positive_int,
@@ -394,6 +396,15 @@ BASELINE_DIR: Setting[Path | None] = Setting(
 TIME_TOLERANCE = _tolerance("time", DEFAULT_TIME_TOLERANCE, "slowdown")
 MEMORY_TOLERANCE = _tolerance("memory", DEFAULT_MEMORY_TOLERANCE, "growth of memory figures")
 FLOPS_TOLERANCE = _tolerance("flops", DEFAULT_FLOPS_TOLERANCE, "growth of FLOPs")
+COUNT_TOLERANCE: Setting[float | None] = Setting(
+    "count_tolerance",
+    parse_count_tolerance,
+    DEFAULT_COUNT_TOLERANCE,
+    "allowed relative growth of a test's op count: "
+    + TOLERANCE_FORMS.replace("%", "%%")
+    + f", or off to report counts without judging them (default {DEFAULT_COUNT_TOLERANCE:g})",
+    metavar="X",
+)
 MIN_TIME = Setting(
     "min_time",
     parse_duration_ns,
@@ -526,6 +537,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     TIME_TOLERANCE,
     MEMORY_TOLERANCE,
     FLOPS_TOLERANCE,
+    COUNT_TOLERANCE,
     MIN_TIME,
     MAX_WAIT,
     MAX_SPEED_CHANGE,
@@ -638,6 +650,7 @@ def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None)
         time_tolerance=TIME_TOLERANCE.read(config),
         memory_tolerance=MEMORY_TOLERANCE.read(config),
         flops_tolerance=FLOPS_TOLERANCE.read(config),
+        count_tolerance=COUNT_TOLERANCE.read(config),
         min_time_ns=MIN_TIME.read(config),
         time_statistic=TIME_STATISTIC.read(config),
         force_time=FORCE_TIME.read(config),
