@@ -411,7 +411,8 @@ class Worker:
                 # as reached, where a baseline verdict is reached again from the figures.
                 data["ab_verdict"] = shipment
             setattr(report, REPORT_ATTRIBUTE, data)
-        item.user_properties.extend(junit_properties(result.summary, verdict, busy, work))
+        judged = sent.judgement.result if sent.judgement is not None else None
+        item.user_properties.extend(junit_properties(result.summary, verdict, busy, work, judged))
         if judgement_basis not in (None, "baseline"):
             item.user_properties.append(("opprof_time_basis", judgement_basis))
         return report

@@ -70,6 +70,9 @@ def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> st
             lines.append(f"+++ now       {result.summary.rounds} rounds")
         lines.append("@@ test @@")
         lines.extend(_metric_lines(row) for row in verdict.metrics)
+        raw = raw_wall_line(result)
+        if raw is not None:
+            lines.append(raw)
         if verdict.reasons:
             lines.append("@@ ops, by impact @@")
             shown = verdict.reasons[:row_limit]
@@ -163,6 +166,44 @@ def _metric(verdict: Verdict, name: str) -> MetricRow | None:
     return next((row for row in verdict.metrics if row.metric == name), None)
 
 
+def time_basis(verdict: Verdict) -> str:
+    """What the judged test-level time is: ``wall time of the rounds judged, scaled to the
+    baseline's machine speed (...)``; why not, where it was not judged."""
+    if not verdict.time_judged:
+        return "not judged" + (f": {verdict.time_not_judged}" if verdict.time_not_judged else "")
+    what = "work time (wall time less waiting for a CPU)" if verdict.work_time else "wall time"
+    change = verdict.speed_change
+    if change is None:
+        return f"{what} of the rounds judged, as measured"
+    way = "slower" if change > 0 else "faster"
+    return (
+        f"{what} of the rounds judged, scaled to the baseline's machine speed (the speed "
+        f"references ran {abs(change):.0%} {way})"
+    )
+
+
+def judged_wall_ns(result: TestResult) -> float:
+    """The test's wall time as its verdict compared it (rounds judged, at the baseline's
+    speed); the measured median where the verdict has no wall-time row (a new test)."""
+    row = _metric(result.verdict, "wall time")
+    return (
+        row.now if row is not None and row.now is not None else result.summary.wall_time.median_ns
+    )
+
+
+def raw_wall_line(result: TestResult) -> str | None:
+    """``wall time (raw)  4.900ms  ...``: the measured median where it differs from the
+    judged figure, labelled, with what the judged one is."""
+    raw = result.summary.wall_time.median_ns
+    if judged_wall_ns(result) == raw:
+        return None
+    return (
+        f"  {'wall time (raw)':<18}{format_value(raw, 'ns'):<16}median of all "
+        f"{result.summary.rounds} rounds as measured; the judged figure above: "
+        f"{time_basis(result.verdict)}"
+    )
+
+
 def _work_note(verdict: Verdict) -> str:
     """The note of a verdict judged on work time that says why (``waiting.work_rounds``)."""
     return next((n for n in verdict.notes if WORK_NOTE_MARK in n), "")
@@ -186,6 +227,10 @@ def render_markdown(
         f"Times judged: {_md(basis)}, interleaved on this machine"
         if basis is not None
         else "Times judged: against the committed baselines",
+        "",
+        "Wall time below is the figure each verdict judged (the rounds judged, at the "
+        "baseline's machine speed where it was scaled), beside its change; a changed test's "
+        "details give the raw median, as measured.",
         "",
     ]
     busy = [r for r in results if r.verdict.time_not_judged]
@@ -268,7 +313,7 @@ def _markdown_row(r: TestResult) -> str:
     cells = [f"`{_md(r.nodeid)}`", f"{_ICONS[r.verdict.status]} {r.verdict.status}"]
     peak = s.memory.peak_bytes if s.memory else None
     for name, unit, now in (
-        ("wall time", "ns", s.wall_time.median_ns),
+        ("wall time", "ns", judged_wall_ns(r)),
         ("flops", "flops", s.flops),
         ("peak memory", "bytes", peak),
     ):
@@ -290,7 +335,14 @@ def _markdown_details(r: TestResult, row_limit: int) -> list[str]:
             f"{format_value(reason.now, reason.unit)} | {format_change(reason.change)} | "
             f"{reason.status} |"
         )
-    out += [""] + [f"> {_md(note)}" for note in r.verdict.notes] + ["", "</details>"]
+    out += ["", f"> wall time judged: {_md(time_basis(r.verdict))}"]
+    raw = r.summary.wall_time.median_ns
+    if judged_wall_ns(r) != raw:
+        out.append(
+            f"> wall time (raw): {format_value(raw, 'ns')}, median of all "
+            f"{r.summary.rounds} rounds as measured"
+        )
+    out += [f"> {_md(note)}" for note in r.verdict.notes] + ["", "</details>"]
     return out
 
 
