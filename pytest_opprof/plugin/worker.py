@@ -49,6 +49,7 @@ from pytest_opprof.plugin.payload import (
     ProfiledTest,
 )
 from pytest_opprof.plugin.sources_held import HeldSources
+from pytest_opprof.plugin.table_note import table_footer
 from pytest_opprof.render.report import failure_text
 
 settings_key = pytest.StashKey[TestSettings]()
@@ -316,6 +317,7 @@ class Worker:
                 time_unit=settings.time_unit,
                 top_level_events_only=settings.top_level_events_only,
             )
+            table += table_footer(rounds, shown, by_input_shape=settings.group_by_input_shape)
             item.add_report_section("call", "opprof", table)
         trace_path = None
         if self.options.trace_dir is not None:
