@@ -146,7 +146,10 @@ def judged_rounds(
             return (
                 now,
                 base,
-                f"time not judged: {label}the test's thread waited for a CPU in {share:.0%} of "
+                # Rounds that ran child processes count the machine's CPU pressure as
+                # their wait (capture/children.py): the children's own waits are unknown.
+                f"time not judged: {label}the test's thread (or, in rounds that ran child "
+                f"processes, the machine's CPUs) waited for a CPU in {share:.0%} of "
                 f"its rounds' time ({waited} of {summary.rounds} rounds waited more than "
                 f"{limit:.0%}; {needed} clean rounds are needed, or {needed} that waited at most "
                 f"{WORK_WAIT_LIMIT:.0%} to judge work time): the machine was busy. FLOPs, memory "

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from pytest_opprof import _native
 from pytest_opprof.capture import speed_probe
+from pytest_opprof.capture.children import CHILDREN_NOTE, ChildrenProbe, round_wait_ns
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.gate.round_figures import RoundFigures
 from pytest_opprof.gate.waiting import is_clean
@@ -70,6 +71,8 @@ class Rounds:
         # The run-queue figures are read outside the profile's wall time, around it: a
         # wait the scheduler makes the thread take at a system call (reading them is one)
         # lands in the reading after it, so a reading inside would miss it.
+        children = ChildrenProbe()
+        children.start()
         probe.start()
         own_begin = probe.own()
         depth = _native.scope_depth()
@@ -89,6 +92,7 @@ class Rounds:
             # push every later test's ops past the depth bound, where none is recorded.
             self.scopes_left_open = max(self.scopes_left_open, _native.scope_unwind(depth))
             contention = probe.stop(own_begin, probe.own())
+            spawned = children.stop()
             if prof.preempted:
                 self.preempted = True
             else:
@@ -101,11 +105,14 @@ class Rounds:
                 else:
                     self.speed_refs_ns.append(None)
                     self.native_refs_ns.append(None)
-                self.waits_ns.append(
+                wait = (
                     _waited_ns(contention.wait_ns, prof.wall_time_ns, thread_ns)
                     if contention is not None
                     else None
                 )
+                if spawned.cpu_ns > 0:  # their waits are not the thread's (children.py)
+                    not_measured.add(CHILDREN_NOTE)
+                self.waits_ns.append(round_wait_ns(wait, prof.wall_time_ns, spawned))
                 self.profiles.append(prof)
 
     def summarised(self, settings: TestSettings) -> list[RoundFigures]:
