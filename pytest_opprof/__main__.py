@@ -271,8 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=argparse_type(parse_count_tolerance),
         default=default.count,
         metavar="X",
-        help="allowed relative growth of a test's op count, 0.25 or 25%%, or off to report "
-        f"counts without judging them (default {default.count:g})",
+        help="judge a test's op count, allowing this relative growth (0.25 or 25%%), or off "
+        "(the default: counts are reported, not judged)",
     )
     cmp.add_argument(
         "--min-time",

@@ -1,8 +1,8 @@
-"""Op counts gate by default: a change that only adds calls (no FLOPs, no bytes) fails.
+"""Op counts: reported, not judged, by default; judged with ``--opprof-count-tolerance``.
 
-The default tolerance comes from a measurement (``gate/tolerance.py``,
-``DEFAULT_COUNT_TOLERANCE``): a numpy upgrade moved the example suite's test counts by
-under 3%, a change adding 20 ``asarray``/``view`` calls to a test adds 91%.
+Why not by default is a measurement (``gate/tolerance.py``, ``DEFAULT_COUNT_TOLERANCE``):
+numpy and capture upgrades move counts too.  Asked for, a change that only adds calls (no
+FLOPs, no bytes) fails, and the report says the count was reported where it was not.
 """
 
 from __future__ import annotations
@@ -31,29 +31,31 @@ def test_views():
 """
 
 
-def test_a_change_that_only_adds_calls_fails_and_off_reports_it(
+def test_a_change_that_only_adds_calls_is_reported_and_fails_where_counts_are_judged(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
 ) -> None:
     pytester.makepyfile(test_calls=TESTS)
     run_pytest("--opprof-update-baselines").assert_outcomes(passed=1)
     monkeypatch.setenv("OPPROF_EXTRA_CALLS", "20")
-    result = run_pytest("--opprof", "--opprof-report", "rep.json")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*op count*REGRESSED*"])
-    verdict = json.loads((pytester.path / "rep.json").read_text())["tests"][
-        "test_calls.py::test_views"
-    ]["verdict"]
-    rows = {m["metric"]: m for m in verdict["metrics"]}
+    default = run_pytest("--opprof", "--opprof-report", "rep.json")
+    default.assert_outcomes(passed=1)
+    rows = _rows(pytester)
+    assert rows["op count"]["status"] == "info" and rows["op count"]["change"] > 0.25
+    judged = run_pytest(
+        "--opprof", "--opprof-count-tolerance", "25%", "--opprof-report", "rep.json"
+    )
+    judged.assert_outcomes(failed=1)
+    judged.stdout.fnmatch_lines(["*op count*REGRESSED*"])
+    rows = _rows(pytester)
     assert rows["op count"]["status"] == "regressed"
-    assert rows["op count"]["change"] > 0.25
     assert rows["flops"]["status"] == "pass"
-    # Off: the same change is reported, not judged.
-    off = run_pytest("--opprof", "--opprof-count-tolerance", "off", "--opprof-report", "rep.json")
-    off.assert_outcomes(passed=1)
+
+
+def _rows(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
     verdict = json.loads((pytester.path / "rep.json").read_text())["tests"][
         "test_calls.py::test_views"
     ]["verdict"]
-    assert {m["metric"]: m["status"] for m in verdict["metrics"]}["op count"] == "info"
+    return {m["metric"]: m for m in verdict["metrics"]}
 
 
 def test_count_tolerance_option_names_its_forms(run_pytest: PytestRunner) -> None:

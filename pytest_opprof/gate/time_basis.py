@@ -174,7 +174,7 @@ def _judgeable_note(
         return (
             f"baseline recorded on another machine ({baseline.machine.describe()}, fingerprint "
             f"{baseline.machine.fingerprint}, now {fingerprint}): times are not judged, "
-            "only FLOPs, memory and op counts"
+            "only FLOPs and memory"
             + (
                 "; its record predates the CPU's family and model and OpenBLAS's kernels in "
                 "the fingerprint: --opprof-update-baselines on this machine re-records it"
@@ -186,7 +186,7 @@ def _judgeable_note(
         return (
             f"times are judged from {tol.time_min_rounds} rounds on both sides (baseline "
             f"{base.rounds}, now {now.rounds}; set --opprof-rounds, or --opprof-force-time "
-            "to judge anyway): only FLOPs, memory and op counts are judged"
+            "to judge anyway): only FLOPs and memory are judged"
         )
     return None
 

@@ -25,7 +25,7 @@ so work times are scaled by them as wall times are, no more.  Op self times
 include waits that cannot be attributed to an op exactly: on work rounds each op's
 fastest round stands for it (:func:`as_work`), shown as an explanation, never judged.  When
 even work rounds are too few, the times are not judged and the verdict says why
-in one line; FLOPs, memory and op counts are judged as always.
+in one line; FLOPs and memory are judged as always.
 A side without the figure (a baseline recorded before it was measured, a system
 without ``/proc``) keeps all its rounds: nothing is known about its waiting.
 """
@@ -152,8 +152,8 @@ def judged_rounds(
                 f"processes, the machine's CPUs) waited for a CPU in {share:.0%} of "
                 f"its rounds' time ({waited} of {summary.rounds} rounds waited more than "
                 f"{limit:.0%}; {needed} clean rounds are needed, or {needed} that waited at most "
-                f"{WORK_WAIT_LIMIT:.0%} to judge work time): the machine was busy. FLOPs, memory "
-                "and op counts are judged",
+                f"{WORK_WAIT_LIMIT:.0%} to judge work time): the machine was busy. FLOPs and "
+                "memory are judged",
             )
         sides.append(only_rounds(summary, keep))
     return sides[0], sides[1], None

@@ -400,9 +400,10 @@ COUNT_TOLERANCE: Setting[float | None] = Setting(
     "count_tolerance",
     parse_count_tolerance,
     DEFAULT_COUNT_TOLERANCE,
-    "allowed relative growth of a test's op count: "
+    "judge a test's op count, allowing this relative growth: "
     + TOLERANCE_FORMS.replace("%", "%%")
-    + f", or off to report counts without judging them (default {DEFAULT_COUNT_TOLERANCE:g})",
+    + ", or off (the default: counts are reported, not judged; numpy and capture upgrades "
+    "move them)",
     metavar="X",
 )
 MIN_TIME = Setting(
