@@ -153,3 +153,26 @@ def test_large_report_pages_its_table(browser: Any, tmp_path: Path) -> None:
         "document.querySelector('#attention .card').classList.contains('st-regressed')"
     )
     b.screenshot(tmp_path / "big.png")
+
+
+def test_units_read_as_the_terminal_writes_them(
+    reports: Reports, browser: Any, tmp_path: Path
+) -> None:
+    # Bytes are B, KB, MB (the terminal's and the Markdown's spelling, never bits), and one
+    # round is "1 round".
+    b = browser
+    report = json.loads(reports.json.read_text(encoding="utf-8"))
+    report["tests"][REGRESSED]["rounds"] = 1
+    page = tmp_path / "one-round.html"
+    page.write_text(render_html(report), encoding="utf-8")
+    b.load(page)
+    assert b.errors == []
+    memory = b.evaluate(
+        "[...document.querySelectorAll('#tests tbody tr.row td:nth-child(7)')]"
+        ".map(td => td.textContent)"
+    )
+    assert memory and all(m.endswith((" B", " KB", " MB")) for m in memory), memory
+    card = f".card[data-id={json.dumps(REGRESSED)}]"
+    text = b.evaluate(f"document.querySelector('{card}').textContent")
+    assert "1 round;" in text and "1 rounds" not in text
+    assert " KB" in text and " Kb" not in text and " b " not in text

@@ -59,15 +59,15 @@ def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> st
     verdict = result.verdict
     lines = [f"opprof {verdict.status.upper()}: {result.nodeid}"]
     if verdict.status == "new":
-        lines.append(f"  {result.summary.rounds} rounds, {len(result.summary.ops)} ops recorded")
+        lines.append(f"  {_rounds(result.summary.rounds)}, {len(result.summary.ops)} ops recorded")
     else:
         if verdict.basis != "baseline":  # an A/B run: the base revision, run beside it
             lines.append(f"--- base      {verdict.basis}, this run")
-            lines.append(f"+++ head      {result.summary.rounds} rounds")
+            lines.append(f"+++ head      {_rounds(result.summary.rounds)}")
         else:
             where = f"  {result.baseline_file}" if result.baseline_file else ""
             lines.append(f"--- baseline  {verdict.baseline_recorded_at}{where}")
-            lines.append(f"+++ now       {result.summary.rounds} rounds")
+            lines.append(f"+++ now       {_rounds(result.summary.rounds)}")
         lines.append("@@ test @@")
         lines.extend(_metric_lines(row) for row in verdict.metrics)
         raw = raw_wall_line(result)
@@ -85,6 +85,10 @@ def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> st
     if verdict.varying:
         lines.append(f"note: {varying_note(verdict)}")
     return "\n".join(lines)
+
+
+def _rounds(n: int) -> str:
+    return f"{n} round" if n == 1 else f"{n} rounds"
 
 
 MEMORY_ROW = "[memory]"

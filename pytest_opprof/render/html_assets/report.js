@@ -30,13 +30,15 @@
     if (a >= 1e3) return (us / 1e3).toFixed(3) + "ms";
     return us.toFixed(3) + "us";
   }
+  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
+  // Bytes in powers of 1024, spelt as the terminal and the Markdown spell them (render/units.py).
   function fmtBytes(b) {
     if (b === null || b === undefined) return "-";
     var a = Math.abs(b);
-    if (a >= 1073741824) return (b / 1073741824).toFixed(2) + " Gb";
-    if (a >= 1048576) return (b / 1048576).toFixed(2) + " Mb";
-    if (a >= 1024) return (b / 1024).toFixed(2) + " Kb";
-    return Math.round(b) + " b";
+    if (a >= 1073741824) return (b / 1073741824).toFixed(2) + " GB";
+    if (a >= 1048576) return (b / 1048576).toFixed(2) + " MB";
+    if (a >= 1024) return (b / 1024).toFixed(2) + " KB";
+    return Math.round(b) + " B";
   }
   function fmtFlops(f) {
     if (f === null || f === undefined) return "-";
@@ -224,7 +226,7 @@
     var d = row.d;
     if (row.tn) box.appendChild(el("p", "contention", "time not judged: " + row.tn));
     if (d) {
-      box.appendChild(el("p", "note", (d.rounds || "?") + " rounds" +
+      box.appendChild(el("p", "note", (d.rounds ? plural(d.rounds, "round") : "? rounds") +
         (d.baseline_at ? "; baseline recorded " + d.baseline_at : "; no baseline")));
       if (d.metrics.length) { box.appendChild(el("h4", null, "figures: baseline vs now")); box.appendChild(bars(d.metrics)); }
       if (d.reasons.length) {
