@@ -20,6 +20,7 @@ from pytest_opprof.gate.session import BaselineSession, Judgement
 from pytest_opprof.gate.tolerance import DEFAULT_ROW_LIMIT, format_tolerance
 from pytest_opprof.gate.verdict import UPDATE_HINT, MetricRow, OpReason, Verdict
 from pytest_opprof.gate.waiting import WORK_NOTE_MARK
+from pytest_opprof.render.markdown_text import html_text, md_code, md_text, utf16_units
 from pytest_opprof.render.units import format_memory, format_time
 
 
@@ -162,10 +163,6 @@ def _reason_lines(reason: OpReason) -> str:
 _ICONS = {"regressed": "❌", "improved": "🚀", "new": "🆕", "pass": "✅"}
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("`", "'")
-
-
 def _metric(verdict: Verdict, name: str) -> MetricRow | None:
     return next((row for row in verdict.metrics if row.metric == name), None)
 
@@ -217,18 +214,19 @@ def render_markdown(
     results: Sequence[TestResult], *, machine: MachineInfo, row_limit: int = 10
 ) -> str:
     """A run's summary as GitHub-flavoured Markdown (step summaries, PR comments), always
-    under :data:`MARKDOWN_LIMIT` characters: regressions first, the rest counted."""
+    under :data:`MARKDOWN_LIMIT` characters and UTF-16 code units: regressions first, the
+    rest counted."""
     totals: Counter[str] = Counter(r.verdict.status for r in results)
     counts = ", ".join(f"{totals[s]} {s}" for s in STATUSES if totals.get(s))
     out = [
         f"## pytest-opprof: {counts or 'no profiled tests'}",
         "",
-        f"Machine: {_md(machine.describe())}",
+        f"Machine: {md_text(machine.describe())}",
         "",
     ]
     basis = next((r.verdict.basis for r in results if r.verdict.basis != "baseline"), None)
     out += [
-        f"Times judged: {_md(basis)}, interleaved on this machine"
+        f"Times judged: {md_text(basis)}, interleaved on this machine"
         if basis is not None
         else "Times judged: against the committed baselines",
         "",
@@ -241,21 +239,21 @@ def render_markdown(
     if busy:
         out += [
             f"Times not judged (the machine was busy): {len(busy)} test(s), e.g. "
-            f"`{_md(busy[0].nodeid)}`: {_md(busy[0].verdict.time_not_judged or '')}",
+            f"{md_code(busy[0].nodeid)}: {md_text(busy[0].verdict.time_not_judged or '')}",
             "",
         ]
     worked = [r for r in results if r.verdict.work_time]
     if worked:
         out += [
             f"Times judged on work time (wall time less waiting for a CPU): {len(worked)} "
-            f"test(s), e.g. `{_md(worked[0].nodeid)}`: {_md(_work_note(worked[0].verdict))}",
+            f"test(s), e.g. {md_code(worked[0].nodeid)}: {md_text(_work_note(worked[0].verdict))}",
             "",
         ]
     varying = [r for r in results if r.verdict.varying]
     if varying:
         out += [
             f"Figures that vary between runs: {len(varying)} test(s), {VARYING_MEANING}; e.g. "
-            f"`{_md(varying[0].nodeid)}`: {_md(varying_figures(varying[0].verdict))}",
+            f"{md_code(varying[0].nodeid)}: {md_text(varying_figures(varying[0].verdict))}",
             "",
         ]
     if not results:
@@ -269,52 +267,62 @@ def render_markdown(
     # Rows and details go in while they fit under GitHub's comment limit: first each
     # changed test's row and op table (regressions first), then the other rows, so what
     # failed is always there in full unless it alone overflows; the rest is counted.
-    budget = MARKDOWN_LIMIT - _length(out) - _length(head) - 200
+    budget = MARKDOWN_LIMIT - _length(out) - _length(head) - _length(_left_out(results, results))
     rows: dict[str, str] = {}
     blocks: dict[str, list[str]] = {}
     changed = [r for r in ranked if r.verdict.status in ("regressed", "improved")]
     for r in changed:
         row, block = _markdown_row(r), _markdown_details(r, row_limit)
-        if len(row) + 1 + _length(block) > budget:
+        if _length([row, *block]) > budget:
             break
         rows[r.nodeid], blocks[r.nodeid] = row, block
-        budget -= len(row) + 1 + _length(block)
+        budget -= _length([row, *block])
     for r in ranked:
         if r.nodeid in rows:  # a changed test whose op table did not fit still gets its row
             continue
         row = _markdown_row(r)
-        if len(row) + 1 > budget:
+        if _length([row]) > budget:
             break
         rows[r.nodeid] = row
-        budget -= len(row) + 1
+        budget -= _length([row])
     detailed = len(blocks)
     listed = [r for r in ranked if r.nodeid in rows]
     details = [line for r in listed if r.nodeid in blocks for line in blocks[r.nodeid]]
     out += head + [rows[r.nodeid] for r in listed] + details
     left = [r for r in ranked if r.nodeid not in rows]
-    if left or detailed < len(changed):
-        counts_left: Counter[str] = Counter(r.verdict.status for r in left)
-        parts = [f"{counts_left[s]} {s}" for s in STATUSES if counts_left.get(s)]
-        what = f"{len(left)} test(s) not listed ({', '.join(parts)})" if left else ""
-        if detailed < len(changed):
-            skipped = f"op tables of {len(changed) - detailed} changed test(s) left out"
-            what = f"{what}; {skipped}" if what else skipped
-        out += ["", f"_{what} to stay under GitHub's comment limit: the JSON and HTML reports "
-                "have every test._"]  # fmt: skip
+    out += _left_out(left, changed[detailed:])
     return "\n".join(out) + "\n"
 
 
 MARKDOWN_LIMIT = 65_536
-"""GitHub's limit on a comment (and a step summary's practical size), in characters."""
+"""GitHub's limit on a comment (and a step summary's practical size), in characters; held
+in UTF-16 code units too, which count an emoji as two."""
 
 
 def _length(lines: Sequence[str]) -> int:
-    return sum(len(line) + 1 for line in lines)
+    """What ``lines`` take of :data:`MARKDOWN_LIMIT`: UTF-16 code units, never fewer than
+    characters, and a line break each."""
+    return sum(utf16_units(line) + 1 for line in lines)
+
+
+def _left_out(left: Sequence[TestResult], undetailed: Sequence[TestResult]) -> list[str]:
+    """The closing lines that count the tests ``left`` out of the table and the changed
+    tests whose op tables were (``undetailed``); none when nothing was left out."""
+    if not left and not undetailed:
+        return []
+    counts_left: Counter[str] = Counter(r.verdict.status for r in left)
+    parts = [f"{counts_left[s]} {s}" for s in STATUSES if counts_left.get(s)]
+    what = f"{len(left)} test(s) not listed ({', '.join(parts)})" if left else ""
+    if undetailed:
+        skipped = f"op tables of {len(undetailed)} changed test(s) left out"
+        what = f"{what}; {skipped}" if what else skipped
+    return ["", f"_{what} to stay under GitHub's comment limit: the JSON and HTML reports "
+            "have every test._"]  # fmt: skip
 
 
 def _markdown_row(r: TestResult) -> str:
     s = r.summary
-    cells = [f"`{_md(r.nodeid)}`", f"{_ICONS[r.verdict.status]} {r.verdict.status}"]
+    cells = [md_code(r.nodeid, in_table=True), f"{_ICONS[r.verdict.status]} {r.verdict.status}"]
     peak = s.memory.peak_bytes if s.memory else None
     for name, unit, now in (
         ("wall time", "ns", judged_wall_ns(r)),
@@ -327,26 +335,26 @@ def _markdown_row(r: TestResult) -> str:
 
 
 def _markdown_details(r: TestResult, row_limit: int) -> list[str]:
-    out = ["", f"<details><summary>{_md(r.nodeid)}: {r.verdict.status}</summary>", ""]
+    out = ["", f"<details><summary>{html_text(r.nodeid)}: {r.verdict.status}</summary>", ""]
     out += [
         "| op | change | baseline | now | Δ | status |",
         "| --- | --- | ---: | ---: | ---: | --- |",
     ]
     for reason in r.verdict.reasons[:row_limit]:
         out.append(
-            f"| `{_md(reason.op)}` | {reason.kind} | "
+            f"| {md_code(reason.op, in_table=True)} | {reason.kind} | "
             f"{format_value(reason.baseline, reason.unit)} | "
             f"{format_value(reason.now, reason.unit)} | {format_change(reason.change)} | "
             f"{reason.status} |"
         )
-    out += ["", f"> wall time judged: {_md(time_basis(r.verdict))}"]
+    out += ["", f"> wall time judged: {md_text(time_basis(r.verdict))}"]
     raw = r.summary.wall_time.median_ns
     if judged_wall_ns(r) != raw:
         out.append(
             f"> wall time (raw): {format_value(raw, 'ns')}, median of all "
             f"{r.summary.rounds} rounds as measured"
         )
-    out += [f"> {_md(note)}" for note in r.verdict.notes] + ["", "</details>"]
+    out += [f"> {md_text(note)}" for note in r.verdict.notes] + ["", "</details>"]
     return out
 
 
