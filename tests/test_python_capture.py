@@ -125,6 +125,81 @@ def test_public_functions_by_their_shortest_public_names(demo_lib: object) -> No
     }  # not: the generator, _private, Model._helper, anything as demo_lib._impl.*
 
 
+REEXPORTS = {
+    # scikit-learn's layout: a class defined in a private module, imported for its own use
+    # by a public one with a shorter name (sklearn.utils.extmath imports
+    # sklearn.utils._param_validation.Interval), and gathered by a facade that defines
+    # nothing itself (sklearn.utils.metadata_routing), or listed in an __all__.
+    "__init__.py": "",
+    "utils/__init__.py": """
+        from reexport_lib.utils._checks import check_x
+        __all__ = ["check_x"]
+    """,
+    "utils/_validation.py": """
+        class Interval:
+            def is_satisfied_by(self, x):
+                return True
+
+        class Router:
+            def route(self, x):
+                return x
+    """,
+    "utils/_checks.py": """
+        def check_x(x):
+            return x
+
+        def unlisted(x):
+            return x
+    """,
+    "utils/ext.py": """
+        from reexport_lib.utils._validation import Interval
+        from reexport_lib.utils._checks import unlisted
+
+        def norm(x):
+            return Interval().is_satisfied_by(unlisted(x))
+    """,
+    "utils/routing.py": """
+        from reexport_lib.utils._validation import Router
+    """,
+    "base.py": """
+        from reexport_lib.utils import check_x
+
+        class Estimator:
+            def fit(self, x):
+                return check_x(x)
+    """,
+}
+
+
+def test_functions_are_named_by_a_public_path_never_by_a_module_that_imported_them(
+    tmp_path: Path,
+) -> None:
+    for name, text in REEXPORTS.items():
+        path = tmp_path / "reexport_lib" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import reexport_lib.base  # type: ignore[import-not-found]
+        import reexport_lib.utils.ext  # type: ignore[import-not-found]
+        import reexport_lib.utils.routing  # type: ignore[import-not-found]  # noqa: F401
+
+        names = {name for name, _code in pyfunctions.public_functions("reexport_lib").values()}
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.split(".")[0] == "reexport_lib"]:
+            del sys.modules[name]
+    assert names == {
+        "reexport_lib.base.Estimator.fit",
+        "reexport_lib.utils.check_x",  # in its package's __all__ (not reexport_lib.base's)
+        "reexport_lib.utils.ext.norm",
+        # Only imported by ext: named where it is defined, not reexport_lib.utils.ext.*.
+        "reexport_lib.utils._validation.Interval.is_satisfied_by",
+        "reexport_lib.utils._checks.unlisted",
+        "reexport_lib.utils.routing.Router.route",  # a facade's names are its public paths
+    }
+
+
 def test_each_call_is_one_op_with_its_library_calls_inside(demo_lib: object) -> None:
     lib = demo_lib
     x = np.ones(4)

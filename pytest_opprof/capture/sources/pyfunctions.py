@@ -36,11 +36,37 @@ def public_module(name: str, package: str) -> bool:
     )
 
 
-def _defined_in(obj: object, package: str) -> bool:
+def _defined_in(obj: object, package: str) -> str | None:
+    """The module that defines ``obj`` where it lies in ``package``, else None."""
     defined_in = getattr(obj, "__module__", None)
     if not isinstance(defined_in, str):
-        return False
-    return defined_in == package or defined_in.startswith(package + ".")
+        return None
+    if defined_in == package or defined_in.startswith(package + "."):
+        return defined_in
+    return None
+
+
+def _exports(module_name: str, module: object, attr: str, defined_in: str, facade: bool) -> bool:
+    """Whether ``module`` publishes its ``attr`` (defined in ``defined_in``): it defines it,
+    or is a package above the module that does (``scipy.linalg`` for ``scipy.linalg._basic``),
+    or lists it in its ``__all__``, or, without one, it is a ``facade`` that defines nothing
+    itself (``sklearn.utils.metadata_routing``).  A module that only imported the name for
+    its own use (``sklearn.utils.extmath`` imports ``Interval``) does not publish it."""
+    if defined_in == module_name or defined_in.startswith(module_name + "."):
+        return True
+    listed = getattr(module, "__all__", None)
+    if isinstance(listed, list | tuple):
+        return attr in listed
+    return facade
+
+
+def _facade(module_name: str, namespace: dict[str, object]) -> bool:
+    """Whether a module defines no function or class of its own: it only gathers names."""
+    return not any(
+        (isinstance(obj, type) or type(obj) is types.FunctionType)
+        and getattr(obj, "__module__", None) == module_name
+        for obj in list(namespace.values())
+    )
 
 
 def _callables(name: str, obj: object) -> list[tuple[str, types.FunctionType]]:
@@ -65,11 +91,13 @@ def public_functions(
     package: str, modules: tuple[str, ...] | None = None
 ) -> dict[int, tuple[str, types.CodeType]]:
     """id(function) -> (public name, code recorded) of the Python functions defined in
-    ``package`` that its imported public modules export, and of the methods its exported
-    classes define, each named by its shortest path (``scipy.linalg.solve``, not
-    ``scipy.linalg.basic.solve``); ``modules``, when given, limits the search to those
+    ``package`` that its imported public modules hold, and of the methods its classes
+    there define, each named by its shortest public path (``scipy.linalg.solve``, not
+    ``scipy.linalg.basic.solve``: :func:`_exports`), or where it has none by where it is
+    defined (``sklearn.utils._param_validation.Interval.is_satisfied_by``), never by a
+    module that merely imported it; ``modules``, when given, limits the search to those
     public modules."""
-    found: dict[int, tuple[tuple[int, str], str, types.FunctionType]] = {}
+    found: dict[int, tuple[tuple[int, int, str], str, types.FunctionType]] = {}
     for module_name, module in list(sys.modules.items()):
         if not public_module(module_name, package):
             continue
@@ -78,11 +106,17 @@ def public_functions(
         namespace = getattr(module, "__dict__", None)  # sys.modules may hold anything
         if not isinstance(namespace, dict):
             continue
-        rank = (len(module_name), module_name)
+        facade = _facade(module_name, namespace)
         for attr, obj in list(namespace.items()):
-            if attr.startswith("_") or not _defined_in(obj, package):
+            defined_in = _defined_in(obj, package) if not attr.startswith("_") else None
+            if defined_in is None:
                 continue  # private, or another library's object re-exported
-            for name, fn in _callables(f"{module_name}.{attr}", obj):
+            if _exports(module_name, module, attr, defined_in, facade):
+                rank, path = (0, len(module_name), module_name), f"{module_name}.{attr}"
+            else:
+                qualname = getattr(obj, "__qualname__", attr)
+                rank, path = (1, len(defined_in), defined_in), f"{defined_in}.{qualname}"
+            for name, fn in _callables(path, obj):
                 seen = found.get(id(fn))
                 if seen is None or rank < seen[0]:
                     found[id(fn)] = (rank, name, fn)
