@@ -49,6 +49,7 @@ from pytest_opprof.gate.spread import Spreads, op_spreads
 from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_nodeid, update
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.tolerance import DEFAULT_MAX_SPEED_CHANGE, DEFAULT_MAX_WAIT
+from pytest_opprof.gate.unjudged import TimeUnjudged
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare, judges_time
 
 
@@ -123,6 +124,8 @@ class Judged(NamedTuple):
     """Its time was not judged: the machine was too busy (``time_not_judged``)."""
     work_time: bool
     varying: bool
+    unjudged: TimeUnjudged | None = None
+    """Why its time was not judged at all (``Verdict.time_unjudged``)."""
 
 
 class BaselineSession:
@@ -329,6 +332,7 @@ class BaselineSession:
             verdict.time_not_judged is not None,
             bool(verdict.work_time),
             bool(verdict.varying),
+            verdict.time_unjudged,
         )
         if self.options.keep_results:
             self.results.append(result)

@@ -52,6 +52,8 @@ class TimeBasis:
     not_judged: str | None = None
     """Why times are not judged although they could have been (a busy machine, a speed
     change beyond scaling, the machine moving the test's time), in one line."""
+    unjudged_reason: str | None = None
+    """Why times are not judged, as one of ``unjudged.REASONS``; None where they are."""
     speed_change: float | None = None
     """How much slower the speed reference ran than in the baseline (0.1 = 10%); None
     where times are not scaled."""
@@ -82,9 +84,10 @@ class TimeBasis:
         """The test-level time judged is work time (wall less the thread's wait)."""
         return self.walls is not None
 
-    def unjudged(self, why: str) -> TimeBasis:
-        """This basis with its times no longer judged, because of ``why``."""
-        return dataclasses.replace(self, judged=False, not_judged=why)
+    def unjudged(self, why: str, reason: str = "moved") -> TimeBasis:
+        """This basis with its times no longer judged, because of ``why`` (``reason``: one
+        of ``unjudged.REASONS``)."""
+        return dataclasses.replace(self, judged=False, not_judged=why, unjudged_reason=reason)
 
 
 def judges_time(
@@ -135,6 +138,15 @@ def baseline_basis(
         base=base,
         judged=judged,
         not_judged=rounds.not_judged or pace.not_judged,
+        unjudged_reason=(
+            None
+            if judged
+            else ("busy" if rounds.not_judged else "speed")
+            if judgeable
+            else "machine"
+            if not force_time and baseline.machine.fingerprint != fingerprint
+            else "rounds"
+        ),
         speed_change=pace.change,
         walls=rounds.walls,
         switched=_switched_within(switched, now, base, sessions, tol),

@@ -60,6 +60,7 @@ from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import OTHER_OPS, TestSummary
 from pytest_opprof.gate.time_basis import BASELINE, TimeBasis, baseline_basis, judges_time
 from pytest_opprof.gate.tolerance import Statistic, Tolerances
+from pytest_opprof.gate.unjudged import TimeUnjudged, fingerprint_differs
 
 __all__ = [
     "CONFIRM_BAND",
@@ -113,6 +114,9 @@ class Verdict:
     ``waiting.work_rounds``): too few rounds were clean; op times are explanations only."""
     varying: tuple[VaryingFigure, ...] = ()
     """Deterministic figures that varied in the baseline's runs, judged beyond their range."""
+    time_unjudged: TimeUnjudged | None = None
+    """Why the test's time was not judged at all (another machine, too few rounds, a busy
+    machine, too short ...: ``unjudged.REASONS``); None where it was."""
     basis: str = BASELINE
     """What the times were judged against (``TimeBasis.kind``): ``baseline`` (the committed
     baselines), or an A/B run's base revision (``A/B against REF (sha)``,
@@ -127,6 +131,7 @@ class Verdict:
             "status": self.status,
             "time_judged": self.time_judged,
             "time_not_judged": self.time_not_judged,
+            "time_unjudged": self.time_unjudged.to_json() if self.time_unjudged else None,
             "time_judged_on": ("work time" if self.work_time else "wall time")
             if self.time_judged
             else None,
@@ -221,8 +226,27 @@ def compare(
         time_undecided=basis.judged and _times_to_confirm(basis, tol),
         work_time=basis.work_time,
         varying=varying(basis.base, tol),
+        time_unjudged=_time_unjudged(basis, baseline, machine, tol),
         basis=basis.kind,
     )
+
+
+def _time_unjudged(
+    basis: TimeBasis, baseline: BaselineEntry, machine: MachineInfo | None, tol: Tolerances
+) -> TimeUnjudged | None:
+    """Why no time of the test was judged (``unjudged.REASONS``); None where one was."""
+    # Under the floor on both sides (``judge.judge_time``), and so are its ops: whatever
+    # else kept it from being judged, nothing but a lower floor would have it judged.
+    fig = tol.figure
+    if max(fig(basis.base.wall_time), fig(basis.now.wall_time)) < tol.min_time_ns:
+        return TimeUnjudged("short", floor_ns=tol.min_time_ns)
+    reason = basis.unjudged_reason
+    if reason == "machine":
+        differs = fingerprint_differs(machine, baseline.machine) if machine is not None else ()
+        return TimeUnjudged(reason, differs=differs)
+    if reason == "rounds":
+        return TimeUnjudged(reason, rounds_needed=tol.time_min_rounds)
+    return TimeUnjudged(reason) if reason is not None else None
 
 
 def _settle_library(

@@ -27,6 +27,7 @@ from typing import Any
 from pytest_opprof.errors import OpprofError
 from pytest_opprof.gate.files import write_file
 from pytest_opprof.gate.results import STATUSES
+from pytest_opprof.gate.unjudged import TimeUnjudged, UnjudgedTally
 
 DETAIL_LIMIT = 2000
 """Tests whose full figures are embedded (all tests needing attention come first)."""
@@ -105,10 +106,13 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     full: dict[str, Mapping[str, Any]] = {}
     speed: list[float] = []
+    unjudged = UnjudgedTally()
     for nodeid, test in tests.items():
         if not isinstance(test, Mapping):
             continue
         verdict = _mapping(test.get("verdict"))
+        if test.get("status") != "new":
+            unjudged.add(TimeUnjudged.from_json(verdict.get("time_unjudged")))
         wall = _metric(verdict, "wall time")
         ops = _ops(test, DETAIL_OPS)
         row: dict[str, Any] = {
@@ -191,6 +195,7 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
         "names": list(names),
         "detailed": len(detailed),
         "speed_change": statistics.median(speed) if speed else None,
+        "unjudged": unjudged.line(),
     }
 
 
@@ -236,6 +241,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         total=len(data["rows"]),
         speed_change=data["speed_change"],
         not_judged=not_judged,
+        unjudged=None if basis else data["unjudged"],  # an A/B run has its own lines
         times_unjudged=any(r.get("tn") or r.get("nj") for r in data["rows"]),
         flames_omitted=report.get("flames_omitted") or 0,
         detailed=data["detailed"],

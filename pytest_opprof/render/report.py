@@ -18,6 +18,7 @@ from pytest_opprof.gate.pooling import POOLED_SESSIONS
 from pytest_opprof.gate.results import STATUSES, TestResult
 from pytest_opprof.gate.session import BaselineSession, Judgement
 from pytest_opprof.gate.tolerance import DEFAULT_ROW_LIMIT, format_tolerance
+from pytest_opprof.gate.unjudged import UnjudgedTally
 from pytest_opprof.gate.verdict import UPDATE_HINT, MetricRow, OpReason, Verdict
 from pytest_opprof.gate.waiting import WORK_NOTE_MARK
 from pytest_opprof.render.markdown_text import html_text, md_code, md_text, utf16_units
@@ -235,6 +236,13 @@ def render_markdown(
         "details give the raw median, as measured.",
         "",
     ]
+    unjudged = UnjudgedTally()
+    for r in results:
+        if r.verdict.status != "new":
+            unjudged.add(r.verdict.time_unjudged)
+    line = unjudged.line() if basis is None else None  # an A/B run has its own lines
+    if line is not None:
+        out += [md_text(line), ""]
     busy = [r for r in results if r.verdict.time_not_judged]
     if busy:
         out += [
@@ -403,8 +411,11 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
     improved: list[str] = []
     new: list[str] = []
     n_busy = n_worked = 0
+    unjudged = UnjudgedTally()
     for i, j in enumerate(session.judged):
         counts[j.status] += 1
+        if j.status != "new":
+            unjudged.add(j.unjudged)
         if j.status == "regressed":
             r = session.result_of(i)
             if not session.fails(r):  # not failed: this is the only place it shows
@@ -436,6 +447,9 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
     else:
         where = _shown_path(session.options.baseline_dir)
         lines = [f"opprof baselines ({where}): {shown or 'nothing judged'}"]
+        line = unjudged.line()
+        if line is not None:
+            lines.append(line)
     if session.options.warn_only:
         lines.append("(--opprof-warn-only: regressions are reported, not failed)")
     if session.options.update:
