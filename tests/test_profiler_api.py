@@ -285,3 +285,41 @@ print("stopped")
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip() == "stopped"
+
+
+def test_is_user_annotation_tells_scopes_from_ops() -> None:
+    # torch's FunctionEvent(Avg).is_user_annotation: a record_function region, not an op.
+    import numpy as np
+
+    with opprof.profile(profile_memory=True, memory_events=True) as prof:
+        with opprof.record_function("forward"):
+            a = np.ones((300, 300))
+            np.add(a, 1)
+        del a
+    events = prof.events()
+    by_kind = {(e.name, e.is_user_annotation) for e in events}
+    assert ("forward", True) in by_kind and ("numpy.add", False) in by_kind
+    assert all(e.is_user_annotation == (e.name == "forward") for e in events)
+    for averages in (
+        prof.key_averages(),
+        prof.key_averages(group_by_input_shape=True),
+        events.key_averages(),
+    ):
+        flags = {row.key: row.is_user_annotation for row in averages}
+        assert flags.pop("forward") is True
+        assert "[memory]" in flags and "numpy.add" in flags
+        assert not any(flags.values()), flags
+
+
+def test_memory_holds_the_profiles_figures_in_bytes() -> None:
+    # The example of docs/python-api.md.
+    import numpy as np
+
+    with opprof.profile(profile_memory=True) as prof:
+        a = np.ones((1000, 1000))
+    assert prof.memory is not None
+    assert prof.memory.peak_bytes >= a.nbytes and prof.memory.allocated_bytes >= a.nbytes
+    assert prof.memory.allocations >= 1 and prof.memory.leaked_bytes >= a.nbytes
+    with opprof.profile(profile_memory=False) as without:
+        np.ones(3)
+    assert without.memory is None

@@ -33,7 +33,7 @@ from pytest_opprof.model.tree import (
     library_self_ns,
     names_with_memory,
 )
-from pytest_opprof.native_layout.records import KIND_MEMORY, MEMORY_EVENT_NAME, Records
+from pytest_opprof.native_layout.records import KIND_MEMORY, KIND_SCOPE, MEMORY_EVENT_NAME, Records
 from pytest_opprof.native_layout.shape_table import prefetch
 
 if TYPE_CHECKING:
@@ -439,6 +439,7 @@ def _avg(
     avg.flops = int(c["flops"])
     avg.self_flops = int(c["self_flops"])
     avg.is_top_level = is_top_level
+    avg.is_user_annotation = bool(events["kind"][row] == KIND_SCOPE)
     avg.use_device = use_device
     if by_shape:
         avg.input_shapes = records.shapes[int(events["shape"][row])]

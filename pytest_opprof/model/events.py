@@ -17,7 +17,7 @@ from pytest_opprof.capture.overhead import Overhead
 from pytest_opprof.model.event_flops import event_flops, shape_dtypes
 from pytest_opprof.model.overhead import corrections_ns
 from pytest_opprof.model.tree import EventTree
-from pytest_opprof.native_layout.records import FLAG_EXCEPTION, Records
+from pytest_opprof.native_layout.records import FLAG_EXCEPTION, KIND_SCOPE, Records
 
 _NS_PER_US = 1000.0
 
@@ -155,6 +155,11 @@ class FunctionEvent:
         return self.cpu_parent is None
 
     @property
+    def is_user_annotation(self) -> bool:
+        """Whether this is a region the user marked (``record_function``), not an op."""
+        return self.kind == KIND_SCOPE
+
+    @property
     def cpu_time(self) -> float:
         """CPU time per call, us (``count`` is 1)."""
         return self.cpu_time_total
@@ -183,7 +188,9 @@ class FunctionEventAvg:
     carries FLOPs ("innermost wins"), so summing ``self_flops`` over keys counts
     each unit of work once: use it for any total.  ``is_top_level``
     tells whether the group's first event had no parent (what
-    ``table(top_level_events_only=True)`` looks at).  ``cpu_parent`` and
+    ``table(top_level_events_only=True)`` looks at), ``is_user_annotation``
+    whether it is a ``record_function`` scope (a scope and an op of one name
+    share a key; the first event decides, as torch's first event sets it).  ``cpu_parent`` and
     ``cpu_children`` are the first event's, set only when built from
     :class:`FunctionEvent` objects.
     """
@@ -208,6 +215,7 @@ class FunctionEventAvg:
         self.input_shapes: list[list[int] | None] = []
         self.stack: list[str] = []
         self.is_top_level: bool = True
+        self.is_user_annotation: bool = False
         self.use_device: str | None = None
         self.cpu_parent: FunctionEvent | None = None
         self.cpu_children: list[FunctionEvent] = []
@@ -238,6 +246,7 @@ class FunctionEventAvg:
             self.input_shapes = list(other.input_shapes)
             self.stack = list(other.stack)
             self.is_top_level = other.is_top_level
+            self.is_user_annotation = other.is_user_annotation
             self.use_device = other.use_device
             self.cpu_parent = other.cpu_parent
             self.cpu_children = list(other.cpu_children)
