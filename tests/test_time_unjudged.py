@@ -48,9 +48,11 @@ def test_unjudged_times_are_counted_with_why_and_what_to_do(
 ) -> None:
     pytester.makepyfile(test_gate=PROJECT)
     # Every round judged at any load and speed: only the reasons under test keep times
-    # from being judged.
+    # from being judged; what the judged times say (a loaded machine slowed a 50 us test
+    # 35-fold) fails no test.
     steady = ("--opprof-rounds", "3", "--opprof-time-tolerance", "1000%", "-p", "no:randomly")
     steady += ("--opprof-max-wait", "100%", "--opprof-max-speed-change", "off")
+    steady += ("--opprof-warn-only",)
     run_pytest("--opprof-update-baselines", *steady).assert_outcomes(passed=2)
     _recorded_elsewhere(pytester.path / "baselines" / "test_gate.json", "test_moved")
 
@@ -62,7 +64,7 @@ def test_unjudged_times_are_counted_with_why_and_what_to_do(
     assert "1 with baselines recorded on another machine (cpu_id differ)" in line
     assert "--opprof-update-baselines" in line and "--opprof-force-time" in line
     index = result.outlines.index(line)
-    assert result.outlines[index - 1].startswith("opprof baselines (baselines): 2 pass")
+    assert result.outlines[index - 1].startswith("opprof baselines (baselines): ")
     # The same line in the Markdown (escaped) and the page.
     markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
     assert _line(markdown).replace("\\", "") == line
