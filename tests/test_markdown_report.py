@@ -43,7 +43,8 @@ N = int(os.environ.get("MD_TEST_N", "8"))
 
 @pytest.mark.parametrize("tag", {HOSTILE_IDS!r})
 def test_hostile(tag):
-    with record_function({SCOPE!r}):
+    # The hostile scope is new in the second run: an op table names it, whatever the load.
+    with record_function({SCOPE!r} if N > 8 else "scope"):
         np.ones((N, N)) @ np.ones((N, N))
 
 
