@@ -29,6 +29,10 @@ class Plan:
     """Op sources (``numpy``, ``torch``): the user-facing ``capture`` names resolved."""
     helpers: tuple[Source, ...]
     """Memory helpers (``memory``, then ``python_memory``)."""
+    unmeasured: str | None = None
+    """Why the tests' FLOPs, op counts and op figures are not measured although their
+    capture was asked for (numpy's, which every default capture includes, cannot run
+    here), in a few words; None when they are measured."""
 
     @property
     def memory(self) -> Source | None:
@@ -54,4 +58,15 @@ def plan(
     names = (["memory", "python_memory"] if python_memory else ["memory"]) if memory else []
     found = (sources.get(name) for name in names)
     helpers = tuple(h for h in found if h is not None and h.available())
-    return Plan(capture=tuple(ops), helpers=helpers)
+    return Plan(capture=tuple(ops), helpers=helpers, unmeasured=_unmeasured(capture))
+
+
+def _unmeasured(capture: Sequence[str] | None) -> str | None:
+    """:attr:`Plan.unmeasured` of a ``capture`` list.  Only numpy's: the plugin depends on
+    numpy, so a test may use it wherever it runs; a library no test imported (torch) has
+    no ops to miss."""
+    if capture is not None and "numpy" not in capture:
+        return None
+    numpy = sources.get("numpy")
+    unmeasured = getattr(numpy, "unmeasured", None)
+    return unmeasured() if unmeasured is not None else None

@@ -155,9 +155,9 @@ def _rows(
     sessions: Sessions,
     width: float | None,
 ) -> list[MetricRow]:
-    """The test-level rows; without ``whole`` (events dropped) the sums of op figures
-    (FLOPs, op count, device time) are shown, not judged; ``width``, wider than the time
-    tolerance, is the test's time's (``Widths``)."""
+    """The test-level rows; without ``whole`` (events dropped, ops not captured) the sums
+    of op figures (FLOPs, op count, device time) are shown, not judged; ``width``, wider
+    than the time tolerance, is the test's time's (``Widths``)."""
     time_tol = dataclasses.replace(tol, time=width) if width is not None else tol
     wall = judge_time(base.wall_time, now.wall_time, time_tol, time_judged, sessions)
     fig = tol.figure

@@ -131,8 +131,18 @@ class Judged(NamedTuple):
 class BaselineSession:
     """One process's part of the comparison with baselines (see the module docstring)."""
 
-    def __init__(self, options: GateOptions, *, machine: MachineInfo | None = None) -> None:
+    def __init__(
+        self,
+        options: GateOptions,
+        *,
+        machine: MachineInfo | None = None,
+        unmeasured: str | None = None,
+    ) -> None:
         self.options = options
+        self.unmeasured = unmeasured
+        """Why this process measures no test's op figures, FLOPs and op counts
+        (``Plan.unmeasured``), None when it does: they are then neither judged nor
+        recorded, since 0 in them is no measurement."""
         self.baseline_dir = Path(options.baseline_dir)
         self.tolerances = options.tolerances()
         self._machine = machine
@@ -152,6 +162,9 @@ class BaselineSession:
         """Node ids whose staged entry pools their rounds with the stored ones."""
         self.replaced: dict[str, str] = {}
         """Node id -> why its staged entry replaces the stored one (``pooling.replace_reason``)."""
+        self.refused: list[str] = []
+        """Node ids not staged with ``update`` because of :attr:`unmeasured` (their stored
+        entries stay as they are)."""
         self.written: list[Path] = []
         self.write_error: str | None = None
         self.write_failures: list[str] = []
@@ -259,6 +272,7 @@ class BaselineSession:
             machine=self.machine,
             spreads=self.spreads(nodeid) if stored is not None else None,
             op_waits=_native.switches_supported(),
+            unmeasured=self.unmeasured,
         )
 
     # -- what the rounds policy asks -----------------------------------------------
@@ -383,7 +397,11 @@ class BaselineSession:
     ) -> None:
         """Record ``summary`` as the test's new baseline when :meth:`write` runs: pooled
         with the stored rounds unless it changed for real (by ``judged``, the verdict
-        reached on it), else replacing them."""
+        reached on it), else replacing them; nothing while :attr:`unmeasured`, whose
+        zeros would replace measured figures (the test goes to :attr:`refused`)."""
+        if self.unmeasured is not None:
+            self.refused.append(nodeid)
+            return
         stored = self.stored(nodeid)
         if stored is not None and judged is not None:
             verdict, tolerances = judged
@@ -415,13 +433,19 @@ class BaselineSession:
 
         The Markdown summary is the renderer's, written by the plugin beside this."""
         ok = True
+        if self.refused:
+            self.write_failures.append(
+                f"{len(self.refused)} test(s) not recorded (e.g. {self.refused[0]}): "
+                f"{self.unmeasured}, so their FLOPs and op counts were not measured; "
+                "their stored entries are kept as they were"
+            )
         if self.options.update and self._staged:
             self.written = self.write()
-            if self.write_failures:
-                self.write_error = "\n".join(
-                    f"opprof: baselines not written: {e}" for e in self.write_failures
-                )
-                ok = False
+        if self.write_failures:
+            self.write_error = "\n".join(
+                f"opprof: baselines not written: {e}" for e in self.write_failures
+            )
+            ok = False
         if self.options.report_path is not None:
             try:
                 # With an HTML page the report's dict is built anyway; without one the

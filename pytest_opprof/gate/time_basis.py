@@ -64,7 +64,8 @@ class TimeBasis:
     """Python scopes judged on work rounds that were switched out in nearly all of them
     (``waiting.UNSWITCHED_ROUNDS``) and whose fastest round is within tolerance."""
     whole: bool = True
-    """No events were dropped on either side: op figures cover the whole test."""
+    """No events were dropped on either side and the ops were captured now: op figures
+    cover the whole test."""
     op_waits: bool = False
     """Each op's wait for a CPU was left out of its times on both sides
     (``native/switches.c``): on work rounds a Python scope's time is judged as on clean
@@ -110,6 +111,7 @@ def baseline_basis(
     force_time: bool = False,
     spreads: Spreads | None = None,
     op_waits: bool = False,
+    unmeasured: str | None = None,
 ) -> TimeBasis:
     """The basis of ``summary`` (measured on ``fingerprint``) against ``baseline``; the
     arguments are :func:`~pytest_opprof.gate.verdict.compare`'s."""
@@ -131,7 +133,8 @@ def baseline_basis(
     switched = switched_out(now, op_waits) if rounds.walls is not None else frozenset()
     if rounds.walls is not None:
         now, base = as_work(now, op_waits), as_work(base, op_waits)
-    whole = not (now.dropped_events or base.dropped_events)
+    dropped = bool(now.dropped_events or base.dropped_events)
+    whole = not dropped and unmeasured is None
     sessions = Sessions.of(base)
     return TimeBasis(
         now=now,
@@ -164,7 +167,8 @@ def baseline_basis(
                 rounds.note,
                 pace.not_judged,
                 pace.note,
-                None if whole else _dropped_note(now, base),
+                _dropped_note(now, base) if dropped else None,
+                _unmeasured_note(unmeasured) if unmeasured is not None else None,
             )
             if note is not None
         ),
@@ -297,6 +301,13 @@ def _dropped_note(now: TestSummary, base: TestSummary) -> str:
         f"{now.dropped_events:,} now, {base.dropped_events:,} in the baseline; raise "
         "--opprof-max-events): op figures, FLOPs, op counts and device time cover part of "
         "the test and are not judged; wall time and memory are"
+    )
+
+
+def _unmeasured_note(why: str) -> str:
+    return (
+        f"{why}: op figures, FLOPs and op counts were not measured now, so they are not "
+        "judged (nor is device time); wall time and memory are"
     )
 
 

@@ -161,6 +161,7 @@ def compare(
     machine: MachineInfo | None = None,
     spreads: Spreads | None = None,
     op_waits: bool = False,
+    unmeasured: str | None = None,
 ) -> Verdict:
     """Judge ``summary`` (measured on the machine ``fingerprint``) against ``baseline``;
     ``machine``, the record of now, lets a note say that the thread pools differ;
@@ -170,7 +171,9 @@ def compare(
     (``native/switches.c`` works in this process, and the baseline, recorded on a machine
     of the same fingerprint, is taken to have had it too), so that on rounds judged as
     work time a Python scope's time is judged as on clean rounds
-    (``waiting.scope_judged_on_work``)."""
+    (``waiting.scope_judged_on_work``); ``unmeasured``: why ``summary``'s op figures,
+    FLOPs and op counts were not measured (``Plan.unmeasured``), which are then not
+    judged: a figure not measured reads as 0, never as an improvement."""
     tol = tolerances or Tolerances()
     if baseline is None:
         return NEW
@@ -183,6 +186,7 @@ def compare(
         force_time=force_time,
         spreads=spreads,
         op_waits=op_waits,
+        unmeasured=unmeasured,
     )
     # 2. The test's rows from it; a test's time that the machine moved is then taken out
     # of judgement (``machine_moved.py``).

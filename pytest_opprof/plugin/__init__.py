@@ -73,7 +73,8 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_opprof.ab.partner import PartnerWorker
         from pytest_opprof.plugin.layout import Layout
 
-        worker = PartnerWorker(config, options, BaselineSession(options.gate), chosen)
+        gate = BaselineSession(options.gate, unmeasured=chosen.unmeasured)
+        worker = PartnerWorker(config, options, gate, chosen)
         worker.channel = partner
         worker.layout = Layout() if AB_LAYOUT.read(config) == "shuffled" else None
     elif against is not None:
@@ -83,7 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[ab_key] = ab
         config.pluginmanager.register(ab, "opprof-ab")
     else:
-        gate = BaselineSession(options.gate)
+        gate = BaselineSession(options.gate, unmeasured=chosen.unmeasured)
         if not hasattr(config, "workerinput"):  # not a pytest-xdist worker
             controller = Controller(options, gate, chosen)
         worker = Worker(

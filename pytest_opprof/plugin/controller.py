@@ -193,6 +193,12 @@ class Controller:
                 f"{nodeid} ({dropped:,} dropped): their op figures "
                 "cover part of the test and are not judged (wall time and memory are)"
             )
+        if self.gate.unmeasured is not None:
+            tr.write_line(
+                f"opprof: NOT MEASURED: {self.gate.unmeasured}: no test's FLOPs, op counts "
+                "or op figures were measured, so none is judged or recorded (wall time and "
+                "memory are judged)"
+            )
         for line in lines:
             tr.write_line(line)
         for result in self.results.with_tables():

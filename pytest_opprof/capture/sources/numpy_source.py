@@ -329,12 +329,15 @@ def install(prepared: PreparedHooks) -> None:
         raise
 
 
+NOT_INSTALLED = "numpy is not installed"
+
+
 def unsupported_reason() -> str | None:
     """Why numpy capture cannot run here, or None when it can."""
     try:
         import numpy as np
     except ImportError:
-        return "numpy is not installed"
+        return NOT_INSTALLED
     major = int(np.__version__.split(".")[0])
     if major < 2:
         return f"numpy {np.__version__} is older than 2.0"
@@ -354,6 +357,8 @@ class NumpySource:
         self._prepared: PreparedHooks | None = None  # and its native form built once
         self._table: HookTable | None = None
         self._available: bool | None = None
+        self.reason: str | None = None
+        """Why numpy cannot be hooked here (set by :meth:`available`), None when it can."""
         self._foreign: list[HookTable] = []
         # np.ones, np.eye, np.testing.assert_allclose: Python functions, not dispatchers.
         self._python = PythonApi(self.name, "numpy", ("numpy", "numpy.testing"))
@@ -361,7 +366,7 @@ class NumpySource:
     def available(self) -> bool:
         """True when numpy can be hooked here; warns once when it cannot."""
         if self._available is None:
-            reason = unsupported_reason()
+            reason = self.reason = unsupported_reason()
             if reason is not None:
                 warnings.warn(
                     f"pytest-opprof: numpy capture off ({reason}); profiles record scopes only",
@@ -370,6 +375,14 @@ class NumpySource:
                 )
             self._available = reason is None
         return self._available
+
+    def unmeasured(self) -> str | None:
+        """Why the numpy ops of the tests go unmeasured here although numpy is installed
+        (an older numpy, a free-threaded Python), else None: a test's FLOPs and op counts
+        are then no measurement, and 0 in them means nothing."""
+        if self.available() or self.reason == NOT_INSTALLED:
+            return None
+        return f"numpy capture off ({self.reason})"
 
     def acquire(self) -> None:
         """Install the hooks on the first acquire; later ones only count."""
