@@ -144,9 +144,19 @@ _scope_from: int | None = None
 _names_generation = 0
 
 
+def encoded_name(name: str) -> bytes:
+    """``name`` as the native table holds it: UTF-8 in a NUL-terminated C string, so a NUL
+    is written ``\\x00`` and a lone surrogate ``\\udcff`` (the escapes ``repr`` shows)
+    rather than cutting the name short (merging ``"a\\x00b"`` with ``"a\\x00c"``) or
+    failing.  Such a name reads back escaped, the same as a name spelled with those
+    backslashes, which it is then one row with (docs/python-api.md)."""
+    data = name.encode("utf-8", "backslashreplace")
+    return data.replace(b"\x00", b"\\x00") if b"\x00" in data else data
+
+
 def _intern_new(name: str) -> int:
     out = ffi.new("uint32_t *")
-    check(lib.opprof_name_intern(name.encode("utf-8"), out))
+    check(lib.opprof_name_intern(encoded_name(name), out))
     _name_ids[name] = int(out[0])
     return int(out[0])
 

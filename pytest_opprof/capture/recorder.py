@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pytest_opprof import _native
 from pytest_opprof.capture import sources
 from pytest_opprof.capture.plan import Plan, plan
+from pytest_opprof.capture.scope_names import scope_name
 from pytest_opprof.errors import OpprofError
 from pytest_opprof.native_layout.records import FLAG_EXCEPTION, Records
 
@@ -367,7 +368,8 @@ class record_function:  # lower case: torch.profiler's spelling
     __slots__ = ("_generation", "_handle", "_id", "name")
 
     def __init__(self, name: str) -> None:
-        self.name = name
+        # Checked here, recording or not: a bad name fails alike in every run.
+        self.name = name if type(name) is str else scope_name(name)
         self._id = -1
         self._generation = -1
         # The native scope's handle while open, 0 otherwise: the exit closes this

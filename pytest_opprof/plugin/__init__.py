@@ -19,6 +19,7 @@ import pytest
 
 from pytest_opprof.ab import partner_key
 from pytest_opprof.ab.options import add_ab_options, read_against
+from pytest_opprof.capture.scope_names import scope_name
 from pytest_opprof.plugin.marker import marker_help
 from pytest_opprof.plugin.options import add_options, is_enabled, read_options
 
@@ -144,8 +145,11 @@ class TestProfiler:
         """Whether this run profiles (``--opprof``)."""
 
     def record_function(self, name: str) -> AbstractContextManager[object]:
-        """A named scope (context manager or decorator) shown as its own row and trace span."""
+        """A named scope (context manager or decorator) shown as its own row and trace span.
+
+        ``name`` must be a ``str`` (``TypeError`` otherwise), with ``--opprof`` or without."""
         if not self.enabled:
+            scope_name(name)
             return _NoScope()
         from pytest_opprof.profiler import record_function
 
