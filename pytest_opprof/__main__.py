@@ -25,7 +25,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from pytest_opprof.errors import BaselineError, OpprofError
-from pytest_opprof.gate.files import read_text
+from pytest_opprof.gate.files import read_text, same_file
 from pytest_opprof.gate.jsonio import DocumentError, parse
 from pytest_opprof.gate.results import REPORT_KIND, TestResult, read_report
 from pytest_opprof.gate.store import BaselineEntry, load
@@ -227,6 +227,11 @@ def _html(args: argparse.Namespace) -> int:
             f"not a JSON report (kind is not {REPORT_KIND!r}); write one with --opprof-report",
         )
     out = Path(args.output) if args.output else source.with_suffix(".html")
+    if same_file(out, source):
+        raise OpprofError(
+            f"the page {out} would be written onto the JSON report {source}: give another "
+            "path with -o (nothing was written)"
+        )
     write_html(out, data)
     print(f"wrote {out}")
     return 0

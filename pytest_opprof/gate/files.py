@@ -217,3 +217,19 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name one file: one path once symlinks and ``..`` are resolved, or
+    (both there) one file by two names (a hard link)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them is not there yet: no hard link between them either
+        return False
+
+
+def within(path: str | os.PathLike[str], directory: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is ``directory`` or lies under it, symlinks resolved."""
+    return Path(path).resolve().is_relative_to(Path(directory).resolve())

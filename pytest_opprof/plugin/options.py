@@ -44,6 +44,7 @@ from pytest_opprof.gate.tolerance import (
     parse_tolerance,
 )
 from pytest_opprof.plugin.blas_threads import BlasThreads, blas_threads_for
+from pytest_opprof.plugin.output_paths import check_outputs
 from pytest_opprof.plugin.traces import usable_trace_dir
 
 if TYPE_CHECKING:
@@ -623,10 +624,22 @@ def read_options(config: pytest.Config) -> OpprofOptions:
     """Resolve every setting; raise ``pytest.UsageError`` naming a bad one."""
     # Resolved once: auto reads the load average, which the gate's record must agree with.
     blas_threads = blas_threads_for(BLAS_THREADS.read(config), config)
+    gate = read_gate_options(config, blas_threads=blas_threads)
+    trace_dir = TRACE_DIR.read(config)
+    # Before the trace directory is made: a refused one is not created either.
+    check_outputs(
+        [
+            (_named(REPORT), gate.report_path),
+            (_named(MARKDOWN), gate.markdown_path),
+            (_named(HTML), gate.html_path),
+            (_named(TRACE_DIR), trace_dir),
+        ],
+        (_named(BASELINE_DIR), gate.baseline_dir),
+    )
     return OpprofOptions(
         capture=CAPTURE.read(config),
         row_limit=ROW_LIMIT.read(config),
-        trace_dir=usable_trace_dir(TRACE_DIR.read(config), f"{TRACE_DIR.option} / {TRACE_DIR.key}"),
+        trace_dir=usable_trace_dir(trace_dir, _named(TRACE_DIR)),
         trace_which=TRACE_WHICH.read(config),
         rounds=ROUNDS.read(config),
         warmup=WARMUP.read(config),
@@ -634,10 +647,15 @@ def read_options(config: pytest.Config) -> OpprofOptions:
         cuda_sample_rate=CUDA_SAMPLE_RATE.read(config),
         max_events=MAX_EVENTS.read(config),
         blas_threads=blas_threads,
-        gate=read_gate_options(config, blas_threads=blas_threads),
+        gate=gate,
         summary=SUMMARY.read(config),
         history=HISTORY.read(config),
     )
+
+
+def _named(setting: Setting[T]) -> str:
+    """How a message names a setting: its option and its ini key."""
+    return f"{setting.option} / {setting.key}"
 
 
 def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None) -> GateOptions:
