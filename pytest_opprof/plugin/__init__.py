@@ -20,7 +20,8 @@ import pytest
 from pytest_opprof.ab import partner_key
 from pytest_opprof.ab.options import add_ab_options, read_against
 from pytest_opprof.capture.scope_names import scope_name
-from pytest_opprof.plugin.marker import marker_help
+from pytest_opprof.errors import MarkerUsageError
+from pytest_opprof.plugin.marker import MARKER_NAME, marker_help, marker_values
 from pytest_opprof.plugin.options import add_options, is_enabled, read_options
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from pytest_opprof.plugin.controller import Controller
     from pytest_opprof.plugin.worker import Worker
 
+marker_error_key: pytest.StashKey[str] = pytest.StashKey()
+"""Why a collected test's ``profile`` marker is wrong (only for such a test)."""
 worker_key: pytest.StashKey[Worker] = pytest.StashKey()
 controller_key: pytest.StashKey[Controller] = pytest.StashKey()
 ab_key: pytest.StashKey[ABController] = pytest.StashKey()
@@ -102,6 +105,27 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker is not None:
         config.stash[worker_key] = worker
         config.pluginmanager.register(worker, WORKER_NAME)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Check the test's ``profile`` marker as it is collected, in every run: a typo
+    (``row_limt=20``) errors the test with and without ``--opprof`` alike, not only in
+    the profiled run.  Parsing the keywords loads neither numpy nor the native core."""
+    mark = item.get_closest_marker(MARKER_NAME)
+    if mark is None:
+        return
+    try:
+        marker_values(mark.args, mark.kwargs)
+    except MarkerUsageError as exc:
+        item.stash[marker_error_key] = str(exc)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test whose marker is wrong errors before its fixtures run, naming the keyword."""
+    error = item.stash.get(marker_error_key, None)
+    if error is not None:
+        pytest.fail(error, pytrace=False)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -11,10 +11,11 @@ session's value.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any
 
 from pytest_opprof.errors import MarkerUsageError, OptionValueError
 from pytest_opprof.gate.tolerance import DEFAULT_ROW_LIMIT
@@ -26,12 +27,8 @@ from pytest_opprof.plugin.options import (
     TIME_TOLERANCE,
     WARMUP,
     OpprofOptions,
-    Setting,
 )
 from pytest_opprof.render.units import check_time_unit
-
-T = TypeVar("T")
-S = TypeVar("S")
 
 MARKER_NAME = "profile"
 
@@ -102,7 +99,24 @@ def settings_for(
         if _unmarked is None or _unmarked[0] is not options:
             _unmarked = (options, _defaults(options, marked=False))
         return _unmarked[1]
-    accepted = list(inspect.signature(profile).parameters)
+    # The keywords are named as TestSettings' fields; a keyword not given keeps the default.
+    return dataclasses.replace(
+        _defaults(options, marked=True), **marker_values(marker_args, marker_kwargs)
+    )
+
+
+def marker_values(
+    marker_args: tuple[object, ...], marker_kwargs: Mapping[str, object]
+) -> dict[str, Any]:
+    """A ``profile`` marker's keywords, each parsed, by name: those given, less a None that
+    keeps the session's value.  Needs no session (the plugin checks every marker at
+    collection, with ``--opprof`` or without it) and loads neither numpy nor the native
+    core.
+
+    Raise :class:`MarkerUsageError` naming every unknown keyword, or the keyword
+    whose value is wrong and the values it accepts.
+    """
+    accepted = list(_KEYWORD_DEFAULTS)
     if marker_args:
         raise MarkerUsageError(
             f"@pytest.mark.{MARKER_NAME} takes keyword arguments only, got positional "
@@ -114,21 +128,11 @@ def settings_for(
             f"@pytest.mark.{MARKER_NAME} got unknown keyword(s) {', '.join(unknown)}; "
             f"accepted keywords: {', '.join(accepted)}"
         )
-    base = _defaults(options, marked=True)
-    kw = dict(marker_kwargs)
-    return TestSettings(
-        marked=True,
-        row_limit=_setting(ROW_LIMIT, kw, base.row_limit),
-        sort_by=_check("sort_by", kw, base.sort_by, _parse_sort_by),
-        time_unit=_check("time_unit", kw, base.time_unit, _parse_time_unit),
-        rounds=_setting(ROUNDS, kw, base.rounds),
-        warmup=_setting(WARMUP, kw, base.warmup),
-        time_tolerance=_setting(TIME_TOLERANCE, kw, None),
-        memory_tolerance=_setting(MEMORY_TOLERANCE, kw, None),
-        flops_tolerance=_setting(FLOPS_TOLERANCE, kw, None),
-        group_by_input_shape=_check("group_by_input_shape", kw, False, _parse_bool),
-        top_level_events_only=_check("top_level_events_only", kw, False, _parse_bool),
-    )
+    return {
+        name: _parsed(name, value)
+        for name, value in marker_kwargs.items()
+        if not (value is None and _KEYWORD_DEFAULTS[name] is None)
+    }
 
 
 _unmarked: tuple[OpprofOptions, TestSettings] | None = None
@@ -151,24 +155,13 @@ def _defaults(options: OpprofOptions, *, marked: bool) -> TestSettings:
     )
 
 
-def _check(
-    name: str, kwargs: Mapping[str, object], default: S, parse: Callable[[object], T]
-) -> T | S:
-    if name not in kwargs:
-        return default
+def _parsed(name: str, value: object) -> object:
+    """``value`` of the keyword ``name`` parsed: a keyword named like a setting as
+    ``--opprof-<name>`` is, the others by their own parser."""
     try:
-        return parse(kwargs[name])
+        return _PARSERS[name](value)
     except (OptionValueError, ValueError, TypeError) as exc:
         raise MarkerUsageError(f"@pytest.mark.{MARKER_NAME}({name}=...): {exc}") from None
-
-
-def _setting(setting: Setting[T], kwargs: Mapping[str, object], session: S) -> T | S:
-    """A keyword named like a setting, parsed as ``--opprof-<name>`` is; no keyword, or
-    None where the signature's default is None, keeps the ``session`` value."""
-    name = setting.name
-    if name not in kwargs or (kwargs[name] is None and _KEYWORD_DEFAULTS[name] is None):
-        return session
-    return _check(name, kwargs, session, setting.parse)
 
 
 def _parse_sort_by(value: object) -> str:
@@ -194,3 +187,18 @@ def _parse_bool(value: object) -> bool:
     if not isinstance(value, bool):
         raise OptionValueError(f"expected True or False, got {value!r}")
     return value
+
+
+_PARSERS: dict[str, Callable[[object], object]] = {
+    "row_limit": ROW_LIMIT.parse,
+    "sort_by": _parse_sort_by,
+    "time_unit": _parse_time_unit,
+    "rounds": ROUNDS.parse,
+    "warmup": WARMUP.parse,
+    "time_tolerance": TIME_TOLERANCE.parse,
+    "memory_tolerance": MEMORY_TOLERANCE.parse,
+    "flops_tolerance": FLOPS_TOLERANCE.parse,
+    "group_by_input_shape": _parse_bool,
+    "top_level_events_only": _parse_bool,
+}
+assert set(_PARSERS) == set(_KEYWORD_DEFAULTS), "a keyword of profile() without its parser"
