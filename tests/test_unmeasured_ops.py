@@ -21,10 +21,12 @@ import os
 from pathlib import Path
 
 import pytest
-from baseline_helpers import Mem, Row, machine, simple_summary, summary_of
+from baseline_helpers import Mem, Row, entry, machine, machine_parts, simple_summary, summary_of
 from run_helpers import PytestRunner
 
+from pytest_opprof.gate.machine import MachineInfo, fingerprint
 from pytest_opprof.gate.session import BaselineSession, GateOptions
+from pytest_opprof.gate.store import update
 from pytest_opprof.gate.summary import TestSummary
 
 WHY = "numpy capture off (numpy 1.26.4 is older than 2.0)"
@@ -90,6 +92,30 @@ def test_unmeasured_figures_are_not_recorded(tmp_path: Path) -> None:
     assert gate.write_error is not None and len(gate.write_error.splitlines()) == 1
     assert WHY in gate.write_error and NODEID in gate.write_error, gate.write_error
     assert "stored entries are kept" in gate.write_error
+
+
+def test_a_baseline_recorded_without_numpy_capture_is_not_judged_on_its_zeros(
+    tmp_path: Path,
+) -> None:
+    """A baseline written with numpy 1.x before such updates were refused holds 0 FLOPs:
+    measured figures now are no regression against it."""
+    parts = machine_parts(numpy="1.26.4")
+    numpy1 = MachineInfo(
+        platform="Linux-test",
+        fingerprint=fingerprint(**parts),  # type: ignore[arg-type]
+        **parts,  # type: ignore[arg-type]
+    )
+    for on, flops in ((machine(), "regressed"), (numpy1, "not judged")):
+        baselines = tmp_path / str(on.numpy)
+        update(baselines / "test_k.json", {"test_matmul": entry(_scopes_only(), on)})
+        gate = BaselineSession(GateOptions(baselines), machine=machine())
+        result = gate.judge(NODEID, simple_summary(), {}).result
+        assert result is not None
+        rows = {row.metric: row.status for row in result.verdict.metrics}
+        assert rows["flops"] == flops, rows
+        if flops == "not judged":
+            assert result.verdict.status != "regressed", result.verdict
+            assert any("recorded with numpy 1.26.4" in n for n in result.verdict.notes)
 
 
 # -- the same with a real numpy 1.26 ------------------------------------------------------------

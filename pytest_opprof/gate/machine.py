@@ -125,6 +125,15 @@ class MachineInfo:
             "cores can slow BLAS/LAPACK calls many times over (--opprof-blas-threads pins them)"
         )
 
+    def ops_unmeasured(self) -> str | None:
+        """Why figures recorded here hold no measured FLOPs, op counts or op figures, else
+        None: numpy capture needs numpy 2 (``numpy_source.unsupported_reason``), so a
+        baseline recorded with numpy 1.x (before such updates were refused) read them as 0."""
+        major = (self.numpy or "").split(".")[0]
+        if major.isdigit() and int(major) < 2:
+            return f"the baseline was recorded with numpy {self.numpy}, whose ops are not captured"
+        return None
+
     def describe(self) -> str:
         """One line for people: ``AMD EPYC x2, Linux x86_64, CPython 3.11, numpy 2.4.0``."""
         libs = [

@@ -133,6 +133,7 @@ def baseline_basis(
     switched = switched_out(now, op_waits) if rounds.walls is not None else frozenset()
     if rounds.walls is not None:
         now, base = as_work(now, op_waits), as_work(base, op_waits)
+    unmeasured = unmeasured or baseline.machine.ops_unmeasured()
     dropped = bool(now.dropped_events or base.dropped_events)
     whole = not dropped and unmeasured is None
     sessions = Sessions.of(base)
@@ -306,7 +307,7 @@ def _dropped_note(now: TestSummary, base: TestSummary) -> str:
 
 def _unmeasured_note(why: str) -> str:
     return (
-        f"{why}: op figures, FLOPs and op counts were not measured now, so they are not "
+        f"{why}: op figures, FLOPs and op counts were not measured, so they are not "
         "judged (nor is device time); wall time and memory are"
     )
 

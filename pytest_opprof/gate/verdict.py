@@ -173,7 +173,8 @@ def compare(
     work time a Python scope's time is judged as on clean rounds
     (``waiting.scope_judged_on_work``); ``unmeasured``: why ``summary``'s op figures,
     FLOPs and op counts were not measured (``Plan.unmeasured``), which are then not
-    judged: a figure not measured reads as 0, never as an improvement."""
+    judged, nor where the baseline's were not (``MachineInfo.ops_unmeasured``): a figure
+    not measured reads as 0, never as an improvement or a regression."""
     tol = tolerances or Tolerances()
     if baseline is None:
         return NEW
