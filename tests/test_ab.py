@@ -8,10 +8,12 @@ starts the base side in a worktree of that commit.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 import venv
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -210,14 +212,15 @@ def test_update_baselines_is_refused(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--opprof-against judges against the base revision*"])
 
 
-def _second_python(where: Path) -> Path:
+def _second_python(where: Path, first: Sequence[str] = ()) -> Path:
     """A real second interpreter: its own virtual environment, seeing this one's packages
-    (a .pth file) as an environment where the base is installed would."""
+    (a .pth file) as an environment where the base is installed would; ``first``: paths
+    ahead of them (another numpy)."""
     venv.create(where, with_pip=False, symlinks=True)
     site = next((where / "lib").glob("python3*/site-packages"))
     # This checkout first: an editable install is found by an import hook, not a path.
     checkout = str(Path(pytest_opprof.__file__).resolve().parents[1])
-    paths = [checkout] + [p for p in sys.path if p and Path(p).is_dir()]
+    paths = [*first, checkout] + [p for p in sys.path if p and Path(p).is_dir()]
     (site / "opprof_test_paths.pth").write_text("\n".join(paths) + "\n")
     return where / "bin" / "python"
 
@@ -244,6 +247,36 @@ def test_the_base_runs_under_another_python(pytester: pytest.Pytester, tmp_path:
     missing = run_ab(pytester, f"--opprof-against-python={tmp_path / 'nope'}")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["*--opprof-against-python: * does not exist*"])
+
+
+def test_a_base_whose_numpy_is_not_captured_judges_no_flops(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """The base side under numpy 1.26 (CI installs it beside its own, OPPROF_NUMPY1_PATH)
+    measures no FLOPs or op counts: they are not judged, never compared as zeros."""
+    where = os.environ.get("OPPROF_NUMPY1_PATH", "")
+    if not (Path(where) / "numpy" / "__init__.py").is_file():
+        why = f"OPPROF_NUMPY1_PATH={where!r} holds no numpy 1.26"
+        if os.environ.get("OPPROF_REQUIRE_NUMPY1") == "1":
+            pytest.fail(f"OPPROF_REQUIRE_NUMPY1=1 but {why}", pytrace=False)
+        pytest.skip(why)
+    make_repo(pytester.path)
+    python = _second_python(tmp_path / "venv", first=[where])
+    result = run_ab(
+        pytester,
+        f"--opprof-against-python={python}",
+        "--opprof-report=ab.json",
+        "--opprof-min-time=10s",
+    )
+    result.stdout.fnmatch_lines(["*NOT MEASURED: on the base side, numpy capture off*1.26*"])
+    for test in report(pytester).values():
+        verdict = test["verdict"]
+        assert isinstance(verdict, dict)
+        rows = {m["metric"]: m["status"] for m in verdict["metrics"]}
+        assert rows["flops"] == rows["op count"] == "not judged", rows
+        # Memory is measured on both sides, and numpy 1.26 allocates as it does: judged.
+        failed = {metric for metric, status in rows.items() if status == "regressed"}
+        assert failed <= {"allocated memory", "allocations", "peak memory"}, rows
 
 
 def test_both_sides_run_on_one_cpu(pytester: pytest.Pytester, tmp_path: Path) -> None:

@@ -137,7 +137,11 @@ class PartnerLoop:
             protocol_version(),
             list(items),
             list(self._errors),
-            {"python": sys.version.split()[0], "executable": sys.executable},
+            {
+                "python": sys.version.split()[0],
+                "executable": sys.executable,
+                "unmeasured": _unmeasured(session.config) or "",
+            },
         )
         while True:
             try:
@@ -156,6 +160,15 @@ class PartnerLoop:
                     why = _first_line(report.longreprtext)
                     break
             self.channel.send("finished", outcome, why)
+
+
+def _unmeasured(config: pytest.Config) -> str | None:
+    """Why this side's FLOPs, op counts and op figures are not measured (its numpy
+    cannot be captured), as its gate was told."""
+    from pytest_opprof.plugin import worker_key
+
+    worker = config.stash.get(worker_key, None)
+    return getattr(getattr(worker, "gate", None), "unmeasured", None)
 
 
 def _first_line(text: str) -> str:

@@ -195,6 +195,7 @@ def configure(
             tests=0,
             max_pairs=against.max_pairs,
             min_pairs=against.min_pairs,
+            unmeasured=chosen.unmeasured,
         )
         ab.session = gate
         if owned:
@@ -210,6 +211,7 @@ def configure(
             validation = start_partner(config, options, against, revision)
             gate.start_s["base side checked"] = time.perf_counter() - started
             gate.base_nodeids = validation.nodeids
+            gate.base_unmeasured(validation.info.get("unmeasured"))
             validation.close()
             return None, controller, ab
         worker = ABWorker(
@@ -226,6 +228,7 @@ def configure(
         worker.base = start_partner(config, options, against, revision)
         gate.start_s["base side ready"] = time.perf_counter() - started
         gate.base_nodeids = worker.base.nodeids
+        gate.base_unmeasured(worker.base.info.get("unmeasured"))
         if against.python is not None:
             info = worker.base.info
             gate.base_python = f"{against.python} (Python {info.get('python', '?')})"

@@ -46,8 +46,9 @@ class ABSession(BaselineSession):
         max_pairs: int,
         min_pairs: int = 1,
         q: float = DEFAULT_Q,
+        unmeasured: str | None = None,
     ) -> None:
-        super().__init__(options)
+        super().__init__(options, unmeasured=unmeasured)
         self.revision = revision
         self.judge_ab = ABJudge(tests, q, max_pairs, min_pairs)
         self.pending: dict[str, tuple[BaseTest, list[RoundFigures]]] = {}
@@ -105,6 +106,12 @@ class ABSession(BaselineSession):
             lines += ["", f"not compared: {len(self.base_failed)} test(s) failed on the base:"]
             lines += [f"  {n}: {why}" for n, why in list(self.base_failed.items())[:10]]
         return lines
+
+    def base_unmeasured(self, why: str | None) -> None:
+        """The base side cannot measure FLOPs, op counts or op figures (``why``): neither
+        side's are judged, as a baseline recorded without them is not."""
+        if why and self.unmeasured is None:
+            self.unmeasured = f"on the base side, {why}"
 
     def times_judged(self, nodeid: str, rounds: int) -> bool:
         return False  # no speed references: each pair is its own reference
@@ -178,6 +185,7 @@ class ABSession(BaselineSession):
             entry,
             fingerprint=self.machine.fingerprint,
             tolerances=dataclasses.replace(tol, time_min_rounds=1 << 30),
+            unmeasured=self.unmeasured,
         )
         stopped = self.judge_ab.stopped
         judged = self.judge_ab.settle(base.rounds, head, tol)
