@@ -234,7 +234,7 @@ __attribute__((noinline)) void core_thread_reset(opprof_thread *t, uint32_t gen)
             link = &c->next;
         } else {
             *link = c->next;
-            free(c);
+            core_chunk_free(c);
         }
     }
     t->wptr = NULL;
@@ -270,7 +270,7 @@ static void thread_retire(opprof_thread *t)
     while (t->head) {
         core_chunk *c = t->head;
         t->head = c->next;
-        free(c);
+        core_chunk_free(c);
     }
     t->next = core_g.free_list;
     core_g.free_list = t;
@@ -291,20 +291,44 @@ static int64_t budget_reserve(int64_t want)
     return 0;
 }
 
+/* A large chunk's mapping: its bytes rounded up to whole pages. */
+static size_t chunk_mapped_bytes(const core_chunk *c)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return ((size_t)core_chunk_bytes(c) + page - 1) & ~(page - 1);
+}
+
+/* A mapping of size bytes aligned to a huge page (NULL when out of memory). */
+static void *map_aligned(size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t len = (size + page - 1) & ~(page - 1);
+    size_t span = len + OPPROF_HUGE_PAGE;
+    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    uintptr_t huge = OPPROF_HUGE_PAGE;
+    char *start = (char *)(((uintptr_t)p + huge - 1) & ~(huge - 1));
+    if (start > p)
+        munmap(p, (size_t)(start - p));
+    size_t tail = (size_t)(p + span - (start + len));
+    if (tail)
+        munmap(start + len, tail);
+    return start;
+}
+
 /* The first chunk is small: most threads record little, and a huge page
  * would cost each of them 2 MB of zeroing.  Later chunks are large and
  * written once per session: huge pages cut the first-touch page faults,
- * which otherwise cost more than the events. */
+ * which otherwise cost more than the events.  They are mapped, not taken
+ * from malloc: malloc keeps freed blocks under its mmap threshold (raised
+ * to a chunk's size once one is freed) for itself, and a test of several
+ * rounds then held the last round's chunks beside the next round's drain. */
 static core_chunk *chunk_alloc(int first)
 {
     int64_t cap = first ? OPPROF_FIRST_CHUNK_RECORDS : OPPROF_CHUNK_RECORDS;
     size_t size = sizeof(core_chunk) + (size_t)cap * sizeof(opprof_event);
-    void *p = NULL;
-    if (first) {
-        p = malloc(size);
-    } else if (posix_memalign(&p, OPPROF_HUGE_PAGE, size) != 0) {
-        p = NULL;
-    }
+    void *p = first ? malloc(size) : map_aligned(size);
 #ifdef MADV_HUGEPAGE
     if (p && !first)
         madvise(p, size & ~(size_t)(OPPROF_HUGE_PAGE - 1), MADV_HUGEPAGE);
@@ -314,6 +338,14 @@ static core_chunk *chunk_alloc(int first)
         ((core_chunk *)p)->cap = cap;
     }
     return p;
+}
+
+void core_chunk_free(core_chunk *c)
+{
+    if (c->cap > OPPROF_FIRST_CHUNK_RECORDS)
+        munmap(c, chunk_mapped_bytes(c));
+    else
+        free(c);
 }
 
 /* Makes room for at least one record; 0 when the budget or memory ran out. */

@@ -37,6 +37,9 @@ static inline int64_t core_chunk_bytes(const core_chunk *c)
     return (int64_t)sizeof *c + c->cap * (int64_t)sizeof(opprof_event);
 }
 
+/* Gives a chunk back: a large one's mapping to the system at once. */
+void core_chunk_free(core_chunk *c);
+
 /* Whether a thread keeps the index-th chunk of its list for the next session,
  * given the bytes of the chunks kept before it: the first OPPROF_KEEP_CHUNKS,
  * then as many as fit in OPPROF_KEEP_BYTES (core_thread_reset, opprof_drain). */

@@ -117,7 +117,7 @@ int opprof_drain(opprof_event *out, int64_t capacity, int64_t *written, int64_t 
             int64_t bytes = core_chunk_bytes(c);
             if (before_writing && !core_chunk_kept(index, kept_bytes, bytes)) {
                 *link = c->next;
-                free(c);
+                core_chunk_free(c);
             } else {
                 kept_bytes += bytes;
                 link = &c->next;

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "drain_pool.h"
 #include "opprof_internal.h"
@@ -12,6 +13,11 @@
 /* Each block starts with its size; callers get the memory after it, aligned
  * for the event struct (8 bytes; 64 keeps rows on cache-line boundaries). */
 #define OPPROF_POOL_HEADER 64
+
+/* A block this large is aligned to it and asks for huge pages: the drain writes
+ * every page of a new block once, and a 4 KB page fault per 43 events cost more
+ * than the copy (35 of 48 ns an event at a million events). */
+#define OPPROF_POOL_HUGE_PAGE (2LL << 20)
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *pool[OPPROF_POOL_SLOTS];
@@ -39,8 +45,14 @@ void *opprof_pool_take(int64_t bytes)
     pthread_mutex_unlock(&pool_lock);
     if (!best) {
         void *p = NULL;
-        if (posix_memalign(&p, OPPROF_POOL_HEADER, OPPROF_POOL_HEADER + (size_t)bytes) != 0)
+        size_t size = OPPROF_POOL_HEADER + (size_t)bytes;
+        int huge = (int64_t)size >= OPPROF_POOL_HUGE_PAGE;
+        if (posix_memalign(&p, huge ? OPPROF_POOL_HUGE_PAGE : OPPROF_POOL_HEADER, size) != 0)
             return NULL;
+#ifdef MADV_HUGEPAGE
+        if (huge)
+            madvise(p, size & ~(size_t)(OPPROF_POOL_HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
         best = p;
         *(int64_t *)best = bytes;
     }
