@@ -58,6 +58,9 @@ def _new_lock_in_child() -> None:
 
 os.register_at_fork(after_in_child=_new_lock_in_child)
 _active: Recorder | None = None
+_undrained: Recorder | None = None
+"""The stopped recorder whose events are still in the core (``drain_later``): the next
+start drains them first."""
 # Read by record_function before any native call; written under _lock.
 _recording = False
 # Profiler cost per event for each (options, numpy hooked): the median of the last
@@ -125,6 +128,11 @@ class Recorder:
         """Set by a driver (the pytest plugin's rounds): a profile started while this one
         records stops this one instead of failing, and sets ``preempted``."""
         self.preempted = False
+        self.drain_later = False
+        """Set by a driver (the pytest plugin's rounds): :meth:`stop` leaves the events in
+        the core, and the first :meth:`records` (or the next profile's start) drains them,
+        so that a round's window ends at stop.  Only where every source is native (no
+        torch, no CUDA): a Python-side source's records are collected at stop."""
         self._records: Records | None = None
         self._start_ns = 0
 
@@ -180,6 +188,8 @@ class Recorder:
                 outer = _active
                 outer._stop_locked()
                 outer.preempted = True
+            if _undrained is not None:  # the native start below clears the core
+                _undrained._drain()
             wanted = self._wanted_sources()
             options = 0
             if self.record_shapes:
@@ -242,7 +252,7 @@ class Recorder:
 
     def _stop_locked(self) -> None:
         """Stop, drain and release (the caller holds ``_lock``)."""
-        global _active, _recording
+        global _active, _recording, _undrained
         self.wall_time_ns = time.perf_counter_ns() - self._start_ns
         _recording = False
         _active = None
@@ -254,15 +264,18 @@ class Recorder:
                     "libraries' Python functions: another frame evaluator (a debugger, "
                     "torch.compile) was installed, so they went unrecorded"
                 )
-            records = _native.drain()
-            for source in acquired:
-                extra = source.collect()
-                if extra is not None:
-                    records = records.concat(extra)
-            if self._cuda_source in acquired:
-                records = self._cuda_source.attach(records)
-                self.device_memory = self._cuda_source.device_memory
-            self._records = records
+            if self.drain_later and all(_native_only(source) for source in acquired):
+                _undrained = self
+            else:
+                records = _native.drain()
+                for source in acquired:
+                    extra = source.collect()
+                    if extra is not None:
+                        records = records.concat(extra)
+                if self._cuda_source in acquired:
+                    records = self._cuda_source.attach(records)
+                    self.device_memory = self._cuda_source.device_memory
+                self._records = records
             if self._memory_source in acquired:
                 from pytest_opprof.capture.sources import memory_source
 
@@ -276,15 +289,31 @@ class Recorder:
 
     def records(self) -> Records:
         """The drained and merged records of this profile (after stop)."""
+        if _undrained is self:
+            with _lock:
+                self._drain()
         if self._records is None:
             raise OpprofError("profile has no records yet: stop it first")
         return self._records
+
+    def _drain(self) -> None:
+        """Drain the events :meth:`stop` left in the core (``drain_later``; the caller
+        holds ``_lock``)."""
+        global _undrained
+        if _undrained is self:
+            _undrained = None
+            self._records = _native.drain()
 
     @property
     def dropped_events(self) -> int:
         """Events recorded beyond the event limit and dropped (after stop): when not 0,
         :meth:`events` and :meth:`key_averages` cover only the events before the limit."""
         return self.records().dropped
+
+
+def _native_only(source: sources.Source) -> bool:
+    """Whether all of ``source``'s records come out of the native drain."""
+    return source.name not in ("torch", "cuda")
 
 
 def stop_abandoned() -> bool:
