@@ -51,11 +51,18 @@ def test_ops():
 EVENTS = 1 << 20
 
 
-def _peak_bytes(pytester: pytest.Pytester, run_pytest: PytestRunner, ops: int) -> int:
-    pytester.makepyfile(test_ops=OPS_TEST.format(n=ops))
+def _peak_bytes(
+    pytester: pytest.Pytester,
+    run_pytest: PytestRunner,
+    ops: int,
+    rounds: int = 1,
+    *args: str,
+    test: str = OPS_TEST,
+) -> int:
+    pytester.makepyfile(test_ops=test.format(n=ops))
     peak = pytester.path / "peak.json"
     peak.unlink(missing_ok=True)  # a run that did not write it must not read the last one's
-    run_pytest("-q", "--opprof", "--opprof-rounds", "1").assert_outcomes(passed=1)
+    run_pytest("-q", "--opprof", "--opprof-rounds", str(rounds), *args).assert_outcomes(passed=1)
     return int(json.loads(peak.read_text()))
 
 
@@ -75,3 +82,30 @@ def test_peak_memory_per_event_is_what_the_docs_quote(
     record = EVENT_DTYPE.itemsize
     assert max(record, EVENT_PEAK_BYTES * 0.8) < per_event < EVENT_PEAK_BYTES * 1.25
     assert per_event < 1.6 * record
+
+
+MARKED_TEST = "import pytest\n\n" + OPS_TEST.replace(
+    "def test_ops", "@pytest.mark.profile\ndef test_ops"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_peak_memory_is_one_rounds_whatever_the_rounds(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    """Each round is reduced to its figures before the next records: five rounds peak at
+    about one round's events (every round's events held to the end made 5 rounds peak
+    at 3.7x one round's).  A test whose table is shown keeps the events of one round
+    beside the one recording: at most about two rounds'."""
+    pytester.makeconftest(PEAK_CONFTEST)
+    idle = _peak_bytes(pytester, run_pytest, 10)
+    one = _peak_bytes(pytester, run_pytest, EVENTS) - idle
+    five = _peak_bytes(pytester, run_pytest, EVENTS, 5) - idle
+    shown = _peak_bytes(pytester, run_pytest, EVENTS, 5, test=MARKED_TEST) - idle
+    print(
+        f"peak over idle: 1 round {one / 2**20:.0f} MiB, 5 rounds {five / 2**20:.0f} MiB, "
+        f"5 rounds with the table shown {shown / 2**20:.0f} MiB"
+    )
+    assert one > EVENTS * EVENT_DTYPE.itemsize * 0.8, "one round recorded nothing?"
+    assert five < 1.3 * one
+    assert shown < 2.3 * one

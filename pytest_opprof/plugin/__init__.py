@@ -36,6 +36,7 @@ controller_key: pytest.StashKey[Controller] = pytest.StashKey()
 ab_key: pytest.StashKey[ABController] = pytest.StashKey()
 
 WORKER_NAME = "opprof-worker"
+TIMEOUT_WINDOW_NAME = "opprof-timeout-window"
 CONTROLLER_NAME = "opprof-controller"
 
 
@@ -103,8 +104,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[controller_key] = controller
         config.pluginmanager.register(controller, CONTROLLER_NAME)
     if worker is not None:
+        from pytest_opprof.plugin.timeout_window import TimeoutWindow
+
         config.stash[worker_key] = worker
         config.pluginmanager.register(worker, WORKER_NAME)
+        config.pluginmanager.register(TimeoutWindow(), TIMEOUT_WINDOW_NAME)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -143,6 +147,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             del config.stash[ab_key]
         if worker is not None:
             config.pluginmanager.unregister(worker)
+            config.pluginmanager.unregister(name=TIMEOUT_WINDOW_NAME)
             del config.stash[worker_key]
         if controller is not None:
             config.pluginmanager.unregister(controller)

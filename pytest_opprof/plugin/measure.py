@@ -2,8 +2,10 @@
 
 The worker decides how many rounds run (``rounds.py``) and what becomes of their
 figures; this module says what one round measures, so that every round, the first
-(pytest's own call) and the repeats alike, is measured the same way.  The rounds
-are kept only until the test is summarised: never the events of a whole session.
+(pytest's own call) and the repeats alike, is measured the same way.  A round is
+reduced to its figures before the next one records (:meth:`Rounds.summarised`), and
+only the round that is shown keeps its events: a test's peak memory is about one
+round's events, however many rounds it runs.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from pytest_opprof.profiler import profile
 class Rounds:
     """The measured rounds of the test being run; dropped once it is summarised."""
 
-    profiles: list[profile] = field(default_factory=list)
+    walls_ns: list[int] = field(default_factory=list)
+    """Per measured round, its wall time."""
     cpu_times_ns: list[int] = field(default_factory=list)
     speed_refs_ns: list[int | None] = field(default_factory=list)
     native_refs_ns: list[int | None] = field(default_factory=list)
@@ -46,8 +49,21 @@ class Rounds:
     """Most events a round left open on the test's thread (closed after the round)."""
     figures: list[RoundFigures] = field(default_factory=list)
     """Per summarised round, its figures."""
-    _rows: dict[int, EventList] = field(default_factory=dict)
-    """Rounds' ``key_averages()``, by round, once built (:meth:`rows`)."""
+    keep_events: bool = True
+    """Keep the events of the round that is shown (its table, trace and flame read them);
+    False: no round keeps any once it is summarised."""
+    _unreduced: list[profile] = field(default_factory=list)
+    """Rounds measured and not yet summarised (at most one while rounds run)."""
+    _shown: int | None = None
+    """The round whose events are kept, once one is summarised (with ``keep_events``)."""
+    _shown_profile: profile | None = None
+    _shown_rows: EventList | None = None
+    """The shown round's ``key_averages()``, once built (:meth:`shown_rows`)."""
+
+    @property
+    def measured(self) -> int:
+        """How many rounds were measured."""
+        return len(self.walls_ns)
 
     @contextlib.contextmanager
     def measure(
@@ -77,9 +93,12 @@ class Rounds:
         own_begin = probe.own()
         depth = _native.scope_depth()
         prof.yields = True  # a profile the test starts itself stops this one
+        # Drained when the round is summarised, after the window: the drain is the
+        # plugin's work, not the test's.
+        prof.drain_later = True
         prof.start()
         # CPU time of the body only, like the wall time: the first start installs
-        # hooks and calibrates, and every stop drains and collects garbage.
+        # hooks and calibrates, and every stop collects garbage.
         cpu_start_ns = time.process_time_ns()
         thread_start_ns = time.thread_time_ns()
         try:
@@ -90,6 +109,9 @@ class Rounds:
             prof.stop()
             # Scopes the body entered and never left would stay open on this thread and
             # push every later test's ops past the depth bound, where none is recorded.
+            # Closing them records their ends: the round's events are drained before.
+            if _native.scope_depth() > depth and not prof.preempted:
+                prof.records()
             self.scopes_left_open = max(self.scopes_left_open, _native.scope_unwind(depth))
             contention = probe.stop(own_begin, probe.own())
             spawned = children.stop()
@@ -113,16 +135,20 @@ class Rounds:
                 if spawned.cpu_ns > 0:  # their waits are not the thread's (children.py)
                     not_measured.add(CHILDREN_NOTE)
                 self.waits_ns.append(round_wait_ns(wait, prof.wall_time_ns, spawned))
-                self.profiles.append(prof)
+                self.walls_ns.append(prof.wall_time_ns)
+                self._unreduced.append(prof)
 
     def summarised(self, settings: TestSettings) -> list[RoundFigures]:
         """Each measured round's figures, made once per round: from the C pass's integer
         sums (``op_sums``), the rows of ``key_averages()`` only where that pass does not
-        apply; :meth:`rows` builds a round's rows for a table."""
+        apply.  A round's events go once it is summarised, unless it becomes the round
+        shown (:meth:`shown_profile`)."""
         by_shape = settings.group_by_input_shape
-        for i in range(len(self.figures), len(self.profiles)):
-            prof = self.profiles[i]
+        while self._unreduced:
+            prof = self._unreduced.pop(0)
+            i = len(self.figures)
             records = prof.records()
+            rows: EventList | None = None
             device = prof.device_memory
             sums = op_sums(records, by_input_shape=by_shape, with_flops=prof.with_flops)
             if sums is not None:
@@ -140,8 +166,9 @@ class Rounds:
                     library_self_ns=sums.library_self_ns,
                 )
             else:
+                rows = prof.key_averages(group_by_input_shape=by_shape)
                 figures = RoundFigures.from_events(
-                    self.rows(i, settings),
+                    rows,
                     by_input_shape=by_shape,
                     wall_time_ns=prof.wall_time_ns,
                     cpu_time_ns=self.cpu_times_ns[i],
@@ -159,16 +186,41 @@ class Rounds:
             if waits:
                 figures = _less_waits(figures, waits)
             self.figures.append(figures)
+            if self.keep_events and self._nearer_median(i):
+                self._shown, self._shown_profile, self._shown_rows = i, prof, rows
         return self.figures
 
-    def rows(self, i: int, settings: TestSettings) -> EventList:
-        """Round ``i``'s ``key_averages()`` (built on first use, for the table)."""
-        rows = self._rows.get(i)
-        if rows is None:
-            rows = self._rows[i] = self.profiles[i].key_averages(
+    def _nearer_median(self, i: int) -> bool:
+        """Whether round ``i`` is to be shown in place of the one kept so far: its wall
+        time is nearer the low median of the rounds measured up to it.  Keeping the
+        events of one round, not every round's until the last, holds a test's memory to
+        the round kept and the one recording, however many rounds run; the price is
+        that the round shown is the median of all rounds only where the later rounds do
+        not move the median onto a round already let go (always for one or two rounds),
+        else a round beside it."""
+        if self._shown is None:
+            return True
+        walls = self.walls_ns[: i + 1]
+        median = statistics.median_low(walls)
+        return abs(walls[i] - median) < abs(walls[self._shown] - median)
+
+    def shown(self) -> int:
+        """Which round is shown, from 0 (after :meth:`summarised`, with ``keep_events``)."""
+        assert self._shown is not None, "no round keeps its events"
+        return self._shown
+
+    def shown_profile(self) -> profile:
+        """The profile of the round shown (after :meth:`summarised`, with ``keep_events``)."""
+        assert self._shown_profile is not None, "no round keeps its events"
+        return self._shown_profile
+
+    def shown_rows(self, settings: TestSettings) -> EventList:
+        """The shown round's ``key_averages()`` (built on first use, for the table)."""
+        if self._shown_rows is None:
+            self._shown_rows = self.shown_profile().key_averages(
                 group_by_input_shape=settings.group_by_input_shape
             )
-        return rows
+        return self._shown_rows
 
     def clean(self, limit: float) -> int | None:
         """How many rounds waited for a CPU at most ``limit`` of their wall time; None when
@@ -176,23 +228,17 @@ class Rounds:
         if any(w is None for w in self.waits_ns):
             return None
         return sum(
-            is_clean(wait, prof.wall_time_ns, limit)
-            for wait, prof in zip(self.waits_ns, self.profiles, strict=True)
+            is_clean(wait, wall, limit)
+            for wait, wall in zip(self.waits_ns, self.walls_ns, strict=True)
             if wait is not None
         )
 
     def first_work_ns(self) -> int:
         """The first round's wall time less its wait for a CPU (0 without a round)."""
-        if not self.profiles:
+        if not self.walls_ns:
             return 0
         wait = self.waits_ns[0] if self.waits_ns else None
-        return self.profiles[0].wall_time_ns - (wait or 0)
-
-    def shown(self) -> int:
-        """The round the printed table and the trace show: an actual round, the median
-        by wall time (after :meth:`summarised`)."""
-        walls = [f.wall_time_ns for f in self.figures]
-        return walls.index(statistics.median_low(walls))
+        return self.walls_ns[0] - (wait or 0)
 
 
 def _waited_ns(queue_wait_ns: int, wall_ns: int, thread_cpu_ns: int) -> int:

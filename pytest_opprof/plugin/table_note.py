@@ -19,13 +19,19 @@ WAITS_NAMED = 3
 """Ops named with their wait in the footer, most waited first."""
 
 
-def table_footer(rounds: Rounds, shown: int, *, by_input_shape: bool) -> str:
+def table_footer(rounds: Rounds, *, by_input_shape: bool) -> str:
     """``round 3 of 5 (the median by wall time), as measured; ...``: what the table above
-    shows against the summary line, ending in a newline."""
-    n = len(rounds.profiles)
-    which = f"round {shown + 1} of {n} (the median by wall time)" if n > 1 else "the test's round"
+    shows against the summary line (the round whose events were kept:
+    ``Rounds.shown_profile``), ending in a newline."""
+    n = rounds.measured
+    shown = rounds.shown()
+    which = (
+        f"round {shown + 1} of {n} (the median by wall time, or the nearest kept)"
+        if n > 1
+        else "the test's round"
+    )
     line = f"this table: {which}, as measured"
-    waits = op_waits_ns(rounds.profiles[shown].records(), by_input_shape=by_input_shape)
+    waits = op_waits_ns(rounds.shown_profile().records(), by_input_shape=by_input_shape)
     waited = sorted(
         ((self_ns, key) for key, (self_ns, _total) in waits.items() if self_ns > 0), reverse=True
     )

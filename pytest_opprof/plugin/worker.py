@@ -5,10 +5,13 @@ on an xdist controller it stays idle, since sources are acquired at the first
 profiled test).  How many rounds run is ``rounds.py``'s policy, what one round
 measures is ``measure.py``'s; the sources it holds are ``sources_held.py``'s, the
 threads it leaves out ``muted_threads.py``'s, and a test's trace, flame and JUnit
-properties ``outputs.py``'s.  Per test it keeps the measured rounds until the
-call phase ends, then only a :class:`~pytest_opprof.plugin.payload.ProfiledTest` (per-op
-figures over the rounds and, for marked tests, the rendered op table): never the
-events, so memory stays flat over thousands of tests.
+properties ``outputs.py``'s.  Per test it keeps the measured rounds, each reduced to
+its figures before the next records, until the call phase's report, then only a
+:class:`~pytest_opprof.plugin.payload.ProfiledTest` (per-op figures over the rounds
+and, for marked tests, the rendered op table): never the events, so memory stays flat
+over thousands of tests.  The last round is summarised as the call's report is made,
+outside the call's duration and with pytest-timeout's timer held (``timeout_window.py``):
+the plugin's own work is never charged to the test.
 
 The verdict is reached here, in the call phase's ``pytest_runtest_makereport``, so
 a regression fails *that* test's report, wherever it ran (``gate/session.py`` says
@@ -50,9 +53,12 @@ from pytest_opprof.plugin.payload import (
 )
 from pytest_opprof.plugin.sources_held import HeldSources
 from pytest_opprof.plugin.table_note import table_footer
+from pytest_opprof.plugin.timeout_window import held_timer
 from pytest_opprof.render.report import failure_text
 
 settings_key = pytest.StashKey[TestSettings]()
+rounds_key = pytest.StashKey[Rounds]()
+"""The test's rounds, from the end of its call phase until its call report is made."""
 finished_key = pytest.StashKey[ProfiledTest]()
 """The test's figures, from the end of its call phase until its call report is made."""
 stepped_aside_key = pytest.StashKey[bool]()
@@ -161,7 +167,8 @@ class Worker:
         rounds = Rounds(
             references=policy.needs_references(
                 settings.rounds, lambda n: self.gate.times_judged(item.nodeid, n)
-            )
+            ),
+            keep_events=self._shows_events(settings),
         )
         # The pools keep their pinned size from the warmup (which warms them at that size)
         # to the last round, and get their own back however the test ends.
@@ -179,7 +186,17 @@ class Worker:
             return result
         finally:
             pin.__exit__(None, None, None)
-            self.end_call(item, settings, rounds)
+            # Summarised as the call's report is made (pytest_runtest_makereport).
+            item.stash[rounds_key] = rounds
+
+    def _shows_events(self, settings: TestSettings) -> bool:
+        """Whether a test's shown round keeps its events: for its table, trace or flame."""
+        return (
+            settings.marked
+            or self.config.get_verbosity() >= 2
+            or self.options.trace_dir is not None
+            or self.gate.wants_flames
+        )
 
     def end_call(self, item: pytest.Item, settings: TestSettings, rounds: Rounds) -> bool:
         """Keep what the call's rounds leave for the reports (scopes left open, a test that
@@ -189,7 +206,7 @@ class Worker:
         if rounds.preempted:
             item.stash[stepped_aside_key] = True
             return False
-        if not rounds.profiles:
+        if not rounds.measured:
             return False
         item.stash[finished_key] = self._finish(item, settings, rounds)
         return True
@@ -214,7 +231,7 @@ class Worker:
         replaced = 0
         while policy.another_clean_round(
             settings.rounds,
-            len(rounds.profiles),
+            rounds.measured,
             rounds.clean(self.options.gate.max_wait_share),
             replaced,
             preempted=rounds.preempted,
@@ -224,7 +241,7 @@ class Worker:
             replaced += 1
         if policy.needs_confirmation(
             settings.rounds,
-            len(rounds.profiles),
+            rounds.measured,
             lambda: self.gate.undecided(
                 nodeid,
                 summarize_rounds(rounds.summarised(settings)),
@@ -259,6 +276,10 @@ class Worker:
         def window() -> contextlib.AbstractContextManager[None]:
             measure = rounds.measure(self.options, self.not_measured, self._probe)
             return measure if self.layout is None else _shuffled(self.layout, measure)
+
+        # The round before is reduced to its figures first: its events go (or become
+        # the round shown) before this one records.
+        rounds.summarised(item.stash[settings_key])
 
         if type(item).runtest is not pytest.Function.runtest:
             with window():
@@ -308,21 +329,20 @@ class Worker:
 
     def _finish(self, item: pytest.Item, settings: TestSettings, rounds: Rounds) -> ProfiledTest:
         figures = rounds.summarised(settings)
-        shown = rounds.shown()
         table = None
         if settings.marked or self.config.get_verbosity() >= 2:
-            table = rounds.rows(shown, settings).table(
+            table = rounds.shown_rows(settings).table(
                 sort_by=settings.sort_by,
                 row_limit=settings.row_limit,
                 time_unit=settings.time_unit,
                 top_level_events_only=settings.top_level_events_only,
             )
-            table += table_footer(rounds, shown, by_input_shape=settings.group_by_input_shape)
+            table += table_footer(rounds, by_input_shape=settings.group_by_input_shape)
             item.add_report_section("call", "opprof", table)
         trace_path = None
         if self.options.trace_dir is not None:
             write_trace = trace_writer(
-                self.options.trace_dir, item.nodeid, rounds.profiles[shown], self.not_measured
+                self.options.trace_dir, item.nodeid, rounds.shown_profile(), self.not_measured
             )
             if self.options.trace_which == "all":
                 trace_path = write_trace()
@@ -335,13 +355,19 @@ class Worker:
             table=table,
             trace_path=trace_path,
             tolerances=_overrides(settings),
-            shown_round=rounds.profiles[shown] if self.gate.wants_flames else None,
+            shown_round=rounds.shown_profile() if self.gate.wants_flames else None,
         )
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        rounds = item.stash.get(rounds_key, None) if call.when == "call" else None
+        if rounds is not None:
+            del item.stash[rounds_key]
+            # Before pytest's report is made, which takes the table's section.
+            with held_timer(item):
+                self.end_call(item, item.stash[settings_key], rounds)
         report = yield
         if call.when == "teardown":
             left = self._left_behind(item)
