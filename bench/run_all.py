@@ -95,6 +95,15 @@ SECTIONS = [
         timeout_s=1200,
     ),
     Section("suite", "Whole-suite overhead", "bench_suite_overhead.py", SUITE, timeout_s=1200),
+    Section(
+        "post_processing",
+        "The plugin's work after a big body",
+        "bench_post_processing.py",
+        SUITE,
+        args=["--repeats", "3"],
+        quick_args=["--ops", "100000", "--repeats", "1"],
+        json=False,
+    ),
     Section("accuracy", "Accuracy and overhead subtraction", "bench_accuracy.py", TRUST),
     Section(
         "verdict",

@@ -359,7 +359,7 @@ MAX_EVENTS = Setting(
     parse_max_events,
     DEFAULT_MAX_EVENTS,
     f"events one round of a test keeps (about {EVENT_PEAK_BYTES} bytes each at the peak, "
-    "allocated as recorded); a "
+    "allocated as recorded; a test holds one round's, whatever its rounds); a "
     "round that records more drops the rest, is flagged in the summary and has no op "
     f"figure judged (default {DEFAULT_MAX_EVENTS})",
     metavar="N",
