@@ -267,7 +267,7 @@ def read_meta(path: Path) -> dict[str, Any]:
     """A run file's description alone (its arrays are not decompressed); raises
     :class:`BaselineError` naming it when it is damaged or from another schema."""
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with np.load(path) as z:  # numpy refuses object arrays (allow_pickle) by default
             return _meta(path, z)
     except BaselineError:
         raise
@@ -283,7 +283,7 @@ def read_run(
     already (:func:`read_meta`); ``names``: the arrays to read (default: all)."""
     wanted = [n for n in _ARRAYS if n != "meta"] if names is None else list(names)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with np.load(path) as z:  # numpy refuses object arrays (allow_pickle) by default
             meta = _meta(path, z) if meta is None else meta
             missing = [name for name in wanted if name not in z.files]
             if missing:
