@@ -13,3 +13,6 @@ if TYPE_CHECKING:
 partner_key = pytest.StashKey["Channel"]()
 """Set (to its channel to the head) in a base-side process before the plugin configures:
 the plugin then registers the partner's worker instead of its own worker and controller."""
+unmeasured_key = pytest.StashKey[str | None]()
+"""In the base side's config: why its FLOPs, op counts and op figures are not measured
+(``Plan.unmeasured``), None when they are; its hello tells the head."""

@@ -342,7 +342,9 @@ def benjamini_hochberg(pvalues: Sequence[float], q: float) -> list[bool]:
     """Which of ``pvalues`` Benjamini-Hochberg's step-up rejects at FDR ``q`` (offline)."""
     m = len(pvalues)
     order = sorted(range(m), key=lambda i: pvalues[i])
-    passed = [k for k, i in enumerate(order, 1) if pvalues[i] <= q * k / m]
+    # p <= q k / m, multiplied out and with a rounding's slack: a p-value exactly at its
+    # cutoff (0.1777 against 0.1777 * 3 / 3) is rejected, as the rule says.
+    passed = [k for k, i in enumerate(order, 1) if pvalues[i] * m <= q * k * (1 + 1e-12)]
     cut = max(passed, default=0)
     rejected = [False] * m
     for i in order[:cut]:

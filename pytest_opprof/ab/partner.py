@@ -24,7 +24,7 @@ from collections.abc import Generator
 
 import pytest
 
-from pytest_opprof.ab import partner_key
+from pytest_opprof.ab import partner_key, unmeasured_key
 from pytest_opprof.ab.channel import Channel, ChannelClosed, figures_to_json
 from pytest_opprof.capture import threadpools
 from pytest_opprof.plugin.measure import Rounds
@@ -140,7 +140,7 @@ class PartnerLoop:
             {
                 "python": sys.version.split()[0],
                 "executable": sys.executable,
-                "unmeasured": _unmeasured(session.config) or "",
+                "unmeasured": session.config.stash.get(unmeasured_key, None) or "",
             },
         )
         while True:
@@ -160,15 +160,6 @@ class PartnerLoop:
                     why = _first_line(report.longreprtext)
                     break
             self.channel.send("finished", outcome, why)
-
-
-def _unmeasured(config: pytest.Config) -> str | None:
-    """Why this side's FLOPs, op counts and op figures are not measured (its numpy
-    cannot be captured), as its gate was told."""
-    from pytest_opprof.plugin import worker_key
-
-    worker = config.stash.get(worker_key, None)
-    return getattr(getattr(worker, "gate", None), "unmeasured", None)
 
 
 def _first_line(text: str) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_opprof.ab import partner_key
+from pytest_opprof.ab import partner_key, unmeasured_key
 from pytest_opprof.ab.options import add_ab_options, read_against
 from pytest_opprof.capture.scope_names import scope_name
 from pytest_opprof.errors import MarkerUsageError
@@ -79,6 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_opprof.plugin.layout import Layout
 
         gate = BaselineSession(options.gate, unmeasured=chosen.unmeasured)
+        config.stash[unmeasured_key] = chosen.unmeasured
         worker = PartnerWorker(config, options, gate, chosen)
         worker.channel = partner
         worker.layout = Layout() if AB_LAYOUT.read(config) == "shuffled" else None
