@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from baseline_helpers import entry, machine, simple_summary
 
 from pytest_opprof.gate.results import TestResult, build_report, read_report, write_json_report
@@ -115,7 +116,8 @@ def test_errors_name_the_file_and_exit_2(tmp_path: Path) -> None:
     assert "--time-tolerance" in bad_option.stderr and "20%" in bad_option.stderr
 
 
-def test_json_report_schema_and_roundtrip(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("details", "schema"), [(False, 2), (True, 1)])
+def test_json_report_schema_and_roundtrip(tmp_path: Path, details: bool, schema: int) -> None:
     now = simple_summary(matmul_flops=4_000_000)
     regressed = compare(now, entry(simple_summary()), fingerprint=machine().fingerprint)
     new = compare(simple_summary(), None, fingerprint=machine().fingerprint)
@@ -124,9 +126,9 @@ def test_json_report_schema_and_roundtrip(tmp_path: Path) -> None:
         TestResult("tests/test_a.py::test_n", simple_summary(), new),
     ]
     path = tmp_path / "out" / "report.json"
-    write_json_report(path, build_report(results, machine=machine()))
+    write_json_report(path, build_report(results, machine=machine(), details=details))
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert data["kind"] == "opprof-report" and data["schema"] == 1
+    assert data["kind"] == "opprof-report" and data["schema"] == schema
     assert data["totals"] == {"pass": 0, "regressed": 1, "improved": 0, "new": 1}
     test = data["tests"]["tests/test_a.py::test_r"]
     assert test["status"] == "regressed"

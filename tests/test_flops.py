@@ -188,7 +188,9 @@ def test_calls_that_raised_count_no_flops_and_huge_shapes_do_not_overflow(
     """Before: the outer product failed its test with OverflowError in the model, and the
     singular solve added 18,180,000 FLOPs it never did."""
     pytester.makepyfile(test_raising=RAISING_TESTS)
-    result = run_pytest("-q", "--opprof", "--opprof-report", "report.json")
+    result = run_pytest(
+        "-q", "--opprof", "--opprof-report", "report.json", "--opprof-report-details"
+    )
     result.assert_outcomes(passed=2)
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
     outer = tests["test_raising.py::test_outer_of_huge_views_raises"]

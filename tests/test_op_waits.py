@@ -142,7 +142,12 @@ def test_an_ops_time_in_the_report_leaves_out_its_wait_for_a_cpu(
         pytest.skip(REFUSED)
     pytester.makepyfile(test_spin=SPIN_TEST)
     with busy_machine(seconds=30, per_core=1, one_cpu=True, last_cpu=True):
-        result = run_pytest("--opprof", "--opprof-rounds=3", "--opprof-report=report.json")
+        result = run_pytest(
+            "--opprof",
+            "--opprof-rounds=3",
+            "--opprof-report=report.json",
+            "--opprof-report-details",
+        )
     result.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "report.json").read_text())["tests"].values()
     summary = test["summary"]

@@ -25,7 +25,7 @@ def test_first_test_cpu_time_excludes_hook_install_and_calibration(
         """
     )
     report = pytester.path / "report.json"
-    result = run_pytest("--opprof", f"--opprof-report={report}")
+    result = run_pytest("--opprof", f"--opprof-report={report}", "--opprof-report-details")
     assert result.ret == 0, result.stdout.str()
     tests = json.loads(report.read_text(encoding="utf-8"))["tests"]
     cpu_ns = {

@@ -24,7 +24,7 @@ def report_tests(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
     return tests
 
 
-REPORT = ["--opprof-report", "report.json"]
+REPORT = ["--opprof-report", "report.json", "--opprof-report-details"]
 
 
 GC_TESTS = """

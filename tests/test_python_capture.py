@@ -328,7 +328,7 @@ def test_the_plugin_captures_the_python_api_of_imported_libraries(
     pytest.importorskip("sklearn.linear_model")
     run_pytest.pytester.makepyfile(test_sp=SUITE)
     report = tmp_path / "r.json"
-    args = ["--opprof", "--opprof-report", str(report)]
+    args = ["--opprof", "--opprof-report", str(report), "--opprof-report-details"]
     if capture:
         args += ["--opprof-capture", capture]
     run_pytest(*args).assert_outcomes(passed=1)
@@ -498,9 +498,9 @@ def test_the_plugin_holds_scipy_for_the_session_and_finds_what_tests_import_late
     run_pytest.pytester.makepyfile(test_held=HELD_SUITE)
     seen, report = tmp_path / "seen.json", tmp_path / "r.json"
     monkeypatch.setenv("SEEN_FILE", str(seen))
-    run_pytest("--opprof", "--opprof-rounds", "1", f"--opprof-report={report}").assert_outcomes(
-        passed=3
-    )
+    run_pytest(
+        "--opprof", "--opprof-rounds", "1", f"--opprof-report={report}", "--opprof-report-details"
+    ).assert_outcomes(passed=3)
     # test_1's setup runs before the plugin's first call hook: nothing is installed yet.
     assert json.loads(seen.read_text()) == [False, True, True, True, True, True]
     tests = {

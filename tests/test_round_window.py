@@ -45,7 +45,14 @@ def test_another_plugins_call_hook_is_outside_the_round(
     run_pytest.pytester.makepyfile(test_it=TESTS)
     report = tmp_path / "r.json"
     result = run_pytest(
-        "--opprof", "-p", "no:randomly", "--opprof-rounds", "3", "--opprof-report", str(report)
+        "--opprof",
+        "-p",
+        "no:randomly",
+        "--opprof-rounds",
+        "3",
+        "--opprof-report",
+        str(report),
+        "--opprof-report-details",
     )
     result.assert_outcomes(passed=2)
     ops = _ops(report)

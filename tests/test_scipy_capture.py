@@ -113,7 +113,7 @@ def test_plugin_never_imports_scipy(run_pytest: PytestRunner) -> None:
 def test_plugin_captures_scipy_by_default(run_pytest: PytestRunner, tmp_path: Path) -> None:
     run_pytest.pytester.makepyfile(test_sp=SCIPY_SUITE)
     report = tmp_path / "r.json"
-    result = run_pytest("--opprof", "--opprof-report", str(report))
+    result = run_pytest("--opprof", "--opprof-report", str(report), "--opprof-report-details")
     result.assert_outcomes(passed=1)
     (test,) = json.loads(report.read_text())["tests"].values()
     assert test["ops"]["scipy.linalg.lapack.dgetrf"]["count"] >= 5

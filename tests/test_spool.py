@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_opprof.gate.jsonio import dumps_stable
-from pytest_opprof.gate.results import TestResult, build_report, report_text
+from pytest_opprof.gate.results import TestResult, build_report, dumps_report, report_text
 from pytest_opprof.gate.session import BaselineSession, GateOptions
 from pytest_opprof.gate.spool import SHORT_FORMS, Spool
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, TimeStats, summarize_rounds
@@ -67,8 +67,13 @@ def test_report_text_is_the_report_written_one_test_at_a_time(tmp_path: Path) ->
     results = list(session.results)
     assert len(results) == 4
     stamp = re.compile(r'"created_at": "[^"]*"')
-    assert stamp.sub("", report_text(session.results, machine=machine())) == stamp.sub(
-        "", dumps_stable(build_report(results, machine=machine()))
+    for details in (False, True):
+        assert stamp.sub(
+            "", report_text(session.results, machine=machine(), details=details)
+        ) == stamp.sub("", dumps_report(build_report(results, machine=machine(), details=details)))
+    # The details' layout is the one every data file has.
+    assert stamp.sub("", report_text(session.results, machine=machine(), details=True)) == (
+        stamp.sub("", dumps_stable(build_report(results, machine=machine(), details=True)))
     )
     empty = report_text([], machine=machine())
     assert json.loads(empty)["tests"] == {}

@@ -88,6 +88,21 @@ def decode_times(f: Fields, key: str, rounds: int) -> TimeStats:
     return TimeStats.from_samples([round(v * _NS[unit]) for v in values])
 
 
+def median_ns(text: str) -> float | None:
+    """The median of a ``TIMES`` string's values, in ns; None for text of another form
+    (for readers of a report that name no round count, as the HTML page)."""
+    *numbers, unit = text.split() or [""]
+    try:
+        values = sorted(float(n) for n in numbers)
+    except ValueError:
+        return None
+    if unit not in _NS or not values or not all(math.isfinite(v) for v in values):
+        return None
+    middle = len(values) // 2
+    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+    return median * _NS[unit]
+
+
 def _write_times(stats: TimeStats) -> object:
     return encode_times(stats.samples_ns)
 

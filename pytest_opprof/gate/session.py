@@ -72,6 +72,8 @@ class GateOptions:
     warn_only: bool = False
     require_baselines: bool = False
     report_path: Path | None = None
+    report_details: bool = False
+    """The JSON report with every op and each time's statistics, not the compact form."""
     markdown_path: Path | None = None
     html_path: Path | None = None
     blas_threads: int | None = None
@@ -460,6 +462,7 @@ class BaselineSession:
                         flames=self.flames,
                         marked=self.marked,
                         created_at=self.created_at,
+                        details=self.options.report_details,
                     ),
                 )
             except BaselineError as exc:
@@ -477,6 +480,7 @@ class BaselineSession:
                 flames=self.flames,
                 marked=self.marked,
                 created_at=self.created_at,
+                details=self.options.report_details,
             )
         return self._report
 

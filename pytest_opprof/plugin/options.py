@@ -486,6 +486,14 @@ REPORT: Setting[Path | None] = Setting(
     kind="path",
     ini=False,
 )
+REPORT_DETAILS = Setting(
+    "report_details",
+    _parse_flag,
+    False,
+    "write every op and each time's statistics in the JSON report (default: the compact "
+    "form, a test's figures as its baseline keeps them, about 2 KB a test)",
+    kind="flag",
+)
 MARKDOWN: Setting[Path | None] = Setting(
     "markdown",
     _parse_path,
@@ -549,6 +557,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     WARN_ONLY,
     REQUIRE_BASELINES,
     REPORT,
+    REPORT_DETAILS,
     MARKDOWN,
     HTML,
     HISTORY,
@@ -679,6 +688,7 @@ def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None)
         warn_only=WARN_ONLY.read(config),
         require_baselines=REQUIRE_BASELINES.read(config),
         report_path=(report := REPORT.read(config)),
+        report_details=REPORT_DETAILS.read(config),
         markdown_path=(markdown := MARKDOWN.read(config)),
         html_path=(html := HTML.read(config)),
         blas_threads=blas_threads,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_opprof.errors import OpprofError
+from pytest_opprof.gate.compact import median_ns
 from pytest_opprof.gate.files import write_file
 from pytest_opprof.gate.results import STATUSES
 from pytest_opprof.gate.unjudged import TimeUnjudged, UnjudgedTally
@@ -60,6 +61,14 @@ def _get(data: object, *path: str) -> Any:
     return data
 
 
+def _median(times: object) -> float | None:
+    """A time's median (ns): a statistics object (schema 1) or a per-round string
+    (schema 2, ``gate/compact.py``)."""
+    if isinstance(times, str):
+        return median_ns(times)
+    return _num(_get(times, "median_ns"))
+
+
 def _ops(test: Mapping[str, Any], limit: int) -> list[list[object]]:
     """Top ops by self time: ``[name, count, self_ns, total_ns, self_bytes, flops]``."""
     ops = test.get("ops")
@@ -73,8 +82,8 @@ def _ops(test: Mapping[str, Any], limit: int) -> list[list[object]]:
             [
                 str(name),
                 op.get("count"),
-                _get(op, "self_cpu_time", "median_ns"),
-                _get(op, "cpu_time", "median_ns"),
+                _median(op.get("self_cpu_time")),
+                _median(op.get("cpu_time")),
                 op.get("self_memory_bytes"),
                 op.get("flops"),
             ]
@@ -122,7 +131,7 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
             # there is no verdict row (a new test).
             "w": wall["now"]
             if wall.get("now") is not None
-            else _get(test, "summary", "wall_time", "median_ns"),
+            else _median(_get(test, "summary", "wall_time")),
             "wb": wall.get("baseline"),
             "wc": wall.get("change"),
             "f": _get(test, "summary", "flops"),
