@@ -217,6 +217,9 @@ def render_markdown(
     """A run's summary as GitHub-flavoured Markdown (step summaries, PR comments), always
     under :data:`MARKDOWN_LIMIT` characters and UTF-16 code units: regressions first, the
     rest counted."""
+    # Read once: each pass over a session's spool reads every result back from disk, and
+    # the ranking below holds them all anyway.
+    results = list(results)
     totals: Counter[str] = Counter(r.verdict.status for r in results)
     counts = ", ".join(f"{totals[s]} {s}" for s in STATUSES if totals.get(s))
     out = [
