@@ -11,8 +11,11 @@ as a CI job sees them:
 
 Every repeat runs each variant of a suite once, in a rotating order, so the variants
 share the machine's load; ratios are of the minima over the repeats (the run least
-disturbed by other work), with the median ratio of a repeat beside them.  The JSON
-report's bytes per test are read from the gate's report.
+disturbed by other work), with the median ratio of a repeat beside them.  Beside the
+wall time, each process's CPU time (user + system, its children's too): on a machine
+shared with other work it moves far less than the wall time does, and a ratio of CPU
+times is what a quiet machine's wall-time ratio comes near for these single-threaded
+runs.  The JSON report's bytes per test are read from the gate's report.
 
     python bench/bench_scale.py [--repeats 3] [--tiny 3000] [--suites numpy tiny]
                                 [--json PATH] [-- EXTRA PYTEST ARGS FOR PROFILED RUNS]
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -53,38 +57,47 @@ def write_tiny_suite(root: Path, tests: int) -> None:
     (root / "pytest.ini").write_text("[pytest]\n")
 
 
-def run(args: Sequence[str], cwd: Path) -> float:
-    """Seconds of one pytest process (exit status 0 required)."""
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(args: Sequence[str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one pytest process (exit status 0 required)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args()]
     cmd += ["-p", "no:randomly", "-p", "no:benchmark", *args]
     env = subprocess_env()
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached, as on a developer's machine
-    t0 = time.perf_counter()
+    cpu0, t0 = _children_cpu_s(), time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _children_cpu_s() - cpu0
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}")
-    return seconds
+    return seconds, cpu
 
 
 def alternate(variants: dict[str, list[str]], cwd: Path, repeats: int) -> dict[str, dict[str, Any]]:
-    """Each variant once a repeat, rotating; per variant its seconds and, against
-    ``plain``, the ratio of minima and the median of the per-repeat ratios."""
+    """Each variant once a repeat, rotating; per variant its wall and CPU seconds and,
+    against ``plain``, the ratios of their minima and the median per-repeat wall ratio."""
     names = list(variants)
     for name in names:  # untimed: bytecode caches, the page cache
         run(variants[name], cwd)
     times: dict[str, list[float]] = {name: [] for name in names}
+    cpus: dict[str, list[float]] = {name: [] for name in names}
     ratios: dict[str, list[float]] = {name: [] for name in names}
     for i in range(repeats):
         order = names[i % len(names) :] + names[: i % len(names)]
         now = {name: run(variants[name], cwd) for name in order}
         for name in names:
-            times[name].append(now[name])
-            ratios[name].append(now[name] / now["plain"])
+            times[name].append(now[name][0])
+            cpus[name].append(now[name][1])
+            ratios[name].append(now[name][0] / now["plain"][0])
     return {
         name: {
             "seconds": times[name],
+            "cpu_seconds": cpus[name],
             "ratio_of_minima": min(times[name]) / min(times["plain"]),
+            "cpu_ratio_of_minima": min(cpus[name]) / min(cpus["plain"]),
             "median_ratio": statistics.median(ratios[name]),
         }
         for name in names
@@ -155,9 +168,11 @@ def main() -> None:
             if not isinstance(row, dict):
                 continue
             secs = " ".join(f"{s:.1f}" for s in row["seconds"])
+            cpu = " ".join(f"{s:.1f}" for s in row["cpu_seconds"])
             print(
-                f"  {suite:<5} {name:<17} x{row['ratio_of_minima']:.2f} (ratio of minima; "
-                f"median ratio x{row['median_ratio']:.2f})  s: {secs}"
+                f"  {suite:<5} {name:<17} wall x{row['ratio_of_minima']:.2f} (minima; median "
+                f"ratio x{row['median_ratio']:.2f}), CPU x{row['cpu_ratio_of_minima']:.2f}  "
+                f"wall s: {secs}  CPU s: {cpu}"
             )
         if "json_bytes_per_test" in rows:
             print(f"  tiny  JSON report: {rows['json_bytes_per_test']:,.0f} bytes a test")
