@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import NamedTuple
@@ -151,6 +151,8 @@ class BaselineSession:
         self.results: Spool[TestResult] = Spool()
         """The judged tests' results, on disk until the reports read them (see spool.py):
         every one's, or with ``keep_results`` False those :meth:`result_of` can be asked for."""
+        self._read_back: list[TestResult] | None = None
+        """:meth:`results_at_end`, once read."""
         self._kept_at: dict[int, int] = {}
         """Without ``keep_results``: a judged test's place in :attr:`results`, by its place
         in :attr:`judged`."""
@@ -430,6 +432,17 @@ class BaselineSession:
         self._staged.clear()
         return changed
 
+    def results_at_end(self) -> Sequence[TestResult]:
+        """The judged results for the end-of-session reports: read back from the spool
+        once where the Markdown report is asked for (it ranks them all in memory anyway),
+        so that the JSON and HTML reports do not read every one back again; else the
+        spool itself (the JSON report alone is written one test at a time)."""
+        if self.options.markdown_path is None:
+            return self.results
+        if self._read_back is None:
+            self._read_back = list(self.results)
+        return self._read_back
+
     def finish(self) -> bool:
         """Write the baselines (with ``update``) and the JSON report; False when a write failed.
 
@@ -457,7 +470,7 @@ class BaselineSession:
                     self.report()
                     if self.options.html_path is not None
                     else report_text(
-                        self.results,
+                        self.results_at_end(),
                         machine=self.machine,
                         flames=self.flames,
                         marked=self.marked,
@@ -475,7 +488,7 @@ class BaselineSession:
         carry the same figures and time stamp)."""
         if self._report is None:
             self._report = build_report(
-                self.results,
+                self.results_at_end(),
                 machine=self.machine,
                 flames=self.flames,
                 marked=self.marked,
