@@ -385,7 +385,7 @@ def test_json_report_markdown_and_junit_properties(
     result.assert_outcomes(passed=2, failed=1)
 
     report = json.loads((pytester.path / "out/report.json").read_text(encoding="utf-8"))
-    assert report["kind"] == "opprof-report" and report["schema"] == 1
+    assert report["kind"] == "opprof-report" and report["schema"] == 2
     assert report["totals"] == {"pass": 1, "regressed": 1, "improved": 0, "new": 1}
     matmul = report["tests"]["test_math.py::test_matmul"]
     assert matmul["status"] == "regressed"
