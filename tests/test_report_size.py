@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from run_helpers import PytestRunner
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TESTS = 40
+TESTS = 100
 SUITE = "import numpy as np\n\n" + "".join(
     f"def test_{i}():\n    a = np.arange({i % 7 + 3}.0)\n    assert (a + 1).sum() > 0\n\n"
     for i in range(TESTS)

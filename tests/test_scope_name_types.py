@@ -61,7 +61,9 @@ def test_same_outcome_with_and_without_opprof(
     run_pytest: PytestRunner, pytester: pytest.Pytester, profiled: bool
 ) -> None:
     pytester.makepyfile(test_scopes=SCOPES)
-    args = ("--opprof", "--opprof-report=report.json") if profiled else ()
+    args = (
+        ("--opprof", "--opprof-report=report.json", "--opprof-report-details") if profiled else ()
+    )
     result = run_pytest(*args)
     result.assert_outcomes(passed=9)
     if not profiled:

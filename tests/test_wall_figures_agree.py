@@ -45,6 +45,7 @@ def test_every_report_shows_the_judged_wall_time_and_labels_the_raw_one(
         "--opprof",
         *ARGS,
         "--opprof-report=rep.json",
+        "--opprof-report-details",
         "--opprof-markdown=rep.md",
         "--junitxml=junit.xml",
     )

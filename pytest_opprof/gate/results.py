@@ -17,7 +17,7 @@ with ``--opprof-report-details``, version :data:`DETAILS_SCHEMA` (1), every figu
                                                     # them (compact.py); schema 1: every
                                                     # op, every time with its statistics
           "verdict": {
-            "status": ..., "time_judged": bool, "baseline_recorded_at": str,
+            "status": ..., "time_judged": bool, "baseline_recorded_at": str | null,
             "notes": [str],
             "metrics": [{"metric", "unit", "baseline", "now", "change", "tolerance",
                          "status", "note"}],
@@ -31,8 +31,8 @@ with ``--opprof-report-details``, version :data:`DETAILS_SCHEMA` (1), every figu
       "flames_omitted": int                        # tests whose flame the cap left out
     }
 
-Schema 2 leaves out of a test and its verdict every field that is null, empty or
-``""`` (a reader takes a missing one as that), and keeps a test's figures as its
+Schema 2 leaves out of a verdict (its rows and reasons too) every field that is null,
+empty or ``""`` (a reader takes a missing one as that), and keeps a test's figures as its
 baseline entry does: times as per-round strings (``"1.91 1.37 ms"``), the ops a
 verdict can name plus ``[other ops]``.  That is about 2 KB a test, where schema 1
 took 7 KB for a test of four ops, and is written in a fraction of the time.
