@@ -32,7 +32,8 @@ with ``--opprof-report-details``, version :data:`DETAILS_SCHEMA` (1), every figu
     }
 
 Schema 2 leaves out of a verdict (its rows and reasons too) every field that is null,
-empty or ``""`` (a reader takes a missing one as that), and keeps a test's figures as its
+empty or ``""`` (a reader takes a missing one as that) but its ``notes``, ``metrics`` and
+``reasons``, and keeps a test's figures as its
 baseline entry does: times as per-round strings (``"1.91 1.37 ms"``), the ops a
 verdict can name plus ``[other ops]``.  That is about 2 KB a test, where schema 1
 took 7 KB for a test of four ops, and is written in a fraction of the time.
@@ -139,12 +140,21 @@ def _test_entry(
     return test
 
 
-def _lean(value: object) -> object:
-    """A verdict's JSON without the fields that are null, empty or ``""`` (schema 2)."""
+_KEPT_LISTS = frozenset(("notes", "metrics", "reasons"))
+"""A verdict's lists that stay when empty (readers iterate them)."""
+
+
+def _lean(value: object, top: bool = True) -> object:
+    """A verdict's JSON without the fields that are null, ``""`` or empty (schema 2), but
+    for its notes, metrics and reasons, which are always there."""
     if isinstance(value, dict):
-        return {k: _lean(v) for k, v in value.items() if v is not None and v not in ("", [], {})}
+        return {
+            k: _lean(v, False)
+            for k, v in value.items()
+            if v is not None and v != "" and (v not in ([], {}) or (top and k in _KEPT_LISTS))
+        }
     if isinstance(value, list):
-        return [_lean(v) for v in value]
+        return [_lean(v, False) for v in value]
     return value
 
 
