@@ -205,6 +205,7 @@ def score_ab(run: dict[str, Any], targets: set[str]) -> dict[str, Any]:
         "seconds": run["seconds"],
         "pairs": _pairs(run["output"]),
         "time": next((x for x in run["output"].splitlines() if x.startswith("time: ")), ""),
+        "offset": next((x for x in run["output"].splitlines() if x.startswith("offset ")), ""),
     }
 
 

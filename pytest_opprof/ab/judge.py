@@ -136,6 +136,8 @@ class ABJudge:
     def __init__(self, tests: int, q: float, max_pairs: int, min_pairs: int = 1) -> None:
         self.test_noise = paired.NoiseModel()
         self.op_noise = paired.NoiseModel()
+        self.test_offset = paired.OffsetModel()
+        self.op_offset = paired.OffsetModel()
         self.fdr = paired.OnlineFdr(q, max(tests, 1))
         self.max_pairs = max_pairs
         self.min_pairs = min_pairs
@@ -174,19 +176,21 @@ class ABJudge:
         (split evenly over them: one test is one hypothesis of the run)."""
         limit = wait_limit(tol)
         wall = test_pairs(base, head, limit)
-        candidates: list[tuple[str, Pairs, paired.NoiseModel]] = []
+        candidates: list[tuple[str, Pairs, paired.NoiseModel, paired.OffsetModel]] = []
         if wall.base_ns and max(wall.scale_ns, _median(wall.head_ns)) >= tol.min_time_ns:
-            candidates.append(("", wall, self.test_noise))
+            candidates.append(("", wall, self.test_noise, self.test_offset))
         keys = set().union(*(r.ops for r in base[:1])) & set().union(*(r.ops for r in head[:1]))
         for key in sorted(keys - {OTHER_OPS}):
             pairs = op_pairs(base, head, key, limit)
             if pairs.base_ns and max(pairs.scale_ns, _median(pairs.head_ns)) >= tol.min_time_ns:
-                candidates.append((key, pairs, self.op_noise))
+                candidates.append((key, pairs, self.op_noise, self.op_offset))
         each = level / max(len(candidates), 1)
         out = []
-        for key, pairs, noise in candidates:
+        for key, pairs, noise, offset in candidates:
             sigma, df = noise.sigma(pairs.scale_ns)
-            estimate = paired.estimate(pairs.log_ratios, sigma, df, CONFIDENCE)
+            estimate = paired.estimate(
+                pairs.log_ratios, sigma, df, CONFIDENCE, offset=offset.offset()
+            )
             out.append(JudgedFigure(key, pairs, estimate, paired.decide(estimate, tol.time, each)))
         return out
 
@@ -241,6 +245,9 @@ class ABJudge:
             (self.test_noise if j.key == "" else self.op_noise).add(
                 j.pairs.scale_ns, j.pairs.log_ratios
             )
+            offset = self.test_offset if j.key == "" else self.op_offset
+            within = j.estimate.se_log**2 - offset.offset() ** 2
+            offset.add(j.estimate.mean_log, max(within, 0.0))
         wall = test_pairs(base, head, wait_limit(tol))
         self.pairs_run += min(len(base), len(head))
         self.pairs_on_work += wall.on_work

@@ -89,6 +89,11 @@ class ABSession(BaselineSession):
                 f"{j.pairs_on_work / j.pairs_run:.0%} judged on work time and "
                 f"{j.pairs_dropped / j.pairs_run:.0%} left out (a side waited for a CPU)",
             ]
+        if j.pairs_run:
+            lines.append(
+                f"offset between the two processes: {j.test_offset.offset():.1%} for a test's "
+                f"time, {j.op_offset.offset():.1%} for an op's (no interval is narrower)"
+            )
         if self.start_s or j.base_ns or j.head_ns:
             start = ", ".join(f"{what} {s:.1f} s" for what, s in self.start_s.items())
             lines.append(
