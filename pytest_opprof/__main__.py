@@ -33,10 +33,10 @@ from pytest_opprof.gate.summary import OTHER_OPS
 from pytest_opprof.gate.tolerance import (
     DEFAULT_ROW_LIMIT,
     argparse_type,
-    parse_count_tolerance,
     parse_duration_ns,
     parse_positive_int,
     parse_tolerance,
+    parse_tolerance_or_off,
 )
 from pytest_opprof.gate.verdict import Tolerances, compare
 from pytest_opprof.history.cli import add_history_command
@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     cmp.add_argument(
         "--count-tolerance",
-        type=argparse_type(parse_count_tolerance),
+        type=argparse_type(parse_tolerance_or_off),
         default=default.count,
         metavar="X",
         help="judge a test's op count, allowing this relative growth (0.25 or 25%%), or off "

@@ -120,18 +120,9 @@ def parse_tolerance(value: object) -> float:
     return fraction
 
 
-def parse_count_tolerance(value: object) -> float | None:
-    """An op-count tolerance (``parse_tolerance``), or ``off`` (None: counts not judged)."""
-    if isinstance(value, str) and value.strip().lower() == "off":
-        return None
-    try:
-        return parse_tolerance(value)
-    except OptionValueError:
-        raise OptionValueError(f"expected {TOLERANCE_FORMS}, or off, got {value!r}") from None
-
-
-def parse_speed_limit(value: object) -> float | None:
-    """A machine-speed change limit: a tolerance (``parse_tolerance``), or ``off`` (None)."""
+def parse_tolerance_or_off(value: object) -> float | None:
+    """A tolerance (``parse_tolerance``), or ``off`` (None: the figure is not judged): the op
+    counts' tolerance and the machine-speed change limit."""
     if isinstance(value, str) and value.strip().lower() == "off":
         return None
     try:

@@ -35,13 +35,12 @@ from pytest_opprof.gate.tolerance import (
     DURATION_FORMS,
     TOLERANCE_FORMS,
     argparse_type,
-    parse_count_tolerance,
     parse_duration_ns,
     parse_non_negative_int,
     parse_positive_int,
-    parse_speed_limit,
     parse_time_statistic,
     parse_tolerance,
+    parse_tolerance_or_off,
 )
 from pytest_opprof.plugin.blas_threads import BlasThreads, blas_threads_for
 from pytest_opprof.plugin.output_paths import check_outputs
@@ -399,7 +398,7 @@ MEMORY_TOLERANCE = _tolerance("memory", DEFAULT_MEMORY_TOLERANCE, "growth of mem
 FLOPS_TOLERANCE = _tolerance("flops", DEFAULT_FLOPS_TOLERANCE, "growth of FLOPs")
 COUNT_TOLERANCE: Setting[float | None] = Setting(
     "count_tolerance",
-    parse_count_tolerance,
+    parse_tolerance_or_off,
     DEFAULT_COUNT_TOLERANCE,
     "judge a test's op count, allowing this relative growth: "
     + TOLERANCE_FORMS.replace("%", "%%")
@@ -429,7 +428,7 @@ MAX_WAIT = Setting(
 )
 MAX_SPEED_CHANGE: Setting[float | None] = Setting(
     "max_speed_change",
-    parse_speed_limit,
+    parse_tolerance_or_off,
     DEFAULT_MAX_SPEED_CHANGE,
     "leave a test's time not judged when the machine-speed references ran more than this "
     "much slower or faster than when its baseline was recorded (scaling across a larger "
