@@ -93,18 +93,18 @@ def fmt_spread(s: dict[str, float], digits: int = 0) -> str:
 
 
 _BURN = (
-    "import sys, time\nt = time.monotonic()\n"
-    "while time.monotonic() - t < float(sys.argv[1]): pass\n"
+    "import os, sys, time\nt = time.monotonic()\nparent = int(sys.argv[2])\n"
+    "while time.monotonic() - t < float(sys.argv[1]) and os.getppid() == parent: pass\n"
 )
 
 
 @contextlib.contextmanager
 def cpu_burners(per_core: int = 2, seconds: float = 600.0) -> Iterator[None]:
     """``per_core`` CPU-bound processes per core while the block runs: each ends by itself
-    after ``seconds`` (a killed parent leaves none spinning for long) and is ended by pid
-    when the block ends."""
+    after ``seconds`` or as soon as its parent is gone (a study killed mid-run left two
+    spinning for 15 minutes under the next one), and is ended by pid when the block ends."""
     procs = [
-        subprocess.Popen([sys.executable, "-c", _BURN, str(seconds)])
+        subprocess.Popen([sys.executable, "-c", _BURN, str(seconds), str(os.getpid())])
         for _ in range(per_core * (os.cpu_count() or 1))
     ]
     try:
