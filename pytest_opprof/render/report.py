@@ -200,8 +200,8 @@ def raw_wall_line(result: TestResult) -> str | None:
     if judged_wall_ns(result) == raw:
         return None
     return (
-        f"  {'wall time (raw)':<18}{format_value(raw, 'ns'):<16}median of all "
-        f"{result.summary.rounds} rounds as measured; the judged figure above: "
+        f"  {'wall time (raw)':<18}{format_value(raw, 'ns'):<16}"
+        f"{_raw_rounds(result.summary.rounds)} as measured; the judged figure above: "
         f"{time_basis(result.verdict)}"
     )
 
@@ -362,8 +362,8 @@ def _markdown_details(r: TestResult, row_limit: int) -> list[str]:
     raw = r.summary.wall_time.median_ns
     if judged_wall_ns(r) != raw:
         out.append(
-            f"> wall time (raw): {format_value(raw, 'ns')}, median of all "
-            f"{r.summary.rounds} rounds as measured"
+            f"> wall time (raw): {format_value(raw, 'ns')}, "
+            f"{_raw_rounds(r.summary.rounds)} as measured"
         )
     out += [f"> {md_text(note)}" for note in r.verdict.notes] + ["", "</details>"]
     return out
@@ -524,3 +524,8 @@ def _shown_path(path: Path) -> str:
         return os.path.relpath(path)
     except ValueError:  # another drive (Windows)
         return str(path)
+
+
+def _raw_rounds(rounds: int) -> str:
+    """``the median of all 5 rounds``, or ``its one round``."""
+    return "its one round" if rounds == 1 else f"the median of all {rounds} rounds"
