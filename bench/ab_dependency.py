@@ -94,7 +94,11 @@ def main() -> None:
         report = root / "ab.json"
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:benchmark"]
         cmd += [*plugin_args(), "opprof", "--opprof", "--opprof-against=HEAD"]
-        cmd += [f"--opprof-against-python={python}", f"--opprof-report={report}"]
+        cmd += [
+            f"--opprof-against-python={python}",
+            f"--opprof-report={report}",
+            "--opprof-report-details",
+        ]
         done = subprocess.run(
             cmd, cwd=root, env=subprocess_env(PYTHONPATH=str(root)), capture_output=True, text=True
         )

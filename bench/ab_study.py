@@ -166,7 +166,14 @@ class Runner:
         path.unlink(missing_ok=True)
         where = {"synth": ["opprof"], "scipy": ["sp"]}.get(suite, ["np", "-k", NUMPY_DESELECT])
         seconds, output, _ = self.pytest(
-            "-p", "no:benchmark", *where, "--opprof", f"--opprof-report={path}", *args, env=env
+            "-p",
+            "no:benchmark",
+            *where,
+            "--opprof",
+            f"--opprof-report={path}",
+            "--opprof-report-details",
+            *args,
+            env=env,
         )
         if not path.exists():
             raise RuntimeError(f"{name}: no report written:\n{output[-3000:]}")

@@ -156,7 +156,12 @@ def under_pytest_xdist(rounds: int) -> dict[str, dict[str, list[float]]]:
                 str(module),
             ]
             cmd += [f"--opprof-rounds={rounds}", f"--opprof-blas-threads={value}"]
-            cmd += [f"--opprof-report={report}", "--opprof-baseline-dir", str(Path(tmp) / "b")]
+            cmd += [
+                f"--opprof-report={report}",
+                "--opprof-report-details",
+                "--opprof-baseline-dir",
+                str(Path(tmp) / "b"),
+            ]
             subprocess.run(cmd, check=True, cwd=tmp, env=_child_env(), stdout=subprocess.DEVNULL)
             for nodeid, test in json.loads(report.read_text())["tests"].items():
                 name = nodeid.split("[", 1)[1].rsplit("-", 1)[0]

@@ -301,7 +301,7 @@ def opprof_session(
     report.parent.mkdir(exist_ok=True)
     cmd = [*pytest_cmd(scenario.suite, cond), "--opprof"]
     cmd += [f"--opprof-baseline-dir={study.root / 'baselines' / scenario.baseline}"]
-    cmd += [f"--opprof-report={report}"]
+    cmd += [f"--opprof-report={report}", "--opprof-report-details"]
     if update:
         cmd += ["--opprof-update-baselines"]
     info = study.run(f"{scenario.name} opprof {what}", cmd, cond, extra or {})

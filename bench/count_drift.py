@@ -25,7 +25,7 @@ from ab_dependency import make_env
 def counts(python: str, report: Path) -> tuple[str, dict[str, Any]]:
     """(numpy's version, the JSON report's tests) of the example suite run by ``python``."""
     cmd = [python, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", "--opprof"]
-    cmd += ["--opprof-report", str(report), "examples"]
+    cmd += ["--opprof-report", str(report), "--opprof-report-details", "examples"]
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, env=subprocess_env())
     version = subprocess.run(
         [python, "-c", "import numpy; print(numpy.__version__)"],

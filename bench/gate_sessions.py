@@ -42,7 +42,12 @@ def run_sessions(keep: Path, count: int) -> None:
     first = len(list(keep.glob("gate-*.json")))
     for i in range(first, first + count):
         cmd = [sys.executable, "-m", "pytest", "--opprof", "examples", "-q"]
-        cmd += ["-p", "no:cacheprovider", f"--opprof-report={keep / f'gate-{i:03d}.json'}"]
+        cmd += [
+            "-p",
+            "no:cacheprovider",
+            f"--opprof-report={keep / f'gate-{i:03d}.json'}",
+            "--opprof-report-details",
+        ]
         subprocess.run(cmd, cwd=REPO, capture_output=True, check=False)
 
 

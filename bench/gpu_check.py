@@ -161,7 +161,13 @@ def check_plugin(out: Path) -> list[str]:
     (suite / "test_gpu.py").write_text(textwrap.dedent(GPU_TESTS))
     report = out / "gpu_report.json"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--opprof"]
-    cmd += ["--opprof-rounds", "1", f"--opprof-report={report}", str(suite)]
+    cmd += [
+        "--opprof-rounds",
+        "1",
+        f"--opprof-report={report}",
+        "--opprof-report-details",
+        str(suite),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=out)
     print(done.stdout[-4000:], done.stderr[-2000:])
     if done.returncode != 0:

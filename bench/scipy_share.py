@@ -69,7 +69,13 @@ def run(suite: str, capture: str | None, out: Path) -> dict[str, object]:
     paths = [str(root / p) for p in SUITES[suite]]
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
     cmd += ["-x", "--rootdir", str(root), "--opprof", "--opprof-rounds", "1"]
-    cmd += ["--opprof-baseline-dir", str(out.parent / "baselines"), "--opprof-report", str(out)]
+    cmd += [
+        "--opprof-baseline-dir",
+        str(out.parent / "baselines"),
+        "--opprof-report",
+        str(out),
+        "--opprof-report-details",
+    ]
     if capture:
         cmd += ["--opprof-capture", capture]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
