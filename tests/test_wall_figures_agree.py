@@ -31,8 +31,9 @@ def test_spin():
         pass
 """
 
-# Every round judged whatever the machine's load: the test must regress here.
-ARGS = ("--opprof-max-wait=100%", "--opprof-capture", "none")
+# Every round judged whatever the machine's load, and rounds enough on both sides whatever
+# the rounds policy decides (CI once recorded too few): the test must regress here.
+ARGS = ("--opprof-max-wait=100%", "--opprof-capture", "none", "--opprof-rounds=5")
 
 
 def test_every_report_shows_the_judged_wall_time_and_labels_the_raw_one(
