@@ -348,21 +348,23 @@ class OffsetModel:
     def __init__(self) -> None:
         self._squares: list[float] = []
         self._within: list[float] = []
+        self._offset = OFFSET_PRIOR
+        """:meth:`offset`, computed as each figure is added: it is read for every figure
+        at every pair, and its quantiles run over all the run's settled figures."""
 
     def add(self, mean_log: float, within_variance: float) -> None:
         self._squares.append(mean_log * mean_log)
         self._within.append(within_variance)
+        n = len(self._squares)
+        total = float(np.quantile(self._squares, 0.25)) / _CHI2_1_Q25
+        own = max(total - float(np.median(self._within)), 0.0)
+        prior = OFFSET_PRIOR_FIGURES * OFFSET_PRIOR**2
+        self._offset = math.sqrt((prior + n * own) / (OFFSET_PRIOR_FIGURES + n))
 
     def offset(self) -> float:
         """The offset (log units): the run's own, weighed with the prior
         (``OFFSET_PRIOR_FIGURES``)."""
-        n = len(self._squares)
-        if n == 0:
-            return OFFSET_PRIOR
-        total = float(np.quantile(self._squares, 0.25)) / _CHI2_1_Q25
-        own = max(total - float(np.median(self._within)), 0.0)
-        prior = OFFSET_PRIOR_FIGURES * OFFSET_PRIOR**2
-        return math.sqrt((prior + n * own) / (OFFSET_PRIOR_FIGURES + n))
+        return self._offset
 
 
 class OnlineFdr:
