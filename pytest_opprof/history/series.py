@@ -38,8 +38,9 @@ from pytest_opprof.history.store import (
 )
 
 WALL = "wall"
+CPU = "cpu"
 SELF = "self"
-"""The time figures: a test's wall time, an op's self CPU time."""
+"""The time figures: a test's wall time and CPU time, an op's self CPU time."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class ChangePoint:
 
     @property
     def exact(self) -> bool:
-        return self.figure not in (WALL, SELF)
+        return self.figure not in (WALL, CPU, SELF)
 
     @property
     def sha(self) -> str | None:
@@ -122,11 +123,11 @@ def find_changes(history: History, detection: Detection | None = None) -> Found:
     for fingerprint, heads in by_machine.items():
         assert found.machines is not None
         found.machines[fingerprint] = heads[-1].meta["machine"]
-        _Machine(fingerprint, heads, detection, found).run()
+        MachineSeries(fingerprint, heads, detection, found).run()
     return found
 
 
-class _Names:
+class Names:
     """Names to dense ids, with the last list's ids kept (most runs list the same names)."""
 
     def __init__(self) -> None:
@@ -162,7 +163,7 @@ def _columns(a: npt.NDArray[np.float32], columns: int) -> npt.NDArray[np.float32
     return np.concatenate([a, more], axis=1)
 
 
-class _Exact:
+class Exact:
     """Deterministic figures of many series, compared with their last value as runs arrive."""
 
     def __init__(self, columns: int) -> None:
@@ -196,25 +197,39 @@ class _Exact:
             self.seen[r, c] += 1
 
 
-class _Machine:
-    """One machine's runs poured into series, then searched."""
+class MachineSeries:
+    """One machine's runs poured into series, then searched: after :meth:`run`, the
+    series stay for a reader (the history gate, ``history/gate.py``): ``wall[run, test
+    id]`` and ``self_time[run, series id]`` (NaN where a run lacks it), ``table[test id,
+    op id]`` the series id (-1: none), the ids in ``tests`` and ``ops``, and the
+    deterministic figures' steps in ``test_exact`` and ``op_exact``."""
 
     def __init__(
-        self, fingerprint: str, heads: Sequence[RunHead], detection: Detection, found: Found
+        self,
+        fingerprint: str,
+        heads: Sequence[RunHead],
+        detection: Detection,
+        found: Found,
+        *,
+        cpu: bool = False,
     ) -> None:
         self.fingerprint = fingerprint
         self.heads = heads
         self.detection = detection
         self.found = found
         n = len(heads)
-        self.tests = _Names()
-        self.ops = _Names()
+        self.tests = Names()
+        self.ops = Names()
         self.wall = np.full((n, 64), np.nan, dtype=np.float32)
+        self.cpu: npt.NDArray[np.float32] | None = (
+            np.full((n, 64), np.nan, dtype=np.float32) if cpu else None
+        )
+        """With ``cpu``: each test's CPU time, searched too (``cpu[run, test id]``)."""
         self.self_time = np.full((n, 256), np.nan, dtype=np.float32)
         self.table = np.full((64, 16), -1, dtype=np.int64)  # [test id, op id] -> op series
         self.series: list[tuple[int, int]] = []  # op series -> (test id, op id)
-        self.test_exact = _Exact(len(TEST_EXACT))
-        self.op_exact = _Exact(len(OP_EXACT))
+        self.test_exact = Exact(len(TEST_EXACT))
+        self.op_exact = Exact(len(OP_EXACT))
 
     def run(self) -> None:
         loaded = []
@@ -232,6 +247,10 @@ class _Machine:
         wall = np.ascontiguousarray(self.wall[cols, :n_tests].T)
         for row, steps in self._time_steps(wall, cols):
             self._add(self.tests.names[row], None, WALL, steps, len(cols))
+        if self.cpu is not None:
+            cpu = np.ascontiguousarray(self.cpu[cols, :n_tests].T)
+            for row, steps in self._time_steps(cpu, cols):
+                self._add(self.tests.names[row], None, CPU, steps, len(cols))
         self_time = np.ascontiguousarray(self.self_time[cols, :n_series].T)
         for row, steps in self._time_steps(self_time, cols):
             test, op = self.series[row]
@@ -251,12 +270,16 @@ class _Machine:
             )
 
     def _pour(self, r: int, head: RunHead) -> None:
-        run = read_run(head.path, head.meta, DETECTION_ARRAYS)
+        names = DETECTION_ARRAYS if self.cpu is None else (*DETECTION_ARRAYS, "cpu_ns")
+        run = read_run(head.path, head.meta, names)
         a = run.arrays
         tg = self.tests.of(run.tests)
         n_tests = len(self.tests.names)
         self.wall = _columns(self.wall, n_tests)
         self.wall[r, tg] = run.wall_medians()
+        if self.cpu is not None:
+            self.cpu = _columns(self.cpu, n_tests)
+            self.cpu[r, tg] = a["cpu_ns"]
         exact = a["test_exact"]
         varied = a["test_varied"][:, None] >> np.arange(len(TEST_EXACT)) & 1
         self.test_exact.add(tg, exact, (varied == 0) & (exact >= 0), r)
