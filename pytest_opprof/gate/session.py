@@ -31,7 +31,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pytest_opprof import _native
 from pytest_opprof.errors import BaselineError
@@ -51,6 +51,9 @@ from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.tolerance import DEFAULT_MAX_SPEED_CHANGE, DEFAULT_MAX_WAIT
 from pytest_opprof.gate.unjudged import TimeUnjudged
 from pytest_opprof.gate.verdict import Tolerances, Verdict, compare, judges_time
+
+if TYPE_CHECKING:
+    from pytest_opprof.history.gate import HistoryGate
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,10 @@ class Judgement:
     result: TestResult | None
     error: str | None = None
     fails: bool = False
-    """Whether the test must fail (a regression, a required baseline, an unusable file)."""
+    """Whether the test must fail (a regression, a required baseline, an unusable file,
+    a figure that crept against the history)."""
+    crept: tuple[str, ...] = ()
+    """A line per figure that crept beyond tolerance against the history (``history/gate.py``)."""
 
     @property
     def label(self) -> str:
@@ -189,6 +195,10 @@ class BaselineSession:
         self._report: dict[str, object] | None = None
         self.created_at = stamp()
         """The time stamp of the session's JSON and HTML reports (the same in both)."""
+        self.history: HistoryGate | None = None
+        """With ``--opprof-history``: the runs a test's figures are also judged against."""
+        self.crept: dict[str, tuple[str, ...]] = {}
+        """Node id -> a line per figure that crept against the history."""
 
     @property
     def wants_flames(self) -> bool:
@@ -289,6 +299,10 @@ class BaselineSession:
             return False  # never judged nor written
         if self.options.update:
             return True
+        if self.history is not None:
+            self.history.load(self.machine.fingerprint)
+            if self.history.has(nodeid):
+                return True
         try:
             stored = self.stored(nodeid)
         except BaselineError:
@@ -358,7 +372,28 @@ class BaselineSession:
             self._kept_at[len(self.judged)] = len(self.results)
             self.results.append(result)
         self.judged.append(judged)
-        return Judgement(result, None, self.fails(result))
+        crept = self._crept(nodeid, summary, verdict, tolerances)
+        fails = self.fails(result) or bool(
+            crept and not (self.options.warn_only or self.options.update)
+        )
+        return Judgement(result, None, fails, crept)
+
+    def _crept(
+        self, nodeid: str, summary: TestSummary, verdict: Verdict, tolerances: Tolerances
+    ) -> tuple[str, ...]:
+        """The figures of ``summary`` that crept beyond tolerance against the history, a
+        line each (none without a history); times only where the verdict judged them or
+        had no baseline to judge them against (not on a busy machine)."""
+        if self.history is None:
+            return ()
+        self.history.load(self.machine.fingerprint)
+        times = verdict.time_not_judged is None
+        found = tuple(
+            c.text() for c in self.history.judge(nodeid, summary, tolerances, times=times)
+        )
+        if found:
+            self.crept[nodeid] = found
+        return found
 
     def result_of(self, i: int) -> TestResult:
         """The result of :attr:`judged`'s ``i``-th test (kept for a test the terminal

@@ -19,7 +19,8 @@ Arrays of a run (schema :data:`SCHEMA`); ``T`` tests, ``O`` (test, op) rows::
     meta         uint8   JSON: kind, schema, run_at (UTC), commit {sha, parent, branch,
                          time, dirty} or null, machine (gate/machine.py, with the
                          environment: python, numpy, blas, torch), tests [T names],
-                         ops [op names]
+                         ops [op names], replaced [the tests whose baseline this
+                         run replaced: the history gate judges them from it on]
     rounds       uint16[T]      measured rounds of each test
     wall_ns      float32[sum rounds]  each round's wall time, test after test
     wall_med_ns  float32[T]     median wall time

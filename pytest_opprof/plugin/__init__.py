@@ -91,6 +91,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ab, "opprof-ab")
     else:
         gate = BaselineSession(options.gate, unmeasured=chosen.unmeasured)
+        if options.history is not None:
+            from pytest_opprof.history.gate import HistoryGate
+
+            gate.history = HistoryGate(options.history)
         if not hasattr(config, "workerinput"):  # not a pytest-xdist worker
             controller = Controller(options, gate, chosen)
         worker = Worker(

@@ -113,7 +113,7 @@ class Controller:
             self.gate.flames[report.nodeid] = result.flame
         if result.judged and report.passed:
             self.gate.call_passed(report.nodeid, result.summary)
-        if self.history is not None and report.passed:
+        if self.history is not None and result.judged:  # the body passed, the gate may fail it
             self.history.add(report.nodeid, result.summary)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -136,7 +136,11 @@ class Controller:
             from pytest_opprof.plugin.history import write_history
 
             self.history_line, written = write_history(
-                self.history, self.options.history, self.gate.machine, session.config.rootpath
+                self.history,
+                self.options.history,
+                self.gate.machine,
+                session.config.rootpath,
+                self.gate.replaced if not self.gate.write_failures else (),
             )
             ok = ok and written
         if not ok and session.exitstatus == pytest.ExitCode.OK:
@@ -148,6 +152,8 @@ class Controller:
         statuses = dict.fromkeys(self.gate.errors, "error")
         for j in self.gate.judged:
             statuses[j.nodeid] = "time not judged" if j.busy and j.status == "pass" else j.status
+        for nodeid in self.gate.crept:
+            statuses[nodeid] = "crept"
         return statuses
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -215,6 +221,11 @@ class Controller:
             )
         if self.history_line is not None:
             tr.write_line(self.history_line)
+        if self.gate.history is not None:
+            from pytest_opprof.history.gate import gate_lines
+
+            for line in gate_lines(self.gate.history, self.gate.crept):
+                tr.write_line(line)
         tr.write_sep("-", "opprof: baselines")
         for line in session_lines(self.gate, row_limit=self.options.row_limit):
             tr.write_line(line)
@@ -351,7 +362,16 @@ def _row(r: SummaryLine, share: float, flag: str, status: str) -> tuple[str, ...
     return (cpu, count, f"{share:.0%}{flag}", top, status, r.nodeid)
 
 
-_STATUS_ORDER = ("regressed", "improved", "new", "not judged", "error", "time not judged", "pass")
+_STATUS_ORDER = (
+    "regressed",
+    "crept",
+    "improved",
+    "new",
+    "not judged",
+    "error",
+    "time not judged",
+    "pass",
+)
 
 
 def _by_status(item: tuple[str, int]) -> tuple[int, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from pytest_opprof.errors import BaselineError
@@ -13,15 +14,25 @@ from pytest_opprof.render.units import format_memory
 
 
 def write_history(
-    writer: RunWriter, directory: Path, machine: MachineInfo, rootdir: Path
+    writer: RunWriter,
+    directory: Path,
+    machine: MachineInfo,
+    rootdir: Path,
+    replaced: Collection[str] = (),
 ) -> tuple[str, bool]:
-    """Write the run's file; the line the terminal summary shows, and whether it was written."""
+    """Write the run's file; the line the terminal summary shows, and whether it was written.
+    ``replaced``: the tests whose baseline this run replaced (``--opprof-update-baselines``
+    accepted a change): the history gate judges them from this run on."""
     if not len(writer):
         return f"opprof: history: no passed profiled test, nothing added to {directory}", True
     run_at = stamp()
     commit = commit_of(rootdir)
-    meta = {"run_at": run_at, "commit": commit.to_json() if commit else None}
-    meta["machine"] = machine.to_json()
+    meta: dict[str, object] = {
+        "run_at": run_at,
+        "commit": commit.to_json() if commit else None,
+        "machine": machine.to_json(),
+        "replaced": [t for t in writer.tests if t in replaced],
+    }
     data = writer.encode(meta)
     try:
         path = write_run(directory, data, run_file_name(run_at, commit))

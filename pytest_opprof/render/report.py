@@ -387,9 +387,23 @@ def failure_text(judgement: Judgement, *, row_limit: int = DEFAULT_ROW_LIMIT) ->
     if judgement.result is None:
         return judgement.error or "opprof: not judged"
     result = judgement.result
-    if result.verdict.status == "new":
-        return f"opprof NEW: {result.nodeid}\n{REQUIRE_HINT}"
-    return render_text(result, row_limit=row_limit)
+    parts = []
+    if result.verdict.status == "new" and not judgement.crept:
+        parts.append(f"opprof NEW: {result.nodeid}\n{REQUIRE_HINT}")
+    elif result.verdict.failed or not judgement.crept:
+        parts.append(render_text(result, row_limit=row_limit))
+    if judgement.crept:
+        parts.append(creep_text(result.nodeid, judgement.crept))
+    return "\n".join(parts)
+
+
+def creep_text(nodeid: str, crept: Sequence[str]) -> str:
+    """What a test whose figures crept against the history shows as its failure."""
+    lines = "".join(f"\n  {line}" for line in crept)
+    return (
+        f"opprof CREPT: {nodeid}: beyond tolerance against its history's level before the "
+        f"creep began (docs/history.md){lines}"
+    )
 
 
 def _listed(nodeids: list[str], row_limit: int) -> list[str]:
