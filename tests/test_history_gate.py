@@ -1,0 +1,292 @@
+"""The gate with ``--opprof-history``: real runs at real commits write a real history, and
+a figure that crept by steps each under tolerance fails the test, naming the commits;
+an unchanged series never fails; runs of another machine, or a damaged file, are said
+and not judged against; ``--opprof-update-baselines`` keeps working beside a history."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from baseline_helpers import Row, summary_of
+from run_helpers import PytestRunner
+
+from pytest_opprof.gate.summary import TestSummary
+from pytest_opprof.gate.tolerance import Tolerances
+from pytest_opprof.history.gate import HistoryGate
+from pytest_opprof.history.store import RunWriter, encode_arrays, read_run, write_run
+
+SUITE = """
+import json
+import pathlib
+
+import numpy as np
+
+KNOB = json.loads((pathlib.Path(__file__).parent / "knob.json").read_text())
+
+
+def test_matmul():
+    n = KNOB["n"]
+    np.matmul(np.ones((n, n)), np.ones((n, n)))
+
+
+def test_add():
+    np.add(np.ones(1000), 1.0)
+"""
+MATMUL = "test_suite.py::test_matmul"
+
+
+def _flops(n: int) -> int:
+    return 2 * n**3
+
+
+def _args(history: Path, *more: str) -> list[str]:
+    # FLOPs may move 10% a commit (each step below is 8-10%); memory is left to its own
+    # tolerance far away, so the lines below are the FLOPs' alone.
+    return [
+        "--opprof",
+        "--opprof-capture",
+        "numpy",
+        f"--opprof-history={history}",
+        "--opprof-flops-tolerance=10%",
+        "--opprof-memory-tolerance=100%",
+        "-p",
+        "no:randomly",
+        *more,
+    ]
+
+
+def _git(cwd: Path, *args: str, day: int = 0) -> str:
+    date = f"2026-11-{1 + day:02d}T12:00:00+00:00"
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_DATE=date,
+        GIT_COMMITTER_DATE=date,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.com",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.com",
+    )
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _at_commit(pytester: pytest.Pytester, n: int, day: int) -> str:
+    """Commit the suite with a matmul of size ``n``; its sha."""
+    (pytester.path / "knob.json").write_text(json.dumps({"n": n}))
+    _git(pytester.path, "add", "-A", day=day)
+    _git(pytester.path, "commit", "-q", "--allow-empty", "-m", f"n={n}", day=day)
+    return _git(pytester.path, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> tuple[pytest.Pytester, Path]:
+    """The suite in a git repository, and a history directory beside it (outside the
+    checkout, so writing it leaves the commit clean)."""
+    pytester.makepyfile(test_suite=SUITE)
+    _git(pytester.path, "init", "-q", "-b", "main")
+    return pytester, pytester.path.parent / f"{pytester.path.name}-history"
+
+
+def test_flops_that_crept_by_steps_under_tolerance_fail_naming_the_commits(
+    project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
+) -> None:
+    pytester, history = project
+    shas = {}
+    for day, n in enumerate((32, 32, 33)):  # +9.7%: within the 10% tolerance
+        shas[day] = _at_commit(pytester, n, day)
+        run_pytest(*_args(history, "-p", "no:xdist")).assert_outcomes(passed=2)
+    shas[3] = _at_commit(pytester, 34, 3)  # +9.4% again, +20% since n=32
+    result = run_pytest(*_args(history, "-p", "no:xdist"))
+    result.assert_outcomes(passed=1, failed=1)
+    grew = f"{_flops(34) / _flops(32) - 1:+.0%}"
+    line = (
+        f"{MATMUL}: flops {grew} ({_flops(32):,} -> {_flops(34):,}) against its level before "
+        f"{shas[2][:7]} (2026-11-03): stepped +10% at {shas[2][:7]}, +9% in this run; "
+        "op numpy.matmul"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof CREPT: {MATMUL}: beyond tolerance against its history's level before *",
+            f"  {line}",
+            "*crept*test_suite.py::test_matmul",
+            "opprof: history: judged against 3 run(s) of this machine in *: "
+            "1 test(s) crept beyond tolerance",
+        ]
+    )
+    assert "test_add" not in "\n".join(x for x in result.outlines if "against its level" in x)
+    # The failed run is in the history (its body passed): the next commit's run names
+    # both steps, and pytest-xdist workers reach the same verdict.
+    shas[4] = _at_commit(pytester, 35, 4)
+    result = run_pytest(*_args(history, "-n", "2"))
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*{MATMUL}: flops +31% ({_flops(32):,} -> {_flops(35):,}) against its level "
+            f"before {shas[2][:7]} (2026-11-03): stepped +10% at {shas[2][:7]}, +9% at "
+            f"{shas[3][:7]}, +9% in this run; op numpy.matmul",
+        ]
+    )
+
+
+def test_an_unchanged_series_never_fails(
+    project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
+) -> None:
+    pytester, history = project
+    _at_commit(pytester, 48, 0)
+    for _ in range(6):
+        result = run_pytest(*_args(history, "-p", "no:xdist", "--opprof-rounds=3"))
+        result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["opprof: history: judged against 5 run(s) of this machine in *: 0 test(s) crept *"]
+    )
+    # A step beyond tolerance at one commit is the baseline gate's to judge, not a creep.
+    _at_commit(pytester, 64, 1)
+    run_pytest(*_args(history, "-p", "no:xdist")).assert_outcomes(passed=2)
+    run_pytest(*_args(history, "-p", "no:xdist")).assert_outcomes(passed=2)
+
+
+def _copy_as_other_machine(path: Path, directory: Path) -> Path:
+    """``path``'s run as measured on another machine (its fingerprint changed)."""
+    with np.load(path) as z:
+        arrays = {name: z[name] for name in z.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    meta["machine"]["fingerprint"] = "0123456789abcdef"
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    return write_run(directory, encode_arrays(arrays), "other-machine.npz")
+
+
+def test_runs_of_another_machine_are_not_judged_against(
+    project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
+) -> None:
+    pytester, history = project
+    ran = pytester.path.parent / f"{pytester.path.name}-ran"
+    _at_commit(pytester, 32, 0)
+    run_pytest(*_args(ran, "-p", "no:xdist")).assert_outcomes(passed=2)
+    (first,) = ran.glob("*.npz")
+    _copy_as_other_machine(first, history)
+    _at_commit(pytester, 34, 1)  # +20% FLOPs: a creep, were the run this machine's
+    result = run_pytest(*_args(history, "-p", "no:xdist"))
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "opprof: history: not judged against history: none of its 1 run(s) was "
+            "measured on this machine (fingerprint *)"
+        ]
+    )
+
+
+def test_a_damaged_history_file_is_named_and_skipped(
+    project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
+) -> None:
+    pytester, history = project
+    for day, n in enumerate((32, 33)):
+        _at_commit(pytester, n, day)
+        run_pytest(*_args(history, "-p", "no:xdist")).assert_outcomes(passed=2)
+    damaged = history / "damaged.npz"
+    damaged.write_bytes(next(history.glob("*.npz")).read_bytes()[:300])
+    _at_commit(pytester, 34, 2)
+    result = run_pytest(*_args(history, "-p", "no:xdist"))
+    result.assert_outcomes(passed=1, failed=1)  # judged against the two readable runs
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof: history: skipped {damaged}: damaged (*",
+            "opprof: history: judged against 2 run(s) of this machine *: 1 test(s) crept *",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_update_baselines_beside_a_history_accepts_a_replaced_baseline(
+    project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
+) -> None:
+    pytester, history = project
+    _at_commit(pytester, 32, 0)
+    run_pytest(*_args(history, "-p", "no:xdist", "--opprof-update-baselines")).assert_outcomes(
+        passed=2
+    )
+    _at_commit(pytester, 33, 1)
+    run_pytest(*_args(history, "-p", "no:xdist")).assert_outcomes(passed=2)
+    _at_commit(pytester, 35, 2)
+    failed = run_pytest(*_args(history, "-p", "no:xdist"))
+    failed.assert_outcomes(passed=1, failed=1)  # the baseline's FLOPs and the history's
+    failed.stdout.fnmatch_lines(["opprof CREPT: *test_matmul*"])
+    # An update fails nothing, replaces the baseline that changed for real, and says so
+    # in its history run: the history gate judges the test from that run on.
+    update = run_pytest(*_args(history, "-p", "no:xdist", "--opprof-update-baselines"))
+    update.assert_outcomes(passed=2)
+    assert (pytester.path / "baselines" / "test_suite.json").is_file()
+    last = max(history.glob("*.npz"), key=lambda p: p.name)
+    assert read_run(last).meta["replaced"] == [MATMUL]
+    after = run_pytest(*_args(history, "-p", "no:xdist"))
+    after.assert_outcomes(passed=2)
+    after.stdout.fnmatch_lines(["opprof: history: judged against 4 run(s) *: 0 test(s) crept *"])
+
+
+# -- times, on histories of known steps ----------------------------------------------------
+
+
+def _timed(rng: np.random.Generator, level_us: float, kernel_us: float) -> TestSummary:
+    """Five rounds of a test whose ``kernel`` scope takes ``kernel_us`` of its wall time
+    ``level_us``, each round with 2% noise."""
+    rounds = []
+    for _ in range(5):
+        noise = rng.lognormal(0, 0.02)
+        rows = [Row("kernel", 1, kernel_us * noise, kernel_us * noise)]
+        rounds.append((level_us * noise, rows))
+    return summary_of(rounds)
+
+
+FIRST_DAY = datetime.datetime(2026, 9, 1, 12, tzinfo=datetime.timezone.utc)
+
+
+def _history(
+    directory: Path, levels: list[float], seed: int, fingerprint: str
+) -> tuple[list[str], np.random.Generator]:
+    """A history of one test, a run per level (wall time in µs, the kernel 80% of it),
+    each run at its own commit with a day apart; the commits' shas."""
+    rng = np.random.default_rng(seed)
+    machine = {"fingerprint": fingerprint}
+    shas = []
+    for day, level in enumerate(levels):
+        writer = RunWriter()
+        writer.add("t.py::test_fit", _timed(rng, level, 0.8 * level))
+        sha = f"{day:02d}" + "ab" * 19
+        shas.append(sha)
+        when = (FIRST_DAY + datetime.timedelta(days=day)).isoformat()
+        commit = {"sha": sha, "parent": None, "branch": "main", "time": when, "dirty": False}
+        meta = {"run_at": when, "commit": commit, "machine": machine, "replaced": []}
+        write_run(directory, writer.encode(meta), f"run-{day:03d}.npz")
+    return shas, rng
+
+
+def _judge(directory: Path, now: TestSummary, fingerprint: str) -> list[str]:
+    gate = HistoryGate(directory)
+    gate.load(fingerprint)
+    return [c.text() for c in gate.judge("t.py::test_fit", now, Tolerances())]
+
+
+def test_a_time_that_crept_in_three_steps_fails_naming_them(tmp_path: Path) -> None:
+    levels = [2000.0] * 14 + [2160.0] * 12 + [2333.0] * 12 + [2520.0] * 12  # +8% three times
+    shas, rng = _history(tmp_path, levels, seed=1, fingerprint="f" * 16)
+    (line,) = _judge(tmp_path, _timed(rng, 2520.0, 0.8 * 2520.0), "f" * 16)
+    assert line.startswith(f"t.py::test_fit: cpu +26% against its level before {shas[14][:7]} ")
+    assert f"stepped +8% at {shas[14][:7]}, +8% at {shas[26][:7]}, +8% at {shas[38][:7]}" in line
+    assert line.endswith("; op kernel")
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_times_under_tolerance_do_not_fail(tmp_path: Path, seed: int) -> None:
+    """A flat history, and one that crept 12% (under 15%), at 2% noise: no failure."""
+    flat = tmp_path / "flat"
+    _, rng = _history(flat, [2000.0] * 40, seed=seed, fingerprint="f" * 16)
+    assert _judge(flat, _timed(rng, 2000.0, 1600.0), "f" * 16) == []
+    crept = tmp_path / "crept"
+    _, rng = _history(crept, [2000.0] * 20 + [2240.0] * 20, seed=seed, fingerprint="f" * 16)
+    assert _judge(crept, _timed(rng, 2240.0, 1792.0), "f" * 16) == []
