@@ -1,25 +1,36 @@
 """Change points in a real git history: are injected steps found at their commit, op named?
+And does the gate with the history fail the crept test, and no other?
 
 Builds a git repository of ``--commits`` commits of a small numerical project (24 tests
-of numpy ops, each with a ``kernel`` scope of 1-2 ms of pure-Python work), in which four
-commits inject steps:
+of numpy ops, each with a ``kernel`` scope of 1-2 ms of pure-Python work), in which
+commits inject steps (at the same shares of the history whatever its length; for 44
+commits):
 
-* +5%, +8% and +12% in the ``kernel`` scope of one test each (all under the gate's
-  15% time tolerance: the creep a baseline misses);
-* a FLOPs change (a matmul 64 -> 72) in a fourth test.
+* +5%, +8% and +12% in the ``kernel`` scope of one test each (commits 10, 18, 26; all
+  under the gate's 15% time tolerance: the creep a baseline misses);
+* three steps of +10% in the ``kernel`` scope of one more test (commits 12, 20, 28):
+  each under 15%, +33% together, the creep the history gate must fail;
+* a FLOPs change (a matmul 64 -> 72) in a fourth test (commit 34).
 
 Every other commit touches only a notes file.  The suite runs at each commit with
-``--opprof --opprof-rounds R --opprof-history DIR`` (quiet machine), then
-``pytest-opprof history DIR --json`` finds the change points.  A change point counts
-as found when it names the injected test and op (or figure) at the injected commit (or
-the next one, said so); every change point elsewhere is a false one.
+``--opprof --opprof-rounds R --opprof-history DIR`` (each run also gated against the
+history so far), then ``pytest-opprof history DIR --json`` finds the change points.  A
+change point counts as found when it names the injected test and op (or figure) at the
+injected commit (or the next one, said so); every change point elsewhere is a false one.
 
-    python bench/history_study.py [--commits 44] [--rounds 5] [--json out.json]
+Then, at the last commit: ``--opprof-update-baselines`` with the history records the
+baselines there (the worst case for the baseline gate: a baseline that followed the
+creep), and the gate runs with the history: the tests it fails are reported (it must
+fail the crept test and no other).  A/A: the last commit run ``--aa-runs`` times into
+a history of its own, each run gated against the runs before it; every failure is a
+false one.
+
+    python bench/history_study.py [--commits 44] [--rounds 5] [--aa-runs 24] [--json out.json]
 
 Side by side: asv's step detection (``pip install asv``) on the same series, scored alike.
 
-About 6 minutes on this 2-CPU VM at load 13 (BENCHMARKS.md).  The load-and-detect time
-of a large history is ``bench/history_synthetic.py``'s.
+About 8 minutes on this 2-CPU VM (BENCHMARKS.md); ``--commits 24 --aa-runs 6`` for a
+quick try.  The load-and-detect time of a large history is ``bench/history_synthetic.py``'s.
 """
 
 from __future__ import annotations
@@ -66,13 +77,30 @@ def spin(iterations):
     return acc
 '''
 FLOPS_TEST = 17
-STEPS: dict[int, tuple[int, float | int, str]] = {
-    # commit index -> (test index, kernel factor or matmul size, the figure that steps)
-    10: (3, 1.05, "self"),
-    18: (8, 1.08, "self"),
-    26: (13, 1.12, "self"),
-    34: (FLOPS_TEST, 72, "flops"),
-}
+CREPT_TEST = 5
+CREEP = 1.10
+"""Each of the crept test's three steps: +10%, under the gate's 15%; +33% together."""
+
+
+def steps_for(commits: int) -> dict[int, tuple[int, float | int, str]]:
+    """Commit index -> (test index, kernel factor or matmul size, the figure that steps),
+    at the same shares of the history whatever its length (44 commits: 10, 12, ...)."""
+
+    def at(share: int) -> int:
+        return round(share * commits / 44)
+
+    return {
+        at(10): (3, 1.05, "self"),
+        at(12): (CREPT_TEST, CREEP, "self"),
+        at(18): (8, 1.08, "self"),
+        at(20): (CREPT_TEST, CREEP, "self"),
+        at(26): (13, 1.12, "self"),
+        at(28): (CREPT_TEST, CREEP, "self"),
+        at(34): (FLOPS_TEST, 72, "flops"),
+    }
+
+
+STEPS = steps_for(44)
 
 
 def iterations_per_ms() -> float:
@@ -144,9 +172,10 @@ def build(repo: Path, commits: int, per_ms: float) -> dict[int, str]:
     (repo / "tests" / "test_numeric.py").write_text(test_module())
     (repo / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\npythonpath = .\n")
     shas = {}
+    steps = steps_for(commits)
     for c in range(commits):
-        if c in STEPS:
-            test, change, _ = STEPS[c]
+        if c in steps:
+            test, change, _ = steps[c]
             name = f"test_k{test:02d}"
             if isinstance(change, float):
                 iterations[name] = round(iterations[name] * change)
@@ -160,23 +189,116 @@ def build(repo: Path, commits: int, per_ms: float) -> dict[int, str]:
     return shas
 
 
-def run_all(repo: Path, shas: dict[int, str], history: Path, rounds: int) -> float:
+def run_suite(
+    repo: Path, history: Path, baselines: Path, rounds: int, *more: str
+) -> subprocess.CompletedProcess[str]:
+    """The suite once at the checked-out commit, into (and gated against) ``history``."""
+    cmd = [PYTHON, "-m", "pytest", "-q", *plugin_args(), "tests", "--opprof"]
+    cmd += [f"--opprof-rounds={rounds}", f"--opprof-history={history}"]
+    cmd += ["--opprof-baseline-dir", str(baselines), *more]
+    cmd += ["-p", "no:randomly", "-p", "no:benchmark"]
+    done = subprocess.run(cmd, cwd=repo, env=subprocess_env(), capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"pytest failed\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def failed_tests(stdout: str) -> list[str]:
+    """The node ids of the tests a run failed (pytest's short summary)."""
+    return [line.split()[1] for line in stdout.splitlines() if line.startswith("FAILED tests/")]
+
+
+def creep_lines(stdout: str) -> list[str]:
+    """The history gate's lines: each figure that crept, and what it judged against."""
+    keep = ("opprof: history: judged", "opprof: history: not judged", "opprof: history: skipped")
+    lines = [
+        line.strip()
+        for line in stdout.splitlines()
+        if "against its level before" in line or line.startswith(keep)
+    ]
+    return list(dict.fromkeys(lines))
+
+
+def run_all(
+    repo: Path, shas: dict[int, str], history: Path, rounds: int
+) -> tuple[float, dict[int, list[str]]]:
+    """Run the suite at every commit; the seconds it took and the tests each run failed
+    (every run is gated against the history of the runs before it)."""
     started = time.perf_counter()
+    failed = {}
     for c, sha in shas.items():
         git(repo, "checkout", "-q", sha)
-        cmd = [PYTHON, "-m", "pytest", "-q", *plugin_args(), "tests", "--opprof"]
-        cmd += [f"--opprof-rounds={rounds}", f"--opprof-history={history}"]
-        cmd += ["--opprof-baseline-dir", str(history.parent / "baselines")]
-        cmd += ["-p", "no:randomly", "-p", "no:benchmark"]
-        done = subprocess.run(cmd, cwd=repo, env=subprocess_env(), capture_output=True, text=True)
-        if done.returncode not in (0, 1):
-            raise RuntimeError(f"commit {c}: pytest failed\n{done.stdout}\n{done.stderr}")
+        done = run_suite(repo, history, history.parent / "baselines", rounds)
+        failed[c] = failed_tests(done.stdout)
         print(f"  commit {c:2d} {sha[:8]}: {done.stdout.strip().splitlines()[-1]}", flush=True)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, failed
+
+
+def gated_commits(per_commit: dict[int, list[str]]) -> dict[str, object]:
+    """What the history gate failed as the history grew: from which commit the crept test,
+    and every other test it failed on the way (false failures)."""
+    crept = f"tests/test_numeric.py::test_k{CREPT_TEST:02d}"
+    first = next((c for c, failed in per_commit.items() if crept in failed), None)
+    others = [f"commit {c}: {t}" for c, failed in per_commit.items() for t in failed if t != crept]
+    return {
+        "crept_test_first_failed_at": first,
+        "crept_test_failed_runs": sum(crept in failed for failed in per_commit.values()),
+        "other_failures": others,
+        "test_verdicts": len(per_commit) * TESTS,
+    }
+
+
+def gate_side(repo: Path, shas: dict[int, str], history: Path, rounds: int) -> dict[str, object]:
+    """At the last commit: record the baselines there (``--opprof-update-baselines`` with
+    the history: a pooled baseline that followed the creep), then gate: the baseline gate
+    sees nothing, the history gate must fail the crept test and no other."""
+    git(repo, "checkout", "-q", shas[len(shas) - 1])
+    baselines = history.parent / "baselines"
+    update = run_suite(repo, history, baselines, rounds, "--opprof-update-baselines")
+    gate = run_suite(repo, history, baselines, rounds)
+    failed = failed_tests(gate.stdout)
+    expected = [f"tests/test_numeric.py::test_k{CREPT_TEST:02d}"]
+    lines = creep_lines(gate.stdout)
+    crept = next((line for line in lines if line.startswith(expected[0])), "")
+    return {
+        "crept_steps_injected_at": sorted(
+            c for c, (t, _, _) in steps_for(len(shas)).items() if t == CREPT_TEST
+        ),
+        "crept_steps_named_at": [c for c, sha in shas.items() if f" at {sha[:7]}" in crept],
+        "update_exit": update.returncode,
+        "update_baselines_written": "wrote" in update.stdout,
+        "failed": failed,
+        "expected": expected,
+        "crept_test_only": failed == expected,
+        "lines": lines,
+    }
+
+
+def aa_side(repo: Path, root: Path, rounds: int, runs: int) -> dict[str, object]:
+    """A/A: the last commit run ``runs`` times into a history of its own, each run gated
+    against the runs before it (no baselines: only the history judges); every test it
+    fails is a false failure."""
+    history, baselines = root / "aa-history", root / "aa-baselines"
+    failures, judged = [], 0
+    for r in range(runs):
+        done = run_suite(repo, history, baselines, rounds)
+        lines = creep_lines(done.stdout)
+        if any(line.startswith("opprof: history: judged") for line in lines):
+            judged += TESTS
+        failures += [(r, test) for test in failed_tests(done.stdout)]
+        print(f"  A/A run {r:2d}: {done.stdout.strip().splitlines()[-1]}", flush=True)
+    return {
+        "runs": runs,
+        "test_verdicts_with_history": judged,
+        "false_failures": len(failures),
+        "false_failure_rate": round(len(failures) / max(judged, 1), 4),
+        "failed": [f"run {r}: {test}" for r, test in failures],
+    }
 
 
 def score(changes: list[dict[str, object]], shas: dict[int, str], series: int) -> dict[str, object]:
     index = {sha: c for c, sha in shas.items()}
+    steps = steps_for(len(shas))
     found: dict[int, str] = {}
     false = []
     for ch in changes:
@@ -185,7 +307,7 @@ def score(changes: list[dict[str, object]], shas: dict[int, str], series: int) -
         c = index[str(commit["sha"])]
         test = str(ch["test"])
         hit = None
-        for at, (t, _change, figure) in STEPS.items():
+        for at, (t, _change, figure) in steps.items():
             if test.endswith(f"test_k{t:02d}") and c in (at, at + 1):
                 hit = at
                 if ch["figure"] == figure and (figure != "self" or ch["op"] == "kernel"):
@@ -199,7 +321,7 @@ def score(changes: list[dict[str, object]], shas: dict[int, str], series: int) -
                 "change": change,
                 "found": found.get(at, "missed"),
             }
-            for at, (t, change, _) in STEPS.items()
+            for at, (t, change, _) in steps.items()
         },
         "false_change_points": len(false),
         "series": series,
@@ -254,16 +376,23 @@ def main() -> None:
     p.add_argument(
         "--analyze", type=Path, metavar="DIR", help="score the study a --keep DIR run left"
     )
+    p.add_argument(
+        "--aa-runs",
+        type=int,
+        default=24,
+        help="A/A: runs of the last commit into a history of their own, each gated (0: none)",
+    )
     args = p.parse_args()
     root = args.analyze or args.keep or Path(tempfile.mkdtemp(prefix="opprof-history-study-"))
     repo, history = root / "project", root / "history"
+    per_commit: dict[int, list[str]] = {}
     if args.analyze:
         listed = git(repo, "rev-list", "--reverse", "HEAD").split()
         shas, seconds = dict(enumerate(listed)), 0.0
     else:
         shas = build(repo, args.commits, iterations_per_ms())
         print(f"{args.commits} commits in {repo}; running the suite at each")
-        seconds = run_all(repo, shas, history, args.rounds)
+        seconds, per_commit = run_all(repo, shas, history, args.rounds)
     done = subprocess.run(
         [PYTHON, "-m", "pytest_opprof", "history", str(history), "--json"],
         env=subprocess_env(),
@@ -282,6 +411,15 @@ def main() -> None:
     result = score(report["changes"], shas, report["series"])
     result.update(commits=len(shas), rounds=args.rounds, run_seconds=round(seconds))
     result["asv"] = asv_side(history, shas, MIN_CHANGE)
+    if not args.analyze:
+        result["gate_at_each_commit"] = gated_commits(per_commit)
+        print("the gate with history at the last commit, after recording its baselines")
+        result["gate"] = gate_side(repo, shas, history, args.rounds)
+        if args.aa_runs:
+            print(
+                f"A/A: {args.aa_runs} runs of the last commit, each gated against the ones before"
+            )
+            result["aa"] = aa_side(repo, root, args.rounds, args.aa_runs)
     print(text)
     print(json.dumps(result, indent=1))
     if args.json:
