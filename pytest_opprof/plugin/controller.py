@@ -153,7 +153,8 @@ class Controller:
         for j in self.gate.judged:
             statuses[j.nodeid] = "time not judged" if j.busy and j.status == "pass" else j.status
         for nodeid in self.gate.crept:
-            statuses[nodeid] = "crept"
+            if statuses.get(nodeid) != "regressed":
+                statuses[nodeid] = "crept"
         return statuses
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

@@ -524,7 +524,8 @@ HISTORY: Setting[Path | None] = Setting(
     _parse_path,
     None,
     "append this run's figures (per test and op, with the commit and machine) to the "
-    "history in DIR; pytest-opprof history DIR finds where they stepped",
+    "history in DIR, and fail a test whose figures crept beyond tolerance against it; "
+    "pytest-opprof history DIR finds where they stepped",
     metavar="DIR",
     kind="path",
 )
