@@ -151,6 +151,7 @@ class ABSession(BaselineSession):
             self.judge_ab.count_shipped(shipped["pairs"])  # type: ignore[arg-type]
         else:
             verdict = self._verdict(nodeid, summary, pending, tol)
+        verdict = self.with_budgets(verdict, summary, overrides)
         result = TestResult(nodeid, summary, verdict, baseline_file=self.basis)
         self.judged.append(
             Judged(nodeid, verdict.status, verdict.time_not_judged is not None, False, False)

@@ -9,6 +9,7 @@ chose them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -125,6 +126,10 @@ def op_reasons(ctx: ReasonContext) -> OpFindings:
         c, b = now.ops.get(key), base.ops.get(key)
         if b is None and c is not None:
             reasons.append(_presence(key, "new", c, tol.figure(c.self_cpu_time) / refs.wall_ns))
+            # What a new op allocated or computed, against none: a new op that leaks is
+            # named with its bytes (its calls are the line above).
+            absent = dataclasses.replace(c, count=0, flops=0, self_memory_bytes=0, ranges={})
+            reasons.extend(r for r in _exact_reasons(ctx, key, absent, c, refs) if r.unit != "ops")
         elif c is None and b is not None:
             reasons.append(
                 _presence(key, "vanished", b, tol.figure(b.self_cpu_time) / refs.wall_ns)

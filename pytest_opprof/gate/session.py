@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from pytest_opprof import _native
 from pytest_opprof.errors import BaselineError
+from pytest_opprof.gate.budgets import Budgets, judge_budgets, judge_time
 from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.pooling import pool, replace_reason
 from pytest_opprof.gate.results import (
@@ -72,6 +73,8 @@ class GateOptions:
     raw_times: bool = False
     max_wait_share: float = DEFAULT_MAX_WAIT
     max_speed_change: float | None = DEFAULT_MAX_SPEED_CHANGE
+    budgets: Budgets = dataclasses.field(default_factory=Budgets)
+    """The session's absolute budgets (``--opprof-max-*``); a marker's replace them."""
     warn_only: bool = False
     require_baselines: bool = False
     report_path: Path | None = None
@@ -316,10 +319,37 @@ class BaselineSession:
         tolerance): more rounds could change it.  Judges nothing."""
         if _outside_rootdir(nodeid):
             return False
+        if self.time_over_budget(summary, overrides):
+            return True
         try:
             return self.verdict(nodeid, summary, overrides).time_undecided
         except BaselineError:
             return False  # judge() reports the file
+
+    def budgets_for(self, overrides: Mapping[str, float] | None) -> Budgets:
+        """The test's budgets: the session's, with its marker's (``overrides``) in place."""
+        return self.options.budgets.with_marker(overrides)
+
+    def time_over_budget(self, summary: TestSummary, overrides: Mapping[str, float]) -> bool:
+        """Whether these rounds judge the test's time over its budget: more rounds, judged
+        with them, confirm it (as a time beyond its tolerance)."""
+        limit = self.budgets_for(overrides).max_time
+        if limit is None:
+            return False
+        tol = self.with_overrides(overrides)
+        return judge_time(summary, limit, tol, force_time=self.options.force_time).status == "over"
+
+    def with_budgets(
+        self, verdict: Verdict, summary: TestSummary, overrides: Mapping[str, float]
+    ) -> Verdict:
+        """``verdict`` with the test's budgets judged (``budgets.py``)."""
+        budgets = self.budgets_for(overrides)
+        if not budgets.any():
+            return verdict
+        rows = judge_budgets(
+            summary, budgets, self.with_overrides(overrides), force_time=self.options.force_time
+        )
+        return verdict.with_budgets(rows)
 
     # -- judging -----------------------------------------------------------------------
 
@@ -341,7 +371,9 @@ class BaselineSession:
         tolerances = self.with_overrides(overrides)
         try:
             path = self.path_of(nodeid)
-            verdict = self.verdict(nodeid, summary, overrides)
+            verdict = self.with_budgets(
+                self.verdict(nodeid, summary, overrides), summary, overrides
+            )
         except BaselineError as exc:
             message = f"opprof: unusable baseline: {exc}"
             if self.options.update:
@@ -401,10 +433,15 @@ class BaselineSession:
         return self.results[i if self.options.keep_results else self._kept_at[i]]
 
     def fails(self, result: TestResult) -> bool:
-        """Whether a judged test fails: a regression, or no baseline where one is required;
-        never with ``warn_only`` or while updating."""
+        """Whether a judged test fails: a regression, or no baseline where one is required,
+        never with ``warn_only`` or while updating; beyond a budget, which needs no
+        baseline, also while updating."""
         o = self.options
-        if o.warn_only or o.update:
+        if o.warn_only:
+            return False
+        if result.verdict.over_budget:
+            return True
+        if o.update:
             return False
         return result.verdict.failed or (result.verdict.status == "new" and o.require_baselines)
 

@@ -29,7 +29,11 @@ are the same ones, which pooling needs (``pooling.replace_reason``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
+import math
+import operator
 from collections.abc import Collection
 from dataclasses import replace
 
@@ -113,9 +117,37 @@ def align(now: TestSummary, base: TestSummary) -> tuple[TestSummary, TestSummary
         return now, base
     if now_trimmed and base_trimmed:
         keep = set(now.ops) & set(base.ops)
+    elif base_trimmed:
+        keep = set(base.ops) | new_ops(now, base)
     else:
-        keep = set(base.ops if base_trimmed else now.ops)
+        keep = set(now.ops)
     return fold(now, keep), fold(base, keep)
+
+
+def new_ops(now: TestSummary, base: TestSummary) -> set[str]:
+    """The ops of untrimmed ``now`` that trimmed ``base`` provably never ran: without them,
+    the ops ``base`` does not name are exactly the ones it folded (the same count and
+    ``left_out`` digest, an XOR of the keys' hashes, so the ops to take out are those
+    whose hashes XOR to what the two digests differ by).  Folded, a new op that leaks or
+    slows the test would be blamed on ``[other ops]``; kept, the verdict names it.  Empty
+    where no such set is found among :data:`NEW_OPS_SEARCH` candidate sets."""
+    left = base.left_out
+    if left is None:
+        return set()
+    unnamed = sorted(key for key in now.ops if key not in base.ops)
+    extra = len(unnamed) - left.keys
+    if extra <= 0 or math.comb(len(unnamed), extra) > NEW_OPS_SEARCH:
+        return set()
+    hashes = {key: keys_digest([key]) for key in unnamed}
+    target = keys_digest(unnamed) ^ left.digest
+    for new in itertools.combinations(unnamed, extra):
+        if functools.reduce(operator.xor, (hashes[key] for key in new), 0) == target:
+            return set(new)
+    return set()
+
+
+NEW_OPS_SEARCH = 20_000
+"""Candidate sets :func:`new_ops` tries at most (each a few XORs)."""
 
 
 def keys_digest(keys: Collection[str]) -> int:

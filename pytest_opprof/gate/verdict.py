@@ -34,9 +34,11 @@ them):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_opprof.gate.budgets import BudgetRow
 from pytest_opprof.gate.judge import (
     RowStatus,
     Sessions,
@@ -121,10 +123,24 @@ class Verdict:
     """What the times were judged against (``TimeBasis.kind``): ``baseline`` (the committed
     baselines), or an A/B run's base revision (``A/B against REF (sha)``,
     ``pytest_opprof/ab/``)."""
+    budgets: tuple[BudgetRow, ...] = ()
+    """The test's absolute budgets judged (``budgets.py``), with or without a baseline."""
 
     @property
     def failed(self) -> bool:
         return self.status == "regressed"
+
+    @property
+    def over_budget(self) -> tuple[BudgetRow, ...]:
+        """The budgets the test went beyond: each fails it (``status`` is then ``regressed``)."""
+        return tuple(row for row in self.budgets if row.status == "over")
+
+    def with_budgets(self, rows: tuple[BudgetRow, ...]) -> Verdict:
+        """This verdict with ``rows`` judged: ``regressed`` when one is over."""
+        if not rows:
+            return self
+        over = any(row.status == "over" for row in rows)
+        return dataclasses.replace(self, budgets=rows, status="regressed" if over else self.status)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -142,6 +158,7 @@ class Verdict:
             "reasons": [reason.to_json() for reason in self.reasons],
             "notes": list(self.notes),
             "varying": [figure.to_json() for figure in self.varying],
+            **({"budgets": [row.to_json() for row in self.budgets]} if self.budgets else {}),
         }
 
 

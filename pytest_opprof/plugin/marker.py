@@ -21,6 +21,10 @@ from pytest_opprof.errors import MarkerUsageError, OptionValueError
 from pytest_opprof.gate.tolerance import DEFAULT_ROW_LIMIT
 from pytest_opprof.plugin.options import (
     FLOPS_TOLERANCE,
+    MAX_FLOPS,
+    MAX_LEAKED,
+    MAX_MEMORY,
+    MAX_TIME,
     MEMORY_TOLERANCE,
     ROUNDS,
     ROW_LIMIT,
@@ -43,12 +47,17 @@ def profile(
     time_tolerance: float | str | None = None,
     memory_tolerance: float | str | None = None,
     flops_tolerance: float | str | None = None,
+    max_memory: int | str | None = None,
+    max_leaked: int | str | None = None,
+    max_flops: int | str | None = None,
+    max_time: str | None = None,
     group_by_input_shape: bool = False,
     top_level_events_only: bool = False,
 ) -> None:
     """Print this test's op table in the terminal summary (at most row_limit rows, sorted
     by sort_by, times in time_unit: s, ms or us); rounds (a number or 'auto'), warmup and
-    the tolerances override the command line and ini for this test."""
+    the tolerances override the command line and ini for this test; the budgets fail it
+    beyond a peak memory, leak, FLOP count or time ('2 MB', '0 B', '1 GFLOP', '5 ms')."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,11 @@ class TestSettings:
     time_tolerance: float | None
     memory_tolerance: float | None
     flops_tolerance: float | None
+    max_memory: int | None
+    """The budgets (bytes, bytes, FLOPs, ns); None: the session's (``GateOptions.budgets``)."""
+    max_leaked: int | None
+    max_flops: int | None
+    max_time: int | None
     group_by_input_shape: bool
     top_level_events_only: bool
 
@@ -150,6 +164,10 @@ def _defaults(options: OpprofOptions, *, marked: bool) -> TestSettings:
         time_tolerance=None,
         memory_tolerance=None,
         flops_tolerance=None,
+        max_memory=None,
+        max_leaked=None,
+        max_flops=None,
+        max_time=None,
         group_by_input_shape=False,
         top_level_events_only=False,
     )
@@ -198,6 +216,10 @@ _PARSERS: dict[str, Callable[[object], object]] = {
     "time_tolerance": TIME_TOLERANCE.parse,
     "memory_tolerance": MEMORY_TOLERANCE.parse,
     "flops_tolerance": FLOPS_TOLERANCE.parse,
+    "max_memory": MAX_MEMORY.parse,
+    "max_leaked": MAX_LEAKED.parse,
+    "max_flops": MAX_FLOPS.parse,
+    "max_time": MAX_TIME.parse,
     "group_by_input_shape": _parse_bool,
     "top_level_events_only": _parse_bool,
 }

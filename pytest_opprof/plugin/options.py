@@ -22,6 +22,14 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 import pytest
 
 from pytest_opprof.errors import OptionValueError
+from pytest_opprof.gate.budget_forms import (
+    FLOPS_FORMS,
+    SIZE_FORMS,
+    TIME_FORMS,
+    parse_bytes,
+    parse_flops,
+    parse_time_ns,
+)
 from pytest_opprof.gate.tolerance import (
     DEFAULT_COUNT_TOLERANCE,
     DEFAULT_FLOPS_TOLERANCE,
@@ -530,6 +538,31 @@ HISTORY: Setting[Path | None] = Setting(
     kind="path",
 )
 
+
+def _budget(
+    name: str, parse: Callable[[object], int], what: str, forms: str
+) -> Setting[int | None]:
+    return Setting(
+        f"max_{name}",
+        parse,
+        None,
+        f"fail a profiled test whose {what} is beyond this, with or without a baseline "
+        f"(the marker's max_{name} overrides it for its test): {forms}",
+        metavar="LIMIT",
+        marker=True,
+    )
+
+
+MAX_MEMORY = _budget("memory", parse_bytes, "peak memory", SIZE_FORMS)
+MAX_LEAKED = _budget("leaked", parse_bytes, "memory still held at its end", SIZE_FORMS)
+MAX_FLOPS = _budget("flops", parse_flops, "FLOP count", FLOPS_FORMS)
+MAX_TIME = _budget(
+    "time",
+    parse_time_ns,
+    "wall time (judged as times are: clean rounds or work time, else not judged)",
+    TIME_FORMS,
+)
+
 SETTINGS: tuple[Setting[Any], ...] = (
     CAPTURE,
     ROW_LIMIT,
@@ -548,6 +581,10 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MEMORY_TOLERANCE,
     FLOPS_TOLERANCE,
     COUNT_TOLERANCE,
+    MAX_MEMORY,
+    MAX_LEAKED,
+    MAX_FLOPS,
+    MAX_TIME,
     MIN_TIME,
     MAX_WAIT,
     MAX_SPEED_CHANGE,
@@ -670,6 +707,7 @@ def _named(setting: Setting[T]) -> str:
 def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None) -> GateOptions:
     """The baseline comparison's settings, command line over ini over default;
     ``blas_threads`` as :func:`read_options` resolved it."""
+    from pytest_opprof.gate.budgets import Budgets
     from pytest_opprof.gate.session import GateOptions
 
     return GateOptions(
@@ -685,6 +723,12 @@ def read_gate_options(config: pytest.Config, *, blas_threads: int | None = None)
         raw_times=RAW_TIMES.read(config),
         max_wait_share=MAX_WAIT.read(config),
         max_speed_change=MAX_SPEED_CHANGE.read(config),
+        budgets=Budgets(
+            max_memory=MAX_MEMORY.read(config),
+            max_leaked=MAX_LEAKED.read(config),
+            max_flops=MAX_FLOPS.read(config),
+            max_time=MAX_TIME.read(config),
+        ),
         warn_only=WARN_ONLY.read(config),
         require_baselines=REQUIRE_BASELINES.read(config),
         report_path=(report := REPORT.read(config)),

@@ -15,6 +15,7 @@ from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.model.tree import build_tree
 from pytest_opprof.plugin.traces import trace_file
 from pytest_opprof.profiler import profile
+from pytest_opprof.render.budget_lines import junit_budget_properties
 from pytest_opprof.render.flame import flame_tree
 from pytest_opprof.render.report import judged_wall_ns, time_basis
 
@@ -79,4 +80,6 @@ def junit_properties(
         props.append(("opprof_time_not_judged", time_not_judged))
     if work:
         props.append(("opprof_time_judged_on", "work time"))
+    if result is not None:
+        props += junit_budget_properties(result.verdict)
     return props

@@ -76,13 +76,18 @@ RoundReason = Literal["more", "clean", "confirm"]
 
 
 def _overrides(settings: TestSettings) -> dict[str, float]:
-    """The marker's tolerance overrides (``time``, ``memory``, ``flops``) that are set."""
+    """The marker's tolerance overrides (``time``, ``memory``, ``flops``) and budgets
+    (``budgets.BUDGET_KEYS``) that are set."""
     overrides = {
         "time": settings.time_tolerance,
         "memory": settings.memory_tolerance,
         "flops": settings.flops_tolerance,
+        "max_memory": settings.max_memory,
+        "max_leaked": settings.max_leaked,
+        "max_flops": settings.max_flops,
+        "max_time": settings.max_time,
     }
-    return {k: v for k, v in overrides.items() if v is not None}
+    return {k: float(v) for k, v in overrides.items() if v is not None}
 
 
 class Worker:
@@ -219,11 +224,15 @@ class Worker:
         caller ran the one before.  ``more``: the ``rounds`` setting's count, or ``auto``'s
         for a test whose times can be judged; ``clean``: in place of a round that waited
         for a CPU; ``confirm``: a time beyond its tolerance, judged on all the rounds."""
+        # A first round over the test's time budget is repeated whatever the floor: one
+        # round never fails a budget (budgets.judge_time).
+        limit = self.gate.budgets_for(_overrides(settings)).max_time
+        over = limit is not None and rounds.first_work_ns() > limit
         more = policy.more_rounds(
             settings.rounds,
             rounds.first_work_ns(),
-            self.options.gate.min_time_ns,
-            lambda n: self.gate.times_judged(nodeid, n),
+            0 if over else self.options.gate.min_time_ns,
+            lambda n: over or self.gate.times_judged(nodeid, n),
             preempted=rounds.preempted,
         )
         for _ in range(more):

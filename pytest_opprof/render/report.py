@@ -21,6 +21,12 @@ from pytest_opprof.gate.tolerance import DEFAULT_ROW_LIMIT, format_tolerance
 from pytest_opprof.gate.unjudged import UnjudgedTally
 from pytest_opprof.gate.verdict import UPDATE_HINT, MetricRow, OpReason, Verdict
 from pytest_opprof.gate.waiting import WORK_NOTE_MARK
+from pytest_opprof.render.budget_lines import (
+    OVER_LABEL,
+    budget_lines,
+    is_budget_failure_only,
+    markdown_budget_lines,
+)
 from pytest_opprof.render.markdown_text import html_text, md_code, md_text, utf16_units
 from pytest_opprof.render.units import format_memory, format_time
 
@@ -59,8 +65,9 @@ def format_change(change: float | None) -> str:
 def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> str:
     """The test's comparison as a unified-diff-like section (``-`` baseline, ``+`` now)."""
     verdict = result.verdict
-    lines = [f"opprof {verdict.status.upper()}: {result.nodeid}"]
-    if verdict.status == "new":
+    label = OVER_LABEL if is_budget_failure_only(verdict) else verdict.status.upper()
+    lines = [f"opprof {label}: {result.nodeid}"]
+    if verdict.status == "new" or (verdict.over_budget and not verdict.metrics):
         lines.append(f"  {_rounds(result.summary.rounds)}, {len(result.summary.ops)} ops recorded")
     else:
         if verdict.basis != "baseline":  # an A/B run: the base revision, run beside it
@@ -81,6 +88,7 @@ def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> st
             lines.extend(_reason_lines(reason) for reason in shown)
             if len(verdict.reasons) > len(shown):
                 lines.append(f"  ... {len(verdict.reasons) - len(shown)} more op changes")
+    lines.extend(budget_lines(verdict))
     lines.extend(f"note: {note}" for note in verdict.notes)
     if any(reason.op == MEMORY_ROW for reason in verdict.reasons[:row_limit]):
         lines.append(f"note: {MEMORY_ROW_MEANING}")
@@ -365,6 +373,7 @@ def _markdown_details(r: TestResult, row_limit: int) -> list[str]:
             f"> wall time (raw): {format_value(raw, 'ns')}, "
             f"{_raw_rounds(r.summary.rounds)} as measured"
         )
+    out += markdown_budget_lines(r.verdict)
     out += [f"> {md_text(note)}" for note in r.verdict.notes] + ["", "</details>"]
     return out
 
