@@ -30,6 +30,10 @@ FORMS: dict[str, tuple[list[str], list[str]]] = {
     "time_tolerance": (["0.2", "20%", "0", "1e-1", " 5 % "], ["-0.1", "lots", "", "nan", "inf"]),
     "memory_tolerance": (["0.1", "150%"], ["-1%", "10 percent", ""]),
     "flops_tolerance": (["0", "-0", "0%", "2.5"], ["x%", "%", ""]),
+    "max_memory": (["2 MB", "0 B", "512KiB", " 1.5 GiB ", "100"], ["2 MBs", "-1 B", "", "MB"]),
+    "max_leaked": (["0 B", "1 kB", "3 mib"], ["1 KFLOP", "nan B", "x"]),
+    "max_flops": (["1 GFLOP", "250 MFLOPs", "0", "2e3 kFLOP"], ["1 GB", "-1 FLOP", ""]),
+    "max_time": (["5 ms", "200us", "1s", "0.5 ms"], ["5 minutes", "-1ms", "", "ms"]),
 }
 
 CASES = [
@@ -50,8 +54,13 @@ def _session(pytester: pytest.Pytester, *args: str) -> OpprofOptions:
 
 
 def _value(options: OpprofOptions, name: str) -> object:
-    # The tolerances live in the gate's options; the rest under the same name.
-    return getattr(options, name) if hasattr(options, name) else getattr(options.gate, name)
+    # The tolerances live in the gate's options, the budgets in theirs; the rest under the
+    # same name.
+    if hasattr(options, name):
+        return getattr(options, name)
+    if name.startswith("max_"):
+        return getattr(options.gate.budgets, name)
+    return getattr(options.gate, name)
 
 
 def _from_option(pytester: pytest.Pytester, setting: Setting[object], text: str) -> object:

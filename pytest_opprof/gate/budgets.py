@@ -171,7 +171,7 @@ def judge_time(
             figure, on = tol.figure(summary.wall_time), f"wall time of {_n(len(walls))}"
     elif len(clean) >= needed:
         picked = only_rounds(summary, clean)
-        figure, on = tol.figure(picked.wall_time), f"wall time of {_n(len(clean))} clean"
+        figure, on = tol.figure(picked.wall_time), f"wall time of {_n(len(clean), 'clean ')}"
     else:
         workable = clean_rounds(summary, WORK_WAIT_LIMIT) or ()
         if len(workable) >= needed:
@@ -207,5 +207,5 @@ def judge_time(
     return replace(row, status="not judged", now=fastest, note=why)
 
 
-def _n(rounds: int) -> str:
-    return f"{rounds} round" if rounds == 1 else f"{rounds} rounds"
+def _n(rounds: int, kind: str = "") -> str:
+    return f"{rounds} {kind}round" if rounds == 1 else f"{rounds} {kind}rounds"

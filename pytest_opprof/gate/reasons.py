@@ -10,13 +10,13 @@ chose them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from pytest_opprof.gate.judge import RowStatus, beyond, change, judge_exact, judge_time, steady
 from pytest_opprof.gate.rows import WORK_TIME, MetricRow, json_change, names, totals_status
-from pytest_opprof.gate.summary import OTHER_OPS, OpSummary, Span
+from pytest_opprof.gate.summary import OTHER_OPS, OpSummary, Span, TestSummary
 from pytest_opprof.gate.time_basis import TimeBasis
 from pytest_opprof.gate.tolerance import Tolerances
 from pytest_opprof.gate.waiting import library_like, scope_judged_on_work
@@ -341,3 +341,42 @@ def _notes(ctx: ReasonContext, reasons: Sequence[OpReason], held: Sequence[str])
             "to measure; a library op's time explains the test's time instead"
         )
     return tuple(notes)
+
+
+def name_folded(
+    reasons: Sequence[OpReason], summary: TestSummary, compared: Collection[str]
+) -> tuple[OpReason, ...]:
+    """``reasons`` with each ``[other ops]`` growth in bytes or FLOPs noted with the op of
+    ``summary`` (this run, before folding) that holds the most of it, among those the
+    comparison folded (not in ``compared``, the op keys compared): a leak in an op the
+    baseline left out names that op, not only ``[other ops]``."""
+    folded = _folded_values(reasons, summary, compared)
+    if not folded:
+        return tuple(reasons)
+    out = []
+    for r in reasons:
+        top = folded.get(r.unit) if r.op == OTHER_OPS and r.kind.startswith("more") else None
+        out.append(dataclasses.replace(r, note=f"most in {top}") if top else r)
+    return tuple(out)
+
+
+def _folded_values(
+    reasons: Sequence[OpReason], summary: TestSummary, compared: Collection[str]
+) -> dict[str, str]:
+    """Per unit (``bytes``, ``flops``) of an ``[other ops]`` reason, the op of ``summary``
+    not in ``compared`` with the most of it (none where no op has any)."""
+    units = {r.unit for r in reasons if r.op == OTHER_OPS and r.unit in ("bytes", "flops")}
+    if not units:
+        return {}
+    named = set(compared)
+    out = {}
+    for unit in units:
+        values = {
+            key: op.self_memory_bytes if unit == "bytes" else op.flops
+            for key, op in summary.ops.items()
+            if key not in named and key not in (OTHER_OPS, MEMORY_EVENT_NAME)
+        }
+        top = max(values, key=lambda k: (values[k], k), default=None)
+        if top is not None and values[top] > 0:
+            out[unit] = top
+    return out

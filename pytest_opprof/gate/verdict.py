@@ -49,7 +49,13 @@ from pytest_opprof.gate.judge import (
 )
 from pytest_opprof.gate.machine import MachineInfo
 from pytest_opprof.gate.machine_moved import Unjudged, library_moved, uniformly_slower
-from pytest_opprof.gate.reasons import OP_ALONE_TOLERANCES, OpReason, ReasonContext, op_reasons
+from pytest_opprof.gate.reasons import (
+    OP_ALONE_TOLERANCES,
+    OpReason,
+    ReasonContext,
+    name_folded,
+    op_reasons,
+)
 from pytest_opprof.gate.rows import (
     MetricRow,
     VaryingFigure,
@@ -219,6 +225,7 @@ def compare(
     metrics = moved.rows if moved else uniform.rows if uniform else rows.rows
     # 3. The op reasons, which settle a time that library ops moved.
     found = op_reasons(ReasonContext.of(basis, metrics, tol))
+    found = found._replace(reasons=name_folded(found.reasons, summary, basis.now.ops))
     basis, settled = _settle_library(basis, moved, found.reasons)
     statuses = {m.status for m in metrics} | {r.status for r in found.reasons}
     status: Status = (
