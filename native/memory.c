@@ -7,7 +7,7 @@
  *
  * Why a header on every numpy block: numpy's free(ptr, size) argument does
  * not always match the allocated size, and realloc gives no old size at all;
- * the 16-byte header (size, window tag) makes both exact and keeps malloc's
+ * the 16-byte header (size, window tag, the allocating op's slot) makes both exact and keeps malloc's
  * 16-byte alignment.
  *
  * Why the context-variable default is changed: numpy keeps the handler in a
@@ -56,12 +56,10 @@ int opprof_memory_stats_get(opprof_memory_stats *out)
 
 /* ---- the numpy handler ------------------------------------------------- */
 
-#define BLOCK_MAGIC 0x6f70706du /* "oppm": catches a foreign pointer in debug runs */
-
 typedef struct {
     uint64_t size; /* bytes the caller asked for */
     uint32_t tag;  /* window the block was allocated in while recording, 0 = none */
-    uint32_t magic;
+    uint32_t slot; /* its op's slot in the held-bytes table (memory_count.h) */
 } block_header;
 
 _Static_assert(sizeof(block_header) == 16, "the header must keep malloc's 16-byte alignment");
@@ -87,8 +85,12 @@ static void *stamp(block_header *h, size_t size)
         return NULL;
     }
     h->size = size;
-    h->magic = BLOCK_MAGIC;
     h->tag = opprof_mem_count_alloc((int64_t)size);
+    h->slot = 0;
+    if (h->tag != 0) {
+        h->slot = opprof_mem_held_slot();
+        opprof_mem_held_move(h->slot, (int64_t)size);
+    }
     return h + 1;
 }
 
@@ -123,12 +125,21 @@ static void *wrap_realloc(void *ctx, void *ptr, size_t new_size)
     block_header *old = (block_header *)ptr - 1;
     uint64_t old_size = old->size;
     uint32_t old_tag = old->tag;
+    uint32_t old_slot = old->slot;
     block_header *h = w->inner.realloc(w->inner.ctx, old, new_size + sizeof(block_header));
     if (h == NULL) {
         return NULL; /* the old block is untouched and still counted */
     }
+    if (old_tag != 0 && old_tag == opprof_mem_window()) {
+        opprof_mem_held_move(old_slot, -(int64_t)old_size);
+    }
     h->size = new_size;
     h->tag = opprof_mem_count_realloc((int64_t)old_size, (int64_t)new_size, old_tag);
+    h->slot = 0;
+    if (h->tag != 0) {
+        h->slot = opprof_mem_held_slot();
+        opprof_mem_held_move(h->slot, (int64_t)new_size);
+    }
     return h + 1;
 }
 
@@ -141,6 +152,9 @@ static void wrap_free(void *ctx, void *ptr, size_t size_hint)
     }
     block_header *h = (block_header *)ptr - 1;
     uint64_t size = h->size;
+    if (h->tag != 0 && h->tag == opprof_mem_window()) {
+        opprof_mem_held_move(h->slot, -(int64_t)size);
+    }
     opprof_mem_count_free((int64_t)size, h->tag);
     /* The inner handler gets the size it allocated (numpy's default handler
      * files small blocks in its cache by this size). */

@@ -55,6 +55,13 @@ int opprof_memory_python_uninstall(void);
 int opprof_memory_reset(void);
 int opprof_memory_stats_get(opprof_memory_stats *out);
 
+/* Bytes of numpy blocks allocated in the current window and still held, by
+ * the op that allocated them (the name id of the innermost open event on the
+ * allocating thread; 4294967295 when none was open): what a test leaks, op by
+ * op.  Entries with held bytes only, at most `capacity`.  Call after stop and
+ * gc.collect(), as for held_bytes. */
+int opprof_memory_held_by_name(uint32_t *names, int64_t *bytes, int64_t capacity, int64_t *written);
+
 /* Net-bytes samples of the current window, in the order taken (sort by
  * time: threads interleave).  Call after stop. */
 int opprof_memory_set_sample_capacity(int64_t max_samples);

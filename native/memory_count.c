@@ -18,6 +18,8 @@
 /* ---- counters -------------------------------------------------------- */
 
 _Atomic int64_t opprof_mem_net;
+_Atomic int64_t opprof_mem_held[OPPROF_MEM_HELD_SLOTS];
+_Atomic uint32_t opprof_mem_held_top;
 _Atomic int64_t opprof_mem_peak;
 _Atomic uint32_t opprof_mem_window_id = 1;
 _Thread_local opprof_mem_tls *opprof_mem_tl __attribute__((tls_model("initial-exec")));
@@ -173,6 +175,32 @@ int opprof_memory_reset(void)
      * owners.  Tags are 24 bits wide in the Python pointer table; 0 = none. */
     uint32_t w = (opprof_mem_window() + 1) & OPPROF_MEM_TAG_MASK;
     atomic_store_explicit(&opprof_mem_window_id, w ? w : 1, memory_order_release);
+    /* After the new tag: a block of the old window freed from now on no longer
+     * moves the table. */
+    uint32_t top = atomic_load_explicit(&opprof_mem_held_top, memory_order_relaxed);
+    for (uint32_t i = 0; i < top; i++) {
+        atomic_store_explicit(&opprof_mem_held[i], 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&opprof_mem_held_top, 0, memory_order_relaxed);
+    return OPPROF_OK;
+}
+
+int opprof_memory_held_by_name(uint32_t *names, int64_t *bytes, int64_t capacity, int64_t *written)
+{
+    if (names == NULL || bytes == NULL || written == NULL || capacity < 0) {
+        return opprof_fail(OPPROF_E_ARG, "opprof_memory_held_by_name: bad output buffers");
+    }
+    int64_t n = 0;
+    uint32_t top = atomic_load_explicit(&opprof_mem_held_top, memory_order_acquire);
+    for (uint32_t i = 0; i < top && n < capacity; i++) {
+        int64_t held = atomic_load_explicit(&opprof_mem_held[i], memory_order_relaxed);
+        if (held > 0) {
+            names[n] = i == 0 ? UINT32_MAX : i - 1;
+            bytes[n] = held;
+            n++;
+        }
+    }
+    *written = n;
     return OPPROF_OK;
 }
 

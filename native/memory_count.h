@@ -68,6 +68,15 @@ int opprof_mem_python_untracked(void);
 
 #define OPPROF_RELAXED memory_order_relaxed
 
+/* Bytes of numpy blocks allocated in the window and not freed yet, by the op
+ * that allocated them: slot 0 when no event was open, slot n + 1 for the
+ * interned name n (names past the table share slot 0).  A block's header keeps
+ * its slot; the table is cleared when a window opens.  What a test leaks, op
+ * by op (opprof_memory_held_by_name). */
+#define OPPROF_MEM_HELD_SLOTS 16384
+extern _Atomic int64_t opprof_mem_held[OPPROF_MEM_HELD_SLOTS];
+extern _Atomic uint32_t opprof_mem_held_top; /* slots in use since the window opened */
+
 static inline int opprof_mem_recording(void)
 {
     /* One load: opprof_g_active holds the options only while a session records. */
@@ -170,6 +179,30 @@ static inline uint32_t opprof_mem_count_alloc(int64_t n)
     tl->alloc_count++;
     opprof_mem_attribute(tl, n, 0, opprof_mem_move_net(n));
     return w;
+}
+
+/* The held-bytes slot of a block the calling thread allocates now in the
+ * window: its innermost open event's name (after opprof_mem_count_alloc,
+ * which fetched the thread's core state). */
+static inline uint32_t opprof_mem_held_slot(void)
+{
+    opprof_mem_tls *tl = opprof_mem_tl;
+    opprof_thread *t = tl != NULL ? tl->core : NULL;
+    if (t == NULL || t->innermost < 0) {
+        return 0;
+    }
+    uint32_t name = t->open[t->innermost].ev.name;
+    return name < OPPROF_MEM_HELD_SLOTS - 1 ? name + 1 : 0;
+}
+
+static inline void opprof_mem_held_move(uint32_t slot, int64_t delta)
+{
+    atomic_fetch_add_explicit(&opprof_mem_held[slot], delta, OPPROF_RELAXED);
+    uint32_t top = atomic_load_explicit(&opprof_mem_held_top, OPPROF_RELAXED);
+    while (slot >= top &&
+           !atomic_compare_exchange_weak_explicit(&opprof_mem_held_top, &top, slot + 1,
+                                                  OPPROF_RELAXED, OPPROF_RELAXED)) {
+    }
 }
 
 /* A block of n bytes with window tag `tag` is freed. */

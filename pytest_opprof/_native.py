@@ -491,6 +491,28 @@ def memory_samples(count: int | None = None) -> np.ndarray:
     return out[: written[0]]
 
 
+HELD_SLOTS = 16384
+"""Op names the held-bytes table tells apart (``OPPROF_MEM_HELD_SLOTS``, less the no-op slot)."""
+_NO_NAME = 2**32 - 1
+
+
+def memory_held_by_name() -> list[tuple[str | None, int]]:
+    """Bytes of numpy blocks allocated in the window and still held, by the name of the op
+    that allocated them (None: no op was open), most first; call after stop and
+    ``gc.collect()``, as for ``held_bytes``."""
+    ids = ffi.new("uint32_t[]", HELD_SLOTS)
+    held = ffi.new("int64_t[]", HELD_SLOTS)
+    written = ffi.new("int64_t *")
+    check(lib.opprof_memory_held_by_name(ids, held, HELD_SLOTS, written))
+    table = names()
+    out: list[tuple[str | None, int]] = []
+    for i in range(written[0]):
+        name_id = int(ids[i])
+        name = None if name_id == _NO_NAME or name_id >= len(table) else table[name_id]
+        out.append((name, int(held[i])))
+    return sorted(out, key=lambda kv: (-kv[1], kv[0] or ""))
+
+
 # ---- numpy: call and method hooks (native/numpy_hooks.c) ----------------------
 
 NUMPY_STR_TYPE = int(lib.OPPROF_NP_STR_TYPE)  # dtype "type<N>" marks a recorded string

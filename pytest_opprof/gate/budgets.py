@@ -9,9 +9,11 @@ against them, one :class:`BudgetRow` per budget set; a row ``over`` fails the te
 
 Each row names the op(s) that used the budget, from the figures a summary keeps:
 
-* peak memory and the leak: the ops holding the most bytes they allocated and did not
-  free themselves (an op's net self bytes), largest first, as many as it takes to
-  cover the figure (at most ``NAMED_OPS``), never ``[other ops]``;
+* the leak: the ops that allocated the numpy data still held at the test's end, measured
+  block by block (``native/memory.c`` keeps each block's op; ``TestSummary.leaked_ops``);
+* peak memory: the ops holding the most bytes they allocated and did not free
+  themselves (an op's net self bytes), largest first, as many as it takes to cover the
+  figure (at most ``NAMED_OPS``), never ``[other ops]``;
 * FLOPs: the ops with the most FLOPs; time: the ops with the most self time.
 
 Times are judged with the gate's care (``waiting.py``): on the rounds that did not wait
@@ -106,9 +108,10 @@ def judge_budgets(
         rows.append(_exact("max_memory", "peak memory", "bytes", budgets.max_memory, peak, summary))
     if budgets.max_leaked is not None:
         leaked = memory.leaked_bytes if memory is not None else None
-        rows.append(
-            _exact("max_leaked", "leaked memory", "bytes", budgets.max_leaked, leaked, summary)
-        )
+        row = _exact("max_leaked", "leaked memory", "bytes", budgets.max_leaked, leaked, summary)
+        if row.status == "over":
+            row = replace(row, ops=leak_users(summary), note=_leak_note(summary))
+        rows.append(row)
     if budgets.max_flops is not None:
         rows.append(
             _exact("max_flops", "flops", "flops", budgets.max_flops, summary.flops, summary)
@@ -149,6 +152,24 @@ def _users(summary: TestSummary, unit: str, figure: float) -> tuple[tuple[str, f
         if sum(v for _, v in named) >= figure:
             break
     return tuple(named)
+
+
+def leak_users(summary: TestSummary) -> tuple[tuple[str, float], ...]:
+    """The ops that allocated the numpy data still held at the test's end, most first (at
+    most :data:`NAMED_OPS`): ``TestSummary.leaked_ops``, measured block by block."""
+    held = sorted(summary.leaked_ops.items(), key=lambda kv: (-kv[1], kv[0]))
+    return tuple((op, float(n)) for op, n in held[:NAMED_OPS])
+
+
+def _leak_note(summary: TestSummary) -> str:
+    """What of the leak no op is named for (Python objects, other libraries' memory)."""
+    leaked = summary.memory.leaked_bytes if summary.memory is not None else 0
+    named = sum(summary.leaked_ops.values())
+    if named >= leaked:
+        return ""
+    if not named:
+        return "none of it is numpy data, which is what ops are named for"
+    return f"{leaked - named:,} bytes of it are not numpy data, which is what ops are named for"
 
 
 def judge_time(

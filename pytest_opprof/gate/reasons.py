@@ -380,3 +380,15 @@ def _folded_values(
         if top is not None and values[top] > 0:
             out[unit] = top
     return out
+
+
+def leak_note(metrics: Sequence[MetricRow], summary: TestSummary) -> str | None:
+    """Where the test's leaked memory regressed, the ops that allocated what it still holds
+    (``TestSummary.leaked_ops``, measured block by block), most first."""
+    leaked = next((m for m in metrics if m.metric == "leaked memory"), None)
+    if leaked is None or leaked.status != "regressed" or not summary.leaked_ops:
+        return None
+    held = sorted(summary.leaked_ops.items(), key=lambda kv: (-kv[1], kv[0]))
+    ops = ", ".join(f"{op} ({n:,} bytes)" for op, n in held[:3])
+    more = f" and {len(held) - 3} more" if len(held) > 3 else ""
+    return f"the leaked memory was allocated by {ops}{more}"

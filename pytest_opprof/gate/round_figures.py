@@ -135,6 +135,9 @@ class RoundFigures:
     switched: frozenset[str] | None = None
     """The op keys an event of which the thread was switched out in, waiting for a CPU
     (``model.waits``); None when no op waited or waits were not measured per op."""
+    leaked_ops: tuple[tuple[str, int], ...] = ()
+    """Of the round's leaked bytes, the numpy data each op allocated, most first
+    (``MemoryStats.leaked_ops``)."""
 
     @classmethod
     def from_events(
@@ -180,6 +183,7 @@ class RoundFigures:
             cpu_time_ns=int(cpu_time_ns),
             ops=ops,
             memory=MemoryFigures.of(memory) if memory is not None else None,
+            leaked_ops=tuple(getattr(memory, "leaked_ops", ())),
             device_memory_bytes=device_memory_bytes,
             speed_ref_ns=speed_ref_ns,
             native_ref_ns=native_ref_ns,
@@ -218,6 +222,7 @@ class RoundFigures:
             cpu_time_ns=int(cpu_time_ns),
             ops=ops,
             memory=MemoryFigures.of(memory) if memory is not None else None,
+            leaked_ops=tuple(getattr(memory, "leaked_ops", ())),
             device_memory_bytes=device_memory_bytes,
             speed_ref_ns=speed_ref_ns,
             native_ref_ns=native_ref_ns,

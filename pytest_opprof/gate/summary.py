@@ -44,6 +44,7 @@ from pytest_opprof.gate.summary_codec import (
     LeftOutOf,
     Nested,
     Ns,
+    OpBytes,
     OpKey,
     Ops,
     PerRoundKeys,
@@ -310,6 +311,12 @@ class TestSummary:
     """Per round, the op keys (sorted) the thread was switched out in, waiting for a CPU (an
     event of theirs waited); None when not measured or when no op waited.  Not stored in
     baselines: a verdict reads it on the side being judged (``waiting.switched_out``)."""
+    leaked_ops: Mapping[str, int] = field(
+        metadata={RULE: OpBytes(compact=False)}, default_factory=dict
+    )
+    """Of ``memory.leaked_bytes``, the numpy data each op allocated (the low median over
+    rounds; ``[memory]``: outside any op): the ops a leak is named by.  Not stored in
+    baselines."""
 
     def exact_values(self) -> dict[str, int]:
         """The deterministic figures that may carry a range, by name (those measured)."""
@@ -407,6 +414,7 @@ def _summarize_one(r: RoundFigures) -> TestSummary:
         dropped_events=r.dropped_events,
         wait_time=TimeStats.single(round(r.wait_ns)) if r.wait_ns is not None else None,
         ranges={},
+        leaked_ops=dict(r.leaked_ops),
     )
 
 
@@ -472,7 +480,17 @@ def _summarize_many(rounds: Sequence[RoundFigures]) -> TestSummary:
         wait_time=TimeStats.from_samples(waits) if len(waits) == len(rounds) else None,
         ranges=varying(spans),
         switched=_switched(rounds),
+        leaked_ops=_leaked_ops(rounds),
     )
+
+
+def _leaked_ops(rounds: Sequence[RoundFigures]) -> dict[str, int]:
+    """Per op, the low median over rounds of the leaked bytes it allocated (0 in a round
+    that names it not), those above 0."""
+    keys = {key for r in rounds for key, _ in r.leaked_ops}
+    per_round = [dict(r.leaked_ops) for r in rounds]
+    medians = {key: _median_low(sorted(held.get(key, 0) for held in per_round)) for key in keys}
+    return {key: n for key, n in sorted(medians.items()) if n > 0}
 
 
 def _switched(rounds: Sequence[RoundFigures]) -> tuple[tuple[str, ...], ...] | None:

@@ -354,6 +354,28 @@ class PerRoundKeys(Rule):
         return tuple(tuple(sorted(keys)) for keys in raw)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpBytes(Rule):
+    """Bytes by op key, each above 0; written when there are any (read back as ``{}``
+    when left out)."""
+
+    def write(self, value: Any, form: Form, obj: Any) -> object:
+        return {key: value[key] for key in sorted(value)} if value else _OMIT
+
+    def read(self, f: Fields, key: str, reading: _Reading) -> Any:
+        if not f.has(key):
+            return {}
+        raw = f.data[key]
+        if not isinstance(raw, dict) or not all(
+            isinstance(op, str) and type(n) is int and n > 0 for op, n in raw.items()
+        ):
+            raise FieldError(field_path(f.path, key), "expected op keys, each with bytes > 0")
+        return dict(raw)
+
+    def absent(self) -> Any:
+        return {}
+
+
 _RULES: dict[type, tuple[tuple[str, Rule], ...]] = {}
 _GROUPED: dict[type, bool] = {}
 _CHANGES: dict[type, tuple[tuple[str, Callable[[Any, Any, dict[str, Any]], Any]], ...]] = {}

@@ -17,7 +17,8 @@ Layout, from the fields of ``TestSummary`` and ``OpSummary`` in order and their 
 fields.  A time is its one sample's ns (None: not measured; ``"="``: the very object
 of the field it may share, ``Times.shares``), a nested record its fields (all None:
 none), a figure itself.  Fields that one round without pooled sessions always holds
-alike (the rounds, sessions, ranges, left-out digest, switched ops) are not written;
+alike (the rounds, sessions, ranges, left-out digest, switched ops, no leaked ops) are
+not written;
 the ops come after the test's fields.
 """
 
@@ -31,6 +32,7 @@ from pytest_opprof.gate.summary import OpSummary, TestSummary, TimeStats
 from pytest_opprof.gate.summary_codec import (
     LeftOutOf,
     Nested,
+    OpBytes,
     Ops,
     PerRoundKeys,
     RoundCount,
@@ -50,6 +52,7 @@ _FIXED: dict[type[Rule], Callable[[], Any]] = {
     Spans: dict,
     LeftOutOf: lambda: None,
     PerRoundKeys: lambda: None,
+    OpBytes: dict,
 }
 """What one round without pooled sessions holds in a field of each of these rules (a new
 object each time: a dict is mutable)."""

@@ -53,6 +53,7 @@ from pytest_opprof.gate.reasons import (
     OP_ALONE_TOLERANCES,
     OpReason,
     ReasonContext,
+    leak_note,
     name_folded,
     op_reasons,
 )
@@ -237,6 +238,7 @@ def compare(
         *rows.notes,
         uniform_note,
         *found.notes,
+        leak_note(metrics, summary),
         settled,
         f"some figures improved beyond tolerance; {UPDATE_HINT}"
         if "improved" in statuses

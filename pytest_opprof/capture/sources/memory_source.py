@@ -29,7 +29,7 @@ import numpy as np
 
 from pytest_opprof import _native
 from pytest_opprof.errors import NativeError
-from pytest_opprof.native_layout.records import Records
+from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME, Records
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,9 @@ class MemoryStats:
     allocations: int
     freed_bytes: int
     leaked_bytes: int
+    leaked_ops: tuple[tuple[str, int], ...] = ()
+    """Of the numpy data in ``leaked_bytes``, the bytes each op allocated, most first
+    (``[memory]``: allocated outside any op); Python objects are not told apart."""
 
 
 SAMPLE_MIN_BYTES = 4096
@@ -109,6 +112,11 @@ def memory_stats(
         allocations=c.allocations,
         freed_bytes=c.freed_bytes,
         leaked_bytes=c.held_bytes,
+        leaked_ops=tuple(
+            (name or MEMORY_EVENT_NAME, held) for name, held in _native.memory_held_by_name()
+        )
+        if c.held_bytes > 0
+        else (),
     )
 
 
