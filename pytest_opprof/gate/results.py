@@ -22,7 +22,9 @@ with ``--opprof-report-details``, version :data:`DETAILS_SCHEMA` (1), every figu
             "metrics": [{"metric", "unit", "baseline", "now", "change", "tolerance",
                          "status", "note"}],
             "reasons": [{"op", "kind", "unit", "baseline", "now", "change",
-                         "status", "impact"}]      # regressions first, then by impact
+                         "status", "impact"}],     # regressions first, then by impact
+            "budgets": [{"budget", "metric", "unit", "limit", "now", "status",
+                         "ops", "note"}]           # only with budgets (gate/budgets.py)
           },
           "marked": true,                          # only for tests with a profile marker
           "flame": {...}                           # only for some tests, see below

@@ -30,6 +30,8 @@ them):
   alike, is not judged (``machine_moved.py``).
 * A judged time beyond ``CONFIRM_BAND`` of its tolerance asks for confirmation rounds
   (``time_undecided``); improvements never fail.
+* Absolute budgets (``budgets.py``) are judged beside the comparison, with or without a
+  baseline (``session.py``): one beyond its limit makes the verdict ``regressed``.
 """
 
 from __future__ import annotations

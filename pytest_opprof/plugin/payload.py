@@ -48,7 +48,8 @@ class ProfiledTest:
     table: str | None = None
     trace_path: str | None = None
     tolerances: dict[str, float] = field(default_factory=dict)
-    """The marker's tolerance overrides (``time``, ``memory``, ``flops``), fractions."""
+    """The marker's tolerance overrides (``time``, ``memory``, ``flops``), fractions, and
+    budgets (``max_memory`` ..., ``gate/budgets.py``: bytes, FLOPs, ns)."""
     judged: bool = False
     """Whether the gate judges it (only tests whose call passed are judged)."""
     judgement: Judgement | None = field(default=None, compare=False)
