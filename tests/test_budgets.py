@@ -13,7 +13,8 @@ import pytest
 from baseline_helpers import Row
 
 from pytest_opprof.gate.budgets import judge_time
-from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
+from pytest_opprof.gate.summary import OTHER_OPS, RoundFigures, TestSummary, summarize_rounds
+from pytest_opprof.gate.trim import align, new_ops, trim
 from pytest_opprof.gate.verdict import Tolerances
 
 if TYPE_CHECKING:
@@ -321,3 +322,30 @@ def test_a_bad_ini_budget_names_the_ini_key(
     result = run_pytest.inprocess("--opprof")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "ini setting opprof_max_time = 'soon': expected a duration" in result.stderr.str()
+
+
+def _summary(ops: dict[str, tuple[float, int]]) -> TestSummary:
+    """One round of ops, each (self time µs, self bytes)."""
+    rows = [
+        Row(key, 1, self_cpu_time_total=us, cpu_time_total=us, self_cpu_memory_usage=n)
+        for key, (us, n) in ops.items()
+    ]
+    total_us = sum(us for us, _ in ops.values())
+    return summarize_rounds(
+        [RoundFigures.from_events(rows, wall_time_ns=round(total_us * 1000), cpu_time_ns=0)]
+    )
+
+
+def test_an_op_a_trimmed_baseline_never_ran_stays_named_where_the_digest_proves_it() -> None:
+    small = {f"numpy.tiny{i}": (1.0, 0) for i in range(8)}
+    base = trim(_summary({"numpy.sort": (1000.0, 0), **small}))
+    assert OTHER_OPS in base.ops and "numpy.tiny0" not in base.ops
+    now = _summary({"numpy.sort": (1000.0, 0), **small, "numpy.full": (1.0, 800_000)})
+    aligned, aligned_base = align(now, base)
+    # Before: numpy.full was folded with the tiny ops, and [other ops] took its bytes.
+    assert new_ops(now, base) == {"numpy.full"}
+    assert aligned.ops["numpy.full"].self_memory_bytes == 800_000
+    assert aligned.left_out == aligned_base.left_out  # [other ops] holds the same ops
+    # An op the baseline folded is not taken for a new one.
+    again = _summary({"numpy.sort": (1000.0, 0), **small})
+    assert new_ops(again, base) == set()
