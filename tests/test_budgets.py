@@ -346,6 +346,9 @@ def test_an_op_a_trimmed_baseline_never_ran_stays_named_where_the_digest_proves_
     assert new_ops(now, base) == {"numpy.full"}
     assert aligned.ops["numpy.full"].self_memory_bytes == 800_000
     assert aligned.left_out == aligned_base.left_out  # [other ops] holds the same ops
+    # A new op that only takes time stays folded: it explains, as [other ops].
+    timed = _summary({"numpy.sort": (1000.0, 0), **small, "numpy.view": (5.0, 0)})
+    assert "numpy.view" not in align(timed, base)[0].ops
     # An op the baseline folded is not taken for a new one.
     again = _summary({"numpy.sort": (1000.0, 0), **small})
     assert new_ops(again, base) == set()

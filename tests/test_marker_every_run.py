@@ -37,7 +37,7 @@ def test_nothing_heavy_loaded():
 TYPO = (
     "*@pytest.mark.profile got unknown keyword(s) row_limt; accepted keywords: row_limit, "
     "sort_by, time_unit, rounds, warmup, time_tolerance, memory_tolerance, flops_tolerance, "
-    "group_by_input_shape, top_level_events_only*"
+    "max_memory, max_leaked, max_flops, max_time, group_by_input_shape, top_level_events_only*"
 )
 BAD_VALUE = "*@pytest.mark.profile(rounds=...): expected auto or a positive integer*'often'*"
 

@@ -118,7 +118,14 @@ def align(now: TestSummary, base: TestSummary) -> tuple[TestSummary, TestSummary
     if now_trimmed and base_trimmed:
         keep = set(now.ops) & set(base.ops)
     elif base_trimmed:
-        keep = set(base.ops) | new_ops(now, base)
+        # A new op that allocates or computes is named: folded, its bytes (a leak) or
+        # FLOPs would be blamed on [other ops].  One that only takes time stays folded: a
+        # capture that names more ops (a plugin upgrade) explains, and fails no test alone.
+        keep = set(base.ops) | {
+            key
+            for key in new_ops(now, base)
+            if now.ops[key].flops or abs(now.ops[key].self_memory_bytes) > MEMORY_FLOOR_BYTES
+        }
     else:
         keep = set(now.ops)
     return fold(now, keep), fold(base, keep)
