@@ -5,7 +5,8 @@ from the JSON report's dict (:func:`~pytest_opprof.gate.results.build_report`),
 so the two pages are the same.  The page fetches nothing when opened: the style,
 the script and the data are inline.  Jinja2 (the ``html`` extra) fills the
 template; the browser script draws the table, the per-test panels and the flame
-views from the embedded data.
+views from the embedded data.  With a history page beside it (``--opprof-history``,
+``history/html.py``), every test links to its place there (:class:`HistoryLinks`).
 
 The embedded data is a digest, sized for suites of tens of thousands of tests:
 every test has a table row and its top ops (op names stored once, by index); the
@@ -20,6 +21,7 @@ import json
 import os
 import statistics
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -208,14 +210,15 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _script_json(data: object) -> str:
+def script_json(data: object) -> str:
     """JSON that is safe inside ``<script>`` (no ``<``, ``>`` or ``&`` to end it), keys sorted:
     a report read back from its file (keys sorted) gives the same page."""
     text = json.dumps(data, separators=(",", ":"), allow_nan=False, sort_keys=True)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _asset(name: str) -> str:
+def asset(name: str) -> str:
+    """The text of a page's part in ``html_assets`` (template, style, script)."""
     return (
         resources.files("pytest_opprof.render")
         .joinpath("html_assets")
@@ -224,8 +227,19 @@ def _asset(name: str) -> str:
     )
 
 
-def render_html(report: Mapping[str, Any]) -> str:
-    """The page of a JSON report (the dict :func:`build_report` makes, or one read back)."""
+@dataclass(frozen=True)
+class HistoryLinks:
+    """The history page a report links its tests to (``history/html.py``)."""
+
+    page: str
+    """Its address relative to the report (a file beside it)."""
+    changes: Mapping[str, int]
+    """Test id -> how many change points the page lists for it."""
+
+
+def render_html(report: Mapping[str, Any], history: HistoryLinks | None = None) -> str:
+    """The page of a JSON report (the dict :func:`build_report` makes, or one read back);
+    with ``history``, each test links to its place on that history page."""
     check_available()
     import jinja2
     from markupsafe import Markup
@@ -240,11 +254,21 @@ def render_html(report: Mapping[str, Any]) -> str:
         str(_mapping(_mapping(t).get("verdict")).get("time_basis") or "") for t in tests.values()
     }
     basis = next((b for b in sorted(bases) if b and b != "baseline"), None)
+    embedded: dict[str, Any] = {"rows": data["rows"], "names": data["names"]}
+    if history is not None:
+        embedded["history"] = {
+            "page": history.page,
+            "changes": {
+                r["id"]: history.changes[r["id"]]
+                for r in data["rows"]
+                if r["id"] in history.changes
+            },
+        }
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    template = env.from_string(_asset("report.html.j2"))
+    template = env.from_string(asset("report.html.j2"))
     return template.render(
         created_at=str(report.get("created_at") or ""),
-        machine=_describe(machine),
+        machine=describe_machine(machine),
         basis=f"times judged {basis}, interleaved" if basis else "times judged against baselines",
         counts=counts,
         total=len(data["rows"]),
@@ -254,13 +278,13 @@ def render_html(report: Mapping[str, Any]) -> str:
         times_unjudged=any(r.get("tn") or r.get("nj") for r in data["rows"]),
         flames_omitted=report.get("flames_omitted") or 0,
         detailed=data["detailed"],
-        style=Markup(_asset("report.css")),
-        script=Markup(_asset("report.js")),
-        data=Markup(_script_json({"rows": data["rows"], "names": data["names"]})),
+        style=Markup(asset("report.css")),
+        script=Markup(asset("report.js")),
+        data=Markup(script_json(embedded)),
     )
 
 
-def _describe(machine: Mapping[str, Any]) -> str:
+def describe_machine(machine: Mapping[str, Any]) -> str:
     """``AMD EPYC, 2 CPUs, x86_64, CPython 3.11, numpy 2.4.6, BLAS ...`` from the JSON form."""
     parts = [
         str(machine.get("cpu_model") or ""),
@@ -274,7 +298,9 @@ def _describe(machine: Mapping[str, Any]) -> str:
     return ", ".join(p for p in parts if p) or "unknown machine"
 
 
-def write_html(path: str | os.PathLike[str], report: Mapping[str, Any]) -> None:
+def write_html(
+    path: str | os.PathLike[str], report: Mapping[str, Any], history: HistoryLinks | None = None
+) -> None:
     """Render ``report`` and write it to ``path`` (see ``gate.files.write_file``: through a
     symlink or FIFO, atomically where it is a regular file)."""
-    write_file(Path(path), render_html(report))
+    write_file(Path(path), render_html(report, history))

@@ -96,13 +96,24 @@
     }
     return false;
   }
+  // With a history (--opprof-history), each test links to its place on the history page.
+  var HISTORY = DATA.history || null;
+  function historyLink(id) {
+    var n = HISTORY.changes[id] || 0;
+    var a = el("a", "hist", n ? "history: " + plural(n, "change point") : "history");
+    a.href = HISTORY.page + "#test=" + encodeURIComponent(id);
+    a.addEventListener("click", function (e) { e.stopPropagation(); }); // not the row's panel
+    return a;
+  }
   function tableRow(row) {
     var tr = el("tr", "row st-" + row.st);
     tr.dataset.id = row.id;
     var badge = el("td", "badge st-" + row.st, row.st + (row.mk ? " ★" : ""));
     if (row.mk) badge.title = "★ carries a profile marker";
     tr.appendChild(badge);
-    tr.appendChild(el("td", "id", row.id));
+    var idCell = el("td", "id", row.id);
+    if (HISTORY) { idCell.appendChild(document.createTextNode(" ")); idCell.appendChild(historyLink(row.id)); }
+    tr.appendChild(idCell);
     tr.appendChild(el("td", "num opt", fmtTime(row.w)));
     tr.appendChild(el("td", "num opt", fmtTime(row.wb)));
     tr.appendChild(changeCell(row.wc, row.tn || (row.nj ? "see the test's notes" : null)));
@@ -223,6 +234,7 @@
       h.appendChild(el("span", "mono", row.id));
       box.appendChild(h);
     }
+    if (HISTORY) { var p = el("p", "note"); p.appendChild(historyLink(row.id)); box.appendChild(p); }
     var d = row.d;
     if (row.tn) box.appendChild(el("p", "contention", "time not judged: " + row.tn));
     if (d) {
