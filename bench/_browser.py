@@ -67,6 +67,9 @@ class Browser:
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
         )
         self.errors: list[str] = []
+        self.requests: list[str] = []
+        """The URL of every request the page made since the last :meth:`load` (its own
+        document first): a self-contained page makes that one alone."""
         self.events: list[dict[str, Any]] = []
         self._next_id = 0
         try:
@@ -77,7 +80,7 @@ class Browser:
             self._ws = websocket.create_connection(
                 page["webSocketDebuggerUrl"], timeout=60, suppress_origin=True
             )
-            for domain in ("Page", "Runtime", "Log"):
+            for domain in ("Page", "Runtime", "Log", "Network"):
                 self.send(f"{domain}.enable")
             self.resize(width, height)
         except BaseException:
@@ -130,6 +133,8 @@ class Browser:
         elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
             entry = params["entry"]
             self.errors.append(f"log: {entry.get('text')} {entry.get('url', '')}".strip())
+        elif method == "Network.requestWillBeSent":
+            self.requests.append(str(params.get("request", {}).get("url")))
         if method:
             self.events.append(message)
 
@@ -170,12 +175,14 @@ class Browser:
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
         )
 
-    def load(self, path: Path, *, timeout_s: float = 60) -> float:
-        """Open a local file; seconds from navigation until the page's scripts have run
-        and its first frame after them is drawn."""
+    def load(self, path: Path, *, fragment: str = "", timeout_s: float = 60) -> float:
+        """Open a local file (at ``#fragment``, when given); seconds from navigation until
+        the page's scripts have run and its first frame after them is drawn."""
         self.events.clear()
+        self.requests.clear()
         started = time.perf_counter()
-        self.send("Page.navigate", {"url": path.resolve().as_uri()})
+        url = path.resolve().as_uri() + (f"#{fragment}" if fragment else "")
+        self.send("Page.navigate", {"url": url})
         self._wait_event("Page.loadEventFired", timeout_s)
         self.evaluate("new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)))")
         return time.perf_counter() - started

@@ -12,8 +12,10 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from html_helpers import bench_module
 from run_helpers import PytestRunner
 
 
@@ -66,3 +68,25 @@ def _alone_under_xdist(
             fcntl.flock(running, fcntl.LOCK_UN)
             if alone:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+def _no_browser(why: str) -> None:
+    if os.environ.get("OPPROF_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"OPPROF_REQUIRE_BROWSER=1 but {why}", pytrace=False)
+    pytest.skip(why)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Headless Chromium at 1280 x 800 (bench/_browser.py), for the pages' browser tests;
+    skips without it unless ``OPPROF_REQUIRE_BROWSER=1``."""
+    browser_mod: Any = bench_module("_browser")
+    executable = browser_mod.find_browser()
+    if executable is None:
+        _no_browser("no Chromium found (apt-get install chromium, or set OPPROF_BROWSER)")
+    try:
+        import websocket  # noqa: F401
+    except ImportError:
+        _no_browser("websocket-client is not installed (the test extra)")
+    with browser_mod.Browser(executable, width=1280, height=800) as b:
+        yield b

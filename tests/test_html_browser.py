@@ -1,15 +1,14 @@
 """The HTML report in a real browser: headless Chromium loads pages the plugin wrote.
 
 Screenshots go under each test's ``tmp_path`` (kept by pytest for the last runs, never
-committed).  Without Chromium (or ``websocket-client``) these tests skip, unless
-``OPPROF_REQUIRE_BROWSER=1`` (set by ``.ci/run``) makes that a failure.
+committed).  The ``browser`` fixture (tests/conftest.py) skips without Chromium (or
+``websocket-client``), unless ``OPPROF_REQUIRE_BROWSER=1`` (set by ``.ci/run``) makes
+that a failure.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,31 +18,10 @@ from html_helpers import MARKED, REGRESSED, Reports, bench_module, make_reports
 from pytest_opprof.gate.compact import median_ns
 from pytest_opprof.render.html import render_html
 
-browser_mod: Any = bench_module("_browser")
-
-
-def _no_browser(why: str) -> None:
-    if os.environ.get("OPPROF_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"OPPROF_REQUIRE_BROWSER=1 but {why}", pytrace=False)
-    pytest.skip(why)
-
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> Reports:
     return make_reports(tmp_path_factory.mktemp("html"))
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    executable = browser_mod.find_browser()
-    if executable is None:
-        _no_browser("no Chromium found (apt-get install chromium, or set OPPROF_BROWSER)")
-    try:
-        import websocket  # noqa: F401
-    except ImportError:
-        _no_browser("websocket-client is not installed (the test extra)")
-    with browser_mod.Browser(executable, width=1280, height=800) as b:
-        yield b
 
 
 def ids_in_table(b: Any) -> list[str]:
