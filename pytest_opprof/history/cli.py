@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ from pytest_opprof.history.store import scan
 
 
 def add_history_command(commands: Any) -> None:
-    """Add ``history DIR [-k TEXT] [--op NAME] [--since REF] [--json]`` to the subcommands."""
+    """Add ``history DIR [-k TEXT] [--op NAME] [--since REF] [--json] [--html OUT]`` to the
+    subcommands."""
     history = commands.add_parser(
         "history", help="the commits where a test's or an op's figures stepped, worst first"
     )
@@ -33,6 +35,12 @@ def add_history_command(commands: Any) -> None:
         help="only steps at or after commit REF (a sha or its prefix) or date YYYY-MM-DD",
     )
     history.add_argument("--json", action="store_true", help="print the change points as JSON")
+    history.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="also write them as one self-contained page: a chart over commits of each test "
+        "that stepped, and a table of every change point (needs the html extra: Jinja2)",
+    )
     history.add_argument(
         "--min-change",
         type=argparse_type(parse_tolerance),
@@ -52,6 +60,10 @@ def add_history_command(commands: Any) -> None:
 
 def run_history(args: argparse.Namespace) -> int:
     """Print the change points of ``args.directory``; 0, or 2 for a bad ``--since``."""
+    if args.html is not None:
+        from pytest_opprof.render.html import check_available
+
+        check_available()  # before the history is read: a missing extra is said at once
     history = scan(Path(args.directory))
     since = None
     if args.since is not None:
@@ -69,4 +81,10 @@ def run_history(args: argparse.Namespace) -> int:
         print(json.dumps(json_report(found, chosen), indent=1, sort_keys=True))
     else:
         print("\n".join(text_lines(found, chosen)))
+    if args.html is not None:
+        from pytest_opprof.history.html import write_history_html
+
+        write_history_html(args.html, history, found, chosen, title=str(args.directory))
+        # Beside JSON on stdout, the line goes to stderr so stdout stays one document.
+        print(f"wrote {args.html}", file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -20,12 +20,12 @@ from pytest_opprof.history.series import SELF, WALL, ChangePoint, Found
 from pytest_opprof.history.store import RunHead
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return "new" if math.isinf(x) else f"{x:+.0%}" if abs(x) >= 0.01 else f"{x:+.1%}"
 
 
 def _exact_text(c: ChangePoint) -> str:
-    return f"{_pct(c.step.change)} ({c.step.before:,.0f} -> {c.step.after:,.0f})"
+    return f"{pct(c.step.change)} ({c.step.before:,.0f} -> {c.step.after:,.0f})"
 
 
 def _label(c: ChangePoint, headline: bool) -> str:
@@ -41,11 +41,11 @@ def _text(c: ChangePoint, headline: bool) -> str:
         return f"{_label(c, headline)} {_exact_text(c)}"
     s = c.step
     interval = (
-        f" [{_pct(s.low)}, {_pct(s.high)}]"
+        f" [{pct(s.low)}, {pct(s.high)}]"
         if headline and s.low is not None and s.high is not None
         else ""
     )
-    return f"{_label(c, headline)} {_pct(s.change)}{interval}"
+    return f"{_label(c, headline)} {pct(s.change)}{interval}"
 
 
 def _weight(c: ChangePoint) -> tuple[int, bool, float]:
