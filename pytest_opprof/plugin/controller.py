@@ -34,7 +34,7 @@ from pytest_opprof.plugin.payload import (
     WORKER_NOTES,
     ProfiledTest,
 )
-from pytest_opprof.render.html import write_html
+from pytest_opprof.render.html import HistoryLinks, write_html
 from pytest_opprof.render.report import session_lines, write_markdown
 from pytest_opprof.render.units import format_memory, format_time
 
@@ -125,16 +125,10 @@ class Controller:
             except BaselineError as exc:
                 self.gate.report_failed(exc)
                 ok = False
-        html = self.options.gate.html_path
-        if html is not None:
-            try:
-                write_html(html, self.gate.report())
-            except BaselineError as exc:
-                self.gate.report_failed(exc)
-                ok = False
         if self.history is not None and self.options.history is not None:
             from pytest_opprof.plugin.history import write_history
 
+            # Before the HTML report: its history page includes this run.
             self.history_line, written = write_history(
                 self.history,
                 self.options.history,
@@ -143,8 +137,35 @@ class Controller:
                 self.gate.replaced if not self.gate.write_failures else (),
             )
             ok = ok and written
+        html = self.options.gate.html_path
+        if html is not None:
+            links = None
+            try:
+                links = self._history_page(html)
+            except BaselineError as exc:  # the page, or a history that is no directory
+                self.gate.report_failed(exc)
+                ok = False
+            try:
+                write_html(html, self.gate.report(), links)
+            except BaselineError as exc:
+                self.gate.report_failed(exc)
+                ok = False
         if not ok and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _history_page(self, html: Path) -> HistoryLinks | None:
+        """With ``--opprof-history``, write the history's page beside the HTML report and
+        return the report's links to it (None: no history, or no file to put it beside)."""
+        if self.options.history is None or not self.options.history.is_dir():
+            return None  # no run written to it yet: no page, no links
+        from pytest_opprof.plugin.history import history_page_path, write_history_page
+
+        page = history_page_path(html)
+        if page is None:
+            return None
+        links, line = write_history_page(self.options.history, page)
+        self.history_line = f"{self.history_line}\n{line}" if self.history_line else line
+        return links
 
     def _statuses(self) -> dict[str, str]:
         """Node id -> what the gate made of the test, as the summary shows it; a profiled
