@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pytest_opprof.__main__ import main
 from pytest_opprof.history.html import page_data, render_history_html
 from pytest_opprof.history.series import find_changes
 from pytest_opprof.history.store import scan
+from pytest_opprof.plugin.history import history_page_path
 
 # Names that would end the page's script or open markup if pasted into it as text.
 TAG = "</script><script>document.title='pwned'</script>&amp;\"q\"'"
@@ -237,6 +239,13 @@ def test_history_html_errors_are_one_line(
     assert "cannot be written" in capsys.readouterr().err
 
 
+def test_the_page_goes_beside_a_report_file(tmp_path: Path) -> None:
+    assert history_page_path(tmp_path / "out" / "run.html") == tmp_path / "out/run.history.html"
+    fifo = tmp_path / "fifo.html"  # as /dev/stdout: no file of its own to be beside
+    os.mkfifo(fifo)
+    assert history_page_path(fifo) is None
+
+
 # -- in the browser -----------------------------------------------------------------------
 
 
@@ -377,6 +386,12 @@ def test_a_large_history_page_loads(browser: Any, tmp_path: Path) -> None:
     charted = {c["t"] for c in data["charts"]}
     assert "tests/test_mod2.py::test_case_44" in charted  # the injected FLOPs step
     assert len(charted) <= 20  # of 400 tests
+    times = [c for c in data["charts"] if c["fam"] == "time"]
+    assert times and all(c["stepped"] and c["ops"][0][0] in c["stepped"] for c in times)
+    assert all(len(c["total"]) == 60 for c in data["charts"])
+    rows = [r for r in data["changes"] if r["f"] == "self"]
+    as_time = re.compile(r"\d+\.\d{3}m?u?s → \d+\.\d{3}m?u?s")  # render/units.py's times
+    assert rows and all(r["ct"].count("[") == 1 and as_time.fullmatch(r["v"]) for r in rows)
     b = browser
     seconds = b.load(page)
     assert b.errors == [] and b.requests == [page.resolve().as_uri()]
