@@ -365,3 +365,46 @@ def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
         floors.append(min(depths))
     # Both sides' rounds start from one floor depth, whatever path led to them.
     assert abs(floors[0] - floors[1]) < 48, floors
+
+
+@pytest.mark.parametrize(
+    ("order", "expected"),
+    [("alternate", "BHBHBHBH"), ("abba", "BHHBBHHB")],
+)
+def test_rounds_alternate_so_each_follows_the_other_side(
+    pytester: pytest.Pytester, order: str, expected: str
+) -> None:
+    """By default every pair runs the base's round, then the head's (B H B H ...): each
+    round follows a round of the other side, as the first does.  ABBA order (B H, H B, ...)
+    lets the first round of each pair follow its own side's, on caches the other side has
+    not touched: on numpy work that was a 10-30% order effect per pair (docs/ab.md)."""
+    (pytester.path / "test_order.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+
+            def test_order():
+                side = "B" if "opprof-base-" in __file__ else "H"
+                with open(os.environ["ORDER_LOG"], "a") as log:
+                    log.write(side)
+            """
+        )
+    )
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-qm", "base")
+    log = pytester.path / "order.log"
+    pytester._monkeypatch.setenv("ORDER_LOG", str(log))
+    result = run_ab(
+        pytester, "--opprof-ab-min-pairs=4", "--opprof-ab-max-pairs=4", f"--opprof-ab-order={order}"
+    )
+    result.assert_outcomes(passed=1)
+    # Under 1 ms there is no warm-up: the head's own pytest call is its first round.
+    assert log.read_text() == expected
+
+
+def test_a_bad_order_names_the_option(pytester: pytest.Pytester) -> None:
+    make_repo(pytester.path)
+    result = run_ab(pytester, "--opprof-ab-order=random")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--opprof-ab-order*expected one of alternate, abba*random*"])

@@ -1,8 +1,10 @@
 """The head side of an A/B run: each test's rounds interleaved with its base partner's.
 
-Pair ``k`` runs the base's round then the head's when ``k`` is even, the head's then the
-base's when odd (B H, H B, B H, ...: ABBA order), so a slow phase of the machine or a
-neighbour that comes and goes falls on both sides alike.  The first pair always runs;
+Every pair runs the base's round, then the head's: B H B H ..., so each round follows a
+round of the other side, and a slow phase of the machine or a neighbour that comes and
+goes falls on both sides alike.  (ABBA order, ``--opprof-ab-order=abba``, lets the first
+round of each pair follow its own side's, on caches the other side has not touched: an
+order effect of up to 20% per pair on numpy work, docs/ab.md "Order of rounds".)  The first pair always runs;
 more run only while the A/B judge (``judge.py``) says a figure is undecided and may have
 regressed, up to the test's share of the budget.  pytest's own call is the last warm-up
 (or, with no warm-up, the first round), as on the base side.
@@ -87,7 +89,7 @@ class ABWorker(Worker):
                 and not rounds.preempted
                 and gate.more_pairs(base.rounds, rounds.summarised(settings), overrides)
             ):
-                if pairs % 2:
+                if self.abba and pairs % 2:
                     self._head_round(item, rounds)
                     self._base_round(base)
                 else:
@@ -104,6 +106,9 @@ class ABWorker(Worker):
             if self.end_call(item, settings, rounds) and base is not None:
                 gate.pending[item.nodeid] = (base, rounds.summarised(settings))
 
+    abba = False
+    """Pairs in ABBA order (``--opprof-ab-order=abba``): B H, H B, B H, ...; else every
+    pair runs B H, so each round follows the other side's (docs/ab.md, "Order of rounds")."""
     base_ns = 0
     """ns this test's base rounds took the head (``ABSession.spent``)."""
     head_ns = 0

@@ -45,6 +45,15 @@ def _parse_layout(text: object) -> str:
     return text.strip()
 
 
+ORDERS = ("alternate", "abba")
+
+
+def _parse_order(text: object) -> str:
+    if not isinstance(text, str) or text.strip() not in ORDERS:
+        raise OptionValueError(f"expected one of {', '.join(ORDERS)}, got {text!r}")
+    return text.strip()
+
+
 def _parse_max_pairs(text: object) -> int:
     value = parse_positive_int(text)
     if value > MAX_PAIRS_LIMIT:
@@ -94,7 +103,16 @@ AB_LAYOUT = Setting(
     "fixed runs rounds where pytest puts them (docs/ab.md, 'Memory layout')",
     metavar="shuffled|fixed",
 )
-SETTINGS = (AGAINST, AGAINST_PYTHON, AB_MAX_PAIRS, AB_MIN_PAIRS, AB_LAYOUT)
+AB_ORDER = Setting(
+    "ab_order",
+    _parse_order,
+    "alternate",
+    "A/B: alternate (default) runs B H B H ..., so every round follows a round of the other "
+    "side, as the first does; abba runs B H, H B, B H, ..., where the first round of each "
+    "pair follows its own side's (docs/ab.md, 'Order of rounds')",
+    metavar="alternate|abba",
+)
+SETTINGS = (AGAINST, AGAINST_PYTHON, AB_MAX_PAIRS, AB_MIN_PAIRS, AB_LAYOUT, AB_ORDER)
 
 
 @dataclass(frozen=True)
@@ -104,6 +122,7 @@ class AgainstOptions:
     max_pairs: int
     min_pairs: int
     layout: str
+    order: str
     time_tolerance: float | None
     """``--opprof-time-tolerance`` when set; None: :data:`DEFAULT_AB_TIME_TOLERANCE`."""
 
@@ -131,6 +150,7 @@ def read_against(config: pytest.Config) -> AgainstOptions | None:
         max_pairs=max_pairs,
         min_pairs=min_pairs,
         layout=AB_LAYOUT.read(config),
+        order=AB_ORDER.read(config),
         time_tolerance=TIME_TOLERANCE.read(config) if given else None,
     )
 

@@ -223,6 +223,7 @@ def configure(
             not_measured=controller.not_measured if controller is not None else None,
         )
         worker.layout = Layout() if against.layout == "shuffled" else None
+        worker.abba = against.order == "abba"
         ab.pin(config)
         started = time.perf_counter()
         worker.base = start_partner(config, options, against, revision)
