@@ -139,3 +139,33 @@ def test_the_offset_is_measured_robustly_and_widens_every_interval() -> None:
     assert 0.014 < model.offset() < 0.035, model.offset()  # 0.032 read from a third changed
     tight = paired.estimate([0.0] * 20, 0.001, paired.MAX_PRIOR_DF, offset=0.02)
     assert tight.high > 0.02 * 1.6 and tight.low < -0.02 * 1.6, tight
+
+
+def test_the_offset_keeps_its_prior_until_enough_figures_settled() -> None:
+    """The lower quartile of one or two figures is no quartile: one figure 2.7% off zero
+    once read an 8% offset and widened the intervals of the tests after it."""
+    from pytest_opprof.ab import paired
+
+    model = paired.OffsetModel()
+    model.add(0.027, 0.022**2)
+    model.add(-0.081, 0.059**2)
+    assert model.offset() == paired.OFFSET_PRIOR
+    for i in range(paired.OFFSET_MIN_FIGURES):
+        model.add(0.001 * (i % 3 - 1), 0.01**2)
+    assert model.offset() < paired.OFFSET_PRIOR, model.offset()
+
+
+def test_the_offset_weighs_each_figure_by_its_own_pairs() -> None:
+    """Figures of one pair scatter with their pairs' noise, not with the offset: a run of
+    one-pair figures at 4% noise and no offset must not read their scatter as one."""
+    from pytest_opprof.ab import paired
+
+    rng = random.Random(5)
+    model = paired.OffsetModel()
+    for _ in range(300):
+        model.add(rng.gauss(0, 0.04), 0.04**2)
+    assert model.offset() < 0.015, model.offset()
+    offset_model = paired.OffsetModel()
+    for _ in range(300):
+        offset_model.add(rng.gauss(0, 0.02) + rng.gauss(0, 0.005), 0.005**2)
+    assert 0.014 < offset_model.offset() < 0.03, offset_model.offset()

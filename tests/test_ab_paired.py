@@ -339,3 +339,15 @@ def test_a_change_at_the_tolerance_is_rarely_guessed() -> None:
     verdicts = Counter(f.verdict for f in simulate_run(rng, [TOL] * 300, 0.02)[50:])
     assert verdicts["undecided"] >= 0.7 * sum(verdicts.values())
     assert verdicts["regressed"] <= 0.1 * sum(verdicts.values())
+
+
+def test_a_pass_needs_only_the_slower_side_ruled_out() -> None:
+    """A speed-up short of ``improved`` passes: the gate asks whether a test got slower by
+    the tolerance, and its interval's high end answers that."""
+    faster = estimate([-0.02, -0.03, -0.025, -0.02], 0.01, MAX_PRIOR_DF)
+    assert faster.low < -TOL / (1 + TOL) < faster.high < TOL
+    assert decide(faster, TOL, 1e-4) == "pass"
+    much_faster = estimate([-0.1, -0.11, -0.09, -0.1], 0.01, MAX_PRIOR_DF)
+    assert decide(much_faster, TOL, 0.05) == "improved"
+    unsure = estimate([-0.02, 0.03], 0.02, MAX_PRIOR_DF)
+    assert unsure.high >= TOL and decide(unsure, TOL, 1e-4) == "undecided"
