@@ -1,0 +1,249 @@
+"""A/B's decision rules replayed on real pairs: what each rule decides, catches and costs.
+
+``record`` runs real A/B runs (``ab_study.py``'s generated suite in a real git repository,
+and numpy's own ``test_linalg``) with every test held to ``--pairs`` pairs, and writes each
+test's rounds on both sides as the judge received them (``_ab_record.py``): unchanged (A/A),
+and with the ``kernel`` of half the tests made 5% or 10% slower (numpy: ``svd`` 10%
+slower in the head).  ``replay`` then runs the plugin's own judge (``pytest_opprof/ab``)
+over those pairs as a run would: each test starts with one pair and takes the next
+recorded pair only while the judge asks for it, within its budget, in the recorded order.
+So a change to the rules is measured on the same pairs, side by side, in seconds.
+
+    python bench/ab_replay.py record --scenario quiet,loaded,bursty --out pairs.json
+    python bench/ab_replay.py replay pairs.json
+
+A replay cannot see what a rule would change in the pairs themselves (a longer run meets
+another phase of the machine); ``ab_study.py`` measures the whole run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import random
+import statistics
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from _common import loadavg, machine_line, now_utc
+from ab_study import FLOOR_NS, Runner, condition, make_repo, set_head
+from busy_study import NUMPY_OP, numpy_targets
+from verdict_study import KERNEL
+
+from pytest_opprof.ab.judge import ABJudge, JudgedFigure
+from pytest_opprof.gate.summary import OpFigures, RoundFigures
+from pytest_opprof.gate.tolerance import Tolerances
+
+BENCH = Path(__file__).resolve().parent
+TOLERANCE = 0.03
+Q = 0.05
+
+
+def record_run(
+    runner: Runner,
+    name: str,
+    pairs: int,
+    suite: str = "synth",
+    order: str = "alternate",
+    layout: str = "shuffled",
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One A/B run with every test held to ``pairs`` pairs: its recorded pairs, and its
+    report."""
+    path = runner.root / "reports" / f"{name}.jsonl"
+    path.parent.mkdir(exist_ok=True)
+    path.unlink(missing_ok=True)
+    env = dict(runner.env, OPPROF_AB_RECORD=str(path))
+    env["PYTHONPATH"] = os.pathsep.join((str(BENCH), env["PYTHONPATH"]))
+    report = runner.report(
+        name,
+        "-p",
+        "_ab_record",
+        "--opprof-against=HEAD",
+        f"--opprof-ab-min-pairs={pairs}",
+        f"--opprof-ab-max-pairs={pairs}",
+        f"--opprof-ab-order={order}",
+        f"--opprof-ab-layout={layout}",
+        env=env,
+        suite=suite,
+    )
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    return lines, report
+
+
+def record(args: argparse.Namespace) -> None:
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        kernels = make_repo(root, args.tests, args.seed)
+        for scenario in args.scenario.split(","):
+            seed = args.seed * 1000 + len(out)
+            runner = Runner(root, scenario, seed)
+            targets = sorted(random.Random(seed).sample(sorted(kernels), len(kernels) // 2))
+            with condition(scenario, seed):
+                variants = (("aa", 0.0), ("slow5", 0.05), ("slow10", 0.10))
+                ways = itertools.product(variants, args.orders, args.layouts)
+                for (variant, slowdown), order, layout in ways:
+                    slow = {t: 1 + slowdown for t in targets} if slowdown else {}
+                    set_head(root, slow)
+                    load = loadavg()
+                    tests, _ = record_run(
+                        runner,
+                        f"{scenario}-{variant}-{order}-{layout}",
+                        args.pairs,
+                        order=order,
+                        layout=layout,
+                    )
+                    set_head(root, {})
+                    out.append(
+                        {
+                            "scenario": scenario,
+                            "suite": "synth",
+                            "order": order,
+                            "layout": layout,
+                            "variant": variant,
+                            "slowed": sorted(slow),
+                            "named": KERNEL,
+                            "load": load,
+                            "tests": tests,
+                        }
+                    )
+                    print(scenario, variant, order, layout, len(tests), "tests", f"load {load:.1f}", flush=True)
+                if "numpy" in args.suite.split(","):
+                    set_head(root, {})
+                    tests, report = record_run(runner, f"np-{scenario}-aa", args.pairs, "numpy")
+                    targets_np = sorted(numpy_targets(report))
+                    out.append(
+                        {
+                            "scenario": scenario,
+                            "suite": "numpy",
+                            "order": "alternate",
+                            "variant": "aa",
+                            "slowed": [],
+                            "named": NUMPY_OP,
+                            "tests": tests,
+                        }
+                    )
+                    set_head(root, {}, svd=0.10)
+                    tests, _ = record_run(runner, f"np-{scenario}-slow10", args.pairs, "numpy")
+                    set_head(root, {})
+                    out.append(
+                        {
+                            "scenario": scenario,
+                            "suite": "numpy",
+                            "order": "alternate",
+                            "variant": "slow10",
+                            "slowed": targets_np,
+                            "named": NUMPY_OP,
+                            "tests": tests,
+                        }
+                    )
+                    print(scenario, "numpy", len(tests), "tests", flush=True)
+    payload = {"when": now_utc(), "machine": machine_line(), "pairs": args.pairs, "runs": out}
+    args.out.write_text(json.dumps(payload))
+    print("wrote", args.out)
+
+
+def _rounds(side: Sequence[Sequence[Any]]) -> list[RoundFigures]:
+    return [
+        RoundFigures(
+            wall_time_ns=int(wall),
+            cpu_time_ns=int(wall - wait),
+            ops={k: OpFigures(count=1, self_cpu_ns=int(v)) for k, v in ops.items()},
+            wait_ns=int(wait),
+        )
+        for wall, wait, ops in side
+    ]
+
+
+def _is_slowed(nodeid: str, slowed: set[str]) -> bool:
+    return nodeid in slowed or nodeid.split("::")[-1] in slowed
+
+
+def replay_run(run: dict[str, Any], tol: Tolerances, max_pairs: int) -> dict[str, Any]:
+    """The recorded run judged as the plugin would have, test by test."""
+    tests = run["tests"]
+    judge = ABJudge(len(tests), Q, max_pairs)
+    slowed = set(run["slowed"])
+    got: dict[str, Any] = {"tests": len(tests), "long": 0, "judged": 0, "false": 0}
+    got.update(slowed=0, caught=0, named=0, pairs=0, passed_slowed=0)
+    for test in tests:
+        base, head = _rounds(test["base"]), _rounds(test["head"])
+        n = 1
+        while n < len(base) and judge.more_pairs(base[:n], head[:n], tol):
+            n += 1
+        judged: list[JudgedFigure] = judge.settle(base[:n], head[:n], tol)
+        got["pairs"] += n
+        own = next((j for j in judged if j.key == ""), None)
+        if statistics.median(r.wall_time_ns for r in base) >= FLOOR_NS:
+            got["long"] += 1
+            got["judged"] += own is not None and own.decision != "undecided"
+        regressed = [j for j in judged if j.decision == "regressed"]
+        if _is_slowed(test["id"], slowed):
+            got["slowed"] += 1
+            got["caught"] += bool(regressed)
+            ops = [j for j in regressed if j.key]
+            ops.sort(key=lambda j: -(statistics.median(j.pairs.head_ns) - statistics.median(j.pairs.base_ns)))
+            got["named"] += bool(ops) and ops[0].key == run["named"]
+            got["passed_slowed"] += own is not None and own.decision == "pass"
+        else:
+            got["false"] += bool(regressed)
+    got["offset"] = (judge.test_offset.offset(), judge.op_offset.offset())
+    return got
+
+
+def replay(args: argparse.Namespace) -> None:
+    data = json.loads(args.pairs_file.read_text())
+    tol = Tolerances(time=args.tolerance)
+    print(f"recorded {data['when']}, {data['pairs']} pairs a test; tolerance {tol.time:.0%}")
+    print(
+        "| scenario | suite | order | layout | variant | false | judged >= 1 ms | caught | named | "
+        "slowed passed | pairs a test | offset test/op |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for run in data["runs"]:
+        g = replay_run(run, tol, min(args.max_pairs, data["pairs"]))
+        print(
+            f"| {run['scenario']} | {run['suite']} | {run.get('order', 'abba')} "
+            f"| {run.get('layout', 'shuffled')} | {run['variant']} | {g['false']}/{g['tests']} "
+            f"| {g['judged']}/{g['long']} ({g['judged'] / max(g['long'], 1):.0%}) "
+            f"| {g['caught']}/{g['slowed']} | {g['named']}/{g['slowed']} | {g['passed_slowed']} "
+            f"| {g['pairs'] / g['tests']:.2f} | {g['offset'][0]:.2%}/{g['offset'][1]:.2%} |"
+        )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("--scenario", default="quiet")
+    r.add_argument("--suite", default="synth", help="synth, or synth,numpy")
+    r.add_argument("--tests", type=int, default=40)
+    r.add_argument("--pairs", type=int, default=12)
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument(
+        "--orders",
+        type=lambda t: t.split(","),
+        default=["alternate"],
+        help="alternate, abba, or both: each variant recorded in each order, interleaved",
+    )
+    r.add_argument(
+        "--layouts",
+        type=lambda t: t.split(","),
+        default=["shuffled"],
+        help="shuffled, fixed, or both (--opprof-ab-layout)",
+    )
+    r.add_argument("--out", type=Path, required=True)
+    s = sub.add_parser("replay")
+    s.add_argument("pairs_file", type=Path)
+    s.add_argument("--tolerance", type=float, default=TOLERANCE)
+    s.add_argument("--max-pairs", type=int, default=12)
+    args = p.parse_args()
+    record(args) if args.command == "record" else replay(args)
+
+
+if __name__ == "__main__":
+    main()
