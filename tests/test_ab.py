@@ -355,10 +355,13 @@ def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
     for line in log.read_text().splitlines():
         pid, address, depth = line.split()
         by_side.setdefault(pid, []).append((address, depth))
-    assert len(by_side) == 2, by_side  # the head and its partner
+    # The head runs the test once; the base's partner and the head's run the six pairs.
+    assert sorted(len(calls) for calls in by_side.values()) == [1, 6, 6], by_side
     floors = []
     for calls in by_side.values():
-        assert len(calls) == 6, calls  # under 1 ms: no warm-up, six rounds
+        if len(calls) == 1:
+            continue
+        # under 1 ms: no warm-up, six rounds
         assert len({a for a, _ in calls}) >= 4, calls
         depths = [int(d) for _, d in calls[1:]]  # the rounds after pytest's own call
         assert len(set(depths)) >= 3, calls
@@ -368,11 +371,15 @@ def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
 
 
 @pytest.mark.parametrize(
-    ("order", "expected"),
-    [("alternate", "BHBHBHBH"), ("abba", "BHHBBHHB")],
+    ("order", "head", "expected"),
+    [
+        ("alternate", "partner", "H" + "BHBHBHBH"),
+        ("abba", "partner", "H" + "BHHBBHHB"),
+        ("alternate", "inline", "BHBHBHBH"),
+    ],
 )
 def test_rounds_alternate_so_each_follows_the_other_side(
-    pytester: pytest.Pytester, order: str, expected: str
+    pytester: pytest.Pytester, order: str, head: str, expected: str
 ) -> None:
     """By default every pair runs the base's round, then the head's (B H B H ...): each
     round follows a round of the other side, as the first does.  ABBA order (B H, H B, ...)
@@ -396,10 +403,16 @@ def test_rounds_alternate_so_each_follows_the_other_side(
     log = pytester.path / "order.log"
     pytester._monkeypatch.setenv("ORDER_LOG", str(log))
     result = run_ab(
-        pytester, "--opprof-ab-min-pairs=4", "--opprof-ab-max-pairs=4", f"--opprof-ab-order={order}"
+        pytester,
+        "--opprof-ab-min-pairs=4",
+        "--opprof-ab-max-pairs=4",
+        f"--opprof-ab-order={order}",
+        f"--opprof-ab-head={head}",
     )
     result.assert_outcomes(passed=1)
-    # Under 1 ms there is no warm-up: the head's own pytest call is its first round.
+    # Under 1 ms there is no warm-up.  With the head's partner, the head's own pytest
+    # call runs first, then the pairs, the head's rounds in its partner; inline, the
+    # head's own call is the head's first round.
     assert log.read_text() == expected
 
 
@@ -408,3 +421,6 @@ def test_a_bad_order_names_the_option(pytester: pytest.Pytester) -> None:
     result = run_ab(pytester, "--opprof-ab-order=random")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--opprof-ab-order*expected one of alternate, abba*random*"])
+    result = run_ab(pytester, "--opprof-ab-head=elsewhere")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--opprof-ab-head*expected one of partner, inline*elsewhere*"])

@@ -112,7 +112,26 @@ AB_ORDER = Setting(
     "pair follows its own side's (docs/ab.md, 'Order of rounds')",
     metavar="alternate|abba",
 )
-SETTINGS = (AGAINST, AGAINST_PYTHON, AB_MAX_PAIRS, AB_MIN_PAIRS, AB_LAYOUT, AB_ORDER)
+HEADS = ("partner", "inline")
+
+
+def _parse_head(text: object) -> str:
+    if not isinstance(text, str) or text.strip() not in HEADS:
+        raise OptionValueError(f"expected one of {', '.join(HEADS)}, got {text!r}")
+    return text.strip()
+
+
+AB_HEAD = Setting(
+    "ab_head",
+    _parse_head,
+    "partner",
+    "A/B: partner (default) measures the head's rounds in a second partner process that "
+    "runs your tree as the base's runs its revision, so both sides are measured by the "
+    "same kind of process; inline measures them in this pytest process "
+    "(docs/ab.md, 'Two partners')",
+    metavar="partner|inline",
+)
+SETTINGS = (AGAINST, AGAINST_PYTHON, AB_MAX_PAIRS, AB_MIN_PAIRS, AB_LAYOUT, AB_ORDER, AB_HEAD)
 
 
 @dataclass(frozen=True)
@@ -123,6 +142,7 @@ class AgainstOptions:
     min_pairs: int
     layout: str
     order: str
+    head: str
     time_tolerance: float | None
     """``--opprof-time-tolerance`` when set; None: :data:`DEFAULT_AB_TIME_TOLERANCE`."""
 
@@ -151,6 +171,7 @@ def read_against(config: pytest.Config) -> AgainstOptions | None:
         min_pairs=min_pairs,
         layout=AB_LAYOUT.read(config),
         order=AB_ORDER.read(config),
+        head=AB_HEAD.read(config),
         time_tolerance=TIME_TOLERANCE.read(config) if given else None,
     )
 

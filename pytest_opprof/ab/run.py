@@ -13,6 +13,7 @@ Where each part lives:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import asdict
@@ -83,32 +84,67 @@ def partner_options(
 
 
 def start_partner(
-    config: pytest.Config, options: OpprofOptions, against: AgainstOptions, revision: BaseRevision
+    config: pytest.Config,
+    options: OpprofOptions,
+    against: AgainstOptions,
+    revision: BaseRevision,
+    head: bool = False,
 ) -> BaseSide:
     """A partner in ``revision``'s worktree that has collected; a ``UsageError`` naming REF
-    and the reason when it cannot."""
+    and the reason when it cannot.  ``head``: the head's partner instead, in this tree,
+    under this Python."""
+    where = head_tree(revision) if head else revision
+    side = spawn_partner(config, options, against, revision, head)
+    return hello_partner(side, against, where, head)
+
+
+def head_tree(revision: BaseRevision) -> BaseRevision:
+    """The working tree as a partner's checkout: every path maps to itself."""
+    return dataclasses.replace(revision, ref="the working tree", worktree=revision.repo)
+
+
+def spawn_partner(
+    config: pytest.Config,
+    options: OpprofOptions,
+    against: AgainstOptions,
+    revision: BaseRevision,
+    head: bool = False,
+) -> BaseSide:
+    """The partner process started (it imports and collects while the caller goes on)."""
+    where = head_tree(revision) if head else revision
     try:
-        side = BaseSide(
-            revision,
+        return BaseSide(
+            where,
             config.rootpath,
             config.invocation_params.dir,
             config.args,
             partner_options(config, options, against),
-            python=str(against.python) if against.python is not None else None,
+            python=None if head or against.python is None else str(against.python),
         )
     except (BaseSideError, OSError) as exc:
         raise pytest.UsageError(
-            f"{AGAINST.option}={against.ref}: the base side ({revision.describe()}) cannot "
-            f"start: {exc}"
+            f"{AGAINST.option}={against.ref}: {_side(where, head)} cannot start: {exc}"
         ) from None
+
+
+def hello_partner(
+    side: BaseSide, against: AgainstOptions, where: BaseRevision, head: bool = False
+) -> BaseSide:
+    """``side`` once it has collected; a ``UsageError`` naming REF and the reason."""
     try:
         side.hello()
     except BaseSideError as exc:
         side.close()
         raise pytest.UsageError(
-            f"{AGAINST.option}={against.ref}: the base side ({revision.describe()}) {exc}"
+            f"{AGAINST.option}={against.ref}: {_side(where, head)} {exc}"
         ) from None
     return side
+
+
+def _side(where: BaseRevision, head: bool) -> str:
+    if head:
+        return "the head's partner (the working tree)"
+    return f"the base side ({where.describe()})"
 
 
 def time_tolerance(against: AgainstOptions) -> float:
@@ -226,7 +262,22 @@ def configure(
         worker.abba = against.order == "abba"
         ab.pin(config)
         started = time.perf_counter()
-        worker.base = start_partner(config, options, against, revision)
+        # Both partners import and collect at once; each is waited for in turn.
+        base = spawn_partner(config, options, against, revision)
+        head = (
+            spawn_partner(config, options, against, revision, head=True)
+            if (against.head == "partner")
+            else None
+        )
+        try:
+            worker.base = hello_partner(base, against, revision)
+            if head is not None:
+                worker.head_partner = hello_partner(head, against, head_tree(revision), True)
+        except BaseException:
+            for side in (base, head):
+                if side is not None:
+                    side.close()
+            raise
         gate.start_s["base side ready"] = time.perf_counter() - started
         gate.base_nodeids = worker.base.nodeids
         gate.base_unmeasured(worker.base.info.get("unmeasured"))
