@@ -21,14 +21,11 @@ _verdict = ABSession._verdict
 
 def _rounds(side: Sequence[RoundFigures]) -> list[list[Any]]:
     return [
-        [r.wall_time_ns, r.wait_ns or 0, {k: o.self_cpu_ns for k, o in r.ops.items()}]
-        for r in side
+        [r.wall_time_ns, r.wait_ns or 0, {k: o.self_cpu_ns for k, o in r.ops.items()}] for r in side
     ]
 
 
-def _recording_verdict(
-    self: ABSession, nodeid: str, summary: Any, pending: Any, tol: Any
-) -> Any:
+def _recording_verdict(self: ABSession, nodeid: str, summary: Any, pending: Any, tol: Any) -> Any:
     path = os.environ.get("OPPROF_AB_RECORD")
     if path and pending is not None and pending[0].rounds:
         base, head = pending

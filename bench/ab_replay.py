@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import random
 import statistics
@@ -40,6 +41,7 @@ from pytest_opprof.gate.tolerance import Tolerances
 
 BENCH = Path(__file__).resolve().parent
 TOLERANCE = 0.03
+VARIANTS = (("aa", 0.0), ("slow5", 0.05), ("slow10", 0.10))
 Q = 0.05
 
 
@@ -50,6 +52,7 @@ def record_run(
     suite: str = "synth",
     order: str = "alternate",
     layout: str = "shuffled",
+    head: str = "partner",
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One A/B run with every test held to ``pairs`` pairs: its recorded pairs, and its
     report."""
@@ -67,6 +70,7 @@ def record_run(
         f"--opprof-ab-max-pairs={pairs}",
         f"--opprof-ab-order={order}",
         f"--opprof-ab-layout={layout}",
+        f"--opprof-ab-head={head}",
         env=env,
         suite=suite,
     )
@@ -84,18 +88,21 @@ def record(args: argparse.Namespace) -> None:
             runner = Runner(root, scenario, seed)
             targets = sorted(random.Random(seed).sample(sorted(kernels), len(kernels) // 2))
             with condition(scenario, seed):
-                variants = (("aa", 0.0), ("slow5", 0.05), ("slow10", 0.10))
-                ways = itertools.product(variants, args.orders, args.layouts)
-                for (variant, slowdown), order, layout in ways:
+                variants = [v for v in VARIANTS if v[0] in args.variants]
+                ways = itertools.product(
+                    range(args.repeats), variants, args.orders, args.layouts, args.heads
+                )
+                for _, (variant, slowdown), order, layout, head in ways:
                     slow = {t: 1 + slowdown for t in targets} if slowdown else {}
                     set_head(root, slow)
                     load = loadavg()
                     tests, _ = record_run(
                         runner,
-                        f"{scenario}-{variant}-{order}-{layout}",
+                        f"{scenario}-{variant}-{order}-{layout}-{head}",
                         args.pairs,
                         order=order,
                         layout=layout,
+                        head=head,
                     )
                     set_head(root, {})
                     out.append(
@@ -104,6 +111,7 @@ def record(args: argparse.Namespace) -> None:
                             "suite": "synth",
                             "order": order,
                             "layout": layout,
+                            "head": head,
                             "variant": variant,
                             "slowed": sorted(slow),
                             "named": KERNEL,
@@ -111,7 +119,17 @@ def record(args: argparse.Namespace) -> None:
                             "tests": tests,
                         }
                     )
-                    print(scenario, variant, order, layout, len(tests), "tests", f"load {load:.1f}", flush=True)
+                    print(
+                        scenario,
+                        variant,
+                        order,
+                        layout,
+                        head,
+                        len(tests),
+                        "tests",
+                        f"load {load:.1f}",
+                        flush=True,
+                    )
                 if "numpy" in args.suite.split(","):
                     set_head(root, {})
                     tests, report = record_run(runner, f"np-{scenario}-aa", args.pairs, "numpy")
@@ -186,13 +204,45 @@ def replay_run(run: dict[str, Any], tol: Tolerances, max_pairs: int) -> dict[str
             got["slowed"] += 1
             got["caught"] += bool(regressed)
             ops = [j for j in regressed if j.key]
-            ops.sort(key=lambda j: -(statistics.median(j.pairs.head_ns) - statistics.median(j.pairs.base_ns)))
+            ops.sort(
+                key=lambda j: (
+                    -(statistics.median(j.pairs.head_ns) - statistics.median(j.pairs.base_ns))
+                )
+            )
             got["named"] += bool(ops) and ops[0].key == run["named"]
             got["passed_slowed"] += own is not None and own.decision == "pass"
         else:
             got["false"] += bool(regressed)
     got["offset"] = (judge.test_offset.offset(), judge.op_offset.offset())
+    got["shift"] = _shift(run)
     return got
+
+
+def _shift(run: dict[str, Any]) -> tuple[float, float]:
+    """How far the head ran from the base over the run's unchanged tests of >= 1 ms, as
+    the median of their mean paired changes: the test's time, and the named op's."""
+    slowed = set(run["slowed"])
+    walls, ops = [], []
+    for test in run["tests"]:
+        if _is_slowed(test["id"], slowed):
+            continue
+        base, head = test["base"], test["head"]
+        if statistics.median(r[0] for r in base) < FLOOR_NS:
+            continue
+        walls.append(
+            statistics.fmean(math.log(h[0] / b[0]) for b, h in zip(base, head, strict=True))
+        )
+        named = [
+            math.log(h[2][run["named"]] / b[2][run["named"]])
+            for b, h in zip(base, head, strict=True)
+            if b[2].get(run["named"]) and h[2].get(run["named"])
+        ]
+        if named:
+            ops.append(statistics.fmean(named))
+    return (
+        math.expm1(statistics.median(walls)) if walls else 0.0,
+        math.expm1(statistics.median(ops)) if ops else 0.0,
+    )
 
 
 def replay(args: argparse.Namespace) -> None:
@@ -200,18 +250,20 @@ def replay(args: argparse.Namespace) -> None:
     tol = Tolerances(time=args.tolerance)
     print(f"recorded {data['when']}, {data['pairs']} pairs a test; tolerance {tol.time:.0%}")
     print(
-        "| scenario | suite | order | layout | variant | false | judged >= 1 ms | caught | named | "
-        "slowed passed | pairs a test | offset test/op |"
+        "| scenario | suite | order | layout | head | variant | false | judged >= 1 ms | caught "
+        "| named | slowed passed | pairs a test | offset test/op | unchanged shift test/op |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for run in data["runs"]:
         g = replay_run(run, tol, min(args.max_pairs, data["pairs"]))
         print(
             f"| {run['scenario']} | {run['suite']} | {run.get('order', 'abba')} "
-            f"| {run.get('layout', 'shuffled')} | {run['variant']} | {g['false']}/{g['tests']} "
+            f"| {run.get('layout', 'shuffled')} | {run.get('head', 'inline')} | {run['variant']} "
+            f"| {g['false']}/{g['tests']} "
             f"| {g['judged']}/{g['long']} ({g['judged'] / max(g['long'], 1):.0%}) "
             f"| {g['caught']}/{g['slowed']} | {g['named']}/{g['slowed']} | {g['passed_slowed']} "
-            f"| {g['pairs'] / g['tests']:.2f} | {g['offset'][0]:.2%}/{g['offset'][1]:.2%} |"
+            f"| {g['pairs'] / g['tests']:.2f} | {g['offset'][0]:.2%}/{g['offset'][1]:.2%} "
+            f"| {g['shift'][0]:+.1%}/{g['shift'][1]:+.1%} |"
         )
 
 
@@ -229,6 +281,19 @@ def main() -> None:
         type=lambda t: t.split(","),
         default=["alternate"],
         help="alternate, abba, or both: each variant recorded in each order, interleaved",
+    )
+    r.add_argument(
+        "--variants",
+        type=lambda t: t.split(","),
+        default=[v for v, _ in VARIANTS],
+        help="any of aa, slow5, slow10",
+    )
+    r.add_argument("--repeats", type=int, default=1, help="each variant, order and layout")
+    r.add_argument(
+        "--heads",
+        type=lambda t: t.split(","),
+        default=["partner"],
+        help="partner, inline, or both (--opprof-ab-head)",
     )
     r.add_argument(
         "--layouts",
