@@ -424,3 +424,45 @@ def test_a_bad_order_names_the_option(pytester: pytest.Pytester) -> None:
     result = run_ab(pytester, "--opprof-ab-head=elsewhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--opprof-ab-head*expected one of partner, inline*elsewhere*"])
+
+
+@pytest.mark.skipif(not Path("/proc/self/personality").exists(), reason="Linux's /proc")
+@pytest.mark.parametrize("addresses", ["fixed", "random"])
+def test_both_partners_start_alike(
+    pytester: pytest.Pytester, tmp_path: Path, addresses: str
+) -> None:
+    """With fixed addresses (the default) the base's partner and the head's start with
+    address-space randomisation off and environments of one size, so their stacks lie
+    alike; the pytest process itself is left as it is."""
+    seen = tmp_path / "seen"
+    (pytester.path / "test_start.py").write_text(
+        textwrap.dedent(
+            f"""
+            import os
+
+            def test_start():
+                side = "base" if "opprof-base-" in __file__ else "head"
+                size = sum(len(k.encode()) + len(v.encode()) + 2 for k, v in os.environ.items())
+                size += len(open("/proc/self/cmdline", "rb").read())
+                flags = int(open("/proc/self/personality").read(), 16)
+                stack = next(line for line in open("/proc/self/maps") if "[stack]" in line)
+                row = [side, os.getpid(), size, flags, stack.split()[0]]
+                with open({str(seen)!r}, "a") as out:
+                    out.write(" ".join(map(str, row)) + "\\n")
+            """
+        )
+    )
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-qm", "base")
+    run_ab(pytester, f"--opprof-ab-addresses={addresses}").assert_outcomes(passed=1)
+    rows = {tuple(line.split()) for line in seen.read_text().splitlines()}
+    by_pid = {pid: (side, int(size), int(flags), stack) for side, pid, size, flags, stack in rows}
+    assert len(by_pid) == 3, rows  # the pytest process, the base's partner, the head's
+    partners = [v for v in by_pid.values() if v[2] & 0x0040000]
+    if addresses == "random":
+        assert partners == [], rows
+        return
+    assert sorted(p[0] for p in partners) == ["base", "head"], rows
+    (_, size_a, _, stack_a), (_, size_b, _, stack_b) = partners
+    assert size_a == size_b and stack_a == stack_b, rows

@@ -44,8 +44,68 @@ class BaseTest:
     """Its protocol already ended on the base (it failed before its first round)."""
 
 
+PAD_VARIABLE = "OPPROF_AB_PAD"
+"""Filler that gives the partners of one run environments of one size: the environment
+and arguments lie at the top of a process's stack, so their size sets where everything
+on the stack lies (``docs/ab.md``, "Two partners")."""
+ADDR_NO_RANDOMIZE = 0x0040000
+"""Linux's personality flag for a process whose addresses are not randomised
+(``setarch -R``), inherited across exec."""
+
+
+@dataclass
+class Launch:
+    """How a partner process is started: its command, environment and directory."""
+
+    command: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+    def size(self) -> int:
+        """The bytes its arguments and environment take on its stack."""
+        return sum(len(a.encode()) + 1 for a in self.command) + sum(
+            len(k.encode()) + len(v.encode()) + 2 for k, v in self.env.items()
+        )
+
+
+def launch(
+    revision: BaseRevision,
+    rootdir: Path,
+    invocation_dir: Path,
+    args: Sequence[str],
+    options: Sequence[str],
+    python: str | None = None,
+) -> Launch:
+    """The partner's launch for ``revision``'s checkout (without its pipes)."""
+    base_root = revision.base_path(rootdir)
+    if not base_root.is_dir():
+        raise BaseSideError(f"{revision.describe()} has no {rootdir.name}/ directory")
+    paths = _base_args(revision, rootdir, invocation_dir, args)
+    env = dict(os.environ)
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", PAD_VARIABLE):
+        env.pop(name, None)
+    env.pop("PYTEST_ADDOPTS", None)  # the head's, already in its own arguments
+    # The base's own code first: a project imported from its rootdir or src/ is the
+    # base's, not the head's (an installed or compiled project needs its own Python,
+    # --opprof-against-python, where the base is installed).
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(p) for p in (base_root, base_root / "src") if p.is_dir()]
+        + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    )
+    # The pipes' numbers at a fixed width: the launch's size is known before they exist.
+    env[FDS_VARIABLE] = "00000,00000"
+    executable = python or sys.executable
+    command = [executable, "-c", _BOOT, _plugin_parent() if python is None else ""]
+    command += ["-p", "no:cacheprovider", "--opprof", *options, *paths]
+    return Launch(command, env, base_root)
+
+
 class BaseSide:
-    """The partner process of this process, and the node ids it collected."""
+    """The partner process of this process, and the node ids it collected.
+
+    ``pad_to``: the size its arguments and environment are padded to (``PAD_VARIABLE``);
+    ``fixed_addresses``: start it with address-space randomisation off, where Linux lets
+    a process do that."""
 
     def __init__(
         self,
@@ -55,39 +115,30 @@ class BaseSide:
         args: Sequence[str],
         options: Sequence[str],
         python: str | None = None,
+        pad_to: int = 0,
+        fixed_addresses: bool = False,
     ) -> None:
         self.revision = revision
         self.python = python or sys.executable
-        base_root = revision.base_path(rootdir)
-        if not base_root.is_dir():
-            raise BaseSideError(f"{revision.describe()} has no {rootdir.name}/ directory")
-        paths = _base_args(revision, rootdir, invocation_dir, args)
+        how = launch(revision, rootdir, invocation_dir, args, options, python)
         self.log = Path(tempfile.mkstemp(prefix="opprof-base-", suffix=".log")[1])
         head_read, partner_write = os.pipe()
         partner_read, head_write = os.pipe()
-        env = dict(os.environ)
-        env[FDS_VARIABLE] = f"{partner_read},{partner_write}"
-        env.pop("PYTEST_XDIST_WORKER", None)
-        env.pop("PYTEST_XDIST_WORKER_COUNT", None)
-        env.pop("PYTEST_ADDOPTS", None)  # the head's, already in its own arguments
-        # The base's own code first: a project imported from its rootdir or src/ is the
-        # base's, not the head's (an installed or compiled project needs its own Python,
-        # --opprof-against-python, where the base is installed).
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(p) for p in (base_root, base_root / "src") if p.is_dir()]
-            + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-        )
-        command = [self.python, "-c", _BOOT, _plugin_parent() if python is None else ""]
-        command += ["-p", "no:cacheprovider", "--opprof", *options, *paths]
+        env = how.env
+        env[FDS_VARIABLE] = f"{partner_read:05d},{partner_write:05d}"
+        short = pad_to - how.size() - len(PAD_VARIABLE) - 2
+        if short >= 0:
+            env[PAD_VARIABLE] = "x" * short
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
-                command,
-                cwd=base_root,
+                how.command,
+                cwd=how.cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 pass_fds=(partner_read, partner_write),
+                preexec_fn=_fixed_addresses if fixed_addresses else None,
             )
         os.close(partner_read)
         os.close(partner_write)
@@ -199,6 +250,20 @@ _BOOT = (
 )
 """The partner's entry: this plugin imported from where the head's is (the same code on
 both sides of one interpreter), then the base's paths first for everything else."""
+
+
+def _fixed_addresses() -> None:
+    """In the child, before exec: no address-space randomisation (as ``setarch -R``).  A
+    system that refuses (a seccomp filter, not Linux) starts the partner as it is."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        current = libc.personality(0xFFFFFFFF)  # reads the persona, changes nothing
+        if current != -1:
+            libc.personality(current | ADDR_NO_RANDOMIZE)
+    except (OSError, AttributeError):
+        pass
 
 
 def _plugin_parent() -> str:

@@ -131,7 +131,34 @@ AB_HEAD = Setting(
     "(docs/ab.md, 'Two partners')",
     metavar="partner|inline",
 )
-SETTINGS = (AGAINST, AGAINST_PYTHON, AB_MAX_PAIRS, AB_MIN_PAIRS, AB_LAYOUT, AB_ORDER, AB_HEAD)
+ADDRESSES = ("fixed", "random")
+
+
+def _parse_addresses(text: object) -> str:
+    if not isinstance(text, str) or text.strip() not in ADDRESSES:
+        raise OptionValueError(f"expected one of {', '.join(ADDRESSES)}, got {text!r}")
+    return text.strip()
+
+
+AB_ADDRESSES = Setting(
+    "ab_addresses",
+    _parse_addresses,
+    "fixed",
+    "A/B: fixed (default) starts both partners with address-space randomisation off and "
+    "environments of one size, so the two processes' memory is laid out alike; random "
+    "leaves each process where the system puts it (docs/ab.md, 'Two partners')",
+    metavar="fixed|random",
+)
+SETTINGS = (
+    AGAINST,
+    AGAINST_PYTHON,
+    AB_MAX_PAIRS,
+    AB_MIN_PAIRS,
+    AB_LAYOUT,
+    AB_ORDER,
+    AB_HEAD,
+    AB_ADDRESSES,
+)
 
 
 @dataclass(frozen=True)
@@ -143,6 +170,7 @@ class AgainstOptions:
     layout: str
     order: str
     head: str
+    addresses: str
     time_tolerance: float | None
     """``--opprof-time-tolerance`` when set; None: :data:`DEFAULT_AB_TIME_TOLERANCE`."""
 
@@ -172,6 +200,7 @@ def read_against(config: pytest.Config) -> AgainstOptions | None:
         layout=AB_LAYOUT.read(config),
         order=AB_ORDER.read(config),
         head=AB_HEAD.read(config),
+        addresses=AB_ADDRESSES.read(config),
         time_tolerance=TIME_TOLERANCE.read(config) if given else None,
     )
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_opprof.ab.base_side import BaseSide, BaseSideError
+from pytest_opprof.ab.base_side import BaseSide, BaseSideError, launch
 from pytest_opprof.ab.options import (
     AB_LAYOUT,
     AGAINST,
@@ -98,6 +98,29 @@ def start_partner(
     return hello_partner(side, against, where, head)
 
 
+def launch_size(
+    config: pytest.Config,
+    options: OpprofOptions,
+    against: AgainstOptions,
+    revision: BaseRevision,
+    head: bool = False,
+) -> int:
+    """The bytes a partner's arguments and environment will take (0 if it cannot start:
+    spawning it says why)."""
+    where = head_tree(revision) if head else revision
+    try:
+        return launch(
+            where,
+            config.rootpath,
+            config.invocation_params.dir,
+            config.args,
+            partner_options(config, options, against),
+            python=None if head or against.python is None else str(against.python),
+        ).size()
+    except (BaseSideError, OSError):
+        return 0
+
+
 def head_tree(revision: BaseRevision) -> BaseRevision:
     """The working tree as a partner's checkout: every path maps to itself."""
     return dataclasses.replace(revision, ref="the working tree", worktree=revision.repo)
@@ -109,8 +132,10 @@ def spawn_partner(
     against: AgainstOptions,
     revision: BaseRevision,
     head: bool = False,
+    pad_to: int = 0,
 ) -> BaseSide:
-    """The partner process started (it imports and collects while the caller goes on)."""
+    """The partner process started (it imports and collects while the caller goes on),
+    its environment padded to ``pad_to`` bytes with its arguments."""
     where = head_tree(revision) if head else revision
     try:
         return BaseSide(
@@ -120,6 +145,8 @@ def spawn_partner(
             config.args,
             partner_options(config, options, against),
             python=None if head or against.python is None else str(against.python),
+            pad_to=pad_to,
+            fixed_addresses=against.addresses == "fixed",
         )
     except (BaseSideError, OSError) as exc:
         raise pytest.UsageError(
@@ -263,10 +290,17 @@ def configure(
         ab.pin(config)
         started = time.perf_counter()
         # Both partners import and collect at once; each is waited for in turn.
-        base = spawn_partner(config, options, against, revision)
+        pad = 0
+        if against.head == "partner" and against.addresses == "fixed":
+            # Both partners' stacks start alike: environments of one size.
+            pad = (
+                max(launch_size(config, options, against, revision, head) for head in (False, True))
+                + 64
+            )
+        base = spawn_partner(config, options, against, revision, pad_to=pad)
         head = (
-            spawn_partner(config, options, against, revision, head=True)
-            if (against.head == "partner")
+            spawn_partner(config, options, against, revision, head=True, pad_to=pad)
+            if against.head == "partner"
             else None
         )
         try:
