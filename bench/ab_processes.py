@@ -13,7 +13,8 @@ Modes, interleaved pair of processes by pair of processes:
   layout.py``: a shuffled heap, a random Python depth and a random depth of C-level calls);
 * ``no-aslr``: ``plain`` with address-space randomisation off (``setarch -R``), where
   ``setarch`` exists: what the offset owes to where the process's stack, heap and
-  libraries were placed.
+  libraries were placed;
+* ``layout-no-aslr``: both, as an A/B run's partners run (``--opprof-ab-addresses=fixed``).
 
     python bench/ab_processes.py [--pairs 16] [--rounds 40]
 """
@@ -65,14 +66,14 @@ for _ in sys.stdin:
     sys.stdout.write(f"{took}\n")
     sys.stdout.flush()
 """
-MODES = ("plain", "python-depth", "layout", "no-aslr")
+MODES = ("plain", "python-depth", "layout", "no-aslr", "layout-no-aslr")
 WARM_ROUNDS = 5
 
 
 def one_pair(mode: str, rounds: int) -> float:
     """The median log ratio of the second process's rounds over the first's."""
-    cmd = [sys.executable, "-c", CHILD, "plain" if mode == "no-aslr" else mode]
-    if mode == "no-aslr":
+    cmd = [sys.executable, "-c", CHILD, mode.removesuffix("-no-aslr").replace("no-aslr", "plain")]
+    if mode.endswith("no-aslr"):
         cmd = ["setarch", os.uname().machine, "-R", *cmd]
     procs = [
         subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
@@ -102,7 +103,7 @@ def main() -> None:
     args = p.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # children inherit
-    modes = [m for m in MODES if m != "no-aslr" or shutil.which("setarch")]
+    modes = [m for m in MODES if not m.endswith("no-aslr") or shutil.which("setarch")]
     offsets: dict[str, list[float]] = {m: [] for m in modes}
     for _ in range(args.pairs):
         for mode in modes:
