@@ -466,3 +466,29 @@ def test_both_partners_start_alike(
     assert sorted(p[0] for p in partners) == ["base", "head"], rows
     (_, size_a, _, stack_a), (_, size_b, _, stack_b) = partners
     assert size_a == size_b and stack_a == stack_b, rows
+
+
+def test_an_undecided_time_says_so_with_its_interval_not_busy(pytester: pytest.Pytester) -> None:
+    """One pair can neither fail a time nor fit it inside a 0.1% tolerance: the time is
+    undecided, and the summaries say it has no verdict and why, not that the machine was
+    busy (unless it was: then the pair is left out, and the note says that instead)."""
+    make_repo(pytester.path)
+    result = run_ab(
+        pytester,
+        "--opprof-ab-max-pairs=1",
+        "--opprof-time-tolerance=0.1%",
+        "--opprof-markdown=ab.md",
+        "-k",
+        "kernel",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["times without a verdict: 1 test(s), e.g. test_work.py::test_kernel:"]
+    )
+    out = result.stdout.str()
+    assert "ran while the machine was busy" not in out
+    assert (
+        "time not decided: the test's time" in out and "not decided in 1 pair" in out
+    ) or "a side waited for a CPU beyond" in out, out
+    markdown = (pytester.path / "ab.md").read_text()
+    assert "Times without a verdict: 1 test(s)" in markdown, markdown

@@ -256,8 +256,15 @@ def render_markdown(
         out += [md_text(line), ""]
     busy = [r for r in results if r.verdict.time_not_judged]
     if busy:
+        # An A/B run's times go without a verdict when undecided as well as when busy:
+        # the note says which.
+        why = (
+            "Times without a verdict"
+            if basis is not None
+            else ("Times not judged (the machine was busy)")
+        )
         out += [
-            f"Times not judged (the machine was busy): {len(busy)} test(s), e.g. "
+            f"{why}: {len(busy)} test(s), e.g. "
             f"{md_code(busy[0].nodeid)}: {md_text(busy[0].verdict.time_not_judged or '')}",
             "",
         ]
@@ -483,12 +490,14 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
     for regressed_lines in regressed:
         lines += regressed_lines
     if busy:
-        lines += [
-            "",
-            f"times not judged: {n_busy} test(s) ran while the machine was busy, e.g. "
-            f"{busy[0][0]}:",
-            f"  {busy[0][1].time_not_judged}",
-        ]
+        # An A/B run's times go without a verdict when undecided as well as when busy:
+        # the note says which.
+        why = (
+            "times without a verdict: {} test(s), e.g. {}:"
+            if basis is not None
+            else "times not judged: {} test(s) ran while the machine was busy, e.g. {}:"
+        )
+        lines += ["", why.format(n_busy, busy[0][0]), f"  {busy[0][1].time_not_judged}"]
     if worked:
         lines += [
             "",
