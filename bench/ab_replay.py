@@ -53,6 +53,7 @@ def record_run(
     order: str = "alternate",
     layout: str = "shuffled",
     head: str = "partner",
+    addresses: str = "fixed",
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One A/B run with every test held to ``pairs`` pairs: its recorded pairs, and its
     report."""
@@ -71,6 +72,7 @@ def record_run(
         f"--opprof-ab-order={order}",
         f"--opprof-ab-layout={layout}",
         f"--opprof-ab-head={head}",
+        f"--opprof-ab-addresses={addresses}",
         env=env,
         suite=suite,
     )
@@ -90,19 +92,25 @@ def record(args: argparse.Namespace) -> None:
             with condition(scenario, seed):
                 variants = [v for v in VARIANTS if v[0] in args.variants]
                 ways = itertools.product(
-                    range(args.repeats), variants, args.orders, args.layouts, args.heads
+                    range(args.repeats),
+                    variants,
+                    args.orders,
+                    args.layouts,
+                    args.heads,
+                    args.addresses,
                 )
-                for _, (variant, slowdown), order, layout, head in ways:
+                for _, (variant, slowdown), order, layout, head, addresses in ways:
                     slow = {t: 1 + slowdown for t in targets} if slowdown else {}
                     set_head(root, slow)
                     load = loadavg()
                     tests, _ = record_run(
                         runner,
-                        f"{scenario}-{variant}-{order}-{layout}-{head}",
+                        f"{scenario}-{variant}-{order}-{layout}-{head}-{addresses}",
                         args.pairs,
                         order=order,
                         layout=layout,
                         head=head,
+                        addresses=addresses,
                     )
                     set_head(root, {})
                     out.append(
@@ -112,6 +120,7 @@ def record(args: argparse.Namespace) -> None:
                             "order": order,
                             "layout": layout,
                             "head": head,
+                            "addresses": addresses,
                             "variant": variant,
                             "slowed": sorted(slow),
                             "named": KERNEL,
@@ -250,15 +259,17 @@ def replay(args: argparse.Namespace) -> None:
     tol = Tolerances(time=args.tolerance)
     print(f"recorded {data['when']}, {data['pairs']} pairs a test; tolerance {tol.time:.0%}")
     print(
-        "| scenario | suite | order | layout | head | variant | false | judged >= 1 ms | caught "
-        "| named | slowed passed | pairs a test | offset test/op | unchanged shift test/op |"
+        "| scenario | suite | order | layout | head | addresses | variant | false "
+        "| judged >= 1 ms | caught | named | slowed passed | pairs a test | offset test/op "
+        "| unchanged shift test/op |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for run in data["runs"]:
         g = replay_run(run, tol, min(args.max_pairs, data["pairs"]))
         print(
             f"| {run['scenario']} | {run['suite']} | {run.get('order', 'abba')} "
-            f"| {run.get('layout', 'shuffled')} | {run.get('head', 'inline')} | {run['variant']} "
+            f"| {run.get('layout', 'shuffled')} | {run.get('head', 'inline')} "
+            f"| {run.get('addresses', 'random')} | {run['variant']} "
             f"| {g['false']}/{g['tests']} "
             f"| {g['judged']}/{g['long']} ({g['judged'] / max(g['long'], 1):.0%}) "
             f"| {g['caught']}/{g['slowed']} | {g['named']}/{g['slowed']} | {g['passed_slowed']} "
@@ -289,6 +300,12 @@ def main() -> None:
         help="any of aa, slow5, slow10",
     )
     r.add_argument("--repeats", type=int, default=1, help="each variant, order and layout")
+    r.add_argument(
+        "--addresses",
+        type=lambda t: t.split(","),
+        default=["fixed"],
+        help="fixed, random, or both (--opprof-ab-addresses)",
+    )
     r.add_argument(
         "--heads",
         type=lambda t: t.split(","),
