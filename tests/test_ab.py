@@ -291,19 +291,25 @@ def test_both_sides_run_on_one_cpu(pytester: pytest.Pytester, tmp_path: Path) ->
     CPUs of a virtual machine ran the same rounds up to 20% apart: docs/ab.md)."""
     seen = tmp_path / "cpus"
     seen.mkdir()
+    # Every thread of every process: the partners start unpinned and are pinned once
+    # they have collected, threads and all.
     (pytester.path / "test_cpu.py").write_text(
-        "import os, pathlib\n\n"
+        "import os, pathlib, threading\n\n"
         "def test_where():\n"
-        "    side = 'base' if 'opprof-base-' in __file__ else 'head'\n"
-        f"    pathlib.Path({str(seen)!r}, side).write_text(\n"
-        "        ','.join(map(str, sorted(os.sched_getaffinity(0)))))\n"
+        "    cpus = set()\n"
+        "    for task in os.listdir('/proc/self/task'):\n"
+        "        cpus.add(tuple(sorted(os.sched_getaffinity(int(task)))))\n"
+        f"    pathlib.Path({str(seen)!r}, str(os.getpid())).write_text(repr(sorted(cpus)))\n"
     )
     _git(pytester.path, "init", "-q")
     _git(pytester.path, "add", "-A")
     _git(pytester.path, "commit", "-qm", "base")
     run_ab(pytester).assert_outcomes(passed=1)
-    head, base = (seen / "head").read_text(), (seen / "base").read_text()
-    assert head == base and "," not in head, (head, base)
+    found = {path.name: path.read_text() for path in seen.iterdir()}
+    assert len(found) == 3, found  # the pytest process and both partners
+    assert len(set(found.values())) == 1, found
+    (cpus,) = set(found.values())
+    assert cpus.count("(") == 1 and "," not in cpus.strip("[()],"), found
 
 
 def test_bad_pair_settings_name_the_option_and_the_accepted_forms(

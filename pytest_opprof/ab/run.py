@@ -210,10 +210,10 @@ class ABController:
             self.session.shipped[report.nodeid] = data["ab_verdict"]
 
     def pin(self, config: pytest.Config) -> None:
-        """Run this process's tests, and its partner's (started after, inheriting it), on one
-        CPU: the two sides never run at once, and the two CPUs of a virtual machine ran the
-        same rounds up to 20% apart for seconds at a time (docs/ab.md).  A pytest-xdist
-        worker takes the CPU of its own number, so workers' pairs run side by side."""
+        """Run this process's tests, and its partners' (:meth:`pin_process`), on one CPU:
+        the sides never run at once, and the two CPUs of a virtual machine ran the same
+        rounds up to 20% apart for seconds at a time (docs/ab.md).  A pytest-xdist worker
+        takes the CPU of its own number, so workers' pairs run side by side."""
         if not hasattr(os, "sched_setaffinity"):
             return
         allowed = sorted(os.sched_getaffinity(0))
@@ -221,6 +221,23 @@ class ABController:
         index = int(worker[2:]) if worker[2:].isdigit() else 0
         os.sched_setaffinity(0, {allowed[index % len(allowed)]})
         self.unpinned = allowed
+
+    def pin_process(self, pid: int) -> None:
+        """Pin every thread of the partner ``pid`` to this process's CPU (a thread it starts
+        later inherits it).  The partners start unpinned, so their imports and collection
+        run on every CPU at once: 1.0 s to ready on one CPU, about half on two."""
+        if self.unpinned is None or not hasattr(os, "sched_setaffinity"):
+            return
+        cpus = os.sched_getaffinity(0)
+        try:
+            tasks = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            tasks = [pid]
+        for task in tasks:
+            try:
+                os.sched_setaffinity(task, cpus)
+            except OSError:  # a thread that ended meanwhile
+                pass
 
     def close(self) -> None:
         if self.unpinned is not None and hasattr(os, "sched_setaffinity"):
@@ -287,9 +304,9 @@ def configure(
         )
         worker.layout = Layout() if against.layout == "shuffled" else None
         worker.abba = against.order == "abba"
-        ab.pin(config)
         started = time.perf_counter()
-        # Both partners import and collect at once; each is waited for in turn.
+        # Both partners import and collect at once, on every CPU, while this process
+        # pins itself; each joins this process's CPU once it has collected.
         pad = 0
         if against.head == "partner" and against.addresses == "fixed":
             # Both partners' stacks start alike: environments of one size.
@@ -304,9 +321,12 @@ def configure(
             else None
         )
         try:
+            ab.pin(config)
             worker.base = hello_partner(base, against, revision)
+            ab.pin_process(base.process.pid)
             if head is not None:
                 worker.head_partner = hello_partner(head, against, head_tree(revision), True)
+                ab.pin_process(head.process.pid)
         except BaseException:
             for side in (base, head):
                 if side is not None:
