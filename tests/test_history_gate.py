@@ -219,10 +219,12 @@ def test_update_baselines_beside_a_history_accepts_a_replaced_baseline(
     failed.stdout.fnmatch_lines(["opprof CREPT: *test_matmul*"])
     # An update fails nothing, replaces the baseline that changed for real, and says so
     # in its history run: the history gate judges the test from that run on.
+    before = set(history.glob("*.npz"))
     update = run_pytest(*_args(history, "-p", "no:xdist", "--opprof-update-baselines"))
     update.assert_outcomes(passed=2)
     assert (pytester.path / "baselines" / "test_suite.json").is_file()
-    last = max(history.glob("*.npz"), key=lambda p: p.name)
+    # The update's own file: runs within one second sort by their random suffix.
+    (last,) = set(history.glob("*.npz")) - before
     assert read_run(last).meta["replaced"] == [MATMUL]
     after = run_pytest(*_args(history, "-p", "no:xdist"))
     after.assert_outcomes(passed=2)

@@ -462,3 +462,20 @@ def test_ops():
         line.split()[1] for line in result.outlines if line.startswith("+ ") and "  slower:" in line
     ]
     assert slower and slower[0] == "numpy.ndarray.sort", slower
+
+
+def test_work_time_grown_while_wall_time_did_not_is_the_waits_not_the_test() -> None:
+    """Work time is wall time less the wait measured; where the wait is an estimate (the
+    machine's CPU pressure, for rounds that ran child processes), other processes move it.
+    A work time beyond its tolerance whose wall time did not grow at all is the two sides'
+    waits as measured: not judged, not failed."""
+    base = rounds([10.0] * 5, [12.0, 11.5, 12.5, 12.0, 12.0])  # wall 22 ms, 55% waiting
+    moved = rounds([13.0] * 5, [8.5, 8.0, 9.0, 8.5, 8.5])  # wall 21.5 ms: work +30%
+    verdict = judge(moved, base)
+    assert verdict.status == "pass", verdict
+    assert not verdict.time_judged
+    assert verdict.time_not_judged is not None
+    assert "while its wall time did not" in verdict.time_not_judged, verdict.time_not_judged
+    # The same work grown with the wall time grown too is a slowdown, and fails.
+    slower = rounds([13.0] * 5, [12.0, 11.5, 12.5, 12.0, 12.0])  # wall 25 ms
+    assert judge(slower, base).status == "regressed"
