@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,7 +138,7 @@ class BaseSide:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 pass_fds=(partner_read, partner_write),
-                preexec_fn=_fixed_addresses if fixed_addresses else None,
+                preexec_fn=_fixed_addresses() if fixed_addresses else None,
             )
         os.close(partner_read)
         os.close(partner_write)
@@ -252,18 +252,24 @@ _BOOT = (
 both sides of one interpreter), then the base's paths first for everything else."""
 
 
-def _fixed_addresses() -> None:
-    """In the child, before exec: no address-space randomisation (as ``setarch -R``).  A
-    system that refuses (a seccomp filter, not Linux) starts the partner as it is."""
+def _fixed_addresses() -> Callable[[], None] | None:
+    """What the child runs before exec for no address-space randomisation (as ``setarch
+    -R``), or None where the system has no ``personality`` (not Linux).  The function is
+    found here, in the parent: a child of a process with threads must not import.  A
+    system that refuses the call (a seccomp filter) starts the partner as it is."""
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        current = libc.personality(0xFFFFFFFF)  # reads the persona, changes nothing
-        if current != -1:
-            libc.personality(current | ADDR_NO_RANDOMIZE)
+        personality = ctypes.CDLL(None, use_errno=True).personality
     except (OSError, AttributeError):
-        pass
+        return None
+
+    def set_no_randomize() -> None:
+        current = personality(0xFFFFFFFF)  # reads the persona, changes nothing
+        if current != -1:
+            personality(current | ADDR_NO_RANDOMIZE)
+
+    return set_no_randomize
 
 
 def _plugin_parent() -> str:
