@@ -415,10 +415,19 @@ def test_a_busy_machine_judges_work_time_passes_unchanged_code_and_fails_a_slowd
         for p in ElementTree.parse(pytester.path / "junit.xml").iter("property")
     }
     assert props["opprof_time_judged_on"] == "work time"
-    # About twice the work under the same load fails on work time and names the scope
-    # that grew (an explanation: op times of contended rounds are not judged alone).
+    # Four times the scope's work under the same load fails and names the scope that grew:
+    # on work time, or, where the burner also slowed the library ops beside it (their time
+    # not judged: other processes slow them with no wait to measure), on the scope alone,
+    # whose own wait is left out of its time (once in CI: work time +22.6%, +13.7% without
+    # the sorts, not judged; kernel +274%, regressed).
     slower.assert_outcomes(failed=1)
-    slower.stdout.fnmatch_lines(["*work time*REGRESSED*", "*kernel  slower*"])
+    out = slower.stdout.str()
+    assert "work time" in out, out
+    work = next(line for line in out.splitlines() if line.startswith("+ work time"))
+    if "REGRESSED" not in work:
+        assert "NOT JUDGED" in work and "they slow library code with no wait" in out, out
+        slower.stdout.fnmatch_lines(["+ kernel  slower*REGRESSED*"])
+    slower.stdout.fnmatch_lines(["*kernel  slower*"])
 
 
 @pytest.mark.alone
