@@ -101,7 +101,8 @@ def launch(
 
 
 class BaseSide:
-    """The partner process of this process, and the node ids it collected.
+    """The partner process of this process, started as ``how`` (:func:`launch`) says, and
+    the node ids it collected.
 
     ``pad_to``: the size its arguments and environment are padded to (``PAD_VARIABLE``);
     ``fixed_addresses``: start it with address-space randomisation off, where Linux lets
@@ -110,17 +111,12 @@ class BaseSide:
     def __init__(
         self,
         revision: BaseRevision,
-        rootdir: Path,
-        invocation_dir: Path,
-        args: Sequence[str],
-        options: Sequence[str],
-        python: str | None = None,
+        how: Launch,
         pad_to: int = 0,
         fixed_addresses: bool = False,
     ) -> None:
         self.revision = revision
-        self.python = python or sys.executable
-        how = launch(revision, rootdir, invocation_dir, args, options, python)
+        self.python = how.command[0]
         self.log = Path(tempfile.mkstemp(prefix="opprof-base-", suffix=".log")[1])
         head_read, partner_write = os.pipe()
         partner_read, head_write = os.pipe()

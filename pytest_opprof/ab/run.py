@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_opprof.ab.base_side import BaseSide, BaseSideError, launch
+from pytest_opprof.ab.base_side import BaseSide, BaseSideError, Launch, launch
 from pytest_opprof.ab.options import (
     AB_LAYOUT,
     AGAINST,
@@ -84,41 +84,37 @@ def partner_options(
 
 
 def start_partner(
-    config: pytest.Config,
-    options: OpprofOptions,
-    against: AgainstOptions,
-    revision: BaseRevision,
-    head: bool = False,
+    config: pytest.Config, options: OpprofOptions, against: AgainstOptions, revision: BaseRevision
 ) -> BaseSide:
     """A partner in ``revision``'s worktree that has collected; a ``UsageError`` naming REF
-    and the reason when it cannot.  ``head``: the head's partner instead, in this tree,
-    under this Python."""
-    where = head_tree(revision) if head else revision
-    side = spawn_partner(config, options, against, revision, head)
-    return hello_partner(side, against, where, head)
+    and the reason when it cannot."""
+    where, how = partner_launch(config, options, against, revision)
+    return hello_partner(spawn_partner(where, how, against), against, where)
 
 
-def launch_size(
+def partner_launch(
     config: pytest.Config,
     options: OpprofOptions,
     against: AgainstOptions,
     revision: BaseRevision,
     head: bool = False,
-) -> int:
-    """The bytes a partner's arguments and environment will take (0 if it cannot start:
-    spawning it says why)."""
+) -> tuple[BaseRevision, Launch]:
+    """Where a partner runs (the base's worktree, or ``head``: this tree, under this
+    Python) and how it is started; a ``UsageError`` naming REF when it cannot be."""
     where = head_tree(revision) if head else revision
     try:
-        return launch(
+        return where, launch(
             where,
             config.rootpath,
             config.invocation_params.dir,
             config.args,
             partner_options(config, options, against),
             python=None if head or against.python is None else str(against.python),
-        ).size()
-    except (BaseSideError, OSError):
-        return 0
+        )
+    except (BaseSideError, OSError) as exc:
+        raise pytest.UsageError(
+            f"{AGAINST.option}={against.ref}: {_side(where, head)} cannot start: {exc}"
+        ) from None
 
 
 def head_tree(revision: BaseRevision) -> BaseRevision:
@@ -127,28 +123,17 @@ def head_tree(revision: BaseRevision) -> BaseRevision:
 
 
 def spawn_partner(
-    config: pytest.Config,
-    options: OpprofOptions,
+    where: BaseRevision,
+    how: Launch,
     against: AgainstOptions,
-    revision: BaseRevision,
     head: bool = False,
     pad_to: int = 0,
 ) -> BaseSide:
     """The partner process started (it imports and collects while the caller goes on),
     its environment padded to ``pad_to`` bytes with its arguments."""
-    where = head_tree(revision) if head else revision
     try:
-        return BaseSide(
-            where,
-            config.rootpath,
-            config.invocation_params.dir,
-            config.args,
-            partner_options(config, options, against),
-            python=None if head or against.python is None else str(against.python),
-            pad_to=pad_to,
-            fixed_addresses=against.addresses == "fixed",
-        )
-    except (BaseSideError, OSError) as exc:
+        return BaseSide(where, how, pad_to=pad_to, fixed_addresses=against.addresses == "fixed")
+    except OSError as exc:
         raise pytest.UsageError(
             f"{AGAINST.option}={against.ref}: {_side(where, head)} cannot start: {exc}"
         ) from None
@@ -307,25 +292,24 @@ def configure(
         started = time.perf_counter()
         # Both partners import and collect at once, on every CPU, while this process
         # pins itself; each joins this process's CPU once it has collected.
-        pad = 0
-        if against.head == "partner" and against.addresses == "fixed":
-            # Both partners' stacks start alike: environments of one size.
-            pad = (
-                max(launch_size(config, options, against, revision, head) for head in (False, True))
-                + 64
-            )
-        base = spawn_partner(config, options, against, revision, pad_to=pad)
-        head = (
-            spawn_partner(config, options, against, revision, head=True, pad_to=pad)
-            if against.head == "partner"
-            else None
-        )
+        launches = [partner_launch(config, options, against, revision)]
+        if against.head == "partner":
+            launches.append(partner_launch(config, options, against, revision, head=True))
+        # Both partners' stacks start alike: environments of one size.
+        fixed = against.addresses == "fixed" and len(launches) == 2
+        pad = max(how.size() for _, how in launches) + 64 if fixed else 0
+        where_base, how_base = launches[0]
+        base = spawn_partner(where_base, how_base, against, pad_to=pad)
+        head = None
+        if len(launches) == 2:
+            where_head, how_head = launches[1]
+            head = spawn_partner(where_head, how_head, against, head=True, pad_to=pad)
         try:
             ab.pin(config)
-            worker.base = hello_partner(base, against, revision)
+            worker.base = hello_partner(base, against, where_base)
             ab.pin_process(base.process.pid)
             if head is not None:
-                worker.head_partner = hello_partner(head, against, head_tree(revision), True)
+                worker.head_partner = hello_partner(head, against, launches[1][0], True)
                 ab.pin_process(head.process.pid)
         except BaseException:
             for side in (base, head):
