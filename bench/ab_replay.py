@@ -42,6 +42,14 @@ from pytest_opprof.gate.tolerance import Tolerances
 BENCH = Path(__file__).resolve().parent
 TOLERANCE = 0.03
 VARIANTS = (("aa", 0.0), ("slow5", 0.05), ("slow10", 0.10))
+AXES = {
+    "order": ("orders", ("alternate", "abba")),
+    "layout": ("layouts", ("shuffled", "fixed")),
+    "head": ("heads", ("partner", "inline")),
+    "addresses": ("addresses", ("fixed", "random")),
+}
+"""Each ``--opprof-ab-NAME`` setting a recording can run side by side: its option here
+(``--orders alternate,abba``) and its values, the default first."""
 Q = 0.05
 
 
@@ -50,10 +58,7 @@ def record_run(
     name: str,
     pairs: int,
     suite: str = "synth",
-    order: str = "alternate",
-    layout: str = "shuffled",
-    head: str = "partner",
-    addresses: str = "fixed",
+    settings: dict[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One A/B run with every test held to ``pairs`` pairs: its recorded pairs, and its
     report."""
@@ -69,10 +74,7 @@ def record_run(
         "--opprof-against=HEAD",
         f"--opprof-ab-min-pairs={pairs}",
         f"--opprof-ab-max-pairs={pairs}",
-        f"--opprof-ab-order={order}",
-        f"--opprof-ab-layout={layout}",
-        f"--opprof-ab-head={head}",
-        f"--opprof-ab-addresses={addresses}",
+        *(f"--opprof-ab-{name}={value}" for name, value in (settings or {}).items()),
         env=env,
         suite=suite,
     )
@@ -91,36 +93,21 @@ def record(args: argparse.Namespace) -> None:
             targets = sorted(random.Random(seed).sample(sorted(kernels), len(kernels) // 2))
             with condition(scenario, seed):
                 variants = [v for v in VARIANTS if v[0] in args.variants]
-                ways = itertools.product(
-                    range(args.repeats),
-                    variants,
-                    args.orders,
-                    args.layouts,
-                    args.heads,
-                    args.addresses,
-                )
-                for _, (variant, slowdown), order, layout, head, addresses in ways:
+                chosen = [getattr(args, option) for option, _ in AXES.values()]
+                ways = itertools.product(range(args.repeats), variants, *chosen)
+                for _, (variant, slowdown), *values in ways:
+                    settings = dict(zip(AXES, values, strict=True))
                     slow = {t: 1 + slowdown for t in targets} if slowdown else {}
                     set_head(root, slow)
                     load = loadavg()
-                    tests, _ = record_run(
-                        runner,
-                        f"{scenario}-{variant}-{order}-{layout}-{head}-{addresses}",
-                        args.pairs,
-                        order=order,
-                        layout=layout,
-                        head=head,
-                        addresses=addresses,
-                    )
+                    name = "-".join([scenario, variant, *values])
+                    tests, _ = record_run(runner, name, args.pairs, settings=settings)
                     set_head(root, {})
                     out.append(
                         {
                             "scenario": scenario,
                             "suite": "synth",
-                            "order": order,
-                            "layout": layout,
-                            "head": head,
-                            "addresses": addresses,
+                            **settings,
                             "variant": variant,
                             "slowed": sorted(slow),
                             "named": KERNEL,
@@ -129,11 +116,7 @@ def record(args: argparse.Namespace) -> None:
                         }
                     )
                     print(
-                        scenario,
-                        variant,
-                        order,
-                        layout,
-                        head,
+                        name,
                         len(tests),
                         "tests",
                         f"load {load:.1f}",
@@ -288,36 +271,19 @@ def main() -> None:
     r.add_argument("--pairs", type=int, default=12)
     r.add_argument("--seed", type=int, default=1)
     r.add_argument(
-        "--orders",
-        type=lambda t: t.split(","),
-        default=["alternate"],
-        help="alternate, abba, or both: each variant recorded in each order, interleaved",
-    )
-    r.add_argument(
         "--variants",
         type=lambda t: t.split(","),
         default=[v for v, _ in VARIANTS],
         help="any of aa, slow5, slow10",
     )
-    r.add_argument("--repeats", type=int, default=1, help="each variant, order and layout")
-    r.add_argument(
-        "--addresses",
-        type=lambda t: t.split(","),
-        default=["fixed"],
-        help="fixed, random, or both (--opprof-ab-addresses)",
-    )
-    r.add_argument(
-        "--heads",
-        type=lambda t: t.split(","),
-        default=["partner"],
-        help="partner, inline, or both (--opprof-ab-head)",
-    )
-    r.add_argument(
-        "--layouts",
-        type=lambda t: t.split(","),
-        default=["shuffled"],
-        help="shuffled, fixed, or both (--opprof-ab-layout)",
-    )
+    r.add_argument("--repeats", type=int, default=1, help="each variant and setting")
+    for name, (option, values) in AXES.items():
+        r.add_argument(
+            f"--{option}",
+            type=lambda t: t.split(","),
+            default=[values[0]],
+            help=f"{' or '.join(values)}, or both (--opprof-ab-{name}), interleaved",
+        )
     r.add_argument("--out", type=Path, required=True)
     s = sub.add_parser("replay")
     s.add_argument("pairs_file", type=Path)
