@@ -165,7 +165,7 @@ def render_page(data: Mapping[str, Any], found: Found, *, title: str) -> str:
         skipped=found.skipped[:SKIPPED_SHOWN],
         more_skipped=max(0, len(found.skipped) - SKIPPED_SHOWN),
         style=Markup(asset("report.css") + asset("history.css")),
-        script=Markup(asset("history.js")),
+        script=Markup(asset("units.js") + asset("history.js")),
         data=Markup(script_json(data)),
     )
 

@@ -279,7 +279,7 @@ def render_html(report: Mapping[str, Any], history: HistoryLinks | None = None) 
         flames_omitted=report.get("flames_omitted") or 0,
         detailed=data["detailed"],
         style=Markup(asset("report.css")),
-        script=Markup(asset("report.js")),
+        script=Markup(asset("units.js") + asset("report.js")),
         data=Markup(script_json(embedded)),
     )
 

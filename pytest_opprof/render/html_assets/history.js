@@ -25,34 +25,9 @@
     if (cls) node.setAttribute("class", cls);
     return node;
   }
-  // Units spelt as the terminal and the HTML report spell them (render/units.py, report.js).
-  function fmtTime(ns) {
-    var us = ns / 1000, a = Math.abs(us);
-    if (a >= 1e6) return (us / 1e6).toFixed(3) + "s";
-    if (a >= 1e3) return (us / 1e3).toFixed(3) + "ms";
-    return us.toFixed(3) + "us";
-  }
-  function fmtBytes(b) {
-    var a = Math.abs(b);
-    if (a >= 1073741824) return (b / 1073741824).toFixed(2) + " GB";
-    if (a >= 1048576) return (b / 1048576).toFixed(2) + " MB";
-    if (a >= 1024) return (b / 1024).toFixed(2) + " KB";
-    return Math.round(b) + " B";
-  }
-  function fmtFlops(f) {
-    var scales = [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "K"]];
-    for (var i = 0; i < scales.length; i++) {
-      if (Math.abs(f) >= scales[i][0]) return (f / scales[i][0]).toFixed(2) + " " + scales[i][1] + "FLOP";
-    }
-    return Math.round(f) + " FLOP";
-  }
-  function fmtValue(v, unit) {
-    if (v === null || v === undefined) return "-";
-    if (unit === "ns") return fmtTime(v);
-    if (unit === "bytes") return fmtBytes(v);
-    if (unit === "flops") return fmtFlops(v);
-    return Math.round(v).toLocaleString("en-US");
-  }
+  // Units as the terminal and the HTML report spell them (units.js, inlined before this).
+  var fmtTime = opprofUnits.fmtTime, fmtBytes = opprofUnits.fmtBytes;
+  var fmtFlops = opprofUnits.fmtFlops, fmtValue = opprofUnits.fmtValue;
   function runLabel(run) {
     return (run[0] ? run[0].slice(0, 7) : "no commit") + " (" + run[1] + ")" + (run[2] ? " dirty" : "");
   }
