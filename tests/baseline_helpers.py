@@ -61,6 +61,24 @@ def summary_of(
     )
 
 
+def waited_rounds(work_ms: Sequence[float], wait_ms: Sequence[float] | None = None) -> TestSummary:
+    """One op, ``kernel``, taking each round's work plus its wait for a CPU (ms): what a
+    round that waited for a CPU measures."""
+    waits = list(wait_ms) if wait_ms is not None else [0.0] * len(work_ms)
+    out = []
+    for work, wait in zip(work_ms, waits, strict=True):
+        wall_us = (work + wait) * 1000
+        out.append(
+            RoundFigures.from_events(
+                [Row("kernel", 1, self_cpu_time_total=wall_us, cpu_time_total=wall_us)],
+                wall_time_ns=round(wall_us * 1000),
+                cpu_time_ns=round(work * 1e6),
+                wait_ns=round(wait * 1e6),
+            )
+        )
+    return summarize_rounds(out)
+
+
 def pooled(*sessions: TestSummary) -> TestSummary:
     """The baseline three update runs make when none saw a change: their rounds pooled."""
     base = sessions[0]

@@ -11,6 +11,7 @@ from xml.etree import ElementTree
 
 import pytest
 from baseline_helpers import Row
+from baseline_helpers import waited_rounds as _rounds
 
 from pytest_opprof.gate.budgets import judge_time
 from pytest_opprof.gate.summary import OTHER_OPS, RoundFigures, TestSummary, summarize_rounds
@@ -231,22 +232,6 @@ def test_a_time_budget_is_judged_on_rounds_and_names_the_op(
     ]["verdict"]["budgets"]
     # The first round was over: auto rounds repeated it, and confirmed it.
     assert row["status"] == "over" and row["now"] > 100_000
-
-
-def _rounds(work_ms: list[float], wait_ms: list[float]) -> TestSummary:
-    """Rounds of one op whose wall time is its work plus its wait for a CPU (ms)."""
-    out = []
-    for work, wait in zip(work_ms, wait_ms, strict=True):
-        wall_us = (work + wait) * 1000
-        out.append(
-            RoundFigures.from_events(
-                [Row("kernel", 1, self_cpu_time_total=wall_us, cpu_time_total=wall_us)],
-                wall_time_ns=round(wall_us * 1000),
-                cpu_time_ns=round(work * 1e6),
-                wait_ns=round(wait * 1e6),
-            )
-        )
-    return summarize_rounds(out)
 
 
 def test_a_busy_machine_leaves_a_time_budget_not_judged_rather_than_failed() -> None:

@@ -16,29 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from history_helpers import SUITE
+from history_helpers import git as _git
 from run_helpers import PLUGIN, REPO_ROOT, PytestRunner
 
 from pytest_opprof.__main__ import main
 from pytest_opprof.history.changes import find_time_changes, time_steps
 from pytest_opprof.history.store import encode_arrays, read_run, scan
-
-SUITE = """
-import json
-import pathlib
-
-import numpy as np
-
-KNOB = json.loads((pathlib.Path(__file__).parent / "knob.json").read_text())
-
-
-def test_matmul():
-    n = KNOB["n"]
-    np.matmul(np.ones((n, n)), np.ones((n, n)))
-
-
-def test_add():
-    np.add(np.ones(1000), 1.0)
-"""
 
 
 def _suite(pytester: pytest.Pytester, n: int = 32) -> None:
@@ -220,22 +204,6 @@ def test_a_bad_since_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().err.startswith("error: --since deadbeef: no run")
     assert main(["history", str(tmp_path / "none")]) == 2
     assert "not a directory" in capsys.readouterr().err
-
-
-def _git(cwd: Path, *args: str, day: int = 0) -> str:
-    date = f"2026-11-{1 + day:02d}T12:00:00+00:00"
-    env = dict(
-        os.environ,
-        GIT_AUTHOR_DATE=date,
-        GIT_COMMITTER_DATE=date,
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@example.com",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@example.com",
-    )
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def _commit(cwd: Path, message: str, day: int) -> str:

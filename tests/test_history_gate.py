@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from baseline_helpers import Row, summary_of
+from history_helpers import SUITE
+from history_helpers import git as _git
 from run_helpers import PytestRunner
 
 from pytest_opprof.gate.summary import TestSummary
@@ -21,23 +21,6 @@ from pytest_opprof.gate.tolerance import Tolerances
 from pytest_opprof.history.gate import HistoryGate
 from pytest_opprof.history.store import RunWriter, encode_arrays, read_run, write_run
 
-SUITE = """
-import json
-import pathlib
-
-import numpy as np
-
-KNOB = json.loads((pathlib.Path(__file__).parent / "knob.json").read_text())
-
-
-def test_matmul():
-    n = KNOB["n"]
-    np.matmul(np.ones((n, n)), np.ones((n, n)))
-
-
-def test_add():
-    np.add(np.ones(1000), 1.0)
-"""
 MATMUL = "test_suite.py::test_matmul"
 
 
@@ -59,22 +42,6 @@ def _args(history: Path, *more: str) -> list[str]:
         "no:randomly",
         *more,
     ]
-
-
-def _git(cwd: Path, *args: str, day: int = 0) -> str:
-    date = f"2026-11-{1 + day:02d}T12:00:00+00:00"
-    env = dict(
-        os.environ,
-        GIT_AUTHOR_DATE=date,
-        GIT_COMMITTER_DATE=date,
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@example.com",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@example.com",
-    )
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def _at_commit(pytester: pytest.Pytester, n: int, day: int) -> str:

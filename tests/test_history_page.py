@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from history_helpers import git as _git
 from html_helpers import bench_module
 from run_helpers import PLUGIN, REPO_ROOT, unused_plugins
 
@@ -67,22 +68,6 @@ class Project:
     page: Path
     shas: list[str]
     output: str
-
-
-def _git(cwd: Path, *args: str, day: int = 0) -> str:
-    date = f"2026-11-{1 + day:02d}T12:00:00+00:00"
-    env = dict(
-        os.environ,
-        GIT_AUTHOR_DATE=date,
-        GIT_COMMITTER_DATE=date,
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@example.com",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@example.com",
-    )
-    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:

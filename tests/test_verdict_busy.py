@@ -12,6 +12,7 @@ from xml.etree import ElementTree
 
 import pytest
 from baseline_helpers import Row, entry, machine
+from baseline_helpers import waited_rounds as rounds
 from load_helpers import busy_machine
 
 from pytest_opprof.errors import FieldError
@@ -32,24 +33,6 @@ if TYPE_CHECKING:
 
 HERE = machine().fingerprint
 TOL = Tolerances(time=0.15, speed_scaled=False)
-
-
-def rounds(work_ms: Sequence[float], wait_ms: Sequence[float] | None = None) -> TestSummary:
-    """One op, ``kernel``, taking each round's work plus its wait (ms): what a round that
-    waited for a CPU measures."""
-    waits = list(wait_ms) if wait_ms is not None else [0.0] * len(work_ms)
-    out = []
-    for work, wait in zip(work_ms, waits, strict=True):
-        wall_us = (work + wait) * 1000
-        out.append(
-            RoundFigures.from_events(
-                [Row("kernel", 1, self_cpu_time_total=wall_us, cpu_time_total=wall_us)],
-                wall_time_ns=round(wall_us * 1000),
-                cpu_time_ns=round(work * 1e6),
-                wait_ns=round(wait * 1e6),
-            )
-        )
-    return summarize_rounds(out)
 
 
 def judge(now: TestSummary, base: TestSummary, tol: Tolerances = TOL) -> Verdict:
