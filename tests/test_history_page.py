@@ -13,7 +13,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,8 @@ from urllib.parse import quote
 
 import pytest
 from history_helpers import git as _git
+from history_helpers import run_pytest
 from html_helpers import bench_module
-from run_helpers import PLUGIN, REPO_ROOT, unused_plugins
 
 from pytest_opprof.__main__ import main
 from pytest_opprof.history.html import page_data, render_history_html
@@ -71,15 +70,7 @@ class Project:
 
 
 def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTEST_ADDOPTS="-p no:randomly")
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider", "-p", "no:xdist"]
-    cmd += [*unused_plugins(root, args), *args]
-    return subprocess.run(
-        cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
+    return run_pytest(root, "-p", "no:xdist", *args)
 
 
 @pytest.fixture(scope="module")
