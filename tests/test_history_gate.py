@@ -259,3 +259,26 @@ def test_times_under_tolerance_do_not_fail(tmp_path: Path, seed: int) -> None:
     crept = tmp_path / "crept"
     _, rng = _history(crept, [2000.0] * 20 + [2240.0] * 20, seed=seed, fingerprint="f" * 16)
     assert _judge(crept, _timed(rng, 2240.0, 1792.0), "f" * 16) == []
+
+
+def test_a_crept_time_reaches_the_reports_with_its_levels_and_intervals(tmp_path: Path) -> None:
+    levels = [2000.0] * 14 + [2160.0] * 12 + [2333.0] * 12 + [2520.0] * 12
+    shas, rng = _history(tmp_path, levels, seed=1, fingerprint="f" * 16)
+    gate = HistoryGate(tmp_path)
+    gate.load("f" * 16)
+    (creep,) = gate.judge("t.py::test_fit", _timed(rng, 2520.0, 0.8 * 2520.0), Tolerances())
+    row = creep.record().to_json()
+    assert (row["figure"], row["op"], row["unit"], row["ops"]) == ("cpu", None, "ns", ["kernel"])
+    assert row["before"] == pytest.approx(2_000_000, rel=0.05)  # ns: the level of 2,000 us
+    assert row["now"] == pytest.approx(2_520_000, rel=0.05)
+    steps = row["steps"]
+    assert [s["sha"] for s in steps] == [shas[14], shas[26], shas[38]]
+    assert [s["date"] for s in steps] == ["2026-09-15", "2026-09-27", "2026-10-09"]
+    for s in steps:  # a time's step has its 95% interval, around +8%
+        assert s["low"] < s["change"] < s["high"]
+        assert s["low"] < 0.08 < s["high"]
+    # The reports' sentence gives the levels, and each step its date and interval.
+    first = creep.record().steps[0]
+    low, high = f"{first.low:+.0%}", f"{first.high:+.0%}"
+    assert f"({steps[0]['date']}), {row['before'] / 1e6:.3f}ms -> " in row["text"]
+    assert f"stepped +8% [{low}, {high}] at {shas[14][:7]} (2026-09-15), " in row["text"]

@@ -24,7 +24,10 @@ with ``--opprof-report-details``, version :data:`DETAILS_SCHEMA` (1), every figu
             "reasons": [{"op", "kind", "unit", "baseline", "now", "change",
                          "status", "impact"}],     # regressions first, then by impact
             "budgets": [{"budget", "metric", "unit", "limit", "now", "status",
-                         "ops", "note"}]           # only with budgets (gate/budgets.py)
+                         "ops", "note"}],          # only with budgets (gate/budgets.py)
+            "crept": [{"figure", "op", "unit", "before", "now", "change", "steps",
+                       "ops", "this_run", "text"}] # only where a figure crept against
+                                                   # the history (gate/creep.py)
           },
           "marked": true,                          # only for tests with a profile marker
           "flame": {...}                           # only for some tests, see below

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pytest_opprof import _native
 from pytest_opprof.errors import BaselineError
 from pytest_opprof.gate.budgets import Budgets, judge_budgets, judge_time
+from pytest_opprof.gate.creep import Crept
 from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.pooling import pool, replace_reason
 from pytest_opprof.gate.results import (
@@ -113,9 +114,7 @@ class Judgement:
     error: str | None = None
     fails: bool = False
     """Whether the test must fail (a regression, a required baseline, an unusable file,
-    a figure that crept against the history)."""
-    crept: tuple[str, ...] = ()
-    """A line per figure that crept beyond tolerance against the history (``history/gate.py``)."""
+    a figure that crept against the history: ``result.verdict.crept``)."""
 
     @property
     def label(self) -> str:
@@ -131,6 +130,8 @@ class Judged(NamedTuple):
 
     nodeid: str
     status: str
+    """The comparison with the baseline's (a creep against the history is
+    :attr:`BaselineSession.crept`'s)."""
     busy: bool
     """Its time was not judged: the machine was too busy (``time_not_judged``)."""
     work_time: bool
@@ -387,9 +388,8 @@ class BaselineSession:
             except ValueError:
                 shown = str(path)
             self._shown[path] = shown
-        if self.options.update:  # only staging reads it
+        if self.options.update:  # only staging reads it: the comparison with the baseline
             self._verdicts[nodeid] = (verdict, tolerances)
-        result = TestResult(nodeid, summary, verdict, baseline_file=shown)
         judged = Judged(
             nodeid,
             verdict.status,
@@ -398,33 +398,31 @@ class BaselineSession:
             bool(verdict.varying),
             verdict.time_unjudged,
         )
+        verdict = verdict.with_crept(self._crept(nodeid, summary, verdict, tolerances))
+        result = TestResult(nodeid, summary, verdict, baseline_file=shown)
         if self.options.keep_results:
             self.results.append(result)
         elif judged.status == "regressed" or judged.busy or judged.work_time or judged.varying:
             self._kept_at[len(self.judged)] = len(self.results)
             self.results.append(result)
         self.judged.append(judged)
-        crept = self._crept(nodeid, summary, verdict, tolerances)
-        fails = self.fails(result) or bool(
-            crept and not (self.options.warn_only or self.options.update)
-        )
-        return Judgement(result, None, fails, crept)
+        return Judgement(result, None, self.fails(result))
 
     def _crept(
         self, nodeid: str, summary: TestSummary, verdict: Verdict, tolerances: Tolerances
-    ) -> tuple[str, ...]:
-        """The figures of ``summary`` that crept beyond tolerance against the history, a
-        line each (none without a history); times only where the verdict judged them or
-        had no baseline to judge them against (not on a busy machine)."""
+    ) -> tuple[Crept, ...]:
+        """The figures of ``summary`` that crept beyond tolerance against the history (none
+        without a history); times only where the verdict judged them or had no baseline to
+        judge them against (not on a busy machine)."""
         if self.history is None:
             return ()
         self.history.load(self.machine.fingerprint)
         times = verdict.time_not_judged is None
         found = tuple(
-            c.text() for c in self.history.judge(nodeid, summary, tolerances, times=times)
+            c.record() for c in self.history.judge(nodeid, summary, tolerances, times=times)
         )
         if found:
-            self.crept[nodeid] = found
+            self.crept[nodeid] = tuple(c.text() for c in found)
         return found
 
     def result_of(self, i: int) -> TestResult:

@@ -32,6 +32,7 @@ them):
   (``time_undecided``); improvements never fail.
 * Absolute budgets (``budgets.py``) are judged beside the comparison, with or without a
   baseline (``session.py``): one beyond its limit makes the verdict ``regressed``.
+* So does a figure that crept against the history (``--opprof-history``, ``creep.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_opprof.gate.budgets import BudgetRow
+from pytest_opprof.gate.creep import Crept
 from pytest_opprof.gate.judge import (
     RowStatus,
     Sessions,
@@ -134,6 +136,9 @@ class Verdict:
     ``pytest_opprof/ab/``)."""
     budgets: tuple[BudgetRow, ...] = ()
     """The test's absolute budgets judged (``budgets.py``), with or without a baseline."""
+    crept: tuple[Crept, ...] = ()
+    """The figures that crept beyond tolerance against the history (``--opprof-history``,
+    ``creep.py``), with or without a baseline."""
 
     @property
     def failed(self) -> bool:
@@ -150,6 +155,22 @@ class Verdict:
             return self
         over = any(row.status == "over" for row in rows)
         return dataclasses.replace(self, budgets=rows, status="regressed" if over else self.status)
+
+    def with_crept(self, crept: tuple[Crept, ...]) -> Verdict:
+        """This verdict with the figures that crept against the history: ``regressed``
+        (as a budget it went beyond, each fails the test)."""
+        if not crept:
+            return self
+        return dataclasses.replace(self, crept=crept, status="regressed")
+
+    @property
+    def crept_only(self) -> bool:
+        """Whether only its creep against the history failed it (no figure regressed
+        against a baseline, no budget went over): its text says CREPT, not REGRESSED."""
+        if not self.crept or self.over_budget:
+            return False
+        statuses = [m.status for m in self.metrics] + [r.status for r in self.reasons]
+        return "regressed" not in statuses
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -168,6 +189,7 @@ class Verdict:
             "notes": list(self.notes),
             "varying": [figure.to_json() for figure in self.varying],
             **({"budgets": [row.to_json() for row in self.budgets]} if self.budgets else {}),
+            **({"crept": [c.to_json() for c in self.crept]} if self.crept else {}),
         }
 
 

@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_opprof.errors import BaselineError
+from pytest_opprof.gate.creep import CreepStep, Crept
 from pytest_opprof.gate.judge import change, judge_exact
 from pytest_opprof.gate.reasons import OP_ALONE_TOLERANCES
 from pytest_opprof.gate.stats import mann_whitney_greater
@@ -98,33 +99,29 @@ class Creep:
     this_run: float | None = None
     """This run's own step from the level of the runs since the creep's last step."""
 
-    @property
-    def change(self) -> float:
-        moved = change(self.before, self.now)
-        return math.inf if moved is None else moved
+    def record(self) -> Crept:
+        """What the verdict carries to the reports (``gate/creep.py``): the steps' commits
+        and changes, nothing of the history."""
+        steps = tuple(
+            CreepStep(
+                sha=c.sha,
+                date=c.date,
+                run_at=str(c.run.meta["run_at"]),
+                change=_step_change(c),
+                low=None if c.exact else c.step.low,
+                high=None if c.exact else c.step.high,
+            )
+            for c in self.steps
+        )
+        return Crept(
+            self.test, self.figure, self.op, self.before, self.now, steps, self.ops, self.this_run
+        )
 
     def text(self) -> str:
         """``test_fit: cpu +16% against its level before 3f2c1ab (2026-11-20): stepped +5%
-        at 3f2c1ab, +6% at 9e01d2c, +5% at a1b2c3d; op numpy.linalg.svd``."""
-        label = self.figure if self.op is None else f"{self.op} {self.figure}"
-        figures = "" if self.figure in (CPU, SELF) else f" ({self.before:,.0f} -> {self.now:,.0f})"
-        first = self.steps[0]
-        stepped = ", ".join(f"{_pct(_step_change(s))} at {_at(s)}" for s in self.steps)
-        if self.this_run is not None:
-            stepped += f", {_pct(self.this_run)} in this run"
-        ops = f"; op {', '.join(self.ops)}" if self.ops else ""
-        return (
-            f"{self.test}: {label} {_pct(self.change)}{figures} against its level before "
-            f"{_at(first)} ({first.date}): stepped {stepped}{ops}"
-        )
-
-
-def _pct(x: float) -> str:
-    return "new" if math.isinf(x) else f"{x:+.0%}"
-
-
-def _at(c: ChangePoint) -> str:
-    return c.sha[:7] if c.sha else f"the run of {c.run.meta['run_at']}"
+        at 3f2c1ab, +6% at 9e01d2c, +5% at a1b2c3d; op numpy.linalg.svd``: the terminal's
+        line (``Crept.text``)."""
+        return self.record().text()
 
 
 def _step_change(c: ChangePoint) -> float:

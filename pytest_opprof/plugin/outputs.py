@@ -16,6 +16,7 @@ from pytest_opprof.model.tree import build_tree
 from pytest_opprof.plugin.traces import trace_file
 from pytest_opprof.profiler import profile
 from pytest_opprof.render.budget_lines import junit_budget_properties
+from pytest_opprof.render.creep_lines import junit_creep_properties
 from pytest_opprof.render.flame import flame_tree
 from pytest_opprof.render.report import judged_wall_ns, time_basis
 
@@ -82,4 +83,5 @@ def junit_properties(
         props.append(("opprof_time_judged_on", "work time"))
     if result is not None:
         props += junit_budget_properties(result.verdict)
+        props += junit_creep_properties(result.verdict)
     return props

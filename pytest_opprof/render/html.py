@@ -31,6 +31,7 @@ from pytest_opprof.gate.compact import median_ns
 from pytest_opprof.gate.files import write_file
 from pytest_opprof.gate.results import STATUSES
 from pytest_opprof.gate.unjudged import TimeUnjudged, UnjudgedTally
+from pytest_opprof.render.creep_lines import CREPT_LABEL
 
 DETAIL_LIMIT = 2000
 """Tests whose full figures are embedded (all tests needing attention come first)."""
@@ -105,6 +106,15 @@ def _metric(verdict: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return {}
 
 
+def _failed_otherwise(verdict: Mapping[str, Any]) -> bool:
+    """Whether a verdict failed by more than its creep against the history: a figure that
+    regressed against its baseline, or a budget gone over (``Verdict.crept_only``)."""
+    rows = [*(verdict.get("metrics") or ()), *(verdict.get("reasons") or ())]
+    return any(_mapping(r).get("status") == "regressed" for r in rows) or any(
+        _mapping(b).get("status") == "over" for b in verdict.get("budgets") or ()
+    )
+
+
 def _attention(row: Mapping[str, Any]) -> bool:
     return row["st"] != "pass" or bool(row.get("mk")) or bool(row.get("tn"))
 
@@ -143,6 +153,11 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
         }
         if test.get("marked"):
             row["mk"] = 1
+        crept = [str(c["text"]) for c in verdict.get("crept") or () if _mapping(c).get("text")]
+        if crept:  # the history gate's sentences (gate/creep.py), each naming its steps
+            row["cr"] = crept
+            if not _failed_otherwise(verdict):
+                row["lb"] = CREPT_LABEL
         if verdict.get("time_not_judged"):
             row["tn"] = verdict["time_not_judged"]
         elif wall.get("status") == "not judged":  # too few rounds, another machine

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_opprof.gate.creep import Crept
 from pytest_opprof.gate.files import write_file
 from pytest_opprof.gate.machine import MachineInfo
 from pytest_opprof.gate.pooling import POOLED_SESSIONS
@@ -27,6 +28,7 @@ from pytest_opprof.render.budget_lines import (
     is_budget_failure_only,
     markdown_budget_lines,
 )
+from pytest_opprof.render.creep_lines import markdown_creep_lines, status_label
 from pytest_opprof.render.markdown_text import html_text, md_code, md_text, utf16_units
 from pytest_opprof.render.units import format_memory, format_time
 
@@ -348,7 +350,10 @@ def _left_out(left: Sequence[TestResult], undetailed: Sequence[TestResult]) -> l
 
 def _markdown_row(r: TestResult) -> str:
     s = r.summary
-    cells = [md_code(r.nodeid, in_table=True), f"{_ICONS[r.verdict.status]} {r.verdict.status}"]
+    cells = [
+        md_code(r.nodeid, in_table=True),
+        f"{_ICONS[r.verdict.status]} {status_label(r.verdict)}",
+    ]
     peak = s.memory.peak_bytes if s.memory else None
     for name, unit, now in (
         ("wall time", "ns", judged_wall_ns(r)),
@@ -361,7 +366,8 @@ def _markdown_row(r: TestResult) -> str:
 
 
 def _markdown_details(r: TestResult, row_limit: int) -> list[str]:
-    out = ["", f"<details><summary>{html_text(r.nodeid)}: {r.verdict.status}</summary>", ""]
+    status = status_label(r.verdict)
+    out = ["", f"<details><summary>{html_text(r.nodeid)}: {status}</summary>", ""]
     out += [
         "| op | change | baseline | now | Δ | status |",
         "| --- | --- | ---: | ---: | ---: | --- |",
@@ -381,6 +387,7 @@ def _markdown_details(r: TestResult, row_limit: int) -> list[str]:
             f"{_raw_rounds(r.summary.rounds)} as measured"
         )
     out += markdown_budget_lines(r.verdict)
+    out += markdown_creep_lines(r.verdict)
     out += [f"> {md_text(note)}" for note in r.verdict.notes] + ["", "</details>"]
     return out
 
@@ -403,19 +410,20 @@ def failure_text(judgement: Judgement, *, row_limit: int = DEFAULT_ROW_LIMIT) ->
     if judgement.result is None:
         return judgement.error or "opprof: not judged"
     result = judgement.result
+    verdict = result.verdict
     parts = []
-    if result.verdict.status == "new" and not judgement.crept:
+    if verdict.status == "new":
         parts.append(f"opprof NEW: {result.nodeid}\n{REQUIRE_HINT}")
-    elif result.verdict.failed or not judgement.crept:
+    elif not verdict.crept_only:
         parts.append(render_text(result, row_limit=row_limit))
-    if judgement.crept:
-        parts.append(creep_text(result.nodeid, judgement.crept))
+    if verdict.crept:
+        parts.append(creep_text(result.nodeid, verdict.crept))
     return "\n".join(parts)
 
 
-def creep_text(nodeid: str, crept: Sequence[str]) -> str:
+def creep_text(nodeid: str, crept: Sequence[Crept]) -> str:
     """What a test whose figures crept against the history shows as its failure."""
-    lines = "".join(f"\n  {line}" for line in crept)
+    lines = "".join(f"\n  {c.text()}" for c in crept)
     return (
         f"opprof CREPT: {nodeid}: beyond tolerance against its history's level before the "
         f"creep began (docs/history.md){lines}"

@@ -76,10 +76,13 @@
     a.addEventListener("click", function (e) { e.stopPropagation(); }); // not the row's panel
     return a;
   }
+  // A test that only its creep against the history failed reads "crept" (its status is
+  // "regressed": it filters and sorts with the regressions).
+  function label(row) { return row.lb || row.st; }
   function tableRow(row) {
     var tr = el("tr", "row st-" + row.st);
     tr.dataset.id = row.id;
-    var badge = el("td", "badge st-" + row.st, row.st + (row.mk ? " ★" : ""));
+    var badge = el("td", "badge st-" + row.st, label(row) + (row.mk ? " ★" : ""));
     if (row.mk) badge.title = "★ carries a profile marker";
     tr.appendChild(badge);
     var idCell = el("td", "id", row.id);
@@ -201,13 +204,16 @@
     box.dataset.id = row.id;
     if (card) {
       var h = el("h3");
-      h.appendChild(el("span", "badge st-" + row.st, row.st.toUpperCase() + " "));
+      h.appendChild(el("span", "badge st-" + row.st, label(row).toUpperCase() + " "));
       h.appendChild(el("span", "mono", row.id));
       box.appendChild(h);
     }
     if (HISTORY) { var p = el("p", "note"); p.appendChild(historyLink(row.id)); box.appendChild(p); }
     var d = row.d;
     if (row.tn) box.appendChild(el("p", "contention", "time not judged: " + row.tn));
+    (row.cr || []).forEach(function (text) {
+      box.appendChild(el("p", "crept", "crept beyond tolerance against its history: " + text));
+    });
     if (d) {
       box.appendChild(el("p", "note", (d.rounds ? plural(d.rounds, "round") : "? rounds") +
         (d.baseline_at ? "; baseline recorded " + d.baseline_at : "; no baseline")));
