@@ -351,3 +351,38 @@ def test_a_pass_needs_only_the_slower_side_ruled_out() -> None:
     assert decide(much_faster, TOL, 0.05) == "improved"
     unsure = estimate([-0.02, 0.03], 0.02, MAX_PRIOR_DF)
     assert unsure.high >= TOL and decide(unsure, TOL, 1e-4) == "undecided"
+
+
+def test_a_wild_pair_is_left_out_of_a_pass_not_of_a_failure() -> None:
+    """One head round held up by 30% among pairs that agree within 1%: the pass is judged
+    without it and says so; the same pairs never fail the figure."""
+    d = [0.004, -0.006, 0.3, 0.001, -0.002]
+    e = estimate(d, 0.01, MAX_PRIOR_DF)
+    assert e.without_wild is not None and e.without_wild.pairs == 4
+    assert e.high > 0.05  # every pair: the wild one keeps the interval wide
+    assert decide(e, 0.05, 0.05) == "pass"
+    assert describe(e, "pass").endswith("over 5 pairs (1 wild, left out)")
+    # A real slowdown moves every pair: none is wild.
+    slowed = [0.10 + x for x in d if abs(x) < 0.1]
+    assert estimate(slowed, 0.01, MAX_PRIOR_DF).without_wild is None
+
+
+def test_pairs_that_cannot_yet_tell_a_wild_one_are_not_judged() -> None:
+    # A base round held up by 20% makes a 10%-slower head look 10% faster: one pair that
+    # far from zero is not passed on its own, nor two that far apart.
+    assert decide(estimate([-0.10], 0.01, MAX_PRIOR_DF), 0.05, 0.05) == "undecided"
+    assert decide(estimate([0.09, -0.10], 0.01, MAX_PRIOR_DF), 0.05, 0.05) == "undecided"
+    assert decide(estimate([0.004, -0.003], 0.01, MAX_PRIOR_DF), 0.05, 0.05) == "pass"
+
+
+def test_the_pool_sigma_is_robust_to_held_up_rounds() -> None:
+    """Pairs with a normal core of sigma 2% and 8% of rounds held up by 12%-3x (as
+    recorded here): the pool reads the core, not the tails' standard deviation."""
+    rng = np.random.default_rng(11)
+    model = NoiseModel()
+    for _ in range(300):
+        d = rng.normal(0.0, 0.02, size=int(rng.integers(2, 7)))
+        held = rng.random(d.size) < 0.08
+        d = d + held * rng.choice([-1, 1], size=d.size) * np.log(rng.uniform(1.12, 3.0, d.size))
+        model.add(2e6, list(d))
+    assert model.sigma(2e6)[0] == pytest.approx(0.02, rel=0.2)

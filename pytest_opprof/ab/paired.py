@@ -11,11 +11,12 @@ and the scatter of ``d`` hardly depends on how long the work takes within a dura
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -51,19 +52,29 @@ resolution, a cache line, an interrupt weigh more in 20 us than in 20 ms)."""
 BORROW_DF = 10.0
 """A neighbouring bin, or the whole pool, stands in for the default sigma as a bin's prior
 once it holds this many degrees of freedom."""
-WINSOR_Z = 3.0
-"""Residuals are winsorised at this many of the bin's current sigmas: one wild pair (a
-page fault storm, a migration) adds at most ``WINSOR_Z**2`` sigma^2 per residual instead of
-its square, while clean normal residuals lose only 0.5% of their variance, which
-``_WINSOR_KEEP`` restores.  A MAD would need every residual kept and sorted per query;
-this costs O(1) per residual and per query."""
-_STD_NORMAL = NormalDist()
-_WINSOR_KEEP = (
-    2 * _STD_NORMAL.cdf(WINSOR_Z)
-    - 1
-    - 2 * WINSOR_Z * _STD_NORMAL.pdf(WINSOR_Z)
-    + 2 * WINSOR_Z**2 * _STD_NORMAL.cdf(-WINSOR_Z)
-)
+POOL_KEEP = 4096
+"""The most differences a bin keeps (the latest): enough for its median to sit within 2%
+of the truth, and recent enough to follow a machine that got busier."""
+POOL_FIT = 5.0
+"""A figure whose own robust sigma is more than this many times its bin's is kept out of
+the pool.  An F test cannot do it at the start of a run, when the pool is a prior of
+``PRIOR_DF`` degrees of freedom: a first test whose pairs scattered 34% (recorded, quiet)
+passed it against the 5% prior and made the pool's sigma 31-38% for the ten tests after,
+none of which could then be decided.  At 3 times, simulated runs whose figures' sigmas
+spread by e^0.5 kept their noisier figures out, and the pool shrank to a quarter of the
+truth as each shrink kept more out."""
+_MAD_TO_SIGMA = 1.482602218505602
+"""A normal variable's sigma over its median absolute deviation."""
+WILD_Z = 4.0
+"""A pair whose ``d`` lies more than this many pooled sigmas from its figure's median is
+wild: one of its rounds was held up by something that was not the code (an interrupt, a
+page-fault storm, a hypervisor's pause).  Recorded quiet here (``bench/ab_replay.py``),
+5-9% of pairs lay beyond 5 sigmas of the normal core, single rounds 12% to 3x slower,
+on either side alike; the core's sigma was 2.0-2.4%, the pairs' plain standard deviation
+9-10%.  A real change moves all of a figure's pairs alike, so it never makes one wild.
+Replayed on those pairs (tolerance 5%), leaving wild pairs out decided 91% of unchanged
+tests of 1 ms or more instead of 86% and caught 140 of 156 kernels made 10% slower instead
+of 131, in 2.8 pairs a test instead of 3.1; at 3 sigmas it failed an unchanged test."""
 DEFAULT_CONFIDENCE = 0.9
 """The two-sided confidence of a figure's interval: a pass needs its high end below the
 tolerance, a one-sided test at 5%."""
@@ -104,6 +115,12 @@ class Estimate:
     se_log: float
     without_slowest: Estimate | None = None
     without_fastest: Estimate | None = None
+    without_wild: Estimate | None = None
+    """The figure without its wild pairs (``WILD_Z``), where it had any: what a ``pass``
+    is judged on.  A regression is judged on every pair (:func:`decide`)."""
+    unsettled: bool = False
+    """One or two pairs that cannot yet say which of them is wild (:func:`wild_pairs`):
+    the figure is not decided on them."""
 
 
 def log_ratios(base_ns: Sequence[float], head_ns: Sequence[float]) -> list[float]:
@@ -125,7 +142,8 @@ def estimate(
     confidence: float = DEFAULT_CONFIDENCE,
     offset: float = 0.0,
 ) -> Estimate:
-    """The moderated paired t (Smyth 2004, "limma") of the log ratios ``d``.
+    """The moderated paired t (Smyth 2004, "limma") of the log ratios ``d``, its wild
+    pairs left out (:func:`wild_pairs`).
 
     The figure's variance is shrunk towards the pool's: ``s~^2 = (d0 s0^2 + (n-1) s^2) /
     (d0 + n - 1)`` with ``d0 + n - 1`` degrees of freedom, so one pair is judged on the pool
@@ -136,13 +154,40 @@ def estimate(
     number of pairs makes its interval narrower than the offset (:class:`OffsetModel`)."""
     values = sorted(float(x) for x in d)
     main = _moderated(values, prior_sigma, prior_df, confidence, offset)
-    if len(values) < (2 if prior_df > 0 else 3):
-        return main
-    return replace(
-        main,
-        without_slowest=_moderated(values[:-1], prior_sigma, prior_df, confidence, offset),
-        without_fastest=_moderated(values[1:], prior_sigma, prior_df, confidence, offset),
-    )
+    if len(values) >= (2 if prior_df > 0 else 3):
+        main = replace(
+            main,
+            without_slowest=_moderated(values[:-1], prior_sigma, prior_df, confidence, offset),
+            without_fastest=_moderated(values[1:], prior_sigma, prior_df, confidence, offset),
+        )
+    kept, unsettled = wild_pairs(values, prior_sigma)
+    if len(kept) < len(values):
+        main = replace(
+            main, without_wild=_moderated(kept, prior_sigma, prior_df, confidence, offset)
+        )
+    return replace(main, unsettled=unsettled)
+
+
+def wild_pairs(values: Sequence[float], sigma: float) -> tuple[list[float], bool]:
+    """``values`` (sorted) without their wild pairs, and whether the figure is unsettled.
+
+    From three pairs on, a pair more than ``WILD_Z`` sigmas from the figure's median is
+    wild and left out: the median of three stands whatever one pair did.  Two pairs that
+    far apart, or a single pair that far from zero, cannot say which round was held up, so
+    the figure is unsettled: not decided, and given another pair.  (A single pair far
+    *below* zero is the case that matters: a base round held up by 20% would pass a head
+    10% slower.)"""
+    n = len(values)
+    limit = WILD_Z * sigma
+    if n >= 3:
+        middle = float(np.median(values))
+        kept = [x for x in values if abs(x - middle) <= limit]
+        if 2 * len(kept) > n:
+            return kept, False
+        return list(values), True
+    if n == 2:
+        return list(values), values[1] - values[0] > limit * math.sqrt(2.0)
+    return list(values), n == 1 and abs(values[0]) > limit
 
 
 def _moderated(
@@ -232,6 +277,8 @@ def decide(estimate: Estimate, tolerance: float, level: float) -> Verdict:
     simulated A/A runs with those looks stay under the FDR target (``docs/ab.md``)."""
     if tolerance <= 0:
         raise ValueError(f"tolerance must be positive, got {tolerance}")
+    if estimate.unsettled:
+        return "undecided"
     faster_limit = -tolerance / (1 + tolerance)
     if estimate.pairs >= MIN_FAIL_PAIRS:
         slower = (estimate, estimate.without_slowest)
@@ -240,7 +287,7 @@ def decide(estimate: Estimate, tolerance: float, level: float) -> Verdict:
         faster = (estimate, estimate.without_fastest)
         if all(e is not None and e.p_faster <= level and e.high <= faster_limit for e in faster):
             return "improved"
-    if estimate.high < tolerance:
+    if (estimate.without_wild or estimate).high < tolerance:
         return "pass"
     return "undecided"
 
@@ -256,70 +303,89 @@ def next_step(estimate: Estimate, tolerance: float, level: float, max_pairs: int
 
 def describe(estimate: Estimate, verdict: Verdict) -> str:
     """One line: ``+4.1% [-1.0%, +9.3%], not decided in 3 pairs`` or ``+0.3% [-1.2%,
-    +1.8%] over 2 pairs``."""
-    shown = f"{estimate.change:+.1%} [{estimate.low:+.1%}, {estimate.high:+.1%}]"
+    +1.8%] over 4 pairs (1 wild, left out)``."""
+    shown = shown_estimate(estimate, verdict)
+    text = f"{shown.change:+.1%} [{shown.low:+.1%}, {shown.high:+.1%}]"
     pairs = f"{estimate.pairs} pair{'s' * (estimate.pairs != 1)}"
+    if shown is not estimate:
+        pairs += f" ({estimate.pairs - shown.pairs} wild, left out)"
     if verdict == "undecided":
-        return f"{shown}, not decided in {pairs}"
-    return f"{shown} over {pairs}"
+        return f"{text}, not decided in {pairs}"
+    return f"{text} over {pairs}"
+
+
+def shown_estimate(estimate: Estimate, verdict: Verdict) -> Estimate:
+    """The estimate a verdict was reached on: a pass's without its wild pairs."""
+    if verdict == "pass" and estimate.without_wild is not None:
+        return estimate.without_wild
+    return estimate
 
 
 class NoiseModel:
     """How far pairs of the same work scatter in ``d`` on this machine in this run.
 
-    Fed each figure's log ratios once its pairs are done (:meth:`add`); its within-figure
-    residuals measure the scatter, since a figure's true change, whatever it is, cancels
-    in ``d_i - mean(d)``.  Residuals are pooled per duration bin (``BIN_FACTOR``),
-    winsorised (``WINSOR_Z``), on top of a prior of ``PRIOR_DF`` degrees of freedom: the
-    neighbouring bins' pool, else the whole pool, else ``DEFAULT_SIGMA``.  Hold one for
-    test times and one for op self times: they scatter differently."""
+    Fed each figure's log ratios once its pairs are done (:meth:`add`).  The differences of
+    a figure's successive pairs measure the scatter: its true change, whatever it is,
+    cancels in ``d_(i+1) - d_i``, and so does a drift of the machine slower than a pair;
+    each difference over sqrt(2) scatters as one pair does.  The pool's sigma is their
+    median absolute value times 1.4826 (the normal's sigma over its MAD): wild pairs
+    (``WILD_Z``), 5-9% of a quiet run's here, barely move a median, where they made a
+    standard deviation 4-5 times the normal core's.  Differences are pooled per duration
+    bin (``BIN_FACTOR``), the latest ``POOL_KEEP`` of each, on top of a prior of
+    ``PRIOR_DF`` degrees of freedom: the neighbouring bins' pool, else the whole pool, else
+    ``DEFAULT_SIGMA``.  A figure whose own scatter is over ``POOL_FIT`` times the pool's
+    (a test that scatters on its own, or the first test of a run whose machine was still
+    settling, its pairs 25% apart) is kept out.  Hold one for test times and one for op
+    self times: they scatter differently."""
 
     def __init__(self) -> None:
-        self._sums: dict[int, list[float]] = {}
-        self._total = [0.0, 0.0]
+        self._diffs: dict[int, deque[float]] = {}
+        self._all: deque[float] = deque(maxlen=POOL_KEEP)
+        self._cache: dict[int, tuple[float, float]] = {}
+        """:meth:`sigma` per bin until the next :meth:`add`: it is read for every figure
+        at every pair."""
 
     @staticmethod
     def _bin(duration_ns: float) -> int:
         return math.floor(math.log(max(duration_ns, 1.0), BIN_FACTOR))
 
     def add(self, duration_ns: float, d: Sequence[float]) -> None:
-        """Pool a figure's log ratios ``d``; ``duration_ns`` is its base time scale.  A
-        figure of one pair holds no within-figure scatter and adds nothing."""
-        n = len(d)
-        if n < 2:
+        """Pool a figure's log ratios ``d``, in the order its pairs ran; ``duration_ns`` is
+        its base time scale.  A figure of one pair holds no scatter and adds nothing."""
+        if len(d) < 2:
             return
-        key = self._bin(duration_ns)
-        sigma, df = self.sigma(duration_ns)
-        values = np.asarray(d, dtype=float)
-        if not fits_pool(float(((values - values.mean()) ** 2).sum()), n - 1, sigma, df):
+        diffs = [abs(b - a) / math.sqrt(2.0) for a, b in itertools.pairwise(d)]
+        if _robust_sigma(diffs) > POOL_FIT * self.sigma(duration_ns)[0]:
             return
-        clip = (WINSOR_Z * sigma) ** 2
-        # Each scaled residual has variance sigma^2 and carries (n - 1) / n df.
-        scaled = (values - values.mean()) ** 2 * (n / (n - 1))
-        squares = float(np.minimum(scaled, clip).sum()) * (n - 1) / n / _WINSOR_KEEP
-        sums = self._sums.setdefault(key, [0.0, 0.0])
-        for pool in (sums, self._total):
-            pool[0] += squares
-            pool[1] += n - 1
+        self._diffs.setdefault(self._bin(duration_ns), deque(maxlen=POOL_KEEP)).extend(diffs)
+        self._all.extend(diffs)
+        self._cache.clear()
 
     def sigma(self, duration_ns: float) -> tuple[float, float]:
         """The pooled sigma (log units) for a figure of ``duration_ns`` and the degrees of
         freedom to lend it (at most ``MAX_PRIOR_DF``)."""
         key = self._bin(duration_ns)
-        squares, df = self._sums.get(key, (0.0, 0.0))
-        prior = self._prior(key)
-        variance = (PRIOR_DF * prior**2 + squares) / (PRIOR_DF + df)
-        return math.sqrt(variance), min(PRIOR_DF + df, MAX_PRIOR_DF)
+        if key not in self._cache:
+            own = self._diffs.get(key, ())
+            prior = self._prior(key)
+            count = len(own)
+            variance = (PRIOR_DF * prior**2 + count * _robust_sigma(own) ** 2) / (PRIOR_DF + count)
+            self._cache[key] = (math.sqrt(variance), min(PRIOR_DF + count, MAX_PRIOR_DF))
+        return self._cache[key]
 
     def _prior(self, key: int) -> float:
-        near = [self._sums[k] for k in (key - 1, key + 1) if k in self._sums]
-        squares = sum(s for s, _ in near)
-        df = sum(f for _, f in near)
-        if df >= BORROW_DF:
-            return math.sqrt(squares / df)
-        if self._total[1] >= BORROW_DF:
-            return math.sqrt(self._total[0] / self._total[1])
+        near = [x for k in (key - 1, key + 1) for x in self._diffs.get(k, ())]
+        if len(near) >= BORROW_DF:
+            return _robust_sigma(near)
+        if len(self._all) >= BORROW_DF:
+            return _robust_sigma(self._all)
         return DEFAULT_SIGMA
+
+
+def _robust_sigma(magnitudes: Iterable[float]) -> float:
+    """The sigma of a centred normal whose absolute values have this median."""
+    values = np.fromiter(magnitudes, dtype=float)
+    return _MAD_TO_SIGMA * float(np.median(values)) if values.size else 0.0
 
 
 OFFSET_PRIOR = 0.015
@@ -361,7 +427,9 @@ class OffsetModel:
         self._squares.append(mean_log * mean_log)
         self._within.append(max(within_variance, 0.0))
         if len(self._squares) >= OFFSET_MIN_FIGURES:
-            self._offset = _offset_for(np.asarray(self._squares), np.asarray(self._within))
+            self._offset = min(
+                _offset_for(np.asarray(self._squares), np.asarray(self._within)), OFFSET_PRIOR
+            )
 
     def offset(self) -> float:
         """The offset (log units): the prior, then the run's own."""
