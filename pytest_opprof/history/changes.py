@@ -155,11 +155,15 @@ def time_steps(
     values: Floats,
     cuts: Sequence[int],
     min_change: float = MIN_CHANGE,
+    measured: Floats | None = None,
 ) -> list[Step]:
     """The steps at ``cuts`` of a series of times (``values``, positive), each judged
-    between its neighbouring change points; those under ``min_change`` left out."""
+    between its neighbouring change points; those under ``min_change`` left out.
+    ``measured``: the times as measured, where ``values`` were corrected by the suite's
+    reference (``reference.py``): the steps' ``before`` and ``after`` are theirs."""
     bounds = [0, *cuts, len(values)]
     logs = np.log(np.maximum(values, 1e-3))
+    measured = values if measured is None else measured
     steps = []
     for i in range(1, len(bounds) - 1):
         a, b = logs[bounds[i - 1] : bounds[i]], logs[bounds[i] : bounds[i + 1]]
@@ -167,8 +171,8 @@ def time_steps(
         change = math.expm1(shift)
         if abs(change) < min_change:
             continue
-        before = float(np.median(values[bounds[i - 1] : bounds[i]]))
-        after = float(np.median(values[bounds[i] : bounds[i + 1]]))
+        before = float(np.median(measured[bounds[i - 1] : bounds[i]]))
+        after = float(np.median(measured[bounds[i] : bounds[i + 1]]))
         steps.append(Step(bounds[i], before, after, change, math.expm1(lo), math.expm1(hi)))
     return steps
 

@@ -55,6 +55,13 @@ def add_history_command(commands: Any) -> None:
         metavar="N",
         help=f"fewest runs on each side of a time step (default {MIN_SIZE})",
     )
+    history.add_argument(
+        "--no-reference",
+        dest="reference",
+        action="store_false",
+        help="search each time series as measured, not against the same figure of the "
+        "other tests in each run (docs/history.md)",
+    )
     history.set_defaults(run=run_history)
 
 
@@ -70,7 +77,9 @@ def run_history(args: argparse.Namespace) -> int:
         since = since_run(history.runs, args.since)
         if since is None:
             raise OpprofError(f"--since {args.since}: no run of that commit or on or after it")
-    found = find_changes(history, Detection(ALPHA, args.min_runs, args.min_change))
+    found = find_changes(
+        history, Detection(ALPHA, args.min_runs, args.min_change, reference=args.reference)
+    )
     chosen = select(
         found,
         keyword=args.test.lower() if args.test else None,

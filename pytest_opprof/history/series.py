@@ -28,6 +28,7 @@ from pytest_opprof.history.changes import (
     find_time_changes,
     time_steps,
 )
+from pytest_opprof.history.reference import reference_factors
 from pytest_opprof.history.store import (
     DETECTION_ARRAYS,
     OP_EXACT,
@@ -99,6 +100,8 @@ class Detection:
     alpha: float = ALPHA
     min_size: int = MIN_SIZE
     min_change: float = MIN_CHANGE
+    reference: bool = True
+    """Whether times are corrected by the suite's reference first (``reference.py``)."""
 
 
 @dataclass
@@ -244,15 +247,17 @@ class MachineSeries:
         self.found.runs += len(loaded)
         n_tests, n_series = len(self.tests.names), len(self.series)
         self.found.series += n_tests + n_series
+        one_group = np.zeros(n_tests, dtype=np.int64)  # a test's time: every test's peers
         wall = np.ascontiguousarray(self.wall[cols, :n_tests].T)
-        for row, steps in self._time_steps(wall, cols):
+        for row, steps in self._time_steps(wall, cols, one_group):
             self._add(self.tests.names[row], None, WALL, steps, len(cols))
         if self.cpu is not None:
             cpu = np.ascontiguousarray(self.cpu[cols, :n_tests].T)
-            for row, steps in self._time_steps(cpu, cols):
+            for row, steps in self._time_steps(cpu, cols, one_group):
                 self._add(self.tests.names[row], None, CPU, steps, len(cols))
         self_time = np.ascontiguousarray(self.self_time[cols, :n_series].T)
-        for row, steps in self._time_steps(self_time, cols):
+        by_op = np.array([op for _, op in self.series], dtype=np.int64)  # an op's: its own
+        for row, steps in self._time_steps(self_time, cols, by_op):
             test, op = self.series[row]
             self._add(self.tests.names[test], self.ops.names[op], SELF, steps, len(cols))
         for row, c, r, before, after in self.test_exact.steps:
@@ -309,13 +314,22 @@ class MachineSeries:
         self.op_exact.add(sid, exact, varied == 0, r)
 
     def _time_steps(
-        self, matrix: npt.NDArray[np.float32], cols: npt.NDArray[np.int64]
+        self,
+        matrix: npt.NDArray[np.float32],
+        cols: npt.NDArray[np.int64],
+        peers: npt.NDArray[np.int64],
     ) -> Iterator[tuple[int, list[Step]]]:
-        """Per row with a step: the steps, their ``at`` a run index of ``heads``.  Rows are
-        searched in groups that have the same runs (a test added later has fewer)."""
+        """Per row with a step: the steps, their ``at`` a run index of ``heads``.  Each
+        row is first corrected by the suite's reference, from the rows of its ``peers``
+        id (``reference.py``); rows are searched in groups that have the same runs (a
+        test added later has fewer)."""
         if not matrix.size:
             return
         d = self.detection
+        measured = matrix
+        if d.reference:
+            logs = np.log(np.maximum(matrix.astype(np.float64), 1e-3))
+            matrix = np.exp(logs - reference_factors(logs, peers))
         present = ~np.isnan(matrix)
         masks, group = np.unique(np.packbits(present, axis=1), axis=0, return_inverse=True)
         for g in range(len(masks)):
@@ -324,8 +338,14 @@ class MachineSeries:
             if len(where) < 2 * d.min_size:
                 continue
             sub = matrix[np.ix_(rows, where)]
+            as_measured = measured[np.ix_(rows, where)]
             for row, cuts in find_time_changes(sub, d.alpha, d.min_size).items():
-                steps = time_steps(sub[row].astype(np.float64), cuts, d.min_change)
+                steps = time_steps(
+                    sub[row].astype(np.float64),
+                    cuts,
+                    d.min_change,
+                    as_measured[row].astype(np.float64),
+                )
                 yield (
                     int(rows[row]),
                     [
