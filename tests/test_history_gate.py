@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from baseline_helpers import Row, summary_of
+from baseline_helpers import Row, summary_of, waited_rounds
 from history_helpers import SUITE
 from history_helpers import git as _git
 from run_helpers import PytestRunner
@@ -282,3 +282,21 @@ def test_a_crept_time_reaches_the_reports_with_its_levels_and_intervals(tmp_path
     low, high = f"{first.low:+.0%}", f"{first.high:+.0%}"
     assert f"({steps[0]['date']}), {row['before'] / 1e6:.3f}ms -> " in row["text"]
     assert f"stepped +8% [{low}, {high}] at {shas[14][:7]} (2026-09-15), " in row["text"]
+
+
+@pytest.mark.parametrize(
+    ("unjudged", "wait_ms", "judged"),
+    [
+        (None, 0.0, True),  # the verdict judged the time
+        ("busy", 0.0, True),  # the baseline's rounds waited; this run's did not
+        ("machine", 0.0, True),  # a baseline of another machine; the history is this one's
+        ("busy", 9.0, False),  # this run's rounds waited 90%: not judged here either
+        ("moved", 0.0, False),  # every part of the test moved alike: the machine
+        ("short", 0.0, False),
+    ],
+)
+def test_the_history_judges_times_by_this_runs_own_rounds(
+    tmp_path: Path, unjudged: str | None, wait_ms: float, judged: bool
+) -> None:
+    now = waited_rounds([1.0] * 5, [wait_ms] * 5)
+    assert HistoryGate(tmp_path).times_judged(now, Tolerances(), unjudged) is judged

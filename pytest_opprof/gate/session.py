@@ -412,12 +412,15 @@ class BaselineSession:
         self, nodeid: str, summary: TestSummary, verdict: Verdict, tolerances: Tolerances
     ) -> tuple[Crept, ...]:
         """The figures of ``summary`` that crept beyond tolerance against the history (none
-        without a history); times only where the verdict judged them or had no baseline to
-        judge them against (not on a busy machine)."""
+        without a history); times where the verdict judged them, or where this run's own
+        rounds allow it (``HistoryGate.times_judged``)."""
         if self.history is None:
             return ()
         self.history.load(self.machine.fingerprint)
-        times = verdict.time_not_judged is None
+        reason = None
+        if verdict.time_not_judged is not None:
+            reason = verdict.time_unjudged.reason if verdict.time_unjudged else "unknown"
+        times = self.history.times_judged(summary, tolerances, reason)
         found = tuple(
             c.record() for c in self.history.judge(nodeid, summary, tolerances, times=times)
         )

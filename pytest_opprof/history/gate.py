@@ -51,6 +51,7 @@ from pytest_opprof.gate.reasons import OP_ALONE_TOLERANCES
 from pytest_opprof.gate.stats import mann_whitney_greater
 from pytest_opprof.gate.summary import TestSummary, TimeStats
 from pytest_opprof.gate.tolerance import Tolerances
+from pytest_opprof.gate.waiting import WORK_WAIT_LIMIT, clean_rounds
 from pytest_opprof.history.changes import MIN_CHANGE, MIN_SIZE
 from pytest_opprof.history.series import (
     CPU,
@@ -129,6 +130,12 @@ def _step_change(c: ChangePoint) -> float:
         moved = change(c.step.before, c.step.after)
         return math.inf if moved is None else moved
     return c.step.change
+
+
+BASELINE_SIDE = ("machine", "rounds", "busy", "speed")
+"""Why a time verdict did not judge a time, where the reason may lie with the baseline
+(``gate/unjudged.py``): the history gate judges against the history's runs, not the
+baseline, so it judges the time when this run's own rounds allow it."""
 
 
 class HistoryGate:
@@ -237,6 +244,23 @@ class HistoryGate:
                 Creep(nodeid, name, None, before, float(now), tuple(trail), ops, this_run=this_run)
             )
         return out
+
+    def times_judged(self, summary: TestSummary, tol: Tolerances, unjudged: str | None) -> bool:
+        """Whether the history gate judges ``summary``'s times, given why the time verdict
+        did not (``unjudged``, a ``gate/unjudged.py`` reason; None where it judged): where
+        the verdict judged them, or where its reason may be the baseline's and this run has
+        ``tol.time_min_rounds`` rounds that waited for a CPU at most
+        ``WORK_WAIT_LIMIT`` of their time (the rounds a work-time verdict uses).  A history
+        gate that followed the baseline's reasons judged nothing once a busy moment had
+        recorded the baseline: in ``bench/history_study.py`` beside a bursty neighbour, the
+        update run's rounds waited 91% and the crept test passed."""
+        if unjudged is None:
+            return True
+        if unjudged not in BASELINE_SIDE:
+            return False
+        keep = clean_rounds(summary, WORK_WAIT_LIMIT)
+        rounds = len(summary.wall_time.samples_ns) if keep is None else len(keep)
+        return rounds >= tol.time_min_rounds
 
     def _op_series(self, tid: int, op: str) -> int | None:
         s = self._series
