@@ -18,6 +18,11 @@ history so far), then ``pytest-opprof history DIR --json`` finds the change poin
 change point counts as found when it names the injected test and op (or figure) at the
 injected commit (or the next one, said so); every change point elsewhere is a false one.
 
+With ``--neighbour bursty`` the whole study runs beside a bursty neighbour: CPU-bound
+processes, one per core, that start and stop every 0.5-3 s (at normal priority, though
+the study runs under ``nice -n 19``: the neighbour is the scenario), each burst ending by
+itself within 3.5 s and all ended by pid when the study ends.
+
 Then, at the last commit: ``--opprof-update-baselines`` with the history records the
 baselines there (the worst case for the baseline gate: a baseline that followed the
 creep), and the gate runs with the history: the tests it fails are reported (it must
@@ -25,7 +30,8 @@ fail the crept test and no other).  A/A: the last commit run ``--aa-runs`` times
 a history of its own, each run gated against the runs before it; every failure is a
 false one.
 
-    python bench/history_study.py [--commits 44] [--rounds 5] [--aa-runs 24] [--json out.json]
+    python bench/history_study.py [--commits 44] [--rounds 5] [--aa-runs 24]
+                                  [--neighbour quiet|bursty] [--json out.json]
 
 Side by side: asv's step detection (``pip install asv``) on the same series, scored alike.
 
@@ -36,16 +42,21 @@ quick try.  The load-and-detect time of a large history is ``bench/history_synth
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import math
+import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from _common import plugin_args, subprocess_env
+import numpy as np
+from _common import cpu_burners, loadavg, plugin_args, subprocess_env
 
 from pytest_opprof.history.changes import MIN_CHANGE
 
@@ -101,6 +112,28 @@ def steps_for(commits: int) -> dict[int, tuple[int, float | int, str]]:
 
 
 STEPS = steps_for(44)
+
+
+@contextlib.contextmanager
+def bursty_neighbour(seed: int = 0) -> Iterator[None]:
+    """CPU-bound processes, one per core at normal priority, that start and stop every
+    0.5-3 s while the block runs (each burst ends by itself; all are ended by pid)."""
+    rng = random.Random(seed)
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            with cpu_burners(per_core=1, seconds=3.5, niceness=0):
+                stop.wait(rng.uniform(0.5, 3.0))
+            stop.wait(rng.uniform(0.5, 3.0))
+
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def iterations_per_ms() -> float:
@@ -330,12 +363,16 @@ def score(changes: list[dict[str, object]], shas: dict[int, str], series: int) -
     }
 
 
-def asv_side(history: Path, shas: dict[int, str], min_change: float) -> dict[str, object]:
+def asv_side(
+    history: Path, shas: dict[int, str], min_change: float, reference: bool = False
+) -> dict[str, object]:
     """asv's step detection (``asv.step_detect.detect_steps``, its L1 piecewise-constant
     fit) on the same series: a step between two of its pieces of at least ``min_change``
-    is its change point, scored as ours."""
+    is its change point, scored as ours.  ``reference``: on the series corrected by the
+    suite's reference first, as ours are (``pytest_opprof/history/reference.py``)."""
     from asv.step_detect import detect_steps
 
+    from pytest_opprof.history.reference import reference_factors
     from pytest_opprof.history.store import read_run, scan
 
     series: dict[tuple[str, str | None], dict[int, float]] = {}
@@ -347,9 +384,15 @@ def asv_side(history: Path, shas: dict[int, str], min_change: float) -> dict[str
         a = run.arrays
         for t, o, v in zip(a["op_test"], a["op_name"], run.op_medians().tolist(), strict=True):
             series.setdefault((run.tests[t], run.ops[o]), {})[r] = v
+    keys = list(series)
+    matrix = np.array([[series[k].get(r, math.nan) for r in range(len(heads))] for k in keys])
+    if reference:
+        logs = np.log(np.maximum(matrix, 1e-3))
+        ops = sorted({str(op) for _, op in keys})
+        peers = np.array([ops.index(str(op)) for _, op in keys], dtype=np.int64)
+        matrix = np.exp(logs - reference_factors(logs, peers))
     changes = []
-    for (test, op), points in series.items():
-        y = [points.get(r, math.nan) for r in range(len(heads))]
+    for (test, op), y in zip(keys, matrix.tolist(), strict=True):
         steps = detect_steps(y)
         for left, right in itertools.pairwise(steps):
             change = right[2] / left[2] - 1 if left[2] else math.inf
@@ -382,7 +425,22 @@ def main() -> None:
         default=24,
         help="A/A: runs of the last commit into a history of their own, each gated (0: none)",
     )
+    p.add_argument(
+        "--neighbour",
+        choices=("quiet", "bursty"),
+        default="quiet",
+        help="bursty: CPU-bound processes that start and stop every 0.5-3 s beside the study",
+    )
     args = p.parse_args()
+    if args.neighbour == "bursty" and not args.analyze:
+        with bursty_neighbour():
+            study(args)
+    else:
+        study(args)
+
+
+def study(args: argparse.Namespace) -> None:
+    """The study as ``args`` say (see the module docstring)."""
     root = args.analyze or args.keep or Path(tempfile.mkdtemp(prefix="opprof-history-study-"))
     repo, history = root / "project", root / "history"
     per_commit: dict[int, list[str]] = {}
@@ -409,8 +467,23 @@ def main() -> None:
         check=True,
     ).stdout
     result = score(report["changes"], shas, report["series"])
-    result.update(commits=len(shas), rounds=args.rounds, run_seconds=round(seconds))
+    raw = subprocess.run(
+        [PYTHON, "-m", "pytest_opprof", "history", str(history), "--json", "--no-reference"],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result["without_reference"] = score(json.loads(raw.stdout)["changes"], shas, report["series"])
+    result.update(
+        commits=len(shas),
+        rounds=args.rounds,
+        run_seconds=round(seconds),
+        neighbour=args.neighbour,
+        load_at_end=round(loadavg(), 1),
+    )
     result["asv"] = asv_side(history, shas, MIN_CHANGE)
+    result["asv_with_reference"] = asv_side(history, shas, MIN_CHANGE, reference=True)
     if not args.analyze:
         result["gate_at_each_commit"] = gated_commits(per_commit)
         print("the gate with history at the last commit, after recording its baselines")
