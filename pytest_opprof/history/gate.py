@@ -13,7 +13,9 @@ other machines are not comparable), finds each series' change points
   regression the baseline gate judges), a time's of steps of any size (where runs are
   few or noisy the detector finds several commits' steps as one);
 * **the level before**: the median of the runs between the change point before the
-  creep and its first step (a robust estimate over many runs);
+  creep and its first step (a robust estimate over many runs), the runs corrected by the
+  suite's reference as the detector searched them (``reference.py``: a phase of the
+  machine that moved every test since is not the test's creep);
 * **a time crept** when this run's median, the median of the runs since the last step
   with this run, and those runs against the level before's runs (a one-sided
   Mann-Whitney test over runs, at :data:`LEVEL_ALPHA`, against the runs before scaled
@@ -206,8 +208,8 @@ class HistoryGate:
         tid = s.tests.ids[nodeid]
         out: list[Creep] = []
         if times:
-            assert s.cpu is not None
-            cpu = self._time(nodeid, None, s.cpu[:, tid], summary.cpu_time, tol)
+            assert s.cpu_referenced is not None and s.self_time_referenced is not None
+            cpu = self._time(nodeid, None, s.cpu_referenced[:, tid], summary.cpu_time, tol)
             if cpu is not None:
                 out.append(self._with_ops(cpu, summary, tid))
             else:
@@ -217,7 +219,9 @@ class HistoryGate:
                     sid = self._op_series(tid, key)
                     if sid is None:
                         continue
-                    found = self._time(nodeid, key, s.self_time[:, sid], op.self_cpu_time, tol)
+                    found = self._time(
+                        nodeid, key, s.self_time_referenced[:, sid], op.self_cpu_time, tol
+                    )
                     if found is not None and found.now - found.before >= floor:
                         out.append(found)
         for c, name in enumerate(TEST_EXACT):

@@ -228,6 +228,10 @@ class MachineSeries:
             np.full((n, 64), np.nan, dtype=np.float32) if cpu else None
         )
         """With ``cpu``: each test's CPU time, searched too (``cpu[run, test id]``)."""
+        self.cpu_referenced: npt.NDArray[np.float32] | None = None
+        self.self_time_referenced: npt.NDArray[np.float32] | None = None
+        """With ``cpu``, after :meth:`run`: ``cpu`` and ``self_time`` as searched, corrected
+        by the suite's reference (``reference.py``; NaN in runs not loaded)."""
         self.self_time = np.full((n, 256), np.nan, dtype=np.float32)
         self.table = np.full((64, 16), -1, dtype=np.int64)  # [test id, op id] -> op series
         self.series: list[tuple[int, int]] = []  # op series -> (test id, op id)
@@ -253,13 +257,18 @@ class MachineSeries:
             self._add(self.tests.names[row], None, WALL, steps, len(cols))
         if self.cpu is not None:
             cpu = np.ascontiguousarray(self.cpu[cols, :n_tests].T)
-            for row, steps in self._time_steps(cpu, cols, one_group):
+            cpu_steps = self._time_steps(cpu, cols, one_group)
+            for row, steps in cpu_steps:
                 self._add(self.tests.names[row], None, CPU, steps, len(cols))
+            self.cpu_referenced = _rows_of(cpu_steps.referenced, cols, len(self.heads))
         self_time = np.ascontiguousarray(self.self_time[cols, :n_series].T)
         by_op = np.array([op for _, op in self.series], dtype=np.int64)  # an op's: its own
-        for row, steps in self._time_steps(self_time, cols, by_op):
+        self_steps = self._time_steps(self_time, cols, by_op)
+        for row, steps in self_steps:
             test, op = self.series[row]
             self._add(self.tests.names[test], self.ops.names[op], SELF, steps, len(cols))
+        if self.cpu is not None:
+            self.self_time_referenced = _rows_of(self_steps.referenced, cols, len(self.heads))
         for row, c, r, before, after in self.test_exact.steps:
             step = _exact_step(r, before, after)
             self._add(self.tests.names[row], None, TEST_EXACT[c], [step], len(cols))
@@ -318,18 +327,33 @@ class MachineSeries:
         matrix: npt.NDArray[np.float32],
         cols: npt.NDArray[np.int64],
         peers: npt.NDArray[np.int64],
-    ) -> Iterator[tuple[int, list[Step]]]:
-        """Per row with a step: the steps, their ``at`` a run index of ``heads``.  Each
-        row is first corrected by the suite's reference, from the rows of its ``peers``
-        id (``reference.py``); rows are searched in groups that have the same runs (a
-        test added later has fewer)."""
+    ) -> TimeSteps:
+        """The steps of each row of ``matrix`` (series x loaded runs), first corrected
+        by the suite's reference from the rows of its ``peers`` id (``reference.py``)."""
+        referenced = matrix
+        if self.detection.reference and matrix.size:
+            logs = np.log(np.maximum(matrix.astype(np.float64), 1e-3))
+            referenced = np.exp(logs - reference_factors(logs, peers))
+        return TimeSteps(matrix, referenced, cols, self.detection)
+
+
+@dataclass
+class TimeSteps:
+    """Series of times and their steps: iterate for ``(row, steps)`` of each row with a
+    step, their ``at`` a run index of the machine's runs.  Rows are searched in groups
+    that have the same runs (a test added later has fewer)."""
+
+    measured: npt.NDArray[Any]
+    referenced: npt.NDArray[Any]
+    """``measured`` corrected by the suite's reference (the same where it is off)."""
+    cols: npt.NDArray[np.int64]
+    """The machine's run of each column."""
+    detection: Detection
+
+    def __iter__(self) -> Iterator[tuple[int, list[Step]]]:
+        d, matrix, cols = self.detection, self.referenced, self.cols
         if not matrix.size:
             return
-        d = self.detection
-        measured = matrix
-        if d.reference:
-            logs = np.log(np.maximum(matrix.astype(np.float64), 1e-3))
-            matrix = np.exp(logs - reference_factors(logs, peers))
         present = ~np.isnan(matrix)
         masks, group = np.unique(np.packbits(present, axis=1), axis=0, return_inverse=True)
         for g in range(len(masks)):
@@ -338,7 +362,7 @@ class MachineSeries:
             if len(where) < 2 * d.min_size:
                 continue
             sub = matrix[np.ix_(rows, where)]
-            as_measured = measured[np.ix_(rows, where)]
+            as_measured = self.measured[np.ix_(rows, where)]
             for row, cuts in find_time_changes(sub, d.alpha, d.min_size).items():
                 steps = time_steps(
                     sub[row].astype(np.float64),
@@ -353,6 +377,15 @@ class MachineSeries:
                         for s in steps
                     ],
                 )
+
+
+def _rows_of(
+    matrix: npt.NDArray[Any], cols: npt.NDArray[np.int64], runs: int
+) -> npt.NDArray[np.float32]:
+    """``matrix`` (series x loaded runs) as runs x series, NaN in the runs not loaded."""
+    out = np.full((runs, matrix.shape[0]), np.nan, dtype=np.float32)
+    out[cols] = matrix.T
+    return out
 
 
 def _exact_step(run: int, before: int, after: int) -> Step:
