@@ -70,14 +70,16 @@ from pytest_opprof.gate.machine import MachineInfo, machine_info
 from pytest_opprof.gate.pooling import can_pool, pool
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import TestSummary, TimeStats
-from pytest_opprof.gate.verdict import Tolerances, Verdict, compare
+from pytest_opprof.gate.verdict import TimeLimit, Tolerances, Verdict, compare_limits
 from pytest_opprof.plugin import options
+from pytest_opprof.plugin.round_noise import RoundNoise
 from pytest_opprof.plugin.rounds import (
     AUTO_ROUNDS,
     CONFIRM_ROUNDS,
     more_rounds,
     needs_confirmation,
     rounds_text,
+    settled,
 )
 
 KERNEL = "kernel"
@@ -321,6 +323,9 @@ class Setting:
     (``pooling.py``: a passing run's rounds join the stored ones) instead of the first's."""
     confirm: bool = True
     """With ``auto``: the confirmation rounds of an undecided verdict (False: without)."""
+    settle: bool = True
+    """With ``auto``: a gate run stops a test's rounds once its verdict is settled
+    (``rounds.settled``; False: every test runs ``AUTO_ROUNDS``, as before it did)."""
 
     @property
     def label(self) -> str:
@@ -332,6 +337,7 @@ class Setting:
             + ("" if self.scaled else " raw-times")
             + (" refined-baseline" if self.refined else "")
             + ("" if self.confirm or self.rounds is not None else " no-confirm")
+            + ("" if self.settle or self.rounds is not None else " no-settle")
         )
 
     def tolerances(self) -> Tolerances:
@@ -379,12 +385,8 @@ def judge(
     with ``setting.refined`` the entry the later ones' update runs made of it.
     """
     out: dict[str, set[str]] = {}
-    floor_ns = setting.min_time_us * 1000
     base_view = _baseline_view(bases, setting)
-    for nodeid, summary in _view(now, setting.rounds, floor_ns).items():
-        if nodeid not in base_view:
-            continue
-        summary = _confirmed(summary, now[nodeid], base_view[nodeid], setting)
+    for nodeid, summary in _gated(bases, now, setting).items():
         verdict = _compare(summary, base_view[nodeid], setting)
         if verdict.failed:
             blamed = {r.op for r in verdict.reasons if r.status == "regressed"}
@@ -393,6 +395,54 @@ def judge(
             blamed |= {m.metric for m in verdict.metrics if m.status == "regressed"}
             out[nodeid] = blamed
     return out
+
+
+def _gated(
+    bases: list[dict[str, TestSummary]], now: dict[str, TestSummary], setting: Setting
+) -> dict[str, TestSummary]:
+    """Each test of ``now`` that has a baseline, as a gate run under ``setting`` would have
+    measured it: its rounds, with ``auto``'s early stop (a pool of the run's tests fed in
+    their order, as the plugin's worker feeds it) and confirmation rounds."""
+    floor_ns = setting.min_time_us * 1000
+    base_view = _baseline_view(bases, setting)
+    noise = RoundNoise() if setting.settle else None
+    out = {}
+    for nodeid, summary in _view(now, setting.rounds, floor_ns).items():
+        if nodeid not in base_view:
+            continue
+        summary = _stopped(summary, now[nodeid], base_view[nodeid], setting, noise)
+        if noise is not None:
+            noise.add(summary, floor_ns)
+        out[nodeid] = summary
+    return out
+
+
+def _stopped(
+    summary: TestSummary,
+    measured: TestSummary,
+    base: TestSummary,
+    setting: Setting,
+    noise: RoundNoise | None,
+) -> TestSummary:
+    """``summary`` (a test's view under ``setting``) stopped at the first round count
+    whose verdict against ``base`` is settled (``rounds.settled``, asked after each round
+    as the worker asks), else with ``auto``'s confirmation rounds (:func:`_confirmed`)."""
+    if noise is not None and summary.rounds >= AUTO_ROUNDS:
+        min_rounds = setting.tolerances().time_min_rounds
+        for k in range(min_rounds, AUTO_ROUNDS):
+            early = first_rounds(measured, k)
+            if settled(
+                setting.rounds,
+                k,
+                min_rounds,
+                functools.partial(_settles, early, base, setting, noise),
+            ):
+                return early
+    return _confirmed(summary, measured, base, setting)
+
+
+def _settles(summary: TestSummary, base: TestSummary, setting: Setting, noise: RoundNoise) -> bool:
+    return noise.settled(_compare_limits(summary, base, setting))
 
 
 def _baseline_view(bases: list[dict[str, TestSummary]], setting: Setting) -> dict[str, TestSummary]:
@@ -421,16 +471,18 @@ def confirmed_share(
 ) -> float:
     """The share of the tests judged in ``runs`` that ``auto`` confirmed with more rounds
     (what its confirmation costs in sessions with nothing changed)."""
-    floor_ns = setting.min_time_us * 1000
-    base_view = _baseline_view(bases, setting)
-    judged = confirmed = 0
-    for run in runs:
-        for nodeid, summary in _view(run, setting.rounds, floor_ns).items():
-            if nodeid in base_view:
-                judged += 1
-                seen = _confirmed(summary, run[nodeid], base_view[nodeid], setting)
-                confirmed += seen is not summary
+    gated = [_gated(bases, run, setting) for run in runs]
+    judged = sum(len(g) for g in gated)
+    confirmed = sum(s.rounds > AUTO_ROUNDS for g in gated for s in g.values())
     return confirmed / max(1, judged)
+
+
+def mean_rounds(
+    bases: list[dict[str, TestSummary]], runs: list[dict[str, TestSummary]], setting: Setting
+) -> float:
+    """Rounds a test of ``runs`` ran on average under ``setting``: what a gate run pays."""
+    gated = [_gated(bases, run, setting) for run in runs]
+    return sum(s.rounds for g in gated for s in g.values()) / max(1, sum(map(len, gated)))
 
 
 def _entry(summary: TestSummary) -> BaselineEntry:
@@ -440,7 +492,14 @@ def _entry(summary: TestSummary) -> BaselineEntry:
 
 def _compare(summary: TestSummary, base: TestSummary, setting: Setting) -> Verdict:
     """The plugin's verdict on ``summary`` against ``base`` under ``setting``."""
-    return compare(
+    return _compare_limits(summary, base, setting)[0]
+
+
+def _compare_limits(
+    summary: TestSummary, base: TestSummary, setting: Setting
+) -> tuple[Verdict, tuple[TimeLimit, ...]]:
+    """:func:`_compare` and the judged times' limits (``compare_limits``)."""
+    return compare_limits(
         summary,
         _entry(base),
         fingerprint=_machine().fingerprint,
@@ -576,6 +635,10 @@ def settings_grid(max_rounds: int) -> list[Setting]:
         dataclasses.replace(default_setting(), confirm=False, refined=refined)
         for refined in (False, True)
     ]
+    grid += [
+        dataclasses.replace(default_setting(), settle=False, refined=refined)
+        for refined in (False, True)
+    ]
     for rounds in sorted({1, 3, 5, 7, max_rounds}):
         if rounds > max_rounds:
             continue
@@ -693,6 +756,10 @@ def analyze(data: Path, grid: Iterable[Setting] | None = None) -> dict[str, obje
                 "detection_rate": detected / max(1, len(slowed)),
                 # Tests flagged in the slowed session that were not slowed.
                 "false_in_slowed_session": sum(1 for nid in judged if name_of(nid) not in slowed),
+                # What auto's gate runs cost, in rounds a test (fixed settings: their own).
+                "mean_rounds": mean_rounds(bases, unchanged, setting)
+                if setting.rounds is None
+                else None,
             }
         )
     result: dict[str, object] = {**meta, "slowed": len(slowed), "opprof": rows}
@@ -735,14 +802,15 @@ def print_table(result: dict[str, object], only: Iterable[str] | None = None) ->
         f"auto confirmed {result['confirmed_share']:.1%} of the tests of the unchanged sessions "
         f"with {CONFIRM_ROUNDS} more rounds"
     )
-    print(f"{'setting':58} {'false':>12} {'detected':>12}")
+    print(f"{'setting':58} {'false':>12} {'detected':>12} {'rounds':>7}")
     for row in rows:
         if only is not None and row["label"] not in only:
             continue
+        rounds = row.get("mean_rounds")
         print(
             f"{row['label']:58} {row['false_regressions']:4d}/{row['judged']:<4d}"
             f"({row['false_rate']:5.1%}) {row['detected']:3d}/{row['slowed']:<3d}"
-            f"({row['detection_rate']:6.1%})"
+            f"({row['detection_rate']:6.1%})" + (f" {rounds:7.2f}" if rounds is not None else "")
         )
     bench = result.get("pytest_benchmark")
     if isinstance(bench, dict):

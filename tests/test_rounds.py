@@ -17,6 +17,7 @@ from pytest_opprof.plugin.rounds import (
     more_rounds,
     needs_confirmation,
     rounds_line,
+    settled,
 )
 
 FLOOR_NS = 1_000_000
@@ -71,6 +72,21 @@ def test_no_confirmation_without_auto_rounds(
 ) -> None:
     # A fixed setting, too few rounds or a test that profiles itself: nothing summarised.
     assert needs_confirmation(fixed, measured, _never, preempted=preempted) is False
+
+
+def test_auto_stops_early_only_from_the_rounds_a_time_verdict_needs() -> None:
+    # Asked after each round from min_rounds up to AUTO_ROUNDS (exclusive): the caller
+    # runs AUTO_ROUNDS where none of those settled.
+    assert settled(None, 3, 3, lambda: True) is True
+    assert settled(None, AUTO_ROUNDS - 1, 3, lambda: False) is False
+    for measured in (1, 2, AUTO_ROUNDS, AUTO_ROUNDS + CONFIRM_ROUNDS):
+        assert settled(None, measured, 3, _never) is False
+
+
+@pytest.mark.parametrize("fixed", [1, 3, 4, 9])
+def test_a_fixed_setting_never_stops_early(fixed: int) -> None:
+    assert settled(fixed, 3, 3, _never) is False
+    assert settled(None, 3, 3, _never, preempted=True) is False
 
 
 def test_rounds_line_states_the_policy() -> None:

@@ -52,7 +52,13 @@ from pytest_opprof.gate.store import BaselineEntry, baseline_path, load, split_n
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.tolerance import DEFAULT_MAX_SPEED_CHANGE, DEFAULT_MAX_WAIT
 from pytest_opprof.gate.unjudged import TimeUnjudged
-from pytest_opprof.gate.verdict import Tolerances, Verdict, compare, judges_time
+from pytest_opprof.gate.verdict import (
+    TimeLimit,
+    Tolerances,
+    Verdict,
+    compare_limits,
+    judges_time,
+)
 
 if TYPE_CHECKING:
     from pytest_opprof.history.gate import HistoryGate
@@ -280,8 +286,14 @@ class BaselineSession:
         self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float] | None = None
     ) -> Verdict:
         """The verdict on ``summary`` against the stored entry, recorded nowhere."""
+        return self._limits(nodeid, summary, overrides)[0]
+
+    def _limits(
+        self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float] | None
+    ) -> tuple[Verdict, tuple[TimeLimit, ...]]:
+        """:meth:`verdict` and its judged times with their limits (``compare_limits``)."""
         stored = self.stored(nodeid)
-        return compare(
+        return compare_limits(
             summary,
             stored,
             fingerprint=self.machine.fingerprint,
@@ -326,6 +338,22 @@ class BaselineSession:
             return self.verdict(nodeid, summary, overrides).time_undecided
         except BaselineError:
             return False  # judge() reports the file
+
+    def settling(
+        self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]
+    ) -> tuple[Verdict, tuple[TimeLimit, ...]] | None:
+        """The verdict on these rounds and its judged times with their limits
+        (``compare_limits``), where a gate run could stop the test's rounds early: a
+        stored baseline, none being recorded (it keeps its rounds), no budget on time.
+        None otherwise.  Judges nothing."""
+        if _outside_rootdir(nodeid) or self.options.update:
+            return None
+        if self.budgets_for(overrides).max_time is not None:
+            return None
+        try:
+            return self._limits(nodeid, summary, overrides)
+        except BaselineError:
+            return None
 
     def budgets_for(self, overrides: Mapping[str, float] | None) -> Budgets:
         """The test's budgets: the session's, with its marker's (``overrides``) in place."""

@@ -38,6 +38,7 @@ them):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -70,7 +71,7 @@ from pytest_opprof.gate.rows import (
 )
 from pytest_opprof.gate.spread import Spreads
 from pytest_opprof.gate.store import BaselineEntry
-from pytest_opprof.gate.summary import OTHER_OPS, TestSummary
+from pytest_opprof.gate.summary import OTHER_OPS, TestSummary, TimeStats
 from pytest_opprof.gate.time_basis import BASELINE, TimeBasis, baseline_basis, judges_time
 from pytest_opprof.gate.tolerance import Statistic, Tolerances
 from pytest_opprof.gate.unjudged import TimeUnjudged, fingerprint_differs
@@ -85,10 +86,12 @@ __all__ = [
     "Sessions",
     "Statistic",
     "Status",
+    "TimeLimit",
     "Tolerances",
     "VaryingFigure",
     "Verdict",
     "compare",
+    "compare_limits",
     "judge_exact",
     "judges_time",
     "session_bounds",
@@ -101,6 +104,26 @@ UPDATE_HINT = "run with --opprof-update-baselines to record the improvement"
 CONFIRM_BAND = 1.0
 """A judged time slower than its baseline by more than this fraction of its tolerance
 makes the verdict ``time_undecided`` (``docs/gate.md``, "Confirmation rounds")."""
+
+
+@dataclass(frozen=True)
+class TimeLimit:
+    """A judged time of this run and the figure beyond which it is ``time_undecided``."""
+
+    name: str
+    """``wall time``, ``device time`` or the op's key."""
+    limit_ns: float
+    """Beyond this (by the judged statistic) the time asks for confirmation rounds: its
+    baseline's bound widened by ``CONFIRM_BAND`` of its tolerance."""
+    now: TimeStats
+    """This run's judged rounds of the time (at the baseline's speed)."""
+    figure: Callable[[TimeStats], int]
+    """The judged statistic (``Tolerances.figure``)."""
+
+    @property
+    def beyond(self) -> bool:
+        """The time is beyond its limit: more rounds could fail the test."""
+        return self.figure(self.now) > self.limit_ns
 
 
 @dataclass(frozen=True)
@@ -223,9 +246,37 @@ def compare(
     FLOPs and op counts were not measured (``Plan.unmeasured``), which are then not
     judged, nor where the baseline's were not (``MachineInfo.ops_unmeasured``): a figure
     not measured reads as 0, never as an improvement or a regression."""
+    return compare_limits(
+        summary,
+        baseline,
+        fingerprint=fingerprint,
+        tolerances=tolerances,
+        force_time=force_time,
+        machine=machine,
+        spreads=spreads,
+        op_waits=op_waits,
+        unmeasured=unmeasured,
+    )[0]
+
+
+def compare_limits(
+    summary: TestSummary,
+    baseline: BaselineEntry | None,
+    *,
+    fingerprint: str,
+    tolerances: Tolerances | None = None,
+    force_time: bool = False,
+    machine: MachineInfo | None = None,
+    spreads: Spreads | None = None,
+    op_waits: bool = False,
+    unmeasured: str | None = None,
+) -> tuple[Verdict, tuple[TimeLimit, ...]]:
+    """:func:`compare`'s verdict, and its judged times that could fail the test, each with
+    its limit (none where times are not judged): what the rounds policy reads to stop a
+    test's rounds once none of them could (``plugin/round_noise.py``)."""
     tol = tolerances or Tolerances()
     if baseline is None:
-        return NEW
+        return NEW, ()
     # 1. Every decision about times, made once, before any row.
     basis = baseline_basis(
         summary,
@@ -252,6 +303,7 @@ def compare(
     found = op_reasons(ReasonContext.of(basis, metrics, tol))
     found = found._replace(reasons=name_folded(found.reasons, summary, basis.now.ops))
     basis, settled = _settle_library(basis, moved, found.reasons)
+    limits = _time_limits(basis, tol)
     statuses = {m.status for m in metrics} | {r.status for r in found.reasons}
     status: Status = (
         "regressed" if "regressed" in statuses else "improved" if "improved" in statuses else "pass"
@@ -269,7 +321,7 @@ def compare(
         else None,
         pools,
     )
-    return Verdict(
+    verdict = Verdict(
         status=status,
         metrics=metrics,
         reasons=found.reasons,
@@ -278,12 +330,13 @@ def compare(
         baseline_recorded_at=baseline.recorded_at,
         speed_change=basis.speed_change,
         time_not_judged=basis.not_judged,
-        time_undecided=basis.judged and _times_to_confirm(basis, tol),
+        time_undecided=any(limit.beyond for limit in limits),
         work_time=basis.work_time,
         varying=varying(basis.base, tol),
         time_unjudged=_time_unjudged(basis, baseline, machine, tol),
         basis=basis.kind,
     )
+    return verdict, limits
 
 
 def _time_unjudged(
@@ -319,20 +372,23 @@ def _settle_library(
     return unjudged, unjudged.not_judged
 
 
-def _times_to_confirm(basis: TimeBasis, tol: Tolerances) -> bool:
-    """Whether the wall time, an op's self time or the device time, judged (at or above
-    the floor), is slower than the baseline by more than ``CONFIRM_BAND`` of the time
-    tolerance: what confirmation rounds should settle.  Op times count only where they
-    are judged (every event kept, clean rounds)."""
+def _time_limits(basis: TimeBasis, tol: Tolerances) -> tuple[TimeLimit, ...]:
+    """The judged times at or above the floor (the wall time, an op's self time, the
+    device time), each with the figure beyond which it is ``time_undecided``: slower than
+    the baseline by more than ``CONFIRM_BAND`` of the time tolerance, what confirmation
+    rounds should settle.  Op times count only where they are judged (every event kept,
+    clean rounds).  Empty where times are not judged."""
+    if not basis.judged:
+        return ()
     now, base, sessions, widths = basis.now, basis.base, basis.sessions, basis.widths
     ops = basis.whole and basis.walls is None
-    pairs = [(base.wall_time, now.wall_time, widths.test or tol.time)]
+    pairs = [("wall time", base.wall_time, now.wall_time, widths.test or tol.time)]
     if ops:
         # Only an op that could fail the test alone (OP_ALONE_TOLERANCES): a smaller one
         # explains, and more rounds for it would buy nothing.
         alone = OP_ALONE_TOLERANCES * tol.time * tol.figure(base.wall_time)
         pairs += [
-            (op.self_cpu_time, now.ops[key].self_cpu_time, widths.of_op(key, tol))
+            (key, op.self_cpu_time, now.ops[key].self_cpu_time, widths.of_op(key, tol))
             for key, op in base.ops.items()
             if key in now.ops
             and not (key == OTHER_OPS and now.left_out != base.left_out)
@@ -340,9 +396,10 @@ def _times_to_confirm(basis: TimeBasis, tol: Tolerances) -> bool:
             and steady(op.self_cpu_time, sessions, tol)
         ]
     if ops and base.device_time is not None and now.device_time is not None:
-        pairs.append((base.device_time, now.device_time, tol.time))
-    for b_stats, c_stats, width in pairs:
+        pairs.append(("device time", base.device_time, now.device_time, tol.time))
+    limits = []
+    for name, b_stats, c_stats, width in pairs:
         b, c = session_bounds(b_stats, sessions, tol)[1], tol.figure(c_stats)
-        if max(b, c) >= tol.min_time_ns and c > b * (1 + width * CONFIRM_BAND):
-            return True
-    return False
+        if max(b, c) >= tol.min_time_ns:
+            limits.append(TimeLimit(name, b * (1 + width * CONFIRM_BAND), c_stats, tol.figure))
+    return tuple(limits)

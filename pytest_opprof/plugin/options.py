@@ -62,9 +62,10 @@ T = TypeVar("T")
 
 DEFAULT_ROUNDS: int | None = None
 """``auto``: ``AUTO_ROUNDS`` rounds for a test whose first round takes at least the time
-floor (``--opprof-min-time``) and whose times can be judged, one round otherwise; then
-``CONFIRM_ROUNDS`` more when the verdict on them is ``time_undecided`` (a time beyond its
-tolerance: verdict.py), and the verdict is on all of them."""
+floor (``--opprof-min-time``) and whose times can be judged (a gate run stops from
+``time_min_rounds`` on once the verdict is settled: ``rounds.settled``), one round
+otherwise; then ``CONFIRM_ROUNDS`` more when the verdict on them is ``time_undecided`` (a
+time beyond its tolerance: verdict.py), and the verdict is on all of them."""
 AUTO_ROUNDS = 5
 CONFIRM_ROUNDS = 4
 DEFAULT_WARMUP = 0
@@ -331,7 +332,8 @@ ROUNDS = Setting(
     parse_rounds,
     DEFAULT_ROUNDS,
     f"measured runs of each test body, or auto: {AUTO_ROUNDS} for a test whose "
-    "first run takes at least --opprof-min-time and whose times can be judged, "
+    "first run takes at least --opprof-min-time and whose times can be judged (in a "
+    "gate run, fewer once its time verdict is settled), "
     f"{CONFIRM_ROUNDS} more to confirm a time beyond its tolerance, "
     "else 1; the median run is reported; "
     f"times are judged from 3 rounds on (default {rounds_text(DEFAULT_ROUNDS)})",

@@ -12,6 +12,12 @@ judging all of them buys what ``AUTO_ROUNDS + CONFIRM_ROUNDS`` rounds for every 
 would, at the cost of the few tests that look slower.  The constants live with the
 options, whose help text states them.
 
+In a gate run (a stored baseline, none being recorded) ``auto`` stops a test's rounds
+early, from the ``time_min_rounds`` its times need to be judged, once the verdict on
+them passes with every judged time clearly within its limit (``round_noise.py``):
+:func:`settled`.  An update run keeps ``AUTO_ROUNDS``, the rounds a baseline is judged
+against.
+
 On a busy machine, rounds whose thread waited for a CPU are not judged
 (``gate/waiting.py``): ``auto`` replaces them, one round at a time and at most
 ``BUSY_ROUNDS`` more, until ``AUTO_ROUNDS`` clean rounds exist, unless no round was
@@ -37,6 +43,7 @@ __all__ = [
     "needs_confirmation",
     "rounds_line",
     "rounds_text",
+    "settled",
 ]
 
 
@@ -93,6 +100,25 @@ def another_clean_round(
     return clean < AUTO_ROUNDS and replaced < BUSY_ROUNDS
 
 
+def settled(
+    fixed: int | None,
+    measured: int,
+    min_rounds: int,
+    settle: Callable[[], bool],
+    *,
+    preempted: bool = False,
+) -> bool:
+    """Whether ``auto`` stops a test's rounds before ``AUTO_ROUNDS``.
+
+    Only ``auto`` stops early, with at least ``min_rounds`` rounds (``measured``: the
+    rounds a time verdict needs, ``Tolerances.time_min_rounds``), and only when
+    ``settle()`` says the verdict on them is settled (asked last: it summarises the
+    rounds and reads the baseline)."""
+    if fixed is not None or preempted or not min_rounds <= measured < AUTO_ROUNDS:
+        return False
+    return settle()
+
+
 def needs_confirmation(
     fixed: int | None,
     measured: int,
@@ -129,6 +155,6 @@ def rounds_line(fixed: int | None, min_time_ns: int) -> str:
     floor_ms = min_time_ns / 1e6
     return (
         f"auto ({AUTO_ROUNDS} for tests of {floor_ms:g} ms or more when recording baselines "
-        f"or when the baseline has 3+ rounds, {CONFIRM_ROUNDS} more to confirm a time beyond "
-        "its tolerance, else 1)"
+        f"or when the baseline has 3+ rounds, fewer once a gate's time verdict is settled, "
+        f"{CONFIRM_ROUNDS} more to confirm a time beyond its tolerance, else 1)"
     )

@@ -51,6 +51,7 @@ from pytest_opprof.plugin.payload import (
     WORKER_NOTES,
     ProfiledTest,
 )
+from pytest_opprof.plugin.round_noise import RoundNoise
 from pytest_opprof.plugin.sources_held import HeldSources
 from pytest_opprof.plugin.table_note import table_footer
 from pytest_opprof.plugin.timeout_window import held_timer
@@ -118,6 +119,8 @@ class Worker:
         self.layout: Layout | None = None
         """Shuffles the heap before each round (A/B runs: ``ab/layout.py``)."""
         """The threads tests left running, left out of the figures."""
+        self.noise = RoundNoise()
+        """How far rounds of the same test scatter in this run (``round_noise.py``)."""
 
     # -- session lifecycle -------------------------------------------------
 
@@ -222,7 +225,8 @@ class Worker:
         """The rounds after the first, as ``rounds.py``'s policy decides from the rounds
         measured so far: one item per round to run, naming why, each decided once the
         caller ran the one before.  ``more``: the ``rounds`` setting's count, or ``auto``'s
-        for a test whose times can be judged; ``clean``: in place of a round that waited
+        for a test whose times can be judged, fewer where a gate's verdict is settled
+        first (``rounds.settled``); ``clean``: in place of a round that waited
         for a CPU; ``confirm``: a time beyond its tolerance, judged on all the rounds."""
         # A first round over the test's time budget is repeated whatever the floor: one
         # round never fails a budget (budgets.judge_time).
@@ -237,6 +241,18 @@ class Worker:
         )
         for _ in range(more):
             yield "more"
+            if policy.settled(
+                settings.rounds,
+                rounds.measured,
+                self.gate.tolerances.time_min_rounds,
+                lambda: self.noise.settled(
+                    self.gate.settling(
+                        nodeid, summarize_rounds(rounds.summarised(settings)), _overrides(settings)
+                    )
+                ),
+                preempted=rounds.preempted,
+            ):
+                return
         replaced = 0
         while policy.another_clean_round(
             settings.rounds,
@@ -357,10 +373,12 @@ class Worker:
                 trace_path = write_trace()
             else:  # the verdict, reached in makereport, decides
                 item.stash[pending_trace_key] = write_trace
+        summary = summarize_rounds(figures)
+        self.noise.add(summary, self.options.gate.min_time_ns)
         return ProfiledTest(
             nodeid=item.nodeid,
             marked=settings.marked,
-            summary=summarize_rounds(figures),
+            summary=summary,
             table=table,
             trace_path=trace_path,
             tolerances=_overrides(settings),
