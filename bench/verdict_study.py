@@ -30,8 +30,11 @@ the same way: ``AUTO_ROUNDS`` first rounds for a test whose first round
 took at least the time floor, its first round alone otherwise; and, when the
 verdict on those is ``time_undecided`` (a time beyond its tolerance),
 the first ``AUTO_ROUNDS + CONFIRM_ROUNDS``: the plugin's confirmation rounds,
-in update runs too).  Verdicts are computed with
-``pytest_opprof.gate.verdict.compare`` (the plugin's own comparison) over a grid of
+in update runs too; in a gate run, the first 3 or 4 where the verdict on them is settled,
+``rounds.settled`` with a ``RoundNoise`` pool fed in the tests' order, as the plugin's
+worker feeds it; ``no-settle`` rows score the policy without that early stop).
+Verdicts are computed with ``pytest_opprof.gate.verdict.compare`` (the plugin's own
+comparison) over a grid of
 settings, so one set of sessions scores every candidate default.
 
     .venv/bin/python bench/verdict_study.py [--quick] [--json out.json]

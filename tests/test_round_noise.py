@@ -74,6 +74,17 @@ def test_a_time_near_its_limit_takes_more_rounds_until_the_pool_knows_the_noise(
     assert not fed(*STEADY).settled(judged(rounds_of([2.31, 2.3, 2.29]), BASE))
 
 
+def test_in_a_run_whose_rounds_scatter_widely_three_close_rounds_settle_nothing() -> None:
+    # +5%, three rounds within 0.5% of each other: with the 5% prior alone that is a pass
+    # well inside 15%; where the run's tests scatter 16% a round, three rounds are too
+    # few to say so, whatever their own scatter.
+    verdict, limits = judged(rounds_of([2.1, 2.11, 2.09]), BASE)
+    assert RoundNoise().settled((verdict, limits))
+    noisy = fed(*[[2.0, 2.5, 1.7, 2.3, 1.8]] * 6)
+    assert noisy.tests.sigma(2e6)[0] > 0.1
+    assert not noisy.settled((verdict, limits))
+
+
 def test_rounds_that_scatter_wider_than_the_pool_take_more_rounds() -> None:
     # Median +1%, but one round 13% slower: the pool of steady tests does not describe
     # this test's rounds, which are then judged on their own scatter.
