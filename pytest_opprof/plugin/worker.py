@@ -374,7 +374,10 @@ class Worker:
             else:  # the verdict, reached in makereport, decides
                 item.stash[pending_trace_key] = write_trace
         summary = summarize_rounds(figures)
-        self.noise.add(summary, self.options.gate.min_time_ns)
+        if settings.rounds is None and not self.options.gate.update:
+            # Only where a later test's rounds may stop early (rounds.settled): the pool's
+            # statistics call numpy, which a run that stops nothing need not do.
+            self.noise.add(summary, self.options.gate.min_time_ns)
         return ProfiledTest(
             nodeid=item.nodeid,
             marked=settings.marked,
