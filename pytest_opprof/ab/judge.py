@@ -237,9 +237,10 @@ class ABJudge:
             self.test_extra += 1
             return True
         if not (leaning or waited):
+            own_undecided = any(j.key == "" and j.decision == "undecided" for j in judged)
+            after = f" after {PASS_PAIRS} pairs" if own_undecided else ""
             self.stopped = (
-                f"leaning no slower after {PASS_PAIRS} pairs: more pairs go to figures "
-                "that may have regressed"
+                f"leaning no slower{after}: more pairs go to figures that may have regressed"
             )
         elif pairs >= self.max_pairs:
             self.stopped = f"the most pairs a test runs ({self.max_pairs}, --opprof-ab-max-pairs)"
