@@ -16,14 +16,6 @@ from pytest_opprof.errors import OptionValueError
 from pytest_opprof.gate.tolerance import argparse_type, parse_positive_int
 from pytest_opprof.plugin.options import TIME_TOLERANCE, Setting
 
-DEFAULT_AB_TIME_TOLERANCE = 0.05
-"""The smallest change of a time worth failing for, in an A/B run where ``--opprof-time-
-tolerance`` is not set: pairs measured side by side resolve changes that a committed
-baseline recorded at another time cannot.  Pairs of 1-4 ms tests scatter 2% on this
-2-CPU VM (the normal core, wild pairs aside), so an interval needs two or three pairs to
-fall under 5%, and six or more under 3%: replayed on recorded pairs, 91% of unchanged
-tests were decided at 5% against 61% at 3%, in 2.8 pairs a test against 4.2 (docs/ab.md
-has the measurements; ``--opprof-time-tolerance 3%`` trades those pairs for +5% changes)."""
 DEFAULT_MAX_PAIRS = 12
 MAX_PAIRS_LIMIT = 1000
 

@@ -23,13 +23,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_opprof.ab.base_side import BaseSide, BaseSideError, Launch, launch
-from pytest_opprof.ab.options import (
-    AB_LAYOUT,
-    AGAINST,
-    DEFAULT_AB_TIME_TOLERANCE,
-    AgainstOptions,
-)
+from pytest_opprof.ab.options import AB_LAYOUT, AGAINST, AgainstOptions
 from pytest_opprof.ab.revision import BaseRevision, RevisionError, check_out, remove
+from pytest_opprof.gate.tolerance import DEFAULT_AB_TIME_TOLERANCE
 from pytest_opprof.plugin.layout import Layout
 from pytest_opprof.plugin.options import OpprofOptions
 

@@ -31,6 +31,7 @@ from pytest_opprof.gate.budget_forms import (
     parse_time_ns,
 )
 from pytest_opprof.gate.tolerance import (
+    DEFAULT_AB_TIME_TOLERANCE,
     DEFAULT_COUNT_TOLERANCE,
     DEFAULT_FLOPS_TOLERANCE,
     DEFAULT_MAX_SPEED_CHANGE,
@@ -271,14 +272,15 @@ class Setting(Generic[T]):
         return Path(os.path.abspath(base / str(value)))  # type: ignore[return-value]
 
 
-def _tolerance(metric: str, default: float, what: str) -> Setting[float]:
+def _tolerance(metric: str, default: float, what: str, ab: float | None = None) -> Setting[float]:
     # argparse %-formats help texts.
     forms = TOLERANCE_FORMS.replace("%", "%%")
+    in_ab = f"; {ab:g} in an A/B run, --opprof-against" if ab is not None else ""
     return Setting(
         f"{metric}_tolerance",
         parse_tolerance,
         default,
-        f"allowed relative {what}: {forms} (default {default:g})",
+        f"allowed relative {what}: {forms} (default {default:g}{in_ab})",
         metavar="X",
         marker=True,
     )
@@ -403,7 +405,7 @@ BASELINE_DIR: Setting[Path | None] = Setting(
     metavar="DIR",
     kind="path",
 )
-TIME_TOLERANCE = _tolerance("time", DEFAULT_TIME_TOLERANCE, "slowdown")
+TIME_TOLERANCE = _tolerance("time", DEFAULT_TIME_TOLERANCE, "slowdown", DEFAULT_AB_TIME_TOLERANCE)
 MEMORY_TOLERANCE = _tolerance("memory", DEFAULT_MEMORY_TOLERANCE, "growth of memory figures")
 FLOPS_TOLERANCE = _tolerance("flops", DEFAULT_FLOPS_TOLERANCE, "growth of FLOPs")
 COUNT_TOLERANCE: Setting[float | None] = Setting(
