@@ -12,9 +12,11 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -125,3 +127,26 @@ def cpu_burners(
         for proc in procs:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def bursty_neighbours(seed: int = 0, niceness: int | None = None) -> Iterator[None]:
+    """CPU-bound processes, one per core, that start and stop every 0.5-3 s while the
+    block runs (each burst ends by itself; all are ended by pid when the block ends);
+    ``niceness`` as for :func:`cpu_burners`."""
+    rng = random.Random(seed)
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            with cpu_burners(per_core=1, seconds=3.5, niceness=niceness):
+                stop.wait(rng.uniform(0.5, 3.0))
+            stop.wait(rng.uniform(0.5, 3.0))
+
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

@@ -39,13 +39,20 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _common import cpu_burners, loadavg, machine_line, now_utc, plugin_args, subprocess_env
+from _common import (
+    bursty_neighbours,
+    cpu_burners,
+    loadavg,
+    machine_line,
+    now_utc,
+    plugin_args,
+    subprocess_env,
+)
 from busy_study import NUMPY_DESELECT, NUMPY_INJECT, NUMPY_OP, _regressed_on, numpy_targets
 from verdict_study import BENCH_FLAGGED, KERNEL, benchmark_cmd, generate, iterations_per_ms
 
@@ -56,28 +63,6 @@ UPDATE_RUNS = 3
 FLOOR_NS = 1_000_000
 SCIPY_MODULE = "test_spectral.py"
 """scipy.signal's spectral tests: 133 tests, 50 of them with calls of 1 ms or more."""
-
-
-@contextlib.contextmanager
-def bursty_neighbours(seed: int, seconds: float = 900.0) -> Iterator[None]:
-    """CPU-bound processes, one per core, that start and stop every 0.5-3 s while the
-    block runs (each burst ends by itself; all are ended by pid when the block ends)."""
-    rng = random.Random(seed)
-    stop = threading.Event()
-
-    def churn() -> None:
-        while not stop.is_set():
-            with cpu_burners(per_core=1, seconds=3.5):
-                stop.wait(rng.uniform(0.5, 3.0))
-            stop.wait(rng.uniform(0.5, 3.0))
-
-    thread = threading.Thread(target=churn, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 @contextlib.contextmanager

@@ -42,21 +42,17 @@ quick try.  The load-and-detect time of a large history is ``bench/history_synth
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import math
-import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-from _common import cpu_burners, loadavg, plugin_args, subprocess_env
+from _common import bursty_neighbours, loadavg, plugin_args, subprocess_env
 
 from pytest_opprof.history.changes import MIN_CHANGE
 
@@ -112,28 +108,6 @@ def steps_for(commits: int) -> dict[int, tuple[int, float | int, str]]:
 
 
 STEPS = steps_for(44)
-
-
-@contextlib.contextmanager
-def bursty_neighbour(seed: int = 0) -> Iterator[None]:
-    """CPU-bound processes, one per core at normal priority, that start and stop every
-    0.5-3 s while the block runs (each burst ends by itself; all are ended by pid)."""
-    rng = random.Random(seed)
-    stop = threading.Event()
-
-    def churn() -> None:
-        while not stop.is_set():
-            with cpu_burners(per_core=1, seconds=3.5, niceness=0):
-                stop.wait(rng.uniform(0.5, 3.0))
-            stop.wait(rng.uniform(0.5, 3.0))
-
-    thread = threading.Thread(target=churn, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def iterations_per_ms() -> float:
@@ -433,7 +407,7 @@ def main() -> None:
     )
     args = p.parse_args()
     if args.neighbour == "bursty" and not args.analyze:
-        with bursty_neighbour():
+        with bursty_neighbours(niceness=0):
             study(args)
     else:
         study(args)
