@@ -1,14 +1,11 @@
 """What the history tests share: a two-test numpy suite whose matrix size a file sets, git
-commits at chosen dates, and pytest runs in a project of their own."""
+commits at chosen dates."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
-
-from run_helpers import PLUGIN, REPO_ROOT, unused_plugins
 
 SUITE = """
 import json
@@ -45,18 +42,3 @@ def git(cwd: Path, *args: str, day: int = 0) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
-
-
-def run_pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m pytest ARGS`` in ``root``, in a subprocess with this checkout's package:
-    for a module's fixture, whose runs share a repository and its history (pytester's
-    directory is a test's own)."""
-    env = dict(os.environ, PYTEST_ADDOPTS="-p no:randomly")
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider"]
-    cmd += [*unused_plugins(root, args), *args]
-    return subprocess.run(
-        cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600, check=False
-    )

@@ -8,13 +8,12 @@ runs in subprocesses, made once per test module (the page tests only read them).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from run_helpers import PLUGIN, REPO_ROOT, unused_plugins
+from run_helpers import REPO_ROOT, run_in_subprocess
 
 PROJECT = """
 import os
@@ -57,15 +56,7 @@ class Reports:
 
 
 def run(directory: Path, *args: str, n: int) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, HTML_TEST_N=str(n), PYTEST_ADDOPTS="-p no:randomly")
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    cmd = [sys.executable, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider"]
-    cmd += [*unused_plugins(directory, args), *args]
-    return subprocess.run(
-        cmd, cwd=directory, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
+    return run_in_subprocess(directory, *args, env={"HTML_TEST_N": str(n)})
 
 
 def make_reports(directory: Path) -> Reports:

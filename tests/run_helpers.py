@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import importlib.metadata
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -39,6 +40,26 @@ def unused_plugins(directory: Path, args: tuple[str, ...] = ()) -> list[str]:
         for path in directory.rglob("*.py")
     )
     return [] if named else ["-p", "no:hypothesispytest"]
+
+
+def run_in_subprocess(
+    directory: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest ARGS`` in ``directory``, in a subprocess with this checkout's
+    package and ``env`` added to the environment: for runs a module's fixture makes once
+    and its tests share (pytester's directory is a test's own).  An xdist worker's
+    variables are left out, so the run is a session of its own."""
+    run_env = dict(os.environ, PYTEST_ADDOPTS="-p no:randomly", **(env or {}))
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        run_env.pop(name, None)
+    run_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), run_env.get("PYTHONPATH")) if p
+    )
+    cmd = [sys.executable, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider"]
+    cmd += [*unused_plugins(directory, args), *args]
+    return subprocess.run(
+        cmd, cwd=directory, env=run_env, capture_output=True, text=True, timeout=600, check=False
+    )
 
 
 def _native_state() -> dict[str, object]:

@@ -18,8 +18,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from history_helpers import SUITE, run_pytest
+from history_helpers import SUITE
 from history_helpers import git as _git
+from run_helpers import run_in_subprocess
 
 from pytest_opprof.render.markdown_text import md_text
 
@@ -74,11 +75,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         _git(root, "commit", "-q", "--allow-empty", "-m", f"n={n}", day=day)
         shas.append(_git(root, "rev-parse", "HEAD"))
         if day < len(SIZES) - 1:
-            done = run_pytest(root, *args, "-p", "no:xdist")
+            done = run_in_subprocess(root, *args, "-p", "no:xdist")
             assert done.returncode == 0, done.stdout + done.stderr
     reports = ["--opprof-report=out/report.json", "--opprof-markdown=out/report.md"]
     reports += ["--opprof-html=out/report.html", "--junitxml=out/junit.xml"]
-    done = run_pytest(root, *args, *reports, "-n", "2")
+    done = run_in_subprocess(root, *args, *reports, "-n", "2")
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"opprof CREPT: {MATMUL}: " in done.stdout
     assert "1 failed, 1 passed" in done.stdout
