@@ -288,24 +288,24 @@ def configure(
         started = time.perf_counter()
         # Both partners import and collect at once, on every CPU, while this process
         # pins itself; each joins this process's CPU once it has collected.
-        launches = [partner_launch(config, options, against, revision)]
+        where_base, how_base = partner_launch(config, options, against, revision)
+        head_launch = None
         if against.head == "partner":
-            launches.append(partner_launch(config, options, against, revision, head=True))
+            head_launch = partner_launch(config, options, against, revision, head=True)
         # Both partners' stacks start alike: environments of one size.
-        fixed = against.addresses == "fixed" and len(launches) == 2
-        pad = max(how.size() for _, how in launches) + 64 if fixed else 0
-        where_base, how_base = launches[0]
+        pad = 0
+        if against.addresses == "fixed" and head_launch is not None:
+            pad = max(how_base.size(), head_launch[1].size()) + 64
         base = spawn_partner(where_base, how_base, against, pad_to=pad)
         head = None
-        if len(launches) == 2:
-            where_head, how_head = launches[1]
-            head = spawn_partner(where_head, how_head, against, head=True, pad_to=pad)
+        if head_launch is not None:
+            head = spawn_partner(*head_launch, against, head=True, pad_to=pad)
         try:
             ab.pin(config)
             worker.base = hello_partner(base, against, where_base)
             ab.pin_process(base.process.pid)
             if head is not None:
-                worker.head_partner = hello_partner(head, against, launches[1][0], True)
+                worker.head_partner = hello_partner(head, against, head_tree(revision), True)
                 ab.pin_process(head.process.pid)
         except BaseException:
             for side in (base, head):
