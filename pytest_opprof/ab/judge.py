@@ -27,8 +27,8 @@ EXTRA_PAIRS_PER_TEST = 5
 """The run's budget of pairs beyond each test's first: this many times its tests, plus one
 test's maximum.  Unchanged tests take 1-2 extra pairs to pass (``PASS_PAIRS``), so the
 budget binds where many tests lean slower: replayed on recorded runs with 13 of 40 tests'
-kernels 10% slower (tolerance 5%), 5 a test caught 140 of 156 where 3 caught 131, and
-A/A runs took 2.8 pairs a test either way (``bench/ab_replay.py``)."""
+kernels 10% slower (tolerance 5%), 5 a test caught 129 of 156 where 3 caught 121, and
+A/A runs took 2.9 pairs a test either way (``bench/ab_replay.py``)."""
 FAIR_SHARE = 3
 """A test may run up to this many times its share of the extra pairs left (the budget
 left over the tests left, at least one), so no test spends the pairs of the tests after
@@ -55,8 +55,8 @@ PASS_PAIRS = 6
 this many, so an unchanged test can show it passes: pairs of 1-4 ms scatter 2% here
 (the normal core; ``paired.WILD_Z``), and an interval's high end falls under a 5%
 tolerance after two or three of them.  Replayed on recorded pairs (tolerance 5%, 5 extra
-pairs a test): 91% of unchanged tests decided, against 85% up to 4 pairs and 13% with
-pairs only for figures leaning slower, in 2.8 pairs a test against 2.6 and 1.7."""
+pairs a test): 91% of unchanged tests decided, against 84% up to 4 pairs and 15% with
+pairs only for figures leaning slower, in 2.9 pairs a test against 2.7 and 1.8."""
 CONFIDENCE = paired.DEFAULT_CONFIDENCE
 """The interval shown with each paired change, and the one a ``pass`` must fall inside."""
 

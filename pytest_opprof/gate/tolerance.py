@@ -34,7 +34,7 @@ tolerance`` is not set: pairs measured side by side resolve changes that a commi
 baseline recorded at another time cannot.  Pairs of 1-4 ms tests scatter 2% on this
 2-CPU VM (the normal core, wild pairs aside), so an interval needs two or three pairs to
 fall under 5%, and six or more under 3%: replayed on recorded pairs, 91% of unchanged
-tests were decided at 5% against 61% at 3%, in 2.8 pairs a test against 4.2 (docs/ab.md
+tests were decided at 5% against 61% at 3%, in 2.9 pairs a test against 4.3 (docs/ab.md
 has the measurements; ``--opprof-time-tolerance 3%`` trades those pairs for +5% changes)."""
 DEFAULT_MEMORY_TOLERANCE: Final = 0.1
 DEFAULT_FLOPS_TOLERANCE: Final = 0.0
