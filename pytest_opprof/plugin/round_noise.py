@@ -8,8 +8,8 @@ unchanged test's rounds lie well inside it, and more rounds would only confirm t
 rounds so far, lies below its limit.  The interval is the A/B judge's moderated t
 (``ab/paired.py``: :func:`~pytest_opprof.ab.paired.estimate`) on the log of each round
 over the limit, its variance shrunk towards a pool of the run's tests
-(:class:`~pytest_opprof.ab.paired.NoiseModel`: residuals of each test's log round times
-about their mean, by duration bin), so that three rounds decide what their own scatter,
+(:class:`~pytest_opprof.ab.paired.NoiseModel`: the differences of each test's successive
+log round times, by duration bin), so that three rounds decide what their own scatter,
 two degrees of freedom, could not.  A test whose time leans towards its limit, or whose
 rounds scatter wider than the pool's, gets every round ``auto`` gave it before.
 
