@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 import pytest
 from history_helpers import git as _git
-from history_helpers import run_pytest
 from html_helpers import bench_module
+from run_helpers import run_in_subprocess
 
 from pytest_opprof.__main__ import main
 from pytest_opprof.history.html import page_data, render_history_html
@@ -70,7 +70,7 @@ class Project:
 
 
 def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_pytest(root, "-p", "no:xdist", *args)
+    return run_in_subprocess(root, "-p", "no:xdist", *args)
 
 
 @pytest.fixture(scope="module")
