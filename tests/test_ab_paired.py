@@ -258,11 +258,13 @@ def test_benjamini_hochberg_matches_scipy(pvalues: list[float], q: float) -> Non
 def test_pair_basis() -> None:
     wall = 1_000_000
     quiet = int(WAIT_SHARE_LIMIT * wall)
-    busy = int((WAIT_SHARE_LIMIT + WORK_WAIT_LIMIT) / 2 * wall)
-    swamped = int((WORK_WAIT_LIMIT + 1) / 2 * wall)
+    busy = int((WAIT_SHARE_LIMIT + 1) / 2 * wall)
+    swamped = int(0.99 * wall)  # beyond the gate's WORK_WAIT_LIMIT: a pair still judges it
+    assert swamped > WORK_WAIT_LIMIT * wall
     assert pair_basis(wall, 0, wall, quiet) == "wall"
     assert pair_basis(wall, busy, wall, 0) == "work"
-    assert pair_basis(wall, 0, wall, swamped) == "rerun"
+    assert pair_basis(wall, 0, wall, swamped) == "work"
+    assert pair_basis(wall, wall, wall, 0) == "rerun"  # no work time left to judge
     assert pair_basis(0, 0, wall, 0) == "rerun"
 
 

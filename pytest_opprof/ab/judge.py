@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pytest_opprof.ab import paired
 from pytest_opprof.gate.summary import OTHER_OPS, RoundFigures
 from pytest_opprof.gate.verdict import MetricRow, OpReason, RowStatus, Tolerances
-from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, WORK_WAIT_LIMIT
+from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT
 
 WORK_TIME = "work time"
 EXTRA_PAIRS_PER_TEST = 5
@@ -70,7 +70,7 @@ class Pairs:
     on_work: int = 0
     """Pairs judged on work time (a side waited for a CPU)."""
     dropped: int = 0
-    """Pairs left out: a side waited so long that even its work time is unreliable."""
+    """Pairs left out: a round with no work time to judge (``paired.pair_basis``)."""
 
     @property
     def log_ratios(self) -> list[float]:
@@ -94,7 +94,7 @@ def test_pairs(
 ) -> Pairs:
     """The test-level time of each pair: wall time when neither round waited for a CPU
     beyond ``limit`` of its wall time, work time (wall less wait) on both rounds when one
-    did, the pair left out when a side waited so long that work time is unreliable."""
+    did, the pair left out when a round has no work time (``paired.pair_basis``)."""
     b_ns, h_ns, on_work, dropped = [], [], 0, 0
     for b, h in zip(base, head, strict=False):
         basis = paired.pair_basis(
@@ -117,7 +117,8 @@ def op_pairs(
     base: Sequence[RoundFigures], head: Sequence[RoundFigures], key: str, limit: float
 ) -> Pairs:
     """An op's self time in each pair where both rounds ran it; its waits are already out of
-    its self time where they were measured per op, so only unreliable pairs are left out."""
+    its self time where they were measured per op, so only pairs with no work time to
+    judge are left out."""
     b_ns, h_ns, dropped = [], [], 0
     for b, h in zip(base, head, strict=False):
         bo, ho = b.ops.get(key), h.ops.get(key)
@@ -293,8 +294,8 @@ class ABJudge:
             return f"A/B: under the {tol.min_time_ns / 1e6:g} ms time floor (--opprof-min-time)"
         pairs = min(len(base), len(head))
         return (
-            f"A/B: not judged: in all {pairs} pair(s) a side waited for a CPU beyond "
-            f"{WORK_WAIT_LIMIT:.0%} of its wall time (the machine was too busy)"
+            f"A/B: not judged: in all {pairs} pair(s) a side has no work time to judge "
+            "(no time measured, or it waited for a CPU all along)"
         )
 
 

@@ -232,7 +232,7 @@ class ABSession(BaselineSession):
         busy = None
         if undecided:
             busy = f"time not decided: {_undecided_line(undecided, stopped)}"
-        elif test_time is None and "busy" in unjudged:
+        elif test_time is None and unjudged.startswith("A/B: not judged: "):
             busy = f"time not judged: {unjudged.removeprefix('A/B: not judged: ')}"
         return Verdict(
             status=status,  # type: ignore[arg-type]
