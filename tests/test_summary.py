@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import random
+import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +42,15 @@ def test_time_stats() -> None:
     assert TimeStats.from_samples([5]).stdev_ns == 0
     with pytest.raises(ValueError):
         TimeStats.from_samples([])
+
+
+def test_time_stats_stdev_is_the_statistics_modules() -> None:
+    # Summed exactly in ints, rounded as statistics.stdev's correctly rounded value is.
+    rng = random.Random(7)
+    for _ in range(20_000):
+        scale = 10 ** rng.randint(0, 11)
+        samples = [rng.randint(0, scale) for _ in range(rng.randint(2, 12))]
+        assert TimeStats.from_samples(samples).stdev_ns == round(statistics.stdev(samples))
 
 
 def test_rounds_give_per_round_totals_and_low_medians() -> None:

@@ -25,6 +25,7 @@ builder (``native/one_round.c``, given the field names) follow.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -176,7 +177,7 @@ class TimeStats:
             min_ns=min(values),
             max_ns=max(values),
             mean_ns=round(statistics.fmean(values)),
-            stdev_ns=round(statistics.stdev(values)) if len(values) > 1 else 0,
+            stdev_ns=_stdev(values),
             mad_ns=round(statistics.median(abs(v - median) for v in values)),
         )
 
@@ -567,3 +568,12 @@ def _low_median_memory(memories: list[MemoryFigures]) -> MemoryFigures:
         allocations=_median_low([m.allocations for m in memories]),
         leaked_bytes=_median_low([m.leaked_bytes for m in memories]),
     )
+
+
+def _stdev(values: Sequence[int]) -> int:
+    """The sample standard deviation of two or more ints, rounded: ``statistics.stdev``'s
+    value from exact integer sums (it sums Fractions: a third of a gate run's summaries)."""
+    n = len(values)
+    total = sum(values)
+    spread = n * sum(v * v for v in values) - total * total  # n (n - 1) s^2, exact
+    return round(math.sqrt(spread / (n * (n - 1))))
