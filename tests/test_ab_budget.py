@@ -171,3 +171,25 @@ def test_the_offset_weighs_each_figure_by_its_own_pairs() -> None:
     for _ in range(300):
         offset_model.add(rng.gauss(0, 0.02) + rng.gauss(0, 0.005), 0.005**2)
     assert 0.014 < offset_model.offset() < 0.03, offset_model.offset()
+
+
+def test_an_op_with_no_self_time_left_on_a_side_is_not_judged() -> None:
+    """On a busy machine an op's wait can take all of its self time in a round (found in
+    numpy's test_linalg beside other work): such pairs have no ratio, and a figure of
+    only those is no candidate, never an estimate of no pairs."""
+    judge = ABJudge(1, 0.05, 12)
+    busy = OpFigures(count=1, self_cpu_ns=0)
+    ran = OpFigures(count=1, self_cpu_ns=3_000_000)
+
+    def rnd(op: OpFigures) -> RoundFigures:
+        return RoundFigures(
+            wall_time_ns=20_000_000, cpu_time_ns=1, ops={"numpy.linalg.lstsq": op}, wait_ns=0
+        )
+
+    base, head = [rnd(busy), rnd(ran)], [rnd(ran), rnd(busy)]
+    judge.more_pairs(base, head, TOL)
+    keys = [j.key for j in judge.settle(base, head, TOL)]
+    assert keys == [""]
+    base, head = [rnd(busy), rnd(ran), rnd(ran)], [rnd(ran), rnd(busy), rnd(ran)]
+    judged = {j.key: j for j in ABJudge(1, 0.05, 12).settle(base, head, TOL)}
+    assert judged["numpy.linalg.lstsq"].estimate.pairs == 1

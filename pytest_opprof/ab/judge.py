@@ -122,7 +122,8 @@ def op_pairs(
     b_ns, h_ns, dropped = [], [], 0
     for b, h in zip(base, head, strict=False):
         bo, ho = b.ops.get(key), h.ops.get(key)
-        if bo is None or ho is None:
+        # A round whose op has no self time left (all of it a wait) has no ratio to judge.
+        if bo is None or ho is None or bo.self_cpu_ns <= 0 or ho.self_cpu_ns <= 0:
             continue
         basis = paired.pair_basis(
             b.wall_time_ns, b.wait_ns or 0, h.wall_time_ns, h.wait_ns or 0, limit
