@@ -76,6 +76,25 @@ on either side alike; the core's sigma was 2.0-2.4%, the pairs' plain standard d
 Replayed on those pairs (tolerance 5%), leaving wild pairs out of a pass decided 91% of
 unchanged tests of 1 ms or more instead of 86%, in 2.9 pairs a test instead of 3.1, and
 caught as many kernels made 10% slower (129 and 130 of 156)."""
+WILD_FAIL_Z = 6.0
+"""A regression (or an improvement) is judged without the pairs more than this many
+sigmas from the figure's median, the larger of the pool's sigma and the figure's own
+(1.4826 times its pairs' median absolute deviation), where at least ``WILD_FAIL_KEPT``
+pairs remain (:func:`failing_estimate`).  A wild base round hides a slowdown: a kernel 10%
+slower read -86% in the pair where the base was held up, and the figure's mean fell to
++3% with an interval 40% wide.  Replayed on recorded runs (``bench/ab_replay.py``,
+tolerance 5%; 6 quiet runs, 4 loaded, 4 bursty), it caught 65 of 78, 28 of 52 and 27 of
+52 kernels made 10% slower, against 57, 25 and 25 on every pair, and failed none of the
+1,280 unchanged tests' verdicts.  The cut is wider than a pass's (``WILD_Z`` pooled
+sigmas) and follows a noisy figure's own scatter: cut at ``WILD_Z`` pooled sigmas, a
+figure three times noisier than its pool lost its ordinary low pairs and failed, and
+simulated A/A runs (150 runs of 150 figures, ``tests/test_ab_paired.py``'s) had a
+false discovery in 15-23 at sigma 0.02, against 8 judged on every pair and 8 with this
+cut (1 and 4 at sigma 0.01)."""
+WILD_FAIL_KEPT = 4
+"""The fewest pairs a failure is judged on without its wild ones (:data:`WILD_FAIL_Z`):
+three bursty pairs, +10.4%, +12.5% and -2.5%, where a neighbour held up the head twice,
+made the clean third look wild and failed an unchanged test."""
 DEFAULT_CONFIDENCE = 0.9
 """The two-sided confidence of a figure's interval: a pass needs its high end below the
 tolerance, a one-sided test at 5%."""
@@ -118,7 +137,10 @@ class Estimate:
     without_fastest: Estimate | None = None
     without_wild: Estimate | None = None
     """The figure without its wild pairs (``WILD_Z``), where it had any: what a ``pass``
-    is judged on.  A regression is judged on every pair (:func:`decide`)."""
+    is judged on."""
+    without_outliers: Estimate | None = None
+    """The figure without the pairs ``WILD_FAIL_Z`` cuts, where it had any and at least
+    ``WILD_FAIL_KEPT`` remain: what a regression is judged on (:func:`failing_estimate`)."""
     unsettled: bool = False
     """One or two pairs that cannot yet say which of them is wild (:func:`wild_pairs`):
     the figure is not decided on them."""
@@ -154,6 +176,37 @@ def estimate(
     figure, whatever its pairs: the mean's variance is ``s~^2 / n + offset^2``, so no
     number of pairs makes its interval narrower than the offset (:class:`OffsetModel`)."""
     values = sorted(float(x) for x in d)
+    main = _with_extremes(values, prior_sigma, prior_df, confidence, offset)
+    kept, unsettled = wild_pairs(values, prior_sigma)
+    if len(kept) < len(values):
+        main = replace(
+            main, without_wild=_moderated(kept, prior_sigma, prior_df, confidence, offset)
+        )
+    inliers = _inliers(values, prior_sigma)
+    if WILD_FAIL_KEPT <= len(inliers) < len(values):
+        main = replace(
+            main,
+            without_outliers=_with_extremes(inliers, prior_sigma, prior_df, confidence, offset),
+        )
+    return replace(main, unsettled=unsettled)
+
+
+def _inliers(values: Sequence[float], sigma: float) -> list[float]:
+    """``values`` (sorted) within ``WILD_FAIL_Z`` sigmas of their median: the pool's
+    ``sigma`` or their own robust one, whichever is larger."""
+    if len(values) < 3:
+        return list(values)
+    middle = statistics.median(values)
+    own = _MAD_TO_SIGMA * statistics.median(abs(x - middle) for x in values)
+    limit = WILD_FAIL_Z * max(sigma, own)
+    return [x for x in values if abs(x - middle) <= limit]
+
+
+def _with_extremes(
+    values: Sequence[float], prior_sigma: float, prior_df: float, confidence: float, offset: float
+) -> Estimate:
+    """The moderated estimate of sorted ``values``, with its ``without_slowest`` and
+    ``without_fastest`` twins where enough pairs remain to judge."""
     main = _moderated(values, prior_sigma, prior_df, confidence, offset)
     if len(values) >= (2 if prior_df > 0 else 3):
         main = replace(
@@ -161,12 +214,7 @@ def estimate(
             without_slowest=_moderated(values[:-1], prior_sigma, prior_df, confidence, offset),
             without_fastest=_moderated(values[1:], prior_sigma, prior_df, confidence, offset),
         )
-    kept, unsettled = wild_pairs(values, prior_sigma)
-    if len(kept) < len(values):
-        main = replace(
-            main, without_wild=_moderated(kept, prior_sigma, prior_df, confidence, offset)
-        )
-    return replace(main, unsettled=unsettled)
+    return main
 
 
 def wild_pairs(values: Sequence[float], sigma: float) -> tuple[list[float], bool]:
@@ -254,7 +302,8 @@ def decide(estimate: Estimate, tolerance: float, level: float) -> Verdict:
     - regressed: at least ``MIN_FAIL_PAIRS`` pairs, slower with ``p_slower <= level``, and
       the interval's low end at or above ``tolerance``: the change is real and confidently
       at least the tolerance.  It must hold without the slowest pair too, so one wild
-      pair never fails a figure.
+      pair never fails a figure; it is judged without the pairs far outside the others
+      (``WILD_FAIL_Z``), so one never hides a slowdown either.
     - improved: the mirror, the interval's high end at or below ``-tolerance / (1 +
       tolerance)`` (the same distance in log units), without the fastest pair too.
     - pass: the interval's high end lies below ``tolerance``: confidently not slower by a
@@ -281,6 +330,7 @@ def decide(estimate: Estimate, tolerance: float, level: float) -> Verdict:
     if estimate.unsettled:
         return "undecided"
     faster_limit = -tolerance / (1 + tolerance)
+    estimate = failing_estimate(estimate)
     if estimate.pairs >= MIN_FAIL_PAIRS:
         slower = (estimate, estimate.without_slowest)
         if all(e is not None and e.p_slower <= level and e.low >= tolerance for e in slower):
@@ -315,10 +365,19 @@ def describe(estimate: Estimate, verdict: Verdict) -> str:
     return f"{text} over {pairs}"
 
 
+def failing_estimate(estimate: Estimate) -> Estimate:
+    """The estimate a regression (or an improvement) is judged on: without its outlying
+    pairs (``WILD_FAIL_Z``) where it had any, else every pair."""
+    return estimate.without_outliers or estimate
+
+
 def shown_estimate(estimate: Estimate, verdict: Verdict) -> Estimate:
-    """The estimate a verdict was reached on: a pass's without its wild pairs."""
+    """The estimate a verdict was reached on: a pass's without its wild pairs, a failure's
+    as :func:`failing_estimate` chose."""
     if verdict == "pass" and estimate.without_wild is not None:
         return estimate.without_wild
+    if verdict in ("regressed", "improved"):
+        return failing_estimate(estimate)
     return estimate
 
 
