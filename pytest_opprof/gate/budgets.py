@@ -96,6 +96,31 @@ class BudgetRow:
             "note": self.note,
         }
 
+    @classmethod
+    def from_json(cls, data: object) -> BudgetRow:
+        """A row read back from a JSON report (:meth:`to_json`); ValueError naming what is
+        wrong where ``data`` is not one."""
+        if not isinstance(data, Mapping):
+            raise ValueError("not a budget row: not an object")
+        status = data.get("status")
+        if status not in ("within", "over", "not judged"):
+            raise ValueError(f"not a budget row: status {status!r}")
+        try:
+            now = data["now"]
+            ops = tuple((str(o["op"]), float(o["value"])) for o in data.get("ops") or ())
+            return cls(
+                budget=str(data["budget"]),
+                metric=str(data["metric"]),
+                unit=str(data["unit"]),
+                limit=int(data["limit"]),
+                now=None if now is None else float(now),
+                status=status,
+                ops=ops,
+                note=str(data.get("note") or ""),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a budget row: {exc!r}") from None
+
 
 def judge_budgets(
     summary: TestSummary, budgets: Budgets, tol: Tolerances, *, force_time: bool = False

@@ -126,6 +126,12 @@ class TimeLimit:
         return self.figure(self.now) > self.limit_ns
 
 
+CREPT = "crept"
+"""The label of a test that only its creep against the history failed (``Verdict.label``)."""
+OVER_BUDGET = "over budget"
+"""The label of a test that only its absolute budgets failed (``Verdict.label``)."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Outcome of one test's comparison; ``failed`` when something regressed."""
@@ -190,10 +196,22 @@ class Verdict:
     def crept_only(self) -> bool:
         """Whether only its creep against the history failed it (no figure regressed
         against a baseline, no budget went over): its text says CREPT, not REGRESSED."""
-        if not self.crept or self.over_budget:
-            return False
+        return bool(self.crept) and not self.over_budget and not self._rows_regressed()
+
+    @property
+    def label(self) -> str:
+        """The status people read: :data:`OVER_BUDGET` or :data:`CREPT` where that alone
+        failed the test (its ``status`` is ``regressed``), else ``status``."""
+        if self.crept_only:
+            return CREPT
+        if self.over_budget and not self.crept and not self._rows_regressed():
+            return OVER_BUDGET
+        return self.status
+
+    def _rows_regressed(self) -> bool:
+        """Whether a figure or an op regressed against the baseline (or the A/B base)."""
         statuses = [m.status for m in self.metrics] + [r.status for r in self.reasons]
-        return "regressed" not in statuses
+        return "regressed" in statuses
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -10,15 +10,6 @@ from __future__ import annotations
 from pytest_opprof.gate.verdict import Verdict
 from pytest_opprof.render.markdown_text import md_text
 
-CREPT_LABEL = "crept"
-"""A test's status where only its creep against the history failed it."""
-
-
-def status_label(verdict: Verdict) -> str:
-    """The status a report shows: ``crept`` where only the creep failed the test (its
-    JSON status is ``regressed``), else the verdict's."""
-    return CREPT_LABEL if verdict.crept_only else verdict.status
-
 
 def markdown_creep_lines(verdict: Verdict) -> list[str]:
     """The Markdown details' creep lines (quoted, as its notes are)."""

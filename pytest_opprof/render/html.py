@@ -9,8 +9,9 @@ views from the embedded data.  With a history page beside it (``--opprof-history
 ``history/html.py``), every test links to its place there (:class:`HistoryLinks`).
 
 The embedded data is a digest, sized for suites of tens of thousands of tests:
-every test has a table row and its top ops (op names stored once, by index); the
-full figures (metric rows, op reasons, op table, flame tree) go with the tests that
+every test has a table row, its top ops (op names stored once, by index) and the
+budgets it went over; the full figures (metric rows, op reasons, op table, flame tree,
+every budget judged) go with the tests that
 need attention (not ``pass``, marked, or whose time was not judged) and with the
 slowest of the rest, up to :data:`DETAIL_LIMIT` tests in all.
 """
@@ -27,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_opprof.errors import OpprofError
+from pytest_opprof.gate.budgets import BudgetRow
 from pytest_opprof.gate.compact import median_ns
 from pytest_opprof.gate.files import write_file
 from pytest_opprof.gate.results import STATUSES
 from pytest_opprof.gate.unjudged import TimeUnjudged, UnjudgedTally
-from pytest_opprof.render.creep_lines import CREPT_LABEL
+from pytest_opprof.gate.verdict import CREPT, OVER_BUDGET
+from pytest_opprof.render.budget_lines import budget_sentence
 
 DETAIL_LIMIT = 2000
 """Tests whose full figures are embedded (all tests needing attention come first)."""
@@ -106,13 +109,32 @@ def _metric(verdict: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return {}
 
 
-def _failed_otherwise(verdict: Mapping[str, Any]) -> bool:
-    """Whether a verdict failed by more than its creep against the history: a figure that
-    regressed against its baseline, or a budget gone over (``Verdict.crept_only``)."""
+def _label(verdict: Mapping[str, Any], budgets: list[list[str]]) -> str | None:
+    """``crept`` or ``over budget`` where that alone failed the test (``Verdict.label``,
+    from the JSON form), else None: the status says it."""
     rows = [*(verdict.get("metrics") or ()), *(verdict.get("reasons") or ())]
-    return any(_mapping(r).get("status") == "regressed" for r in rows) or any(
-        _mapping(b).get("status") == "over" for b in verdict.get("budgets") or ()
-    )
+    if any(_mapping(r).get("status") == "regressed" for r in rows):
+        return None
+    crept = bool(verdict.get("crept"))
+    over = any(status == "over" for status, _ in budgets)
+    if crept and not over:
+        return CREPT
+    if over and not crept:
+        return OVER_BUDGET
+    return None
+
+
+def _budgets(verdict: Mapping[str, Any]) -> list[list[str]]:
+    """``[status, sentence]`` per budget judged (``budget_lines.budget_sentence``: the
+    terminal's wording, naming the ops that used it); a row that is not one is left out."""
+    out = []
+    for data in verdict.get("budgets") or ():
+        try:
+            row = BudgetRow.from_json(data)
+        except ValueError:
+            continue
+        out.append([row.status, budget_sentence(row)])
+    return out
 
 
 def _attention(row: Mapping[str, Any]) -> bool:
@@ -156,8 +178,12 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
         crept = [str(c["text"]) for c in verdict.get("crept") or () if _mapping(c).get("text")]
         if crept:  # the history gate's sentences (gate/creep.py), each naming its steps
             row["cr"] = crept
-            if not _failed_otherwise(verdict):
-                row["lb"] = CREPT_LABEL
+        budgets = _budgets(verdict)
+        if budgets:
+            row["bu"] = budgets
+        label = _label(verdict, budgets)
+        if label is not None:
+            row["lb"] = label
         if verdict.get("time_not_judged"):
             row["tn"] = verdict["time_not_judged"]
         elif wall.get("status") == "not judged":  # too few rounds, another machine
@@ -176,6 +202,13 @@ def page_data(report: Mapping[str, Any]) -> dict[str, Any]:
         test = full[row["id"]]
         if id(row) not in detailed:
             row["ops"] = row["ops"][:ROW_OPS]
+            # A budget within its limit is said where the test's figures are embedded;
+            # one over it fails the test, which is said everywhere.
+            over = [b for b in row.get("bu", ()) if b[0] == "over"]
+            if over:
+                row["bu"] = over
+            else:
+                row.pop("bu", None)
             continue
         verdict = _mapping(test.get("verdict"))
         row["d"] = {

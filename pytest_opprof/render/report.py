@@ -28,7 +28,7 @@ from pytest_opprof.render.budget_lines import (
     is_budget_failure_only,
     markdown_budget_lines,
 )
-from pytest_opprof.render.creep_lines import markdown_creep_lines, status_label
+from pytest_opprof.render.creep_lines import markdown_creep_lines
 from pytest_opprof.render.markdown_text import html_text, md_code, md_text, utf16_units
 from pytest_opprof.render.units import format_memory, format_time
 
@@ -352,7 +352,7 @@ def _markdown_row(r: TestResult) -> str:
     s = r.summary
     cells = [
         md_code(r.nodeid, in_table=True),
-        f"{_ICONS[r.verdict.status]} {status_label(r.verdict)}",
+        f"{_ICONS[r.verdict.status]} {r.verdict.label}",
     ]
     peak = s.memory.peak_bytes if s.memory else None
     for name, unit, now in (
@@ -366,20 +366,22 @@ def _markdown_row(r: TestResult) -> str:
 
 
 def _markdown_details(r: TestResult, row_limit: int) -> list[str]:
-    status = status_label(r.verdict)
+    status = r.verdict.label
     out = ["", f"<details><summary>{html_text(r.nodeid)}: {status}</summary>", ""]
-    out += [
-        "| op | change | baseline | now | Δ | status |",
-        "| --- | --- | ---: | ---: | ---: | --- |",
-    ]
-    for reason in r.verdict.reasons[:row_limit]:
-        out.append(
-            f"| {md_code(reason.op, in_table=True)} | {reason.kind} | "
-            f"{format_value(reason.baseline, reason.unit)} | "
-            f"{format_value(reason.now, reason.unit)} | {format_change(reason.change)} | "
-            f"{reason.status} |"
-        )
-    out += ["", f"> wall time judged: {md_text(time_basis(r.verdict))}"]
+    if r.verdict.reasons:  # none where only a budget or the history failed it
+        out += [
+            "| op | change | baseline | now | Δ | status |",
+            "| --- | --- | ---: | ---: | ---: | --- |",
+        ]
+        for reason in r.verdict.reasons[:row_limit]:
+            out.append(
+                f"| {md_code(reason.op, in_table=True)} | {reason.kind} | "
+                f"{format_value(reason.baseline, reason.unit)} | "
+                f"{format_value(reason.now, reason.unit)} | {format_change(reason.change)} | "
+                f"{reason.status} |"
+            )
+        out.append("")
+    out += [f"> wall time judged: {md_text(time_basis(r.verdict))}"]
     raw = r.summary.wall_time.median_ns
     if judged_wall_ns(r) != raw:
         out.append(

@@ -76,8 +76,8 @@
     a.addEventListener("click", function (e) { e.stopPropagation(); }); // not the row's panel
     return a;
   }
-  // A test that only its creep against the history failed reads "crept" (its status is
-  // "regressed": it filters and sorts with the regressions).
+  // A test that only its creep against the history, or only its budgets, failed reads
+  // "crept" or "over budget" (its status is "regressed": it filters and sorts with them).
   function label(row) { return row.lb || row.st; }
   function tableRow(row) {
     var tr = el("tr", "row st-" + row.st);
@@ -213,6 +213,11 @@
     if (row.tn) box.appendChild(el("p", "contention", "time not judged: " + row.tn));
     (row.cr || []).forEach(function (text) {
       box.appendChild(el("p", "crept", "crept beyond tolerance against its history: " + text));
+    });
+    // Each absolute budget: [status, the terminal's sentence, naming the ops that used it].
+    (row.bu || []).forEach(function (b) {
+      var over = b[0] === "over";
+      box.appendChild(el("p", "budget " + (over ? "over" : "note"), (over ? "over budget: " : "budget: ") + b[1]));
     });
     if (d) {
       box.appendChild(el("p", "note", (d.rounds ? plural(d.rounds, "round") : "? rounds") +
