@@ -78,6 +78,11 @@ def test_the_terminal_and_json_name_the_op_that_used_each_budget(run: Run) -> No
     """What every other report is held to: the terminal's and the JSON's account."""
     assert f"opprof OVER BUDGET: {BIG}" in run.stdout
     assert f"opprof OVER BUDGET: {LEAKS}" in run.stdout
+    # Counted under what failed them, not under the comparison's "regressed".
+    lines = run.stdout.splitlines()
+    assert "opprof: 3 profiled test(s) (2 over budget, 1 new)" in lines
+    assert "opprof baselines (baselines): 2 over budget, 1 new" in lines
+    assert f"OVER BUDGET {BIG} (failed; its budgets are in its failure)" in lines
     big, leak, within = run.budget(BIG), run.budget(LEAKS), run.budget(WITHIN)
     assert (big["status"], big["ops"][0]["op"]) == ("over", "numpy.zeros")
     assert (leak["status"], leak["ops"][0]["op"]) == ("over", "numpy.arange")

@@ -198,6 +198,29 @@ def test_update_baselines_beside_a_history_accepts_a_replaced_baseline(
     after.stdout.fnmatch_lines(["opprof: history: judged against 4 run(s) *: 0 test(s) crept *"])
 
 
+def test_a_test_only_its_creep_failed_is_counted_as_crept_not_under_its_baselines_status(
+    project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
+) -> None:
+    """Baselines updated at every commit pool each step under tolerance: the comparison
+    passes, the history fails the test; the baselines' counts said ``2 pass``."""
+    pytester, history = project
+    for day, n in enumerate((32, 32, 33)):
+        _at_commit(pytester, n, day)
+        update = run_pytest(*_args(history, "-p", "no:xdist", "--opprof-update-baselines"))
+        update.assert_outcomes(passed=2)
+    _at_commit(pytester, 34, 3)
+    result = run_pytest(*_args(history, "-p", "no:xdist"))
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"opprof CREPT: {MATMUL}: *",
+            "opprof: 2 profiled test(s) (1 crept, 1 pass)",
+            "opprof baselines (baselines): 1 crept, 1 pass",
+        ]
+    )
+    assert "REGRESSED" not in result.stdout.str()
+
+
 # -- times, on histories of known steps ----------------------------------------------------
 
 

@@ -144,6 +144,14 @@ class Judged(NamedTuple):
     varying: bool
     unjudged: TimeUnjudged | None = None
     """Why its time was not judged at all (``Verdict.time_unjudged``)."""
+    label: str | None = None
+    """What failed it where not the comparison (``Verdict.label`` with the creep:
+    ``crept``, ``over budget``); None where :attr:`status` says it."""
+
+    @property
+    def shown(self) -> str:
+        """The status the terminal counts it under: :attr:`label`, else :attr:`status`."""
+        return self.label or self.status
 
 
 class BaselineSession:
@@ -418,15 +426,17 @@ class BaselineSession:
             self._shown[path] = shown
         if self.options.update:  # only staging reads it: the comparison with the baseline
             self._verdicts[nodeid] = (verdict, tolerances)
+        status = verdict.status
+        verdict = verdict.with_crept(self._crept(nodeid, summary, verdict, tolerances))
         judged = Judged(
             nodeid,
-            verdict.status,
+            status,
             verdict.time_not_judged is not None,
             bool(verdict.work_time),
             bool(verdict.varying),
             verdict.time_unjudged,
+            verdict.label if verdict.label != status else None,
         )
-        verdict = verdict.with_crept(self._crept(nodeid, summary, verdict, tolerances))
         result = TestResult(nodeid, summary, verdict, baseline_file=shown)
         if self.options.keep_results:
             self.results.append(result)

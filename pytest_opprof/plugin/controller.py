@@ -172,10 +172,7 @@ class Controller:
         test missing here was not judged."""
         statuses = dict.fromkeys(self.gate.errors, "error")
         for j in self.gate.judged:
-            statuses[j.nodeid] = "time not judged" if j.busy and j.status == "pass" else j.status
-        for nodeid in self.gate.crept:
-            if statuses.get(nodeid) != "regressed":
-                statuses[nodeid] = "crept"
+            statuses[j.nodeid] = "time not judged" if j.busy and j.shown == "pass" else j.shown
         return statuses
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -386,6 +383,7 @@ def _row(r: SummaryLine, share: float, flag: str, status: str) -> tuple[str, ...
 
 _STATUS_ORDER = (
     "regressed",
+    "over budget",
     "crept",
     "improved",
     "new",

@@ -20,7 +20,14 @@ from pytest_opprof.gate.results import STATUSES, TestResult
 from pytest_opprof.gate.session import BaselineSession, Judgement
 from pytest_opprof.gate.tolerance import DEFAULT_ROW_LIMIT, format_tolerance
 from pytest_opprof.gate.unjudged import UnjudgedTally
-from pytest_opprof.gate.verdict import UPDATE_HINT, MetricRow, OpReason, Verdict
+from pytest_opprof.gate.verdict import (
+    CREPT,
+    OVER_BUDGET,
+    UPDATE_HINT,
+    MetricRow,
+    OpReason,
+    Verdict,
+)
 from pytest_opprof.gate.waiting import WORK_NOTE_MARK
 from pytest_opprof.render.budget_lines import (
     OVER_LABEL,
@@ -102,6 +109,10 @@ def render_text(result: TestResult, *, row_limit: int = DEFAULT_ROW_LIMIT) -> st
 def _rounds(n: int) -> str:
     return f"{n} round" if n == 1 else f"{n} rounds"
 
+
+SHOWN_STATUSES = ("regressed", OVER_BUDGET, CREPT, "improved", "new", "pass")
+"""The terminal's counts, in order: the verdicts' statuses, with what alone failed a test
+in place of ``regressed`` or of its comparison's status (``Verdict.label``)."""
 
 MEMORY_ROW = "[memory]"
 MEMORY_ROW_MEANING = (
@@ -445,7 +456,9 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
     """The terminal summary of a session's comparison: counts, then each notable test."""
     # From the statuses kept in memory: a result is read back from the spool (which
     # decodes its figures) only where its lines need more than its status.
-    counts = dict.fromkeys(STATUSES, 0)
+    # Under what failed each test: a test only its budgets or its creep against the history
+    # failed is counted so, not under its comparison's status.
+    counts = dict.fromkeys(SHOWN_STATUSES, 0)
     regressed: list[list[str]] = []  # per regressed test, its lines
     busy: list[tuple[str, Verdict]] = []  # the first one's (node id, verdict)
     worked: list[tuple[str, Verdict]] = []
@@ -456,13 +469,17 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
     n_busy = n_worked = 0
     unjudged = UnjudgedTally()
     for i, j in enumerate(session.judged):
-        counts[j.status] += 1
+        counts[j.shown] = counts.get(j.shown, 0) + 1
         if j.status != "new":
             unjudged.add(j.unjudged)
         if j.status == "regressed":
             r = session.result_of(i)
             if not session.fails(r):  # not failed: this is the only place it shows
                 regressed.append(["", render_text(r, row_limit=row_limit)])
+            elif j.shown == OVER_BUDGET:
+                regressed.append(
+                    [f"{OVER_LABEL} {j.nodeid} (failed; its budgets are in its failure)"]
+                )
             else:
                 regressed.append([f"REGRESSED {j.nodeid} (failed; the diff is in its failure)"])
         elif j.status == "improved":
