@@ -199,6 +199,37 @@ def test_the_command_names_the_commit_where_flops_stepped(
     assert "0 change point(s)" in capsys.readouterr().out
 
 
+def test_a_step_the_history_cannot_place_says_at_which_commits_it_may_be(
+    pytester: pytest.Pytester, run_pytest: PytestRunner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The commit that grew the matmul ran only ``test_add``: the FLOPs stepped there or at
+    the next commit, whose run is the first that shows it, and the report says both."""
+    _suite(pytester, n=32)
+    _git(pytester.path, "init", "-q", "-b", "main")
+    history = pytester.path.parent / f"{pytester.path.name}-history"
+    shas = []
+    for i, (n, only) in enumerate(((32, ""), (32, ""), (48, "test_add"), (48, ""))):
+        (pytester.path / "knob.json").write_text(json.dumps({"n": n}))
+        shas.append(_commit(pytester.path, f"n={n}", day=i))
+        run = run_pytest(*_args(history, "-p", "no:xdist", *(["-k", only] if only else [])))
+        run.assert_outcomes(passed=1 if only else 2)
+    capsys.readouterr()  # the runs' own output
+    assert main(["history", str(history)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "test_matmul: flops" in x)
+    flops = f"{(48**3 / 32**3 - 1):+.0%}"
+    assert line.strip().startswith(
+        f"test_suite.py::test_matmul: flops {flops} (65,536 -> 221,184) at {shas[2][:7]} or "
+        "the next commit (2026-11-03), "
+    ), out
+    assert main(["history", str(history), "--json", "-k", "matmul"]) == 0
+    changes = json.loads(capsys.readouterr().out)["changes"]
+    assert changes and all(c["at"] == f"{shas[2][:7]} or the next commit" for c in changes)
+    assert all([b["sha"] for b in c["between"]] == shas[2:4] for c in changes)
+    # Where the detector placed it: the first run that shows it.
+    assert {c["commit"]["sha"] for c in changes} == {shas[3]}
+
+
 def test_a_bad_since_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["history", str(tmp_path), "--since", "deadbeef"]) == 2
     assert capsys.readouterr().err.startswith("error: --since deadbeef: no run")

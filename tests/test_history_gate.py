@@ -16,6 +16,7 @@ from history_helpers import SUITE
 from history_helpers import git as _git
 from run_helpers import PytestRunner
 
+from pytest_opprof.__main__ import main
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.tolerance import Tolerances
 from pytest_opprof.history.gate import HistoryGate
@@ -256,6 +257,32 @@ def _history(
         meta = {"run_at": when, "commit": commit, "machine": machine, "replaced": []}
         write_run(directory, writer.encode(meta), f"run-{day:03d}.npz")
     return shas, rng
+
+
+def test_a_time_step_between_two_runs_says_it_may_be_at_either_commit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run midway between the levels before and after a +8% step: the split before it
+    and the split after it are as likely, so the step is at its commit or the next; a
+    clean step says one commit."""
+    midway = tmp_path / "midway"
+    levels = [2000.0] * 14 + [2080.0] + [2160.0] * 14
+    shas, _ = _history(midway, levels, seed=2, fingerprint="f" * 16)
+    clean = tmp_path / "clean"
+    clean_shas, _ = _history(clean, [2000.0] * 14 + [2160.0] * 15, seed=2, fingerprint="f" * 16)
+    capsys.readouterr()
+    assert main(["history", str(midway), "--json"]) == 0
+    (wall,) = (c for c in json.loads(capsys.readouterr().out)["changes"] if c["figure"] == "wall")
+    assert wall["at"] == f"{shas[14][:7]} or the next commit"
+    assert [b["sha"] for b in wall["between"]] == shas[14:16]
+    assert wall["commit"]["sha"] in shas[14:16]
+    assert main(["history", str(midway)]) == 0
+    out = capsys.readouterr().out
+    assert "t.py::test_fit: wall +8% [" in out
+    assert f"] at {shas[14][:7]} or the next commit (2026-09-15)" in out
+    assert main(["history", str(clean), "--json"]) == 0
+    (wall,) = (c for c in json.loads(capsys.readouterr().out)["changes"] if c["figure"] == "wall")
+    assert (wall["at"], wall["between"]) == (clean_shas[14][:7], None)
 
 
 def _judge(directory: Path, now: TestSummary, fingerprint: str) -> list[str]:

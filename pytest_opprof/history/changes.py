@@ -20,6 +20,13 @@ each side is then searched again.  Why this one:
   (unstandardised) is so conservative away from the middle that a clean step a
   quarter of the way through 44 runs was not significant at 1e-4.
 
+Where the data cannot tell the step's run from the one before or after it, the step says
+so (``Step.first``, ``Step.last``): the split one run off is at least 1/:data:`TIE_RATIO` as
+likely as the detector's (the Gaussian likelihood ratio of the two least-squares splits
+of the clipped log times between the neighbouring change points, with the noise of the
+detector's split), or the series has no value in the runs between its last run at the
+old level and its first at the new one.  Where the step lies is not changed by it.
+
 A rank test needs runs: even a clean step is seen only with enough runs on each side
 at the default ``alpha``: 12 before and 12 after, 10 and 34, or 8 and 200.  A step is
 reported only when its size is at least ``min_change`` (a certain 0.3% on 1,000 runs is no news),
@@ -51,6 +58,9 @@ MIN_SIZE = 3
 """The fewest runs on either side of a change point."""
 MIN_CHANGE = 0.03
 """The smallest relative step in a time that is reported."""
+TIE_RATIO = 20.0
+"""A split one run earlier or later at least 1/20 as likely as the detector's own (about
+5% of the two's posterior, with even odds before) is one it cannot tell from its own."""
 _Z95 = 1.959963984540054
 
 
@@ -137,6 +147,10 @@ class Step:
     low: float | None = None
     high: float | None = None
     """The 95% interval of ``change`` (times only)."""
+    first: int | None = None
+    last: int | None = None
+    """Where the detector cannot tell ``at`` from the runs around it (module docstring):
+    the first and last run the new level may have begun at; None: at ``at``."""
 
 
 def hodges_lehmann(a: Floats, b: Floats) -> tuple[float, float, float]:
@@ -173,8 +187,37 @@ def time_steps(
             continue
         before = float(np.median(measured[bounds[i - 1] : bounds[i]]))
         after = float(np.median(measured[bounds[i] : bounds[i + 1]]))
-        steps.append(Step(bounds[i], before, after, change, math.expm1(lo), math.expm1(hi)))
+        earlier, later = adjacent_ties(
+            logs[bounds[i - 1] : bounds[i + 1]], bounds[i] - bounds[i - 1]
+        )
+        at = bounds[i]
+        first, last = (at - earlier, at + later) if earlier or later else (None, None)
+        steps.append(Step(at, before, after, change, math.expm1(lo), math.expm1(hi), first, last))
     return steps
+
+
+def adjacent_ties(y: Floats, split: int) -> tuple[bool, bool]:
+    """Whether the split of ``y`` (log times, one change point's two segments) one run
+    before ``split``, and one run after it, is at least 1/:data:`TIE_RATIO` as likely as
+    ``split``: least squares on ``y`` clipped to its 5-95% range, as the detector places
+    its steps (:func:`_where`), with the noise of ``split``'s fit."""
+    n = len(y)
+    if n < 3:
+        return False, False
+    low, high = np.quantile(y, [0.05, 0.95])
+    y = np.clip(y, low, high)
+
+    def sse(k: int) -> float:
+        return float(((y[:k] - y[:k].mean()) ** 2).sum() + ((y[k:] - y[k:].mean()) ** 2).sum())
+
+    own = sse(split)
+    noise = own / (n - 2)
+    if noise <= 0:
+        return False, False
+    limit = 2 * noise * math.log(TIE_RATIO)
+    earlier = split - 1 >= 1 and sse(split - 1) - own < limit
+    later = split + 1 <= n - 1 and sse(split + 1) - own < limit
+    return earlier, later
 
 
 def find_time_changes(

@@ -92,9 +92,10 @@ def page_data(
         for c in group:
             family = FAMILY.get(c.figure, "count")
             unit = FAMILIES[family].unit
-            sha, date = _commit(c.run)
+            sha, date = _commit(c.between[0] if c.between else c.run)
             rows.append(
                 {
+                    **({"a": c.at} if c.between else {}),  # "3f2c1ab or the next commit"
                     "t": c.test,
                     "f": c.figure,
                     "o": c.op,

@@ -5,6 +5,9 @@ stepped, else the largest step), then the ops that stepped at the same run::
 
     test_fit: wall +18% [+14%, +22%] at 3f2c1ab (2026-11-20), numpy.linalg.svd +41%
 
+Where the history cannot tell the commit from the next (``changes.py``), the line says
+``at 3f2c1ab or the next commit``, dated by the first.
+
 Lines are worst first: the largest slowdown or growth first, improvements last.
 """
 
@@ -16,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_opprof.history.series import SELF, WALL, ChangePoint, Found
+from pytest_opprof.history.series import SELF, WALL, ChangePoint, Found, run_date
 from pytest_opprof.history.store import RunHead
 
 
@@ -69,9 +72,9 @@ def grouped(changes: Sequence[ChangePoint]) -> list[list[ChangePoint]]:
 def line(group: Sequence[ChangePoint]) -> str:
     """One group as one line (see the module docstring)."""
     head = group[0]
-    at = head.sha[:7] if head.sha else "no commit"
+    date = run_date(head.between[0]) if head.between else head.date
     rest = "".join(f", {_text(c, False)}" for c in group[1:])
-    return f"{head.test}: {_text(head, True)} at {at} ({head.date}){rest}"
+    return f"{head.test}: {_text(head, True)} at {head.at} ({date}){rest}"
 
 
 def select(

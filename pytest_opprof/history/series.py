@@ -59,6 +59,9 @@ class ChangePoint:
     """The first run at the new level."""
     runs: int
     """How many runs of this machine the series was judged on."""
+    between: tuple[RunHead, ...] = ()
+    """Where the history cannot tell the commit (``Step.first``, ``Step.last``): the first
+    run of each commit it may be at, in order; none where it is at :attr:`run`'s."""
 
     @property
     def exact(self) -> bool:
@@ -71,8 +74,19 @@ class ChangePoint:
 
     @property
     def date(self) -> str:
-        commit = self.run.commit
-        return str((commit or {}).get("time") or self.run.meta["run_at"])[:10]
+        return run_date(self.run)
+
+    @property
+    def at(self) -> str:
+        """``3f2c1ab``, or ``3f2c1ab or the next commit`` where the history cannot tell the
+        two apart (``or one of the next 3 commits``, and so on)."""
+        first = self.between[0] if self.between else self.run
+        commit = first.commit
+        sha = str(commit["sha"])[:7] if commit else "no commit"
+        more = len(self.between) - 1
+        if more == 1:
+            return f"{sha} or the next commit"
+        return f"{sha} or one of the next {more} commits" if more > 1 else sha
 
     def to_json(self) -> dict[str, object]:
         s = self.step
@@ -87,10 +101,18 @@ class ChangePoint:
             "before": s.before,
             "after": s.after,
             "commit": dict(self.run.commit) if self.run.commit else None,
+            "at": self.at,
+            "between": [dict(h.commit) if h.commit else None for h in self.between] or None,
             "run_at": self.run.meta["run_at"],
             "run_file": str(self.run.path),
             "runs": self.runs,
         }
+
+
+def run_date(head: RunHead) -> str:
+    """``2026-11-20``: the day of the run's commit, else of the run."""
+    commit = head.commit
+    return str((commit or {}).get("time") or head.meta["run_at"])[:10]
 
 
 @dataclass
@@ -172,8 +194,11 @@ class Exact:
     def __init__(self, columns: int) -> None:
         self.value = np.zeros((0, columns), dtype=np.int64)
         self.seen = np.zeros((0, columns), dtype=np.int64)  # how many runs had it
-        self.steps: list[tuple[int, int, int, int, int]] = []  # row, column, run, before, after
+        self.last = np.zeros((0, columns), dtype=np.int64)  # the last run that had it
+        self.steps: list[tuple[int, int, int, int, int, int]] = []
+        """(row, column, run, before, after, the last run at ``before``)."""
         self._last: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any] | None = None
+        self._run = 0  # the run of the last call
 
     def add(
         self, rows: npt.NDArray[np.int64], values: npt.NDArray[np.int64], usable: Any, run: int
@@ -186,18 +211,26 @@ class Exact:
             and np.array_equal(last[1], values)
             and np.array_equal(last[2], usable)
         ):
+            self._run = run
             return  # as the last run had them (most runs): nothing moved, nothing to store
         top = int(rows.max()) + 1 if len(rows) else 0
         self.value = _grown(self.value, top, 0)
         self.seen = _grown(self.seen, top, 0)
+        self.last = _grown(self.last, top, 0)
+        if last is not None:  # the runs since the last change had what it had
+            for c in range(values.shape[1]):
+                self.last[last[0][last[2][:, c]], c] = self._run
+        self._run = run
         for c in range(values.shape[1]):
             ok = usable[:, c]
             r, v = rows[ok], values[ok, c]
             moved = np.flatnonzero((self.seen[r, c] > 0) & (self.value[r, c] != v))
             for j in moved:
-                self.steps.append((int(r[j]), c, run, int(self.value[r[j], c]), int(v[j])))
+                before = int(self.value[r[j], c])
+                self.steps.append((int(r[j]), c, run, before, int(v[j]), int(self.last[r[j], c])))
             self.value[r, c] = v
             self.seen[r, c] += 1
+            self.last[r, c] = run
 
 
 class MachineSeries:
@@ -269,19 +302,39 @@ class MachineSeries:
             self._add(self.tests.names[test], self.ops.names[op], SELF, steps, len(cols))
         if self.cpu is not None:
             self.self_time_referenced = _rows_of(self_steps.referenced, cols, len(self.heads))
-        for row, c, r, before, after in self.test_exact.steps:
-            step = _exact_step(r, before, after)
+        for row, c, r, before, after, seen in self.test_exact.steps:
+            step = _exact_step(r, before, after, seen)
             self._add(self.tests.names[row], None, TEST_EXACT[c], [step], len(cols))
-        for row, c, r, before, after in self.op_exact.steps:
+        for row, c, r, before, after, seen in self.op_exact.steps:
             test, op = self.series[row]
-            step = _exact_step(r, before, after)
+            step = _exact_step(r, before, after, seen)
             self._add(self.tests.names[test], self.ops.names[op], OP_EXACT[c], [step], len(cols))
 
     def _add(self, test: str, op: str | None, figure: str, steps: list[Step], runs: int) -> None:
         for s in steps:
             self.found.changes.append(
-                ChangePoint(self.fingerprint, test, op, figure, s, self.heads[s.at], runs)
+                ChangePoint(
+                    self.fingerprint,
+                    test,
+                    op,
+                    figure,
+                    s,
+                    self.heads[s.at],
+                    runs,
+                    self._between(s),
+                )
             )
+
+    def _between(self, s: Step) -> tuple[RunHead, ...]:
+        """The first run of each commit the step may be at (``Step.first`` to ``last``), in
+        order, where there are two or more; none where it is at its own."""
+        if s.first is None or s.last is None:
+            return ()
+        heads: dict[str, RunHead] = {}
+        for head in self.heads[s.first : s.last + 1]:
+            commit = head.commit
+            heads.setdefault(str(commit["sha"]) if commit else str(head.path), head)
+        return tuple(heads.values()) if len(heads) > 1 else ()
 
     def _pour(self, r: int, head: RunHead) -> None:
         names = DETECTION_ARRAYS if self.cpu is None else (*DETECTION_ARRAYS, "cpu_ns")
@@ -370,13 +423,19 @@ class TimeSteps:
                     d.min_change,
                     as_measured[row].astype(np.float64),
                 )
-                yield (
-                    int(rows[row]),
-                    [
-                        Step(int(cols[where[s.at]]), s.before, s.after, s.change, s.low, s.high)
-                        for s in steps
-                    ],
-                )
+                yield int(rows[row]), [_in_runs(s, cols[where]) for s in steps]
+
+
+def _in_runs(s: Step, runs: npt.NDArray[np.int64]) -> Step:
+    """``s``, found in a series that has values in ``runs`` (the machine's runs), with its
+    run and its window as the machine's runs: its window reaches back to the run after
+    the last with a value at the old level (the runs between had none)."""
+    first = s.at if s.first is None else s.first
+    last = s.at if s.last is None else s.last
+    lo, hi = int(runs[first - 1]) + 1, int(runs[last])
+    at = int(runs[s.at])
+    window = (lo, hi) if lo < hi else (None, None)
+    return Step(at, s.before, s.after, s.change, s.low, s.high, *window)
 
 
 def _rows_of(
@@ -388,6 +447,10 @@ def _rows_of(
     return out
 
 
-def _exact_step(run: int, before: int, after: int) -> Step:
+def _exact_step(run: int, before: int, after: int, seen: int) -> Step:
+    """A deterministic figure's step at ``run``, last at ``before`` in run ``seen``: the runs
+    between had no value of it (not run, not loaded, varied), so it stepped at one of them
+    or at ``run``."""
     change = after / before - 1 if before else math.inf
-    return Step(run, float(before), float(after), change)
+    first, last = (seen + 1, run) if seen + 1 < run else (None, None)
+    return Step(run, float(before), float(after), change, first=first, last=last)

@@ -217,7 +217,8 @@
     var up = row.c === null || row.c > 0;
     tr.appendChild(el("td", "num " + (up ? "up" : "down"), row.ct));
     tr.appendChild(el("td", "num opt", row.v));
-    var commit = el("td", "mono", row.s ? row.s.slice(0, 7) : "no commit");
+    // Where the history cannot tell two commits apart: "3f2c1ab or the next commit".
+    var commit = el("td", "mono", row.a || (row.s ? row.s.slice(0, 7) : "no commit"));
     commit.title = row.s + (DATA.machines.length > 1 ? " on machine " + row.m : "");
     tr.appendChild(commit);
     tr.appendChild(el("td", "opt date", row.d));
