@@ -155,6 +155,60 @@ def test_a_new_leaking_op_is_named_against_a_trimmed_baseline_not_other_ops(
     )
 
 
+RENAMED_LEAK_TESTS = """
+import os
+import numpy as np
+
+HELD = []
+
+def test_cache():
+    data = np.random.default_rng(0).random(200_000)
+    np.sort(data)
+    small = data[:16]
+    assert np.isfinite(small).all() and small.max() <= 1.0 and small.min() >= 0.0
+    np.abs(small)
+    if os.environ.get("LEAK"):
+        HELD.append(np.arange(100_000.0))  # 800 kB kept by the module, in place of the mean
+    else:
+        np.mean(small)
+"""
+
+
+def test_a_leaking_op_in_place_of_one_a_trimmed_baseline_folded_is_named_not_other_ops(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
+) -> None:
+    """The baseline folded ``numpy.mean`` with the other small ops; now ``numpy.arange``
+    runs in its place and leaks.  As many ops are folded as the baseline folded, so none is
+    provably new (``trim.new_ops``), and the growth was blamed on ``[other ops]``: the op
+    alone holds it, whatever the baseline's ``[other ops]`` held, so it is named."""
+    pytester.makepyfile(test_leak=RENAMED_LEAK_TESTS)
+    run_pytest("--opprof-update-baselines").assert_outcomes(passed=1)
+    stored = json.loads((pytester.path / "baselines" / "test_leak.json").read_text())
+    assert "numpy.mean" not in stored["tests"]["test_cache"]["ops"]
+    monkeypatch.setenv("LEAK", "1")
+    result = run_pytest("--opprof", "--opprof-max-leaked=0 B", "--opprof-report=rep.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "+ leaked memory     781.25 KB       new  (tolerance 10%)  REGRESSED",
+            "@@ ops, by impact @@",
+            "- numpy.arange  more memory (folded in the baseline: at most its [[]other ops[]]): *",
+            "+ numpy.arange  more memory (folded in the baseline: at most its [[]other ops[]]): "
+            "781.25 KB*REGRESSED",
+            "*used by numpy.arange 781.25 KB",
+        ]
+    )
+    assert "[other ops]  more memory" not in result.stdout.str()
+    reasons = json.loads((pytester.path / "rep.json").read_text())["tests"][
+        "test_leak.py::test_cache"
+    ]["verdict"]["reasons"]
+    (grew,) = (r for r in reasons if r["kind"] == "more memory")
+    assert (grew["op"], grew["now"], grew["status"]) == ("numpy.arange", 800_000, "regressed")
+    assert (
+        grew["baseline"] == stored["tests"]["test_cache"]["ops"]["[other ops]"]["self_memory_bytes"]
+    )
+
+
 FLOPS_TESTS = """
 import pytest
 import numpy as np

@@ -10,6 +10,7 @@ chose them.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -343,21 +344,55 @@ def _notes(ctx: ReasonContext, reasons: Sequence[OpReason], held: Sequence[str])
     return tuple(notes)
 
 
+FOLDED_OWN_SHARE = 0.9
+"""Where ``[other ops]`` holds other ops than the baseline's, a growth of it in bytes or
+FLOPs is named for one op when that op now holds at least this share of the growth more
+than the baseline's whole ``[other ops]``: whatever the baseline folded of it, the growth
+is that op's."""
+
+
 def name_folded(
-    reasons: Sequence[OpReason], summary: TestSummary, compared: Collection[str]
+    reasons: Sequence[OpReason],
+    summary: TestSummary,
+    compared: Collection[str],
+    other_ops_differ: bool = False,
 ) -> tuple[OpReason, ...]:
     """``reasons`` with each ``[other ops]`` growth in bytes or FLOPs noted with the op of
     ``summary`` (this run, before folding) that holds the most of it, among those the
     comparison folded (not in ``compared``, the op keys compared): a leak in an op the
-    baseline left out names that op, not only ``[other ops]``."""
+    baseline left out names that op, not only ``[other ops]``.
+
+    Where ``[other ops]`` holds other ops than the baseline's (``other_ops_differ``: an op
+    ran in place of one the baseline folded, so none is provably new, ``trim.new_ops``),
+    the two ``[other ops]`` compare unlike sets; an op that holds the growth by itself
+    (:data:`FOLDED_OWN_SHARE`) is then the reason, against the baseline's whole ``[other
+    ops]`` (what it can have held there at most)."""
     folded = _folded_values(reasons, summary, compared)
     if not folded:
         return tuple(reasons)
     out = []
     for r in reasons:
         top = folded.get(r.unit) if r.op == OTHER_OPS and r.kind.startswith("more") else None
-        out.append(dataclasses.replace(r, note=f"most in {top}") if top else r)
+        if top is None:
+            out.append(r)
+            continue
+        own = _own_growth(r, summary, top) if other_ops_differ else None
+        out.append(own or dataclasses.replace(r, note=f"most in {top}"))
     return tuple(out)
+
+
+def _own_growth(r: OpReason, summary: TestSummary, key: str) -> OpReason | None:
+    """``r`` (an ``[other ops]`` growth) as ``key``'s own, where ``key`` holds it by itself
+    (:func:`name_folded`); None where it does not."""
+    op = summary.ops[key]
+    own = float(op.self_memory_bytes if r.unit == "bytes" else op.flops)
+    if r.baseline is None or r.now is None or r.status != "regressed":
+        return None
+    if own - r.baseline < FOLDED_OWN_SHARE * (r.now - r.baseline):
+        return None
+    change = own / r.baseline - 1 if r.baseline > 0 else math.inf
+    note = f"folded in the baseline: at most its {OTHER_OPS}"
+    return dataclasses.replace(r, op=key, now=own, change=change, note=note)
 
 
 def _folded_values(

@@ -318,8 +318,11 @@ def compare_limits(
         basis = basis.unjudged(uniform_note)
     metrics = moved.rows if moved else uniform.rows if uniform else rows.rows
     # 3. The op reasons, which settle a time that library ops moved.
-    found = op_reasons(ReasonContext.of(basis, metrics, tol))
-    found = found._replace(reasons=name_folded(found.reasons, summary, basis.now.ops))
+    ctx = ReasonContext.of(basis, metrics, tol)
+    found = op_reasons(ctx)
+    found = found._replace(
+        reasons=name_folded(found.reasons, summary, basis.now.ops, ctx.other_ops_differ)
+    )
     basis, settled = _settle_library(basis, moved, found.reasons)
     limits = _time_limits(basis, tol)
     statuses = {m.status for m in metrics} | {r.status for r in found.reasons}
