@@ -53,13 +53,25 @@ class ABWorker(Worker):
 
     def pytest_sessionfinish(self) -> None:
         super().pytest_sessionfinish()
-        self.base.quit()  # the partners tear down while the reports are written
-        if self.head_partner is not None:
-            self.head_partner.quit()
+        self._quit_partners()  # a session that stopped early (-x, an interrupt)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, object, object]:
         item.stash[next_key] = nextitem.nodeid if nextitem is not None else None
+        try:
+            return (yield)
+        finally:
+            if nextitem is None:  # this process's last test: the partners end meanwhile
+                self._quit_partners()
+
+    def _quit_partners(self) -> None:
+        """Let the partners end (they exit once their fixtures are torn down) while this
+        process writes its reports; ``close`` waits for them."""
+        for side in (getattr(self, "base", None), self.head_partner):
+            if side is not None:
+                side.quit()
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:

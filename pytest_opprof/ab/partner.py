@@ -9,14 +9,20 @@ hello with the node ids it holds, then runs only what the head asks for:
   answering each with ``("round", RoundFigures)`` (or ``("failed", why)``), until
   ``("done",)``; then teardown, and ``("finished", outcome, why)``.  ``next_nodeid`` is
   the head's next test, so module and class fixtures live as long as on the head side.
-* ``("quit",)``: end the session.
+* ``("quit",)``: end the session.  Once pytest has torn its fixtures down, the process
+  exits (:meth:`PartnerLoop.pytest_sessionfinish`): what a session does after that (other
+  plugins' terminal summaries, the garbage collections of pytest's unconfigure, the
+  interpreter's own teardown) only writes to a log that nobody reads, and took the
+  partners 0.5-1.5 s at the end of every run, while the head waited for them.
 
-Nothing is judged or written here: no baselines, no reports.  Its terminal output goes
-to a log file the head reads when something failed.
+Nothing is judged or written here: no baselines, no reports, not even the user's
+``--junitxml`` (the head's partner runs in the head's directory, so it would overwrite
+the head's).  Its terminal output goes to a log file the head reads when something failed.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import traceback
@@ -112,6 +118,9 @@ class PartnerLoop:
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[partner_key] = self.channel
+        # Before pytest's junitxml plugin reads it: the report is the head's alone.
+        if getattr(config.option, "xmlpath", None):
+            config.option.xmlpath = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_cmdline_main(self, config: pytest.Config) -> None:
@@ -160,6 +169,29 @@ class PartnerLoop:
                     why = _first_line(report.longreprtext)
                     break
             self.channel.send("finished", outcome, why)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, exitstatus: int | pytest.ExitCode) -> None:
+        """End the process here, with the session's status: pytest's runner has torn the
+        session's fixtures down (its hook is not ``trylast``), and what would follow only
+        writes to the log (see the module docstring)."""
+        exit_now(int(exitstatus))
+
+
+def exit_now(status: int) -> None:
+    """Exit with ``status`` without the interpreter's teardown: the output written so far
+    flushed, and the ``atexit`` handlers run (pytest's remove the locks of its temporary
+    directories, which it would otherwise keep for days)."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # closed, or its pipe gone
+            pass
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        os._exit(status)
 
 
 def _first_line(text: str) -> str:

@@ -1,0 +1,63 @@
+"""How an A/B run's partners end: at once after their last test, writing nothing of the user's.
+
+Real A/B runs (``--opprof-against=HEAD``) in real git repositories, as in ``test_ab.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from test_ab import make_repo, run_ab
+
+SLOW_SUMMARY_S = 30
+"""What each partner's terminal summary would take (the project's conftest below)."""
+
+CONFTEST = f"""
+import time
+
+from pytest_opprof.ab import partner_key
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if config.stash.get(partner_key, None) is not None:  # only in a partner process
+        time.sleep({SLOW_SUMMARY_S})
+"""
+
+
+def test_the_run_does_not_wait_for_what_a_partner_does_after_its_session(
+    pytester: pytest.Pytester,
+) -> None:
+    """A partner's output goes to a log nobody reads: its terminal summary (another
+    plugin's, here one that sleeps) must not hold the run's end."""
+    (pytester.path / "conftest.py").write_text(CONFTEST)
+    make_repo(pytester.path, n=2_000)
+    started = time.perf_counter()
+    result = run_ab(pytester)
+    took_s = time.perf_counter() - started
+    result.assert_outcomes(passed=2)
+    assert took_s < SLOW_SUMMARY_S, result.stdout.str()
+
+
+def test_a_partner_writes_neither_the_users_junit_nor_leaves_its_temp_dirs_locked(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--junitxml`` from the project's ini reaches the partners too: the head's partner
+    runs in the head's directory, and its report (without the A/B properties) must not
+    replace the head's.  And a partner that ends early still removes the locks of its
+    temporary directories, as a process that exits normally does."""
+    pytester.makeini("[pytest]\naddopts = --junitxml=junit.xml\n")
+    (pytester.path / "test_tmp.py").write_text("def test_tmp(tmp_path):\n    assert tmp_path\n")
+    make_repo(pytester.path, n=2_000)
+    temproot = tmp_path / "temproot"
+    temproot.mkdir()
+    monkeypatch.setenv("PYTEST_DEBUG_TEMPROOT", str(temproot))
+    result = run_ab(pytester)
+    result.assert_outcomes(passed=3)
+    junit = (pytester.path / "junit.xml").read_text()
+    assert junit.count('name="opprof_time_basis"') == 3, junit
+    sessions = list(temproot.glob("pytest-of-*/pytest-*"))
+    assert len(sessions) >= 2, sessions  # both partners made theirs
+    locked = [str(p) for p in temproot.glob("pytest-of-*/pytest-*/.lock")]
+    assert not locked, locked
