@@ -16,7 +16,11 @@ ops, FLOPs and bytes: only the loop runs longer).  Per scenario and repeat:
 * **pytest-benchmark**: one saved run of the base, the head compared with
   ``--benchmark-compare-fail=mean:10%``;
 * **cost**: the A/B run's wall time over a plain ``pytest`` run of the same tests, in
-  the same condition, one right after the other.
+  the same condition, one right after the other; whole, and without the run's fixed start
+  (the worktree and the partners' start, from the run's ``time:`` line), as the criterion
+  reads (at most 4x a plain run, plus a start of at most 10 s).  A second table says
+  where the time went: the start, the rounds and the rest (the pytest process's own run
+  of each test, the partners' set-up and tear-down, the verdicts and reports).
 
 Two real suites run A/A beside it: numpy's own ``test_linalg`` (then with ``svd`` made
 slower from inside, the head's conftest) and scipy.signal's ``test_spectral``.
@@ -35,6 +39,7 @@ import argparse
 import contextlib
 import json
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -201,6 +206,25 @@ def score_ab(run: dict[str, Any], targets: set[str]) -> dict[str, Any]:
     }
 
 
+TIME_PARTS = (
+    re.compile(r"time: start (?P<start>[\d.]+) s"),
+    re.compile(
+        r"rounds (?P<rounds>[\d.]+) s \(base side (?P<base>[\d.]+) s, .*head (?P<head>[\d.]+) s\)"
+    ),
+)
+
+
+def time_split(line: str) -> dict[str, float]:
+    """The seconds an A/B run's ``time:`` line gives: its start, its rounds, and of those
+    the base side's and the head's (each only where the line has it)."""
+    out: dict[str, float] = {}
+    for part in TIME_PARTS:
+        found = part.search(line)
+        if found:
+            out.update({k: float(v) for k, v in found.groupdict().items()})
+    return out
+
+
 def _pairs(output: str) -> str:
     return next((line for line in output.splitlines() if line.startswith("pairs: ")), "")
 
@@ -361,7 +385,8 @@ def markdown(results: list[dict[str, Any]]) -> str:
     cost; and the comparators' false failures and detection where they ran."""
     rows = [
         "| scenario | suite | A/B false (A/A) | judged >= 1 ms | caught, named first | "
-        "pairs | cost vs plain | sequential false / caught | committed false / caught | "
+        "pairs | cost vs plain (without the start) | sequential false / caught | "
+        "committed false / caught | "
         "pytest-benchmark false / caught |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -377,6 +402,9 @@ def markdown(results: list[dict[str, Any]]) -> str:
         caught = sum(a["caught_named"] for a in sl)
         slowed = sum(a["slowed"] for a in sl)
         cost = statistics.median(r["ab_aa"]["seconds"] / r["plain_seconds"] for r in rs)
+        bare = statistics.median(
+            (r["ab_aa"]["seconds"] - _start_s(r["ab_aa"])) / r["plain_seconds"] for r in rs
+        )
 
         def other(name: str, rs: list[dict[str, Any]] = rs) -> str:
             got: list[dict[str, Any]] = [r[name] for r in rs if r.get(name) is not None]
@@ -390,10 +418,48 @@ def markdown(results: list[dict[str, Any]]) -> str:
         pairs = "; ".join(a["pairs"].split(";")[0].removeprefix("pairs: ") for a in aa[:1])
         rows.append(
             f"| {scenario} | {suite} | {_rate(false, tests)} | {_rate(judged, long)} | "
-            f"{_rate(caught, slowed)} | {pairs} | x{cost:.1f} | {other('sequential')} | "
+            f"{_rate(caught, slowed)} | {pairs} | x{cost:.1f} (x{bare:.1f}) | "
+            f"{other('sequential')} | "
             f"{other('committed')} | {other('benchmark')} |"
         )
-    return "\n".join(rows)
+    return "\n".join([*rows, "", *where_time_goes(results)])
+
+
+def _start_s(run: dict[str, Any]) -> float:
+    return time_split(run.get("time", "")).get("start", 0.0)
+
+
+def where_time_goes(results: list[dict[str, Any]]) -> list[str]:
+    """Per scenario and suite, the A/A run's seconds (medians over the repeats): the plain
+    run, the A/B run, its start and its rounds (base side with its hand-offs; head), and
+    the rest of the A/B run."""
+    rows = [
+        "| scenario | suite | plain | A/B | start | rounds (base side; head) | rest |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for scenario, suite in sorted({(r["scenario"], r.get("suite", "synth")) for r in results}):
+        rs = [r for r in results if r["scenario"] == scenario and r.get("suite", "synth") == suite]
+        splits = [time_split(r["ab_aa"].get("time", "")) for r in rs]
+
+        def med(values: list[float]) -> float:
+            return statistics.median(values) if values else float("nan")
+
+        whole = [r["ab_aa"]["seconds"] for r in rs]
+        part = {
+            k: med([t.get(k, 0.0) for t in splits]) for k in ("start", "rounds", "base", "head")
+        }
+        rest = med(
+            [
+                w - t.get("start", 0.0) - t.get("rounds", 0.0)
+                for w, t in zip(whole, splits, strict=True)
+            ]
+        )
+        rows.append(
+            f"| {scenario} | {suite} | {med([r['plain_seconds'] for r in rs]):.1f} s | "
+            f"{med(whole):.1f} s | {part['start']:.1f} s | {part['rounds']:.1f} s "
+            f"({part['base']:.1f}; {part['head']:.1f}) | {rest:.1f} s |"
+        )
+    return rows
 
 
 def plot(results: list[dict[str, Any]], path: Path) -> None:
