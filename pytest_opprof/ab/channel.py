@@ -2,23 +2,29 @@
 
 A frame is a 4-byte length and a JSON array: the command, then its values.  A round's
 figures travel as JSON too (:func:`figures_to_json`, driven by the dataclasses' own
-fields), never as objects: the package deserialises only data.  A round's hand-off is one
-short command and one reply of a few kilobytes, about 50-60 us on this kind of machine
-(``bench/ab_handoff.py``), against rounds of 1 ms and more.
+fields), never as objects: the package deserialises only data.  Its ops go as the
+integer sums the round was summarised from (``RoundFigures.from_sums``), which the head
+makes into the same ``OpFigures`` by the same code (``SummedOps``) when its judge reads
+them; only a round whose ops were made already (an op's wait for a CPU taken out) sends
+its ``OpFigures``, each as a list of its fields.  A round's hand-off is one short command
+and one reply of a few kilobytes (``bench/ab_handoff.py``), against rounds of 1 ms and more.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import os
 import struct
 from typing import Any
 
+from pytest_opprof.gate.round_figures import SummedOps
 from pytest_opprof.gate.summary import MemoryFigures, OpFigures, RoundFigures
 
 _HEADER = struct.Struct("!I")
 _OP_FIELDS = tuple(f.name for f in dataclasses.fields(OpFigures))
+_op_values = operator.attrgetter(*_OP_FIELDS)
 _MEMORY_FIELDS = tuple(f.name for f in dataclasses.fields(MemoryFigures))
 _ROUND_FIELDS = tuple(f.name for f in dataclasses.fields(RoundFigures))
 
@@ -54,9 +60,16 @@ class Channel:
 
 
 def figures_to_json(figures: RoundFigures) -> dict[str, Any]:
-    """A round's figures as JSON: each field by name, the ops and memory by their fields."""
+    """A round's figures as JSON: each field by name; the ops as their sums (``"sums"``:
+    the keys, then each key's sums) or, once made, each key with its fields in order
+    (``"ops"``); the memory by its fields."""
     out = {name: getattr(figures, name) for name in _ROUND_FIELDS}
-    out["ops"] = {key: [getattr(op, n) for n in _OP_FIELDS] for key, op in figures.ops.items()}
+    ops = figures.ops
+    if type(ops) is SummedOps and not ops.is_made:
+        out["ops"] = None
+        out["sums"] = [ops.group_keys, ops.sums]  # lists of Python ints (``op_sums``)
+    else:
+        out["ops"] = [[key, *_op_values(op)] for key, op in ops.items()]
     memory = figures.memory
     out["memory"] = [getattr(memory, n) for n in _MEMORY_FIELDS] if memory is not None else None
     out["switched"] = sorted(figures.switched) if figures.switched is not None else None
@@ -66,11 +79,17 @@ def figures_to_json(figures: RoundFigures) -> dict[str, Any]:
 def figures_from_json(data: dict[str, Any]) -> RoundFigures:
     """What :func:`figures_to_json` wrote (both ends run the same pytest-opprof version)."""
     values = dict(data)
-    values["ops"] = {key: OpFigures(*op) for key, op in data["ops"].items()}
+    sums = values.pop("sums", None)
+    if sums is not None:
+        keys, groups = sums
+        values["ops"] = SummedOps(keys, groups)
+    else:
+        values["ops"] = {op[0]: OpFigures(*op[1:]) for op in data["ops"]}
     if data["memory"] is not None:
         values["memory"] = MemoryFigures(*data["memory"])
     if data["switched"] is not None:
         values["switched"] = frozenset(data["switched"])
+    values["leaked_ops"] = tuple((key, size) for key, size in data["leaked_ops"])
     return RoundFigures(**values)
 
 
