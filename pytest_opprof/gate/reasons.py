@@ -229,6 +229,8 @@ class _ExactFigure(NamedTuple):
     floor: int
     ref: int
     """The test's total of ``unit``: ``impact`` is the change as a share of it."""
+    unsteady: bool
+    """This run's rounds disagree on the figure (``rows.UNSTEADY``): it fails nothing."""
 
 
 def _exact_reasons(
@@ -250,6 +252,7 @@ def _exact_reasons(
             tol.flops,
             0,
             refs.flops,
+            "flops" in c.ranges,
         ),
         _ExactFigure(
             "more memory",
@@ -262,6 +265,7 @@ def _exact_reasons(
             tol.memory,
             tol.memory_floor_bytes,
             refs.memory_bytes,
+            "self_memory_bytes" in c.ranges,
         ),
         _ExactFigure(
             "count",
@@ -274,6 +278,7 @@ def _exact_reasons(
             tol.count,
             tol.count_floor,
             refs.ops,
+            "count" in c.ranges,
         ),
     )
     out: list[OpReason] = []
@@ -285,7 +290,7 @@ def _exact_reasons(
         moved = judge_exact(f.span, f.now, f.tolerance or 0.0, f.floor)
         if moved == "pass" and not (f.unit == "ops" and not f.span[0] <= f.now <= f.span[1]):
             continue  # within tolerance; an op count outside its range is always worth a line
-        judged = f.tolerance is not None and ctx.totals.get(f.metric) == moved
+        judged = f.tolerance is not None and not f.unsteady and ctx.totals.get(f.metric) == moved
         out.append(
             OpReason(
                 key,

@@ -1,7 +1,8 @@
 """A verdict's test-level rows: each figure of the test, baseline against now, judged.
 
 :func:`metric_rows` reads the time basis (``time_basis.py``) and judges each row by
-``judge.py``; deterministic figures are judged whatever the basis says of times.
+``judge.py``; deterministic figures are judged whatever the basis says of times, except
+one beyond tolerance that this run's rounds disagree on (:data:`UNSTEADY`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from pytest_opprof.gate.tolerance import Tolerances
 
 WORK_TIME = "work time"
 """The metric row of a test-level time judged as wall time less waiting (``waiting.py``)."""
+UNSTEADY = "varies between rounds of the same code"
+"""The note of a deterministic figure's row left "not judged" because this run's rounds
+gave it two values or more and it moved beyond tolerance: the figure depends on data the
+test draws anew each call (unseeded random data), and one baseline value against another
+run's says nothing of the code (``docs/gate.md``, "Exact figures are not always exact")."""
+MOVED = ("regressed", "improved")
 
 
 def json_change(change: float | None) -> float | None:
@@ -101,6 +108,7 @@ def metric_rows(basis: TimeBasis, tol: Tolerances) -> MetricRows:
     notes = (
         _widened(rows, base, basis.widths, tol, basis.sessions),
         _within_sessions(now.wall_time, base, tol, basis.sessions) if basis.judged else None,
+        *(unsteady_note(figure, now.rounds) for figure in unsteady(rows, now)),
     )
     if basis.walls is not None:
         rows = _on_work(rows, basis.walls, tol)
@@ -161,49 +169,75 @@ def _rows(
     time_tol = dataclasses.replace(tol, time=width) if width is not None else tol
     wall = judge_time(base.wall_time, now.wall_time, time_tol, time_judged, sessions)
     fig = tol.figure
-    partial: RowStatus = "not judged"
+    exact = _Exact(base, now)
     rows = [
         row("wall time", "ns", fig(base.wall_time), fig(now.wall_time), time_tol.time, wall),
         row("cpu time", "ns", fig(base.cpu_time), fig(now.cpu_time), None, "info"),
-        row(
-            "flops",
-            "flops",
-            base.flops,
-            now.flops,
-            tol.flops,
-            judge_exact(base.span("flops"), now.flops, tol.flops) if whole else partial,
-        ),
-        row(
-            "op count",
-            "ops",
-            base.op_count,
-            now.op_count,
-            tol.count,
-            judge_exact(base.span("op_count"), now.op_count, tol.count, tol.count_floor)
-            if whole
-            else partial,
-        ),
+        exact.row("flops", tol.flops, judged=whole),
+        exact.row("op_count", tol.count, tol.count_floor, judged=whole),
     ]
     if base.memory is not None and now.memory is not None:
         for key in ("peak_bytes", "allocated_bytes", "allocations", "leaked_bytes"):
-            name, unit = RANGED_METRICS[key]
-            b, c = getattr(base.memory, key), getattr(now.memory, key)
-            floor = tol.memory_floor_bytes if unit == "bytes" else 0
-            status = judge_exact(base.span(key), c, tol.memory, floor)
-            rows.append(row(name, unit, b, c, tol.memory, status))
+            floor = tol.memory_floor_bytes if RANGED_METRICS[key][1] == "bytes" else 0
+            rows.append(exact.row(key, tol.memory, floor))
     if base.device_time is not None and now.device_time is not None:
         device = judge_time(base.device_time, now.device_time, tol, time_judged and whole, sessions)
         rows.append(
             row("device time", "ns", fig(base.device_time), fig(now.device_time), tol.time, device)
         )
     if base.device_memory_bytes is not None and now.device_memory_bytes is not None:
-        b, c = base.device_memory_bytes, now.device_memory_bytes
-        status = judge_exact(
-            base.span("device_memory_bytes"), c, tol.memory, tol.memory_floor_bytes
-        )
-        rows.append(row("device memory peak", "bytes", b, c, tol.memory, status))
+        rows.append(exact.row("device_memory_bytes", tol.memory, tol.memory_floor_bytes))
     rows.append(row("op time share", "share", base.op_time_share, now.op_time_share, None, "info"))
     return rows
+
+
+class _Exact:
+    """The rows of the deterministic figures of ``now`` against ``base``."""
+
+    def __init__(self, base: TestSummary, now: TestSummary) -> None:
+        self.base, self.now = base, now
+        self.was, self.values = base.exact_values(), now.exact_values()
+
+    def row(
+        self, key: str, tolerance: float | None, floor: int = 0, *, judged: bool = True
+    ) -> MetricRow:
+        """The row of the figure ``key`` (a ``RANGED_METRICS`` name), judged beyond the
+        baseline's range (``judge_exact``); "not judged" without ``judged`` (a sum of op
+        figures over dropped events or ops not captured), and, as :data:`UNSTEADY`, where
+        it moved beyond tolerance and this run's rounds disagree on it."""
+        name, unit = RANGED_METRICS[key]
+        b, c = self.was[key], self.values[key]
+        if not judged:
+            return row(name, unit, b, c, tolerance, "not judged")
+        status = judge_exact(self.base.ranges.get(key, (b, b)), c, tolerance, floor)
+        if status in MOVED and key in self.now.ranges:
+            return row(name, unit, b, c, tolerance, "not judged", UNSTEADY)
+        return row(name, unit, b, c, tolerance, status)
+
+
+def unsteady(metrics: Sequence[MetricRow], now: TestSummary) -> tuple[VaryingFigure, ...]:
+    """The figures of ``metrics`` not judged because this run's rounds disagree on them
+    (:data:`UNSTEADY`), with the range the rounds spanned."""
+    keys = {metric: key for key, (metric, _) in RANGED_METRICS.items()}
+    return tuple(
+        VaryingFigure(m.metric, m.unit, *now.ranges[keys[m.metric]])
+        for m in metrics
+        if m.note == UNSTEADY
+    )
+
+
+def unsteady_note(figure: VaryingFigure, rounds: int) -> str:
+    """One line on a figure :func:`unsteady` names: its values in this run and why it was
+    not judged."""
+    values = (
+        f"{figure.low:,} and {figure.high:,}"
+        if rounds == 2
+        else f"{figure.low:,} to {figure.high:,} over {rounds} rounds"
+    )
+    return (
+        f"{figure.metric} {UNSTEADY} ({values} {figure.unit} in this run): not judged "
+        "exactly; record baselines with --opprof-rounds 2 or more to keep its range"
+    )
 
 
 def _on_work(

@@ -147,6 +147,8 @@ class Judged(NamedTuple):
     label: str | None = None
     """What failed it where not the comparison (``Verdict.label`` with the creep:
     ``crept``, ``over budget``); None where :attr:`status` says it."""
+    unsteady: bool = False
+    """A deterministic figure moved but varied between its rounds (``Verdict.unsteady``)."""
 
     @property
     def shown(self) -> str:
@@ -347,6 +349,23 @@ class BaselineSession:
         except BaselineError:
             return False  # judge() reports the file
 
+    def exact_moved(
+        self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]
+    ) -> bool:
+        """Whether the verdict on these rounds judges a deterministic figure beyond
+        tolerance (``Verdict.exact_moved``): a round more tells whether the test's data
+        decides it.  Judges nothing; reaches no verdict for a test whose figures all lie
+        within its baseline's ranges (an unchanged suite's every test)."""
+        if _outside_rootdir(nodeid):
+            return False
+        try:
+            stored = self.stored(nodeid)
+        except BaselineError:
+            return False  # judge() reports the file
+        if stored is None or _within(summary, stored.summary):
+            return False
+        return self.verdict(nodeid, summary, overrides).exact_moved
+
     def settling(
         self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]
     ) -> tuple[Verdict, tuple[TimeLimit, ...]] | None:
@@ -436,11 +455,18 @@ class BaselineSession:
             bool(verdict.varying),
             verdict.time_unjudged,
             verdict.label if verdict.label != status else None,
+            bool(verdict.unsteady),
         )
         result = TestResult(nodeid, summary, verdict, baseline_file=shown)
         if self.options.keep_results:
             self.results.append(result)
-        elif judged.status == "regressed" or judged.busy or judged.work_time or judged.varying:
+        elif (
+            judged.status == "regressed"
+            or judged.busy
+            or judged.work_time
+            or judged.varying
+            or judged.unsteady
+        ):
             self._kept_at[len(self.judged)] = len(self.results)
             self.results.append(result)
         self.judged.append(judged)
@@ -468,7 +494,7 @@ class BaselineSession:
 
     def result_of(self, i: int) -> TestResult:
         """The result of :attr:`judged`'s ``i``-th test (kept for a test the terminal
-        summary reads: regressed, busy, judged on work time or varying)."""
+        summary reads: regressed, busy, judged on work time, varying or unsteady)."""
         return self.results[i if self.options.keep_results else self._kept_at[i]]
 
     def fails(self, result: TestResult) -> bool:
@@ -612,6 +638,19 @@ class BaselineSession:
         """Keep a report's write error for the summary, beside any baseline write error."""
         error = f"opprof: report not written: {exc}"
         self.write_error = f"{self.write_error}\n{error}" if self.write_error else error
+
+
+def _within(summary: TestSummary, base: TestSummary) -> bool:
+    """Whether each of ``summary``'s test-level deterministic figures lies within ``base``'s
+    range of it: none can be judged beyond tolerance, nor an op's (which counts only with
+    its test's total)."""
+    was = base.exact_values()
+    for key, value in summary.exact_values().items():
+        if key in was:
+            low, high = base.ranges.get(key, (was[key], was[key]))
+            if not low <= value <= high:
+                return False
+    return True
 
 
 def _outside_rootdir(nodeid: str) -> bool:

@@ -10,7 +10,8 @@ them):
 * Deterministic figures (FLOPs, memory, op counts) regress beyond their tolerance of the
   baseline's range, a range that varied widened by its own width (:func:`judge_exact`);
   memory changes within ``memory_floor_bytes`` are ignored; op counts are judged only
-  when ``count`` is set.
+  when ``count`` is set.  One this run's rounds disagree on is not judged where it moved
+  (``rows.UNSTEADY``): the test draws its data anew each call.
 * A time (the test's wall time, each op's self time, device time) regresses when its
   statistic (``median`` or ``min`` of its rounds) is beyond tolerance and, with
   ``min_rounds`` rounds on both sides, a one-sided Mann-Whitney test over the rounds
@@ -63,10 +64,13 @@ from pytest_opprof.gate.reasons import (
     op_reasons,
 )
 from pytest_opprof.gate.rows import (
+    MOVED,
+    RANGED_METRICS,
     MetricRow,
     VaryingFigure,
     json_change,
     metric_rows,
+    unsteady,
     varying,
 )
 from pytest_opprof.gate.spread import Spreads
@@ -159,6 +163,9 @@ class Verdict:
     time_unjudged: TimeUnjudged | None = None
     """Why the test's time was not judged at all (another machine, too few rounds, a busy
     machine, too short ...: ``unjudged.REASONS``); None where it was."""
+    unsteady: tuple[VaryingFigure, ...] = ()
+    """Deterministic figures that moved beyond tolerance but that this run's rounds
+    disagree on, each with the range they spanned: not judged (``rows.UNSTEADY``)."""
     basis: str = BASELINE
     """What the times were judged against (``TimeBasis.kind``): ``baseline`` (the committed
     baselines), or an A/B run's base revision (``A/B against REF (sha)``,
@@ -172,6 +179,13 @@ class Verdict:
     @property
     def failed(self) -> bool:
         return self.status == "regressed"
+
+    @property
+    def exact_moved(self) -> bool:
+        """A deterministic figure (FLOPs, op count, memory) judged beyond tolerance of its
+        baseline, either way: a round more of the same code tells a figure the test's
+        data decides (:attr:`unsteady` once it differs) from a change of the code."""
+        return any(m.status in MOVED and m.metric in _EXACT_METRICS for m in self.metrics)
 
     @property
     def over_budget(self) -> tuple[BudgetRow, ...]:
@@ -231,8 +245,11 @@ class Verdict:
             "varying": [figure.to_json() for figure in self.varying],
             **({"budgets": [row.to_json() for row in self.budgets]} if self.budgets else {}),
             **({"crept": [c.to_json() for c in self.crept]} if self.crept else {}),
+            **({"unsteady": [f.to_json() for f in self.unsteady]} if self.unsteady else {}),
         }
 
+
+_EXACT_METRICS = frozenset(metric for metric, _ in RANGED_METRICS.values())
 
 NEW = Verdict(
     status="new", notes=("no baseline yet; run with --opprof-update-baselines to record one",)
@@ -354,6 +371,7 @@ def compare_limits(
         time_undecided=any(limit.beyond for limit in limits),
         work_time=basis.work_time,
         varying=varying(basis.base, tol),
+        unsteady=unsteady(metrics, summary),
         time_unjudged=_time_unjudged(basis, baseline, machine, tol),
         basis=basis.kind,
     )

@@ -23,6 +23,10 @@ On a busy machine, rounds whose thread waited for a CPU are not judged
 ``BUSY_ROUNDS`` more, until ``AUTO_ROUNDS`` clean rounds exist, unless no round was
 clean and ``AUTO_ROUNDS`` are fit to be judged on work time (the time judged then).
 When the machine stays busy, the verdict judges work time or says why it could not.
+
+Whatever the setting, a test measured once whose FLOPs, op count or memory moved beyond
+tolerance runs one round more (:func:`confirms_exact`): where its two rounds disagree the
+figure depends on data the test draws anew, and is not judged (``gate/rows.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ __all__ = [
     "BUSY_ROUNDS",
     "CONFIRM_ROUNDS",
     "another_clean_round",
+    "confirms_exact",
     "more_rounds",
     "needs_confirmation",
     "rounds_line",
@@ -135,6 +140,13 @@ def needs_confirmation(
     if fixed is not None or preempted or measured < AUTO_ROUNDS:
         return False
     return undecided()
+
+
+def confirms_exact(measured: int, moved: Callable[[], bool], *, preempted: bool = False) -> bool:
+    """Whether one more round checks the deterministic figures: only after a single round
+    (two that agree already confirm a change), and only when ``moved()`` says one is beyond
+    tolerance (asked last: it reads the baseline), so an unchanged suite pays nothing."""
+    return not preempted and measured == 1 and moved()
 
 
 def needs_references(fixed: int | None, times_judged: Callable[[int], bool]) -> bool:

@@ -72,7 +72,7 @@ window_key = pytest.StashKey[Callable[[], contextlib.AbstractContextManager[None
 """Set while a round runs a test function: the window :meth:`pytest_pyfunc_call` opens."""
 
 
-RoundReason = Literal["more", "clean", "confirm"]
+RoundReason = Literal["more", "clean", "confirm", "exact"]
 """Why :meth:`Worker.further_rounds` asks for another round."""
 
 
@@ -227,7 +227,9 @@ class Worker:
         caller ran the one before.  ``more``: the ``rounds`` setting's count, or ``auto``'s
         for a test whose times can be judged, fewer where a gate's verdict is settled
         first (``rounds.settled``); ``clean``: in place of a round that waited
-        for a CPU; ``confirm``: a time beyond its tolerance, judged on all the rounds."""
+        for a CPU; ``confirm``: a time beyond its tolerance, judged on all the rounds;
+        ``exact``: after one round, a FLOPs, op count or memory figure beyond tolerance,
+        judged where the second round agrees (``rounds.confirms_exact``)."""
         # A first round over the test's time budget is repeated whatever the floor: one
         # round never fails a budget (budgets.judge_time).
         limit = self.gate.budgets_for(_overrides(settings)).max_time
@@ -276,6 +278,14 @@ class Worker:
         ):
             for _ in range(policy.CONFIRM_ROUNDS):
                 yield "confirm"
+        if policy.confirms_exact(
+            rounds.measured,
+            lambda: self.gate.exact_moved(
+                nodeid, summarize_rounds(rounds.summarised(settings)), _overrides(settings)
+            ),
+            preempted=rounds.preempted,
+        ):
+            yield "exact"
 
     def run_round(self, item: pytest.Item, rounds: Rounds) -> None:
         """One more measured round: ``item``'s body run again (a failure fails the test)."""

@@ -125,6 +125,12 @@ VARYING_MEANING = (
 )
 
 
+UNSTEADY_MEANING = (
+    "not judged exactly where they moved (the test draws its data anew); record baselines "
+    "with --opprof-rounds 2 or more to keep their range"
+)
+
+
 def _span(low: int, high: int, unit: str) -> str:
     return f"{format_value(low, unit)}-{format_value(high, unit)}"
 
@@ -464,6 +470,8 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
     worked: list[tuple[str, Verdict]] = []
     varying: list[str] = []  # the first row_limit tests' lines
     n_varying = 0
+    unsteady: list[str] = []  # the same, of the tests whose rounds disagreed
+    n_unsteady = 0
     improved: list[str] = []
     new: list[str] = []
     n_busy = n_worked = 0
@@ -496,6 +504,14 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
             n_varying += 1
             if n_varying <= row_limit:
                 varying.append(f"  {j.nodeid}: {varying_figures(session.result_of(i).verdict)}")
+        if j.unsteady:
+            n_unsteady += 1
+            if n_unsteady <= row_limit:
+                figures = session.result_of(i).verdict.unsteady
+                shown_figures = ", ".join(
+                    f"{f.metric} {_span(f.low, f.high, f.unit)}" for f in figures
+                )
+                unsteady.append(f"  {j.nodeid}: {shown_figures}")
     shown = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     if session.errors:
         shown += (", " if shown else "") + f"{len(session.errors)} unusable baseline"
@@ -540,6 +556,15 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
         lines += varying
         if n_varying > row_limit:
             lines.append(f"  ... {n_varying - row_limit} more")
+    if unsteady:
+        lines += [
+            "",
+            f"figures that vary between rounds of the same code: {n_unsteady} test(s), "
+            f"{UNSTEADY_MEANING}:",
+        ]
+        lines += unsteady
+        if n_unsteady > row_limit:
+            lines.append(f"  ... {n_unsteady - row_limit} more")
     if improved:
         lines += ["", "improved beyond tolerance:"]
         lines += _listed(improved, row_limit)
