@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, NamedTuple
@@ -350,19 +350,23 @@ class BaselineSession:
             return False  # judge() reports the file
 
     def exact_moved(
-        self, nodeid: str, summary: TestSummary, overrides: Mapping[str, float]
+        self, nodeid: str, rounds: Callable[[], TestSummary], overrides: Mapping[str, float]
     ) -> bool:
-        """Whether the verdict on these rounds judges a deterministic figure beyond
-        tolerance (``Verdict.exact_moved``): a round more tells whether the test's data
-        decides it.  Judges nothing; reaches no verdict for a test whose figures all lie
-        within its baseline's ranges (an unchanged suite's every test)."""
+        """Whether the verdict on the summary ``rounds()`` builds (asked only for a test
+        with a baseline) judges a deterministic figure beyond tolerance
+        (``Verdict.exact_moved``): a round more tells whether the test's data decides it.
+        Judges nothing; reaches no verdict for a test whose figures all lie within its
+        baseline's ranges (an unchanged suite's every test)."""
         if _outside_rootdir(nodeid):
             return False
         try:
             stored = self.stored(nodeid)
         except BaselineError:
             return False  # judge() reports the file
-        if stored is None or _within(summary, stored.summary):
+        if stored is None:
+            return False
+        summary = rounds()
+        if _within(summary, stored.summary):
             return False
         return self.verdict(nodeid, summary, overrides).exact_moved
 

@@ -21,6 +21,7 @@ from pytest_opprof.capture import speed_probe
 from pytest_opprof.capture.children import CHILDREN_NOTE, ChildrenProbe, round_wait_ns
 from pytest_opprof.capture.contention import ContentionProbe
 from pytest_opprof.gate.round_figures import RoundFigures
+from pytest_opprof.gate.summary import TestSummary, summarize_rounds
 from pytest_opprof.gate.waiting import is_clean
 from pytest_opprof.model import EventList, library_self_ns
 from pytest_opprof.model.averages import op_sums
@@ -59,6 +60,8 @@ class Rounds:
     _shown_profile: profile | None = None
     _shown_rows: EventList | None = None
     """The shown round's ``key_averages()``, once built (:meth:`shown_rows`)."""
+    _summary: TestSummary | None = None
+    """:meth:`summary`, of the rounds summarised when it was built."""
 
     @property
     def measured(self) -> int:
@@ -189,6 +192,14 @@ class Rounds:
             if self.keep_events and self._nearer_median(i):
                 self._shown, self._shown_profile, self._shown_rows = i, prof, rows
         return self.figures
+
+    def summary(self, settings: TestSettings) -> TestSummary:
+        """The rounds' :func:`summarize_rounds`, built once per number of rounds: the
+        rounds policy asks it between rounds, and a test's report reads the same."""
+        figures = self.summarised(settings)
+        if self._summary is None or self._summary.rounds != len(figures):
+            self._summary = summarize_rounds(figures)
+        return self._summary
 
     def _nearer_median(self, i: int) -> bool:
         """Whether round ``i`` is to be shown in place of the one kept so far: its wall

@@ -35,7 +35,6 @@ from pytest_opprof.capture.sources import torch_source
 from pytest_opprof.errors import MarkerUsageError
 from pytest_opprof.gate.results import wants_flame
 from pytest_opprof.gate.session import BaselineSession
-from pytest_opprof.gate.summary import summarize_rounds
 from pytest_opprof.gate.waiting import WORK_WAIT_LIMIT
 from pytest_opprof.plugin import rounds as policy
 from pytest_opprof.plugin.layout import Layout
@@ -189,7 +188,7 @@ class Worker:
             # others run the body again, and any failure among them fails the test.
             with self._round(item, rounds):
                 result = yield
-            for _ in self.further_rounds(item.nodeid, settings, rounds):
+            for _ in self.further_rounds(item, settings, rounds):
                 self.run_round(item, rounds)
             return result
         finally:
@@ -220,7 +219,7 @@ class Worker:
         return True
 
     def further_rounds(
-        self, nodeid: str, settings: TestSettings, rounds: Rounds
+        self, item: pytest.Item, settings: TestSettings, rounds: Rounds
     ) -> Iterator[RoundReason]:
         """The rounds after the first, as ``rounds.py``'s policy decides from the rounds
         measured so far: one item per round to run, naming why, each decided once the
@@ -230,6 +229,7 @@ class Worker:
         for a CPU; ``confirm``: a time beyond its tolerance, judged on all the rounds;
         ``exact``: after one round, a FLOPs, op count or memory figure beyond tolerance,
         judged where the second round agrees (``rounds.confirms_exact``)."""
+        nodeid = item.nodeid
         # A first round over the test's time budget is repeated whatever the floor: one
         # round never fails a budget (budgets.judge_time).
         limit = self.gate.budgets_for(_overrides(settings)).max_time
@@ -248,9 +248,7 @@ class Worker:
                 rounds.measured,
                 self.gate.tolerances.time_min_rounds,
                 lambda: self.noise.settled(
-                    self.gate.settling(
-                        nodeid, summarize_rounds(rounds.summarised(settings)), _overrides(settings)
-                    )
+                    self.gate.settling(nodeid, rounds.summary(settings), _overrides(settings))
                 ),
                 preempted=rounds.preempted,
             ):
@@ -269,23 +267,27 @@ class Worker:
         if policy.needs_confirmation(
             settings.rounds,
             rounds.measured,
-            lambda: self.gate.undecided(
-                nodeid,
-                summarize_rounds(rounds.summarised(settings)),
-                _overrides(settings),
-            ),
+            lambda: self.gate.undecided(nodeid, rounds.summary(settings), _overrides(settings)),
             preempted=rounds.preempted,
         ):
             for _ in range(policy.CONFIRM_ROUNDS):
                 yield "confirm"
         if policy.confirms_exact(
             rounds.measured,
-            lambda: self.gate.exact_moved(
-                nodeid, summarize_rounds(rounds.summarised(settings)), _overrides(settings)
-            ),
+            lambda: self._exact_moved(item, settings, rounds),
             preempted=rounds.preempted,
         ):
             yield "exact"
+
+    def _exact_moved(self, item: pytest.Item, settings: TestSettings, rounds: Rounds) -> bool:
+        """Whether the verdict on the rounds so far judges a FLOPs, op count or memory
+        figure beyond tolerance.  A test with a baseline has its round summarised here,
+        inside the call phase, not as its report is made: pytest-timeout's timer is held
+        as it is there."""
+        with held_timer(item):
+            return self.gate.exact_moved(
+                item.nodeid, lambda: rounds.summary(settings), _overrides(settings)
+            )
 
     def run_round(self, item: pytest.Item, rounds: Rounds) -> None:
         """One more measured round: ``item``'s body run again (a failure fails the test)."""
@@ -363,7 +365,7 @@ class Worker:
         return " and ".join(left) or None
 
     def _finish(self, item: pytest.Item, settings: TestSettings, rounds: Rounds) -> ProfiledTest:
-        figures = rounds.summarised(settings)
+        summary = rounds.summary(settings)
         table = None
         if settings.marked or self.config.get_verbosity() >= 2:
             table = rounds.shown_rows(settings).table(
@@ -383,7 +385,6 @@ class Worker:
                 trace_path = write_trace()
             else:  # the verdict, reached in makereport, decides
                 item.stash[pending_trace_key] = write_trace
-        summary = summarize_rounds(figures)
         if settings.rounds is None and not self.options.gate.update:
             # Only where a later test's rounds may stop early (rounds.settled): the pool's
             # statistics call numpy, which a run that stops nothing need not do.
