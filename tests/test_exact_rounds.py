@@ -82,17 +82,18 @@ def test_a_figure_the_rounds_disagree_on_is_not_judged_where_it_moved() -> None:
     assert not any("varies between rounds" in note for note in within.notes)
 
 
-def test_one_round_more_only_after_a_single_round_whose_exact_figure_moved() -> None:
+def test_auto_runs_one_round_more_only_after_a_single_round_whose_exact_figure_moved() -> None:
     asked: list[int] = []
 
     def moved() -> bool:
         asked.append(1)
         return True
 
-    assert confirms_exact(1, moved)
-    assert not confirms_exact(1, lambda: False)
-    assert not confirms_exact(1, moved, preempted=True)
-    assert not confirms_exact(2, moved)  # two rounds that agree confirm the change already
+    assert confirms_exact(None, 1, moved)
+    assert not confirms_exact(None, 1, lambda: False)
+    assert not confirms_exact(None, 1, moved, preempted=True)
+    assert not confirms_exact(None, 2, moved)  # two rounds that agree confirm a change
+    assert not confirms_exact(1, 1, moved)  # a fixed setting runs its rounds, no more
     assert len(asked) == 1
 
 

@@ -24,9 +24,9 @@ On a busy machine, rounds whose thread waited for a CPU are not judged
 clean and ``AUTO_ROUNDS`` are fit to be judged on work time (the time judged then).
 When the machine stays busy, the verdict judges work time or says why it could not.
 
-Whatever the setting, a test measured once whose FLOPs, op count or memory moved beyond
-tolerance runs one round more (:func:`confirms_exact`): where its two rounds disagree the
-figure depends on data the test draws anew, and is not judged (``gate/rows.py``).
+``auto`` runs one round more for a test measured once whose FLOPs, op count or memory
+moved beyond tolerance (:func:`confirms_exact`): where its two rounds disagree the figure
+depends on data the test draws anew, and is not judged (``gate/rows.py``).
 """
 
 from __future__ import annotations
@@ -142,11 +142,14 @@ def needs_confirmation(
     return undecided()
 
 
-def confirms_exact(measured: int, moved: Callable[[], bool], *, preempted: bool = False) -> bool:
-    """Whether one more round checks the deterministic figures: only after a single round
-    (two that agree already confirm a change), and only when ``moved()`` says one is beyond
-    tolerance (asked last: it reads the baseline), so an unchanged suite pays nothing."""
-    return not preempted and measured == 1 and moved()
+def confirms_exact(
+    fixed: int | None, measured: int, moved: Callable[[], bool], *, preempted: bool = False
+) -> bool:
+    """Whether ``auto`` runs one more round to check the deterministic figures (a ``fixed``
+    setting runs its rounds, no more): only after a single round (two that agree already
+    confirm a change), and only when ``moved()`` says one is beyond tolerance (asked last:
+    it reads the baseline), so an unchanged suite pays nothing."""
+    return fixed is None and not preempted and measured == 1 and moved()
 
 
 def needs_references(fixed: int | None, times_judged: Callable[[int], bool]) -> bool:

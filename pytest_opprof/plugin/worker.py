@@ -227,8 +227,8 @@ class Worker:
         for a test whose times can be judged, fewer where a gate's verdict is settled
         first (``rounds.settled``); ``clean``: in place of a round that waited
         for a CPU; ``confirm``: a time beyond its tolerance, judged on all the rounds;
-        ``exact``: after one round, a FLOPs, op count or memory figure beyond tolerance,
-        judged where the second round agrees (``rounds.confirms_exact``)."""
+        ``exact``: ``auto``'s, after one round, for a FLOPs, op count or memory figure
+        beyond tolerance, judged where the second round agrees (``rounds.confirms_exact``)."""
         nodeid = item.nodeid
         # A first round over the test's time budget is repeated whatever the floor: one
         # round never fails a budget (budgets.judge_time).
@@ -273,6 +273,7 @@ class Worker:
             for _ in range(policy.CONFIRM_ROUNDS):
                 yield "confirm"
         if policy.confirms_exact(
+            settings.rounds,
             rounds.measured,
             lambda: self._exact_moved(item, settings, rounds),
             preempted=rounds.preempted,
