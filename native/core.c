@@ -610,6 +610,7 @@ void core_pop_holes(opprof_thread *t)
 
 void core_close_below_top(opprof_thread *t, int32_t d, uint16_t flags)
 {
+    uint32_t switches = *t->switches;
     uint64_t end = opprof_hot_ticks();
     core_open *o = &t->open[d];
     o->hole = 1;
@@ -634,7 +635,7 @@ void core_close_below_top(opprof_thread *t, int32_t d, uint16_t flags)
     }
     o->ev.end_ns = (int64_t)end;
     o->ev.flags |= flags;
-    opprof_hot_wait_end(t, o);
+    opprof_hot_wait_end(t, o, switches);
     if (opprof_g_options & OPPROF_OPT_CUDA)
         opprof_cuda_op_end(o->ev.depth, o->ev.id);
     opprof_hot_commit(t, &o->ev);

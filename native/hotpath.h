@@ -93,28 +93,41 @@ OPPROF_HOT void opprof_hot_event_init(opprof_thread *t, opprof_event *ev, uint32
     ev->wait_ns = -1;
 }
 
-/* At an event's begin: the switch counter, and the run-queue wait so far
- * (re-read only when the thread was switched since the last reading). */
+/* At an event's begin: the run-queue wait so far (re-read only when the
+ * thread was switched since the last reading) and the switch counter it
+ * belongs to.  Called before the start tick, so the read stays out of the
+ * event's time, and again after it when the counter moved in between (see
+ * opprof_hot_wait_started). */
 OPPROF_HOT void opprof_hot_wait_begin(opprof_thread *t, core_open *o)
 {
-    uint32_t now = *t->switches;
-    if (__builtin_expect(now != t->seen_at, 0))
+    if (__builtin_expect(*t->switches != t->seen_at, 0))
         core_switches_refresh(t);
-    o->switches = now;
+    o->switches = t->seen_at;
     o->wait_base = t->wait_seen;
 }
 
-/* At an event's end: flag it and measure its wait when its thread was
- * switched out in between; an unswitched event waited 0. */
-OPPROF_HOT void opprof_hot_wait_end(opprof_thread *t, core_open *o)
+/* Right after the start tick: a switch between the wait's reading and the
+ * tick waited before the event began; read the wait again so that it stays
+ * out of the event's (else a short op took a whole preemption as its own
+ * and waited longer than it lasted).  One load when nothing moved. */
+OPPROF_HOT void opprof_hot_wait_started(opprof_thread *t, core_open *o)
 {
-    uint32_t now = *t->switches;
-    if (__builtin_expect(now == o->switches, 1)) {
+    if (__builtin_expect(*t->switches != o->switches, 0))
+        opprof_hot_wait_begin(t, o);
+}
+
+/* At an event's end, with the switch counter `at` read before the end tick
+ * (a switch after the tick waits after the event): flag the event and
+ * measure its wait when its thread was switched out in between; an
+ * unswitched event waited 0. */
+OPPROF_HOT void opprof_hot_wait_end(opprof_thread *t, core_open *o, uint32_t at)
+{
+    if (__builtin_expect(at == o->switches, 1)) {
         o->ev.wait_ns = o->wait_base >= 0 ? 0 : -1;
         return;
     }
     o->ev.flags |= OPPROF_FLAG_SWITCHED;
-    if (now != t->seen_at)
+    if (at != t->seen_at)
         core_switches_refresh(t);
     o->ev.wait_ns = o->wait_base >= 0 && t->wait_seen >= 0 ? t->wait_seen - o->wait_base : -1;
 }
@@ -164,6 +177,7 @@ OPPROF_HOT int opprof_hot_begin_recording(opprof_thread *t, uint32_t active, uin
         opprof_cuda_op_begin(name_id, o->ev.depth);
     opprof_hot_wait_begin(t, o);
     o->ev.start_ns = (int64_t)opprof_hot_ticks();
+    opprof_hot_wait_started(t, o);
     return 0;
 }
 
@@ -182,6 +196,7 @@ OPPROF_HOT int opprof_hot_begin(opprof_thread *t, uint32_t active, uint32_t name
 
 OPPROF_HOT void opprof_hot_end(opprof_thread *t, uint16_t flags)
 {
+    uint32_t switches = *t->switches;
     uint64_t end = opprof_hot_ticks();
     if (__builtin_expect(t->depth <= 0, 0))
         return;
@@ -199,7 +214,7 @@ OPPROF_HOT void opprof_hot_end(opprof_thread *t, uint16_t flags)
     t->active_depth--;
     o->ev.end_ns = (int64_t)end;
     o->ev.flags |= flags;
-    opprof_hot_wait_end(t, o);
+    opprof_hot_wait_end(t, o, switches);
     /* The options of the session the event began in (opprof_stop keeps them). */
     if (__builtin_expect(opprof_g_options & OPPROF_OPT_CUDA, 0))
         opprof_cuda_op_end(o->ev.depth, o->ev.id);

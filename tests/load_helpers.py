@@ -43,3 +43,27 @@ def busy_machine(
             proc.wait()
         if saved is not None:
             os.sched_setaffinity(0, saved)
+
+
+_WAKE = (
+    "import sys, time\nend = time.monotonic() + float(sys.argv[1])\n"
+    "while time.monotonic() < end: time.sleep(float(sys.argv[2]))\n"
+)
+
+
+@contextlib.contextmanager
+def preempting_cpu(seconds: float = 10.0, every_s: float = 2e-5) -> Iterator[None]:
+    """This process and one that wakes every ``every_s`` share this process's last CPU
+    while the block runs: each wakeup may preempt this thread, thousands of short
+    switches a second that land anywhere in its code, where ``busy_machine``'s burners
+    switch it at the scheduler's slices.  Ended by pid, or by itself after ``seconds``."""
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {max(saved)})
+    proc = subprocess.Popen([sys.executable, "-c", _WAKE, str(seconds), str(every_s)])
+    try:
+        time.sleep(0.2)
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+        os.sched_setaffinity(0, saved)

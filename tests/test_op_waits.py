@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from load_helpers import busy_machine
+from load_helpers import busy_machine, preempting_cpu
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
@@ -78,6 +78,26 @@ def test_every_event_says_how_long_it_waited_or_that_it_was_not_measured() -> No
     assert ((sleeps["flags"] & FLAG_SWITCHED) != 0).all()
     asleep = sleeps["end_ns"] - sleeps["start_ns"] - sleeps["wait_ns"]
     assert (asleep >= 1_000_000).all(), (sleeps["end_ns"] - sleeps["start_ns"], sleeps["wait_ns"])
+
+
+def test_no_op_waits_longer_than_it_lasted_however_its_thread_is_preempted() -> None:
+    """A preemption between an op's reading of its thread's wait and its own tick
+    (either end) waited outside the op: a 0.4 us ``numpy.add`` once took a whole
+    8 ms preemption for its own and waited 20,000 times longer than it lasted.  Short
+    ops among frequent switches put some of them there in half a second."""
+    if not supported():
+        pytest.skip(REFUSED)
+    x = np.ones(4)
+    with preempting_cpu(), opprof.profile(capture=["numpy"], profile_memory=False) as prof:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.5:
+            for _ in range(1000):
+                np.add(x, 1.0)
+    adds = scopes(prof, "numpy.add")
+    switched = (adds["flags"] & FLAG_SWITCHED) != 0
+    assert switched.any()  # the load under test: ops were switched out
+    over = adds["wait_ns"] > adds["end_ns"] - adds["start_ns"]
+    assert not over.any(), ((adds["end_ns"] - adds["start_ns"])[over], adds["wait_ns"][over])
 
 
 def test_an_op_on_a_shared_cpu_waits_and_its_wall_less_wait_is_its_work() -> None:
