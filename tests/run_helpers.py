@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import pytest_opprof
+from pytest_opprof.capture.sources.torch_observer import build_root
 
 REPO_ROOT = Path(pytest_opprof.__file__).resolve().parents[1]
 
@@ -27,6 +28,9 @@ def plugin_args() -> list[str]:
 
 
 PLUGIN = plugin_args()
+
+# Read before any test: pytester moves HOME, and with it torch's default extension cache.
+TORCH_EXTENSIONS = build_root()
 
 
 def unused_plugins(directory: Path, args: tuple[str, ...] = ()) -> list[str]:
@@ -104,6 +108,11 @@ class PytestRunner:
         # which stays as that setting keeps it.
         monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
         monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(pycache))
+        # pytester's HOME is the test's own directory: torch's extension cache under it
+        # made every run that captures torch build the op observer again (15-25 s of
+        # CPU each).  The runs share this process's cache, as a user's sessions share
+        # theirs; a test of the build sets its own directory.
+        monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(TORCH_EXTENSIONS))
 
     def __call__(self, *args: str, python: tuple[str, ...] = ()) -> pytest.RunResult:
         """``python [python...] -m pytest -p no:cacheprovider args`` in a subprocess.
