@@ -47,7 +47,11 @@ def _commit(pytester: pytest.Pytester, knob: dict[str, float], day: int) -> str:
     return _git(pytester.path, "rev-parse", "HEAD")
 
 
+# Alone under pytest -n: the other worker's runs slow stretches of these sessions, and
+# one that slowed the first test and not its peers (its reference) in a run beside the
+# step moved the change point off commit 14 (reproduced on a loaded machine).
 @pytest.mark.slow
+@pytest.mark.alone
 def test_a_shared_move_is_the_machines_and_an_own_step_stays(
     pytester: pytest.Pytester, run_pytest: PytestRunner, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -76,7 +80,7 @@ def test_a_shared_move_is_the_machines_and_an_own_step_stays(
     first = "test_spin.py::test_scope[0]"
     assert {test for test, _, _ in moved} == {first}, changes
     (kernel,) = [c for c in changes if c["op"] == "kernel"]
-    assert kernel["commit"]["sha"] == shas[14]
+    assert kernel["commit"]["sha"] == shas[14], (shas.index(kernel["commit"]["sha"]), changes)
     # What the first test did beyond the others: +80% (the scope's time as measured
     # went from its level to 3.6 times it).
     assert 0.5 <= kernel["change"] <= 1.2, kernel
