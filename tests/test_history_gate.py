@@ -300,6 +300,28 @@ def test_a_time_that_crept_in_three_steps_fails_naming_them(tmp_path: Path) -> N
     assert line.endswith("; op kernel")
 
 
+def test_a_creep_step_between_two_runs_says_it_may_be_at_either_commit(tmp_path: Path) -> None:
+    """The creep's first step has a run midway between its levels: the gate's line says
+    the step (and the level before it) may be at its commit or the next, as the history's
+    change point does; the steps it can place name one commit."""
+    levels = [2000.0] * 14 + [2080.0] + [2160.0] * 12 + [2333.0] * 12 + [2520.0] * 12
+    shas, rng = _history(tmp_path, levels, seed=2, fingerprint="f" * 16)
+    gate = HistoryGate(tmp_path)
+    gate.load("f" * 16)
+    (creep,) = gate.judge("t.py::test_fit", _timed(rng, 2520.0, 0.8 * 2520.0), Tolerances())
+    first = f"{shas[14][:7]} or the next commit"
+    line = creep.text()
+    assert line.startswith("t.py::test_fit: cpu +2")
+    assert f"% against its level before {first} (2026-09-15): " in line
+    assert f"stepped +8% at {first}, +8% at {shas[27][:7]}, +8% at {shas[39][:7]}" in line
+    row = creep.record().to_json()
+    step = row["steps"][0]
+    assert (step["at"], step["between"], step["date"]) == (first, shas[14:16], "2026-09-15")
+    assert step["sha"] in shas[14:16]
+    assert "between" not in row["steps"][1]
+    assert f"+8% [{step['low']:+.0%}, {step['high']:+.0%}] at {first} (2026-09-15), " in row["text"]
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_times_under_tolerance_do_not_fail(tmp_path: Path, seed: int) -> None:
     """A flat history, and one that crept 12% (under 15%), at 2% noise: no failure."""

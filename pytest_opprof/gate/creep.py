@@ -37,10 +37,17 @@ class CreepStep:
     low: float | None = None
     high: float | None = None
     """The 95% interval of ``change`` (times only)."""
+    between: tuple[str, ...] = ()
+    """Where the history cannot tell the commit from the next (``history/changes.py``):
+    the full sha of each commit the step may be at, in order (``date`` is the first's);
+    none where it is at ``sha``."""
 
     @property
     def at(self) -> str:
-        """``3f2c1ab``: the short sha, or the run where there is no commit."""
+        """``3f2c1ab``, or ``3f2c1ab or the next commit`` (:func:`commits_text`); the run
+        where there is no commit."""
+        if self.between:
+            return commits_text(self.between[0][:7], len(self.between) - 1)
         return self.sha[:7] if self.sha else f"the run of {self.run_at}"
 
     def to_json(self) -> dict[str, object]:
@@ -51,7 +58,17 @@ class CreepStep:
             "change": json_change(self.change),
             "low": json_change(self.low),
             "high": json_change(self.high),
+            **({"at": self.at, "between": list(self.between)} if self.between else {}),
         }
+
+
+def commits_text(short_sha: str, more: int) -> str:
+    """``3f2c1ab``; where a step may also be at the ``more`` commits after it, ``3f2c1ab or
+    the next commit`` or ``3f2c1ab or one of the next 3 commits``: the wording of the
+    history's change points and of the gate's creep alike."""
+    if more == 1:
+        return f"{short_sha} or the next commit"
+    return f"{short_sha} or one of the next {more} commits" if more > 1 else short_sha
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ from pytest_opprof.history.series import (
     Detection,
     Found,
     MachineSeries,
+    run_date,
 )
 from pytest_opprof.history.store import TEST_EXACT, History, scan
 
@@ -108,11 +109,12 @@ class Creep:
         steps = tuple(
             CreepStep(
                 sha=c.sha,
-                date=c.date,
+                date=run_date(c.between[0]) if c.between else c.date,
                 run_at=str(c.run.meta["run_at"]),
                 change=_step_change(c),
                 low=None if c.exact else c.step.low,
                 high=None if c.exact else c.step.high,
+                between=_between(c),
             )
             for c in self.steps
         )
@@ -125,6 +127,13 @@ class Creep:
         at 3f2c1ab, +6% at 9e01d2c, +5% at a1b2c3d; op numpy.linalg.svd``: the terminal's
         line (``Crept.text``)."""
         return self.record().text()
+
+
+def _between(c: ChangePoint) -> tuple[str, ...]:
+    """The commits a step may be at (``ChangePoint.between``); none where a run between
+    has no commit: such a step is named by its own run."""
+    commits = [h.commit for h in c.between]
+    return tuple(str(k["sha"]) for k in commits if k) if all(commits) else ()
 
 
 def _step_change(c: ChangePoint) -> float:

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_opprof.errors import BaselineError
+from pytest_opprof.gate.creep import commits_text
 from pytest_opprof.history.changes import (
     ALPHA,
     MIN_CHANGE,
@@ -83,10 +84,7 @@ class ChangePoint:
         first = self.between[0] if self.between else self.run
         commit = first.commit
         sha = str(commit["sha"])[:7] if commit else "no commit"
-        more = len(self.between) - 1
-        if more == 1:
-            return f"{sha} or the next commit"
-        return f"{sha} or one of the next {more} commits" if more > 1 else sha
+        return commits_text(sha, len(self.between) - 1)
 
     def to_json(self) -> dict[str, object]:
         s = self.step
