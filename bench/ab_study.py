@@ -61,6 +61,8 @@ from _common import (
 from busy_study import NUMPY_DESELECT, NUMPY_INJECT, NUMPY_OP, _regressed_on, numpy_targets
 from verdict_study import BENCH_FLAGGED, KERNEL, benchmark_cmd, generate, iterations_per_ms
 
+from pytest_opprof.gate.tolerance import DEFAULT_AB_TIME_TOLERANCE
+
 PYTHON = sys.executable
 SCENARIOS = ("quiet", "loaded", "bursty", "n2")
 SEQUENTIAL_RUNS = 3
@@ -524,7 +526,7 @@ def main() -> None:
     p.add_argument(
         "--tolerance",
         type=float,
-        default=0.03,
+        default=DEFAULT_AB_TIME_TOLERANCE,
         help="the sequential A/B's tolerance (the A/B default)",
     )
     p.add_argument("--seed", type=int, default=1)
