@@ -101,6 +101,8 @@ REAL_SUITES = {
         "sklearn.linear_model.tests.test_ridge",
         "sklearn.linear_model.tests.test_base",
     ),
+    "sklearn-base": ("sklearn.linear_model.tests.test_base",),
+    "scipy-spectral": ("scipy.signal.tests.test_spectral",),
 }
 NUMPY_MODULES = ("numpy.linalg.tests.test_linalg",)
 # The generalized (stacked) cases and one BLAS regression test are 80% of the module's

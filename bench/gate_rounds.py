@@ -47,7 +47,7 @@ from typing import Any
 from _common import loadavg
 from busy_study import (
     QUIET,
-    SCENARIO_SPECS,
+    REAL_SUITES,
     Scenario,
     Study,
     opprof_session,
@@ -58,7 +58,7 @@ from busy_study import (
 from verdict_study import KERNEL, generate, name_of
 from verdict_study import iterations_per_ms as _iterations_per_ms
 
-SUITES = ("synth", "sklearn", "scipy")
+SUITES = ("synth", *REAL_SUITES)
 POLICIES = ("before", "after")
 
 
@@ -105,8 +105,9 @@ def run_suite(
     study: CheckoutStudy, suite: str, before: Path, slow: dict[str, float]
 ) -> dict[str, Any]:
     args = study.args
-    scenario = SCENARIO_SPECS["quiet" if suite == "synth" else suite]
-    scenario = Scenario(scenario.name, suite, QUIET, QUIET, f"{suite}-quiet")
+    scenario = Scenario(
+        "quiet" if suite == "synth" else suite, suite, QUIET, QUIET, f"{suite}-quiet"
+    )
     print(f"== {suite}", flush=True)
     if args.baselines is not None:
         target = study.root / "baselines" / scenario.baseline
