@@ -264,6 +264,7 @@ def verdict_from_json(data: Mapping[str, object]) -> Verdict:
         time_not_judged=data.get("time_not_judged"),  # type: ignore[arg-type]
         work_time=data.get("time_judged_on") == "work time",
         varying=tuple(VaryingFigure(**row) for row in rows("varying")),
+        unsteady=tuple(VaryingFigure(**row) for row in rows("unsteady")),
         basis=str(data.get("time_basis") or "baseline"),
     )
 
