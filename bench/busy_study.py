@@ -124,26 +124,21 @@ _SHARE = float(os.environ.get("OPPROF_STUDY_SLOW_SVD", "0"))
 if _SHARE:
     import numpy.linalg._linalg as _linalg
 
-    class _SlowerSvd:
-        def __init__(self, module):
-            self._module = module
+    # Only the svd gufuncs are replaced: a proxy module in front of every linalg gufunc
+    # made det, eig, inv and solve a Python call slower too, and failed their tests.
+    def _slower(gufunc):
+        def slower(*args, **kwargs):
+            t0 = time.perf_counter()
+            out = gufunc(*args, **kwargs)
+            end = time.perf_counter() + (time.perf_counter() - t0) * _SHARE
+            while time.perf_counter() < end:
+                pass
+            return out
 
-        def __getattr__(self, name):
-            attr = getattr(self._module, name)
-            if not name.startswith("svd"):
-                return attr
+        return slower
 
-            def slower(*args, **kwargs):
-                t0 = time.perf_counter()
-                out = attr(*args, **kwargs)
-                end = time.perf_counter() + (time.perf_counter() - t0) * _SHARE
-                while time.perf_counter() < end:
-                    pass
-                return out
-
-            return slower
-
-    _linalg._umath_linalg = _SlowerSvd(_linalg._umath_linalg)
+    for _name in [n for n in dir(_linalg._umath_linalg) if n.startswith("svd")]:
+        setattr(_linalg._umath_linalg, _name, _slower(getattr(_linalg._umath_linalg, _name)))
 """
 
 
