@@ -533,3 +533,4 @@ def test_a_figure_the_tests_own_data_decides_is_set_aside_not_failed(
     assert flops["status"] == "pass" or (
         flops["status"] == "not judged" and "flops varies between rounds" in notes
     ), (flops, notes)
+    assert "--opprof-rounds" not in notes  # advice for baselines, which A/B has none of

@@ -17,6 +17,7 @@ from pytest_opprof.ab.base_side import BaseTest
 from pytest_opprof.ab.judge import ABJudge, JudgedFigure, replace_time, test_pairs, wait_limit
 from pytest_opprof.ab.revision import BaseRevision
 from pytest_opprof.gate.results import TestResult
+from pytest_opprof.gate.rows import UNSTEADY_ADVICE
 from pytest_opprof.gate.session import BaselineSession, GateOptions, Judged, Judgement
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
@@ -227,7 +228,8 @@ class ABSession(BaselineSession):
             tol,
             self.judge_ab.unjudged_why(base.rounds, head, tol),
         )
-        notes = [n for n in exact.notes if "judged from" not in n]
+        # No baselines here: an unsteady figure's note keeps its facts, not their advice.
+        notes = [n.replace(UNSTEADY_ADVICE, "") for n in exact.notes if "judged from" not in n]
         run = min(len(base.rounds), len(head))
         wall = test_pairs(base.rounds, head, wait_limit(tol))
         dropped = wall.dropped

@@ -29,6 +29,8 @@ from pytest_opprof.gate.tolerance import Tolerances
 WORK_TIME = "work time"
 """The metric row of a test-level time judged as wall time less waiting (``waiting.py``)."""
 UNSTEADY = "varies between rounds of the same code"
+UNSTEADY_ADVICE = "; record baselines with --opprof-rounds 2 or more to keep its range"
+"""What an :data:`UNSTEADY` note advises a baseline gate (an A/B run has no baseline)."""
 """The note of a deterministic figure's row left "not judged" because this run's rounds
 gave it two values or more and it moved beyond tolerance: the figure depends on data the
 test draws anew each call (unseeded random data), and one baseline value against another
@@ -236,7 +238,7 @@ def unsteady_note(figure: VaryingFigure, rounds: int) -> str:
     )
     return (
         f"{figure.metric} {UNSTEADY} ({values} {figure.unit} in this run): not judged "
-        "exactly; record baselines with --opprof-rounds 2 or more to keep its range"
+        f"exactly{UNSTEADY_ADVICE}"
     )
 
 
