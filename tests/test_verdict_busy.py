@@ -398,19 +398,20 @@ def test_a_busy_machine_judges_work_time_passes_unchanged_code_and_fails_a_slowd
         for p in ElementTree.parse(pytester.path / "junit.xml").iter("property")
     }
     assert props["opprof_time_judged_on"] == "work time"
-    # Four times the scope's work under the same load fails and names the scope that grew:
-    # on work time, or, where the burner also slowed the library ops beside it (their time
-    # not judged: other processes slow them with no wait to measure), on the scope alone,
-    # whose own wait is left out of its time (once in CI: work time +22.6%, +13.7% without
-    # the sorts, not judged; kernel +274%, regressed).
+    # Four times the scope's work under the same load fails and names the scope that grew,
+    # whose own wait is left out of its time.  The test's work time beside it is regressed;
+    # or not judged, where the burner also slowed the library ops beside it (other
+    # processes slow them with no wait to measure; once in CI: work time +22.6%, +13.7%
+    # without the sorts; kernel +274%, regressed); or passed, where its rounds beside the
+    # burner scattered too widely for the Mann-Whitney test across them (once in CI:
+    # +22.5% over 9 rounds; kernel +279%, regressed).
     slower.assert_outcomes(failed=1)
     out = slower.stdout.str()
     assert "work time" in out, out
     work = next(line for line in out.splitlines() if line.startswith("+ work time"))
-    if "REGRESSED" not in work:
-        assert "NOT JUDGED" in work and "they slow library code with no wait" in out, out
-        slower.stdout.fnmatch_lines(["+ kernel  slower*REGRESSED*"])
-    slower.stdout.fnmatch_lines(["*kernel  slower*"])
+    if "NOT JUDGED" in work:
+        assert "they slow library code with no wait" in out, out
+    slower.stdout.fnmatch_lines(["+ kernel  slower*REGRESSED*"])
 
 
 @pytest.mark.alone
