@@ -225,8 +225,9 @@ class ABJudge:
         tests_left = max(self.fdr.m - self.fdr.tested, 1)
         return max(1, math.ceil(FAIR_SHARE * left / tests_left))
 
-    def confirm_pair(self) -> None:
-        """Account a second pair run to confirm an exact figure (``ABSession.more_pairs``)."""
+    def another_pair(self) -> None:
+        """Account one more pair of the test now running, beyond its first (also the
+        second pair ``ABSession.more_pairs`` runs to confirm an exact figure)."""
         self.extra_pairs += 1
         self.test_extra += 1
         self.stopped = None
@@ -246,8 +247,7 @@ class ABJudge:
         pairs = min(len(base), len(head))
         self.stopped = None
         if pairs < self.min_pairs:
-            self.extra_pairs += 1
-            self.test_extra += 1
+            self.another_pair()
             return True
         if not (leaning or waited):
             own_undecided = any(j.key == "" and j.decision == "undecided" for j in judged)
@@ -260,8 +260,7 @@ class ABJudge:
         elif pairs - 1 >= self.allowance():
             self.stopped = f"its share of the run's budget of {self.extra_budget} extra pairs"
         else:
-            self.extra_pairs += 1
-            self.test_extra += 1
+            self.another_pair()
             return True
         if not undecided:
             self.stopped = None

@@ -130,7 +130,7 @@ class ABSession(BaselineSession):
     ) -> bool:
         tol = self.with_overrides(overrides)
         if len(base) == len(head) == 1 and self._exact_moved(base, head, tol):
-            self.judge_ab.confirm_pair()
+            self.judge_ab.another_pair()
             return True
         return self.judge_ab.more_pairs(base, head, tol)
 
@@ -142,15 +142,18 @@ class ABSession(BaselineSession):
         moved (scipy.signal's ``test_precenter_deprecation`` draws its sample size from an
         unseeded generator: 864,620 FLOPs on the base, 1,396,886 on the head, every
         time), so it gets a second pair, whose rounds show whether the figure varies."""
-        entry = BaselineEntry.record(summarize_rounds(base), self.machine)
-        verdict = compare(
-            summarize_rounds(head),
-            entry,
+        return self._exact(base, summarize_rounds(head), tol).exact_moved
+
+    def _exact(self, base: Sequence[RoundFigures], head: TestSummary, tol: Tolerances) -> Verdict:
+        """The head's FLOPs, memory and op counts against the base's rounds; times not
+        judged here (they are the pairs', never the medians')."""
+        return compare(
+            head,
+            BaselineEntry.record(summarize_rounds(base), self.machine),
             fingerprint=self.machine.fingerprint,
             tolerances=dataclasses.replace(tol, time_min_rounds=1 << 30),
             unmeasured=self.unmeasured,
         )
-        return verdict.exact_moved
 
     def shipment(self, nodeid: str, verdict: Verdict) -> dict[str, object] | None:
         """What a pytest-xdist worker sends its controller: an A/B verdict depends on this
@@ -207,18 +210,11 @@ class ABSession(BaselineSession):
                 time_judged=False,
                 basis=self.basis,
             )
-        entry = BaselineEntry.record(summarize_rounds(base.rounds), self.machine)
         # Exact figures against the base's, round for round from the pairs: a figure the
         # test's own data decides (an unseeded generator) varies among each side's rounds,
         # and is set aside as unsteady rather than failed (``more_pairs`` runs a second
-        # pair to see it).  Times are the pairs', never the medians'.
-        exact = compare(
-            summarize_rounds(head) if head else summary,
-            entry,
-            fingerprint=self.machine.fingerprint,
-            tolerances=dataclasses.replace(tol, time_min_rounds=1 << 30),
-            unmeasured=self.unmeasured,
-        )
+        # pair to see it).
+        exact = self._exact(base.rounds, summarize_rounds(head) if head else summary, tol)
         stopped = self.judge_ab.stopped
         judged = self.judge_ab.settle(base.rounds, head, tol)
         rows, reasons = replace_time(
