@@ -35,6 +35,7 @@ from ab_study import FLOOR_NS, Runner, condition, make_repo, set_head
 from busy_study import NUMPY_OP, numpy_targets
 from verdict_study import KERNEL
 
+from pytest_opprof.ab.session import DEFAULT_Q
 from pytest_opprof.ab.judge import ABJudge, JudgedFigure
 from pytest_opprof.gate.summary import OpFigures, RoundFigures
 from pytest_opprof.gate.tolerance import Tolerances
@@ -50,7 +51,8 @@ AXES = {
 }
 """Each ``--opprof-ab-NAME`` setting a recording can run side by side: its option here
 (``--orders alternate,abba``) and its values, the default first."""
-Q = 0.05
+Q = DEFAULT_Q
+"""The run's false-discovery rate, as a run of the plugin has it."""
 
 
 def record_run(

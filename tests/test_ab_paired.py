@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 from pytest_opprof.ab import paired
+from pytest_opprof.ab.session import DEFAULT_Q
 from pytest_opprof.ab.paired import (
     DEFAULT_SIGMA,
     MAX_PRIOR_DF,
@@ -282,7 +283,7 @@ def simulate_run(
     *,
     spread: float = 0.0,
     wild: float = 0.0,
-    q: float = 0.05,
+    q: float = DEFAULT_Q,
     max_pairs: int = 12,
 ) -> list[Figure]:
     """One A/B run as the plugin drives it: figures one after another, each given its
@@ -309,18 +310,28 @@ def simulate_run(
     return figures
 
 
-@pytest.mark.parametrize(("sigma", "spread", "wild"), [(0.01, 0.5, 0.02), (0.02, 0.5, 0.02)])
-def test_aa_runs_keep_false_failures_below_q(sigma: float, spread: float, wild: float) -> None:
+@pytest.mark.parametrize("sigma", [0.01, 0.02])
+def test_aa_runs_keep_false_failures_below_q(sigma: float) -> None:
     """Unchanged code: every discovery is false, so the FDR is the share of runs with any.
 
-    40 runs, and a failure only where that many would be unlikely (under 5%) at an FDR of
-    q = 5%: the harsher setting sits near q (8 of 150 runs, judged with and without the
-    outliers of ``WILD_FAIL_Z``), where "at most 5% of 30 runs" failed about every other
-    seed whatever the rules."""
+    40 runs of 150 figures, 2% of their pairs wild, and a failure only where that many
+    runs with a false discovery would be unlikely (under 5%) at an FDR of q."""
     rng = np.random.default_rng(6)
-    runs = [simulate_run(rng, [0.0] * 150, sigma, spread=spread, wild=wild) for _ in range(40)]
-    failed = sum(any(f.verdict != "pass" and f.verdict != "undecided" for f in r) for r in runs)
-    assert stats.binom.sf(failed - 1, len(runs), 0.05) >= 0.05, failed
+    runs = [simulate_run(rng, [0.0] * 150, sigma, wild=0.02) for _ in range(40)]
+    failed = sum(any(f.verdict in ("regressed", "improved") for f in r) for r in runs)
+    assert stats.binom.sf(failed - 1, len(runs), DEFAULT_Q) >= 0.05, failed
+
+
+def test_aa_runs_whose_figures_scatter_unlike_their_pool_stay_under_half_a_percent() -> None:
+    """Figures whose sigmas spread by a factor e^0.5 around their pool's, as tests do: a
+    noisy figure's first pairs borrow the pool's smaller sigma, so LOND's bound is not
+    exact there.  At sigma 0.02 against a 3% tolerance 19 of 120 such runs had a false
+    failure at q = 10% (seed 16): one figure in about 1,000, well under the 0.5% of tests
+    an A/A run may fail (docs/ab.md)."""
+    rng = np.random.default_rng(6)
+    runs = [simulate_run(rng, [0.0] * 150, 0.02, spread=0.5, wild=0.02) for _ in range(40)]
+    false = sum(f.verdict in ("regressed", "improved") for r in runs for f in r)
+    assert false <= 0.005 * 150 * len(runs) / 2, false
 
 
 def test_a_ten_percent_slowdown_is_caught_within_12_pairs() -> None:
@@ -341,11 +352,33 @@ def test_unchanged_figures_are_decided_within_two_pairs_once_the_pool_has_data()
     assert sum(f.verdict == "pass" and f.pairs <= 2 for f in figures) >= 0.8 * len(figures)
 
 
-def test_a_change_at_the_tolerance_is_rarely_guessed() -> None:
+def test_a_change_below_the_tolerance_rarely_fails_and_one_of_twice_it_always_does() -> None:
+    """At the tolerance a change is a coin flip, whatever the rule: it is the boundary
+    between worth failing for and not.  Below it a figure fails only when noise carries
+    its estimate past the tolerance with significance; at twice it, always."""
     rng = np.random.default_rng(9)
-    verdicts = Counter(f.verdict for f in simulate_run(rng, [TOL] * 300, 0.02)[50:])
-    assert verdicts["undecided"] >= 0.7 * sum(verdicts.values())
-    assert verdicts["regressed"] <= 0.1 * sum(verdicts.values())
+
+    def regressed(change: float) -> float:
+        verdicts = Counter(f.verdict for f in simulate_run(rng, [change] * 300, 0.02)[50:])
+        return verdicts["regressed"] / sum(verdicts.values())
+
+    assert regressed(TOL / 3) <= 0.01
+    assert regressed(2 * TOL / 3) <= 0.1
+    assert 0.2 <= regressed(TOL) <= 0.8
+    assert regressed(2 * TOL) >= 0.99
+
+
+def test_a_significant_change_past_the_tolerance_fails_though_its_interval_reaches_below() -> None:
+    """A kernel 10% slower beside a bursty neighbour (recorded shape): 12 pairs read +7.8%
+    [+4.3%, +11.4%].  The change is real and beyond the tolerance; what the interval's low end
+    could add is only that it is beyond it with confidence."""
+    d = [0.15, -0.02, 0.12, 0.01, 0.16, 0.03, 0.13, 0.0, 0.1, 0.18, -0.01, 0.05]
+    e = estimate(d, 0.03, MAX_PRIOR_DF)
+    assert e.low < 0.05 < e.change
+    assert decide(e, 0.05, 1e-2) == "regressed"
+    # Its first three pairs, +8.7% but not significant at the level: undecided.
+    first = estimate(d[:3], 0.03, MAX_PRIOR_DF)
+    assert first.change > 0.05 and decide(first, 0.05, 1e-2) == "undecided"
 
 
 def test_a_pass_needs_only_the_slower_side_ruled_out() -> None:
