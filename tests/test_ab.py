@@ -376,6 +376,61 @@ def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
     assert abs(floors[0] - floors[1]) < 48, floors
 
 
+def test_the_collector_is_paused_in_every_measured_round_and_nowhere_else(
+    pytester: pytest.Pytester,
+) -> None:
+    """Both sides pause the cyclic garbage collector inside each measured round, as
+    ``timeit`` does, and restart it after (the fixture's teardown sees it running); a
+    committed-baseline run leaves it running.  Each call writes its process, its side
+    and whether the collector ran."""
+    (pytester.path / "conftest.py").write_text(
+        textwrap.dedent(
+            """
+            import gc
+            import os
+
+            import pytest
+
+            @pytest.fixture(autouse=True)
+            def after():
+                yield
+                with open(os.environ["GC_LOG"], "a") as log:
+                    log.write(f"{os.getpid()} teardown {int(gc.isenabled())}\\n")
+            """
+        )
+    )
+    (pytester.path / "test_collector.py").write_text(
+        textwrap.dedent(
+            """
+            import gc
+            import os
+
+            def test_collector():
+                side = "B" if "opprof-base-" in __file__ else "H"
+                with open(os.environ["GC_LOG"], "a") as log:
+                    log.write(f"{os.getpid()} {side} {int(gc.isenabled())}\\n")
+            """
+        )
+    )
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-qm", "base")
+    log = pytester.path / "gc.log"
+    pytester._monkeypatch.setenv("GC_LOG", str(log))
+    result = run_ab(pytester, "--opprof-ab-min-pairs=3", "--opprof-ab-max-pairs=3")
+    result.assert_outcomes(passed=1)
+    calls = [line.split() for line in log.read_text().splitlines()]
+    rounds = [running for _, what, running in calls if what != "teardown"]
+    # The head's own call and three rounds on each side, under 1 ms: all measured.
+    assert sorted(what for _, what, _ in calls if what != "teardown") == ["B"] * 3 + ["H"] * 4
+    assert rounds == ["0"] * 7, calls
+    assert [running for _, what, running in calls if what == "teardown"] == ["1"] * 3, calls
+    log.unlink()
+    plain = pytester.runpytest_subprocess("--opprof", "--opprof-rounds=3", "-p", "no:randomly")
+    plain.assert_outcomes(passed=1)
+    assert {running for _, _, running in (line.split() for line in log.read_text().splitlines())} == {"1"}
+
+
 @pytest.mark.parametrize(
     ("order", "head", "expected"),
     [

@@ -42,6 +42,8 @@ next_key = pytest.StashKey[str | None]()
 class ABWorker(Worker):
     """A :class:`Worker` whose rounds alternate with the base side's (``base``)."""
 
+    collector_paused = True
+
     base: BaseSide
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:

@@ -45,14 +45,15 @@ def protocol_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return f"{version('pytest-opprof')}/1"
+        return f"{version('pytest-opprof')}/2"
     except PackageNotFoundError:
-        return "unknown/1"
+        return "unknown/2"
 
 
 class PartnerWorker(Worker):
     """The base side's worker: rounds on the head's command, no verdict."""
 
+    collector_paused = True
     channel: Channel
 
     @pytest.hookimpl(wrapper=True, trylast=True)

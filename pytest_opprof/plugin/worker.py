@@ -22,6 +22,7 @@ side: in memory in a single process, on the report through pytest-xdist.
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 from collections.abc import Callable, Generator, Iterator
 from typing import Literal
@@ -97,6 +98,14 @@ class Worker:
     whose payloads ride on the reports).  ``not_measured`` collects the profiles'
     "what: why" lines; a single process shares the set with its collecting side.
     """
+
+    collector_paused = False
+    """Whether the cyclic garbage collector is paused inside each measured round, as
+    ``timeit`` pauses it (A/B runs, both sides): a collection that lands inside one round
+    of a test of a few ms adds as much again to that round alone, and a pair's two rounds
+    need the same work to compare.  Garbage a round leaves is collected between rounds.
+    The committed gate keeps it running, so its memory figures stay those of the
+    baselines it recorded (docs/ab.md, "Pairs without the collector")."""
 
     def __init__(
         self,
@@ -313,6 +322,8 @@ class Worker:
 
         def window() -> contextlib.AbstractContextManager[None]:
             measure = rounds.measure(self.options, self.not_measured, self._probe)
+            if self.collector_paused:
+                measure = _collector_paused(measure)
             return measure if self.layout is None else _shuffled(self.layout, measure)
 
         # The round before is reduced to its figures first: its events go (or become
@@ -486,6 +497,20 @@ class Worker:
         if judgement_basis not in (None, "baseline"):
             item.user_properties.append(("opprof_time_basis", judgement_basis))
         return report
+
+
+@contextlib.contextmanager
+def _collector_paused(measure: contextlib.AbstractContextManager[None]) -> Iterator[None]:
+    """``measure`` with the cyclic garbage collector paused, restarted on every way out
+    (unless the test had paused it itself)."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        with measure:
+            yield
+    finally:
+        if running:
+            gc.enable()
 
 
 @contextlib.contextmanager
