@@ -428,7 +428,9 @@ def test_the_collector_is_paused_in_every_measured_round_and_nowhere_else(
     log.unlink()
     plain = pytester.runpytest_subprocess("--opprof", "--opprof-rounds=3", "-p", "no:randomly")
     plain.assert_outcomes(passed=1)
-    assert {running for _, _, running in (line.split() for line in log.read_text().splitlines())} == {"1"}
+    assert {
+        running for _, _, running in (line.split() for line in log.read_text().splitlines())
+    } == {"1"}
 
 
 @pytest.mark.parametrize(
