@@ -35,8 +35,8 @@ from ab_study import FLOOR_NS, Runner, condition, make_repo, set_head
 from busy_study import NUMPY_OP, numpy_targets
 from verdict_study import KERNEL
 
-from pytest_opprof.ab.session import DEFAULT_Q
 from pytest_opprof.ab.judge import ABJudge, JudgedFigure
+from pytest_opprof.ab.session import DEFAULT_Q
 from pytest_opprof.gate.summary import OpFigures, RoundFigures
 from pytest_opprof.gate.tolerance import Tolerances
 

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from scipy import special, stats
 
 from pytest_opprof.ab import paired
-from pytest_opprof.ab.session import DEFAULT_Q
 from pytest_opprof.ab.paired import (
     DEFAULT_SIGMA,
     MAX_PRIOR_DF,
@@ -30,6 +29,7 @@ from pytest_opprof.ab.paired import (
     next_step,
     pair_basis,
 )
+from pytest_opprof.ab.session import DEFAULT_Q
 from pytest_opprof.ab.student import betainc, t_cdf, t_ppf, t_sf
 from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT, WORK_WAIT_LIMIT
 
