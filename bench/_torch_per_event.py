@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from pytest_opprof.capture.sources.kineto_read import KinetoRead
+from pytest_opprof.capture.sources.torch_observer import CONCRETE_OPS
 from pytest_opprof.capture.sources.torch_source import MARKER, _dtype_text
-from pytest_opprof.flops.aten import CONCRETE_ARGUMENT_OPS
 from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 
 
@@ -40,7 +40,7 @@ def read_events_per_event(events: list[Any]) -> KinetoRead:
             continue
         ev_shapes = e.shapes()
         ev_dtypes = e.dtypes()
-        if name in CONCRETE_ARGUMENT_OPS:
+        if name in CONCRETE_OPS:
             ev_dtypes = [
                 _dtype_text(d, v) for d, v in zip(ev_dtypes, e.concrete_inputs(), strict=False)
             ]

@@ -25,12 +25,17 @@ class Ev:
     shape: list[list[int]] | None = None
     stack: list[str] | None = None
     flags: int = 0
+    dtypes: list[str] | None = None
+    """Per argument (``shape`` given): its dtype text; float64 each when not given."""
+    devices: list[str] | None = None
+    """Per argument: its device (``Records.devices``); any given makes the records carry
+    devices."""
 
 
 def records_from(roots: list[Ev], *, known_parents: bool = True) -> Records:
     """Records for ``roots`` and their subtrees; parents are ids, or -2 when not known."""
     names: list[str] = []
-    shapes: list[list[list[int] | None]] = [[]]
+    shapes: list[object] = [[]]
     stacks: list[list[str]] = [[]]
     rows: list[tuple[Ev, int, int, int]] = []  # event, id, parent id, depth
 
@@ -62,19 +67,32 @@ def records_from(roots: list[Ev], *, known_parents: bool = True) -> Records:
             intern(names, ev.name),
             ev.kind,
             ev.flags,
-            intern(shapes, ev.shape) if ev.shape is not None else 0,
+            intern(shapes, _signature(ev)) if ev.shape is not None else 0,
             intern(stacks, ev.stack) if ev.stack is not None else 0,
             depth if known_parents else 0,
             1 if ev.alloc else 0,
             -1,  # wait for a CPU: not measured
         )
+    signatures = [s if isinstance(s, tuple) else (s, None, None) for s in shapes]
+    on_device = any(devices is not None for _, _, devices in signatures)
     return Records(
         events=arr,
         names=names,
-        shapes=shapes,
-        dtypes=[["float64"] * len(s) for s in shapes],
+        shapes=[s for s, _, _ in signatures],
+        dtypes=[d if d is not None else ["float64"] * len(s) for s, d, _ in signatures],
         stacks=stacks,
+        devices=[v if v is not None else [""] * len(s) for s, _, v in signatures]
+        if on_device
+        else None,
     )
+
+
+def _signature(ev: Ev) -> object:
+    """The shape table's entry of ``ev``: its shapes, or with dtypes or devices given,
+    (shapes, dtypes, devices)."""
+    if ev.dtypes is None and ev.devices is None:
+        return ev.shape
+    return (ev.shape, ev.dtypes, ev.devices)
 
 
 def without_last(records: Records) -> Records:

@@ -24,6 +24,7 @@ from pytest_opprof.model.event_flops import (
     formula_table,
     op_has_formula,
 )
+from pytest_opprof.model.event_traffic import TRAFFIC_FIELDS, event_traffic
 from pytest_opprof.model.events import FunctionEventAvg
 from pytest_opprof.model.overhead import corrections_ns
 from pytest_opprof.model.tree import (
@@ -79,12 +80,48 @@ def average_records(
             device = _device(use_device, device_events > 0)
             for avg in rows:
                 avg.use_device = device
+            if records.devices is not None:
+                tree = build_tree(records)
+                _add_traffic(rows, records, tree, group_by_input_shape, group_by_stack_n)
             return rows, device
     tree = build_tree(records, native=native)
     device = _device(use_device, bool((tree.events["device_ns"] >= 0).any()))
-    return _average_numpy(
+    rows = _average_numpy(
         records, tree, group_by_input_shape, group_by_stack_n, with_flops, device, overhead
-    ), device
+    )
+    _add_traffic(rows, records, tree, group_by_input_shape, group_by_stack_n)
+    return rows, device
+
+
+def _add_traffic(
+    rows: list[FunctionEventAvg], records: Records, tree: EventTree, by_shape: bool, stack_n: int
+) -> None:
+    """Each row's traffic: the sums of its events' (``event_traffic``), looked up by the
+    group's key for the few events that carry any."""
+    counted = event_traffic(records, tree)
+    if counted is None:
+        return
+    carrying = np.flatnonzero(counted.any(axis=1)).tolist()
+    if not carrying:
+        return
+
+    def key(name: str, shapes: object, stack: list[str]) -> tuple[object, ...]:
+        return (name, repr(shapes) if by_shape else None, tuple(stack[:stack_n]))
+
+    by_key = {key(str(r.key), r.input_shapes, r.stack): r for r in rows}
+    ev = tree.events
+    for row in carrying:
+        avg = by_key.get(
+            key(
+                tree.names[int(tree.name[row])],
+                records.shapes[int(ev["shape"][row])],
+                records.stacks[int(ev["stack"][row])],
+            )
+        )
+        if avg is None:
+            continue
+        for field, value in zip(TRAFFIC_FIELDS, counted[row].tolist(), strict=True):
+            setattr(avg, field, getattr(avg, field) + value)
 
 
 def _device(use_device: str | None, measured: bool) -> str | None:

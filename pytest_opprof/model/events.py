@@ -15,6 +15,7 @@ import numpy as np
 
 from pytest_opprof.capture.overhead import Overhead
 from pytest_opprof.model.event_flops import event_flops, shape_dtypes
+from pytest_opprof.model.event_traffic import TRAFFIC_FIELDS, event_traffic
 from pytest_opprof.model.overhead import corrections_ns
 from pytest_opprof.model.tree import EventTree
 from pytest_opprof.native_layout.records import FLAG_EXCEPTION, KIND_SCOPE, Records
@@ -55,7 +56,10 @@ class FunctionEvent:
     fields are the net bytes allocated while the call was innermost, the others
     include the subtree.
     ``self_flops`` is ``flops`` unless a descendant carries FLOPs, then 0
-    (see :class:`FunctionEventAvg`).
+    (see :class:`FunctionEventAvg`).  ``host_to_device_bytes``,
+    ``device_to_host_bytes``, ``device_to_device_bytes`` and ``device_syncs``: the
+    copies and synchronisations the call made, where no op around it counts them
+    (``model/event_traffic.py``).
     """
 
     __slots__ = (
@@ -65,8 +69,12 @@ class FunctionEvent:
         "cpu_time_total",
         "cpu_time_total_overhead",
         "device_memory_usage",
+        "device_syncs",
         "device_time_total",
+        "device_to_device_bytes",
+        "device_to_host_bytes",
         "flops",
+        "host_to_device_bytes",
         "id",
         "input_dtypes",
         "input_shapes",
@@ -132,6 +140,10 @@ class FunctionEvent:
         self.self_device_memory_usage = 0
         self.flops = flops
         self.self_flops = flops if self_flops is None else self_flops
+        self.host_to_device_bytes = 0
+        self.device_to_host_bytes = 0
+        self.device_to_device_bytes = 0
+        self.device_syncs = 0
         self.input_shapes: list[list[int] | None] = input_shapes if input_shapes is not None else []
         self.input_dtypes: list[str] = input_dtypes if input_dtypes is not None else []
         self.stack: list[str] = stack if stack is not None else []
@@ -190,7 +202,9 @@ class FunctionEventAvg:
     tells whether the group's first event had no parent (what
     ``table(top_level_events_only=True)`` looks at), ``is_user_annotation``
     whether it is a ``record_function`` scope (a scope and an op of one name
-    share a key; the first event decides, as torch's first event sets it).  ``cpu_parent`` and
+    share a key; the first event decides, as torch's first event sets it).  The
+    traffic figures (``device_to_host_bytes``, ``device_syncs``, ...) sum the
+    events', each copy counted once (see :class:`FunctionEvent`).  ``cpu_parent`` and
     ``cpu_children`` are the first event's, set only when built from
     :class:`FunctionEvent` objects.
     """
@@ -212,6 +226,10 @@ class FunctionEventAvg:
         self.self_device_memory_usage: int = 0
         self.flops: int = 0
         self.self_flops: int = 0
+        self.host_to_device_bytes: int = 0
+        self.device_to_host_bytes: int = 0
+        self.device_to_device_bytes: int = 0
+        self.device_syncs: int = 0
         self.input_shapes: list[list[int] | None] = []
         self.stack: list[str] = []
         self.is_top_level: bool = True
@@ -265,6 +283,10 @@ class FunctionEventAvg:
         self.self_device_memory_usage += other.self_device_memory_usage
         self.flops += other.flops
         self.self_flops += other.self_flops
+        self.host_to_device_bytes += other.host_to_device_bytes
+        self.device_to_host_bytes += other.device_to_host_bytes
+        self.device_to_device_bytes += other.device_to_device_bytes
+        self.device_syncs += other.device_syncs
         return self
 
     def __iadd__(self, other: FunctionEvent | FunctionEventAvg) -> FunctionEventAvg:
@@ -461,6 +483,12 @@ def build_events(
         flops_list, self_flops_list = flops_col.tolist(), self_flops_col.tolist()
     else:
         flops_list = self_flops_list = [0] * len(tree)
+    traffic = event_traffic(records, tree)
+    traffic_columns = (
+        dict(zip(TRAFFIC_FIELDS, traffic.T.tolist(), strict=True))
+        if traffic is not None
+        else dict.fromkeys(TRAFFIC_FIELDS, [0] * len(tree))
+    )
     start_us = ev["start_ns"] / _NS_PER_US
     end_us = (ev["start_ns"] + tree.cpu_total_ns) / _NS_PER_US
     shape_ids = ev["shape"].tolist()
@@ -484,6 +512,7 @@ def build_events(
         "self_device_memory_usage": [0] * n,
         "flops": flops_list,
         "self_flops": self_flops_list,
+        **traffic_columns,
         "input_shapes": [records.shapes[sid] for sid in shape_ids],
         "input_dtypes": [list(shape_dtypes(records, sid)) for sid in shape_ids],
         "stack": [records.stacks[sid] for sid in ev["stack"].tolist()],

@@ -58,7 +58,10 @@ class Records:
     ``stacks[e["stack"]]`` the call-site frames, innermost first, each
     ``"file(line): function"``.  Index 0 of shapes/dtypes/stacks is "none".
     A native drain's shapes and dtypes are read-only sequences decoded on first
-    use (native_layout/shape_table.py); other sources give lists.
+    use (native_layout/shape_table.py); other sources give lists.  ``devices[e["shape"]]``
+    each argument's device (``"cpu"``, ``"cuda:0"``; ``""``: none), or ``devices`` is
+    None: no argument was seen off the host (the torch observer fills it, for the
+    traffic rule of ``flops/device_traffic.py``).
     """
 
     events: np.ndarray
@@ -68,6 +71,7 @@ class Records:
     stacks: list[list[str]] = field(default_factory=lambda: [[]])
     dropped: int = 0
     clock_source: str = "unknown"
+    devices: list[list[str]] | None = None
 
     @classmethod
     def empty(cls) -> Records:
@@ -79,10 +83,8 @@ class Records:
     def concat(self, other: Records) -> Records:
         """Merge another source's records into one session (ids re-indexed)."""
         name_map = _merge_table(self.names, other.names)
-        shape_map = _merge_table(
-            [repr((s, d)) for s, d in zip(self.shapes, self.dtypes, strict=True)],
-            [repr((s, d)) for s, d in zip(other.shapes, other.dtypes, strict=True)],
-        )
+        on_device = self.devices is not None or other.devices is not None
+        shape_map = _merge_table(_signatures(self, on_device), _signatures(other, on_device))
         stack_map = _merge_table(
             ["\n".join(s) for s in self.stacks], ["\n".join(s) for s in other.stacks]
         )
@@ -91,10 +93,13 @@ class Records:
         for i, n in enumerate(other.names):
             if name_map[i] >= len(names):
                 names.append(n)
+        devices = [_devices_of(self, i) for i in range(len(shapes))] if on_device else None
         for i in range(len(other.shapes)):
             if shape_map[i] >= len(shapes):
                 shapes.append(other.shapes[i])
                 dtypes.append(other.dtypes[i])
+                if devices is not None:
+                    devices.append(_devices_of(other, i))
         for i, st in enumerate(other.stacks):
             if stack_map[i] >= len(stacks):
                 stacks.append(st)
@@ -111,7 +116,22 @@ class Records:
             stacks=stacks,
             dropped=self.dropped + other.dropped,
             clock_source=self.clock_source,
+            devices=devices,
         )
+
+
+def _devices_of(records: Records, i: int) -> list[str]:
+    return records.devices[i] if records.devices is not None else []
+
+
+def _signatures(records: Records, with_devices: bool) -> list[str]:
+    """Each shape id's arguments as a key: equal keys are one entry of the merged table."""
+    if not with_devices:
+        return [repr((s, d)) for s, d in zip(records.shapes, records.dtypes, strict=True)]
+    return [
+        repr((s, d, _devices_of(records, i)))
+        for i, (s, d) in enumerate(zip(records.shapes, records.dtypes, strict=True))
+    ]
 
 
 def _merge_table(mine: list[str], theirs: list[str]) -> list[int]:

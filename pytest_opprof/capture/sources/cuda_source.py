@@ -211,6 +211,7 @@ class CudaSource:
             stacks=records.stacks,
             dropped=records.dropped,
             clock_source=records.clock_source,
+            devices=records.devices,
         )
 
     def _device_memory(self) -> DeviceMemoryStats:

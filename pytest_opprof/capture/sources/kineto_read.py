@@ -25,3 +25,6 @@ class KinetoRead:
     shapes: list[list[list[int] | None]]
     dtypes: list[list[str]]
     marker_starts: list[int]
+    devices: list[list[str]] | None = None
+    """Per shape id, each argument's device (``"cpu"``, ``"cuda:0"``, ``""``: none); None
+    where no argument was off the host, or the collector records no devices (Kineto)."""

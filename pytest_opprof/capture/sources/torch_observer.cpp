@@ -1,7 +1,7 @@
 // pytest-opprof's torch op observer: a RecordFunction callback that records
 // what Kineto's CPU activity records for our summary (name, start/end, thread,
-// input shapes and dtypes, the concrete scalar inputs the FLOP formulas need,
-// memory instants) into per-thread C++ buffers, read in bulk after stop.
+// input shapes, dtypes and devices, the concrete scalar inputs the FLOP formulas
+// and the traffic rule need, memory instants) into per-thread C++ buffers, read in bulk after stop.
 // With device timing on, an op with a CUDA tensor input also gets a CUDA event
 // pair on its device's current stream (through c10's device guard, torch's own
 // device-generic event API; the events are reused from session to session),
@@ -62,6 +62,8 @@ enum : int64_t {
     TAG_SCALAR = 4,         // kind (0 int, 1 bool, 2 other, 3 double bits), value
     TAG_SCALAR_LIST = 5,    // n, then n x (kind, value)
     TAG_OTHER = 6,          // undefined tensor or anything else: shape [], dtype ""
+    TAG_TENSOR_ON = 7,      // a tensor off the host: as TAG_TENSOR, then device type, index
+    TAG_DEVICE = 8,         // a Device argument: type, index (Kineto: shape [], dtype "")
 };
 constexpr size_t SCALAR_LIST_LIMIT = 30; // Kineto's SCALAR_LIST_LENGTH_LIMIT
 
@@ -252,10 +254,21 @@ c10::DeviceIndex encode_inputs(std::vector<int64_t> &a, c10::ArrayRef<const c10:
             if (find_device && cuda < 0 && t.is_cuda())
                 cuda = t.device().index();
             auto sizes = t.sizes();
-            a.push_back(TAG_TENSOR);
+            // The device only off the host: a host-only session's signatures stay as they were.
+            bool host = t.is_cpu();
+            a.push_back(host ? TAG_TENSOR : TAG_TENSOR_ON);
             a.push_back((int64_t)t.scalar_type());
             a.push_back((int64_t)sizes.size());
             a.insert(a.end(), sizes.begin(), sizes.end());
+            if (!host) {
+                a.push_back((int64_t)t.device().type());
+                a.push_back((int64_t)t.device().index());
+            }
+        } else if (v.isDevice()) {
+            c10::Device d = v.toDevice();
+            a.push_back(TAG_DEVICE);
+            a.push_back((int64_t)d.type());
+            a.push_back((int64_t)d.index());
         } else if (v.isScalar()) {
             a.push_back(TAG_SCALAR);
             if (concrete) {
@@ -598,6 +611,20 @@ std::vector<std::string> dtype_names()
     return out;
 }
 
+// c10's name of each device type, by number ("cpu", "cuda", "meta"; "" where none).
+std::vector<std::string> device_type_names()
+{
+    std::vector<std::string> out;
+    for (int i = 0; i < (int)c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES; i++) {
+        try {
+            out.emplace_back(c10::DeviceTypeName((c10::DeviceType)i, /*lower_case=*/true));
+        } catch (const std::exception &) {
+            out.emplace_back("");
+        }
+    }
+    return out;
+}
+
 } // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
@@ -608,6 +635,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
     m.def("recording", &recording);
     m.def("read", &read_buffers);
     m.def("dtype_names", &dtype_names);
+    m.def("device_type_names", &device_type_names);
     m.def("set_concrete_names", &set_concrete_names);
     m.def("now_ns", &now_ns);
 }

@@ -23,6 +23,7 @@ import os
 import struct
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,16 @@ import numpy as np
 
 from pytest_opprof.capture.sources.kineto_read import KinetoRead
 from pytest_opprof.flops.aten import CONCRETE_ARGUMENT_OPS
+from pytest_opprof.flops.device_traffic import CONCRETE_TRAFFIC_OPS, HOST, is_device
+
+CONCRETE_OPS = CONCRETE_ARGUMENT_OPS | CONCRETE_TRAFFIC_OPS
 
 CPP = Path(__file__).with_name("torch_observer.cpp")
 ENV = "OPPROF_TORCH_OBSERVER"
 
 TAG_TENSOR, TAG_TENSOR_LIST, TAG_LIST_UNDEFINED = 1, 2, 3
 TAG_SCALAR, TAG_SCALAR_LIST, TAG_OTHER = 4, 5, 6
+TAG_TENSOR_ON, TAG_DEVICE = 7, 8
 KIND_INT, KIND_BOOL, KIND_OTHER, KIND_DOUBLE = 0, 1, 2, 3
 
 
@@ -82,8 +87,9 @@ def load() -> tuple[Any | None, str | None]:
         module.load_s = time.perf_counter() - began
         module.compiled = compiled
         module.build_dir = build_dir
-        module.set_concrete_names(sorted(CONCRETE_ARGUMENT_OPS))
+        module.set_concrete_names(sorted(CONCRETE_OPS))
         module.dtypes = module.dtype_names()
+        module.device_types = module.device_type_names()
         return module, None
     except Exception as exc:  # any failure means Kineto, never a failed session
         lines = [line for line in str(exc).strip().splitlines() if line.strip()]
@@ -120,24 +126,44 @@ def _scalar_text(kind: int, value: int) -> object:
     return None
 
 
-def decode(sig: list[int], dtypes: list[str]) -> tuple[list[list[int]], list[str]]:
+def _device(types: Sequence[str], kind: int, index: int) -> str:
+    name = types[kind] if 0 <= kind < len(types) else ""
+    return f"{name}:{index}" if name and index >= 0 else name
+
+
+def decode(
+    sig: list[int], dtypes: list[str], device_types: Sequence[str] = ()
+) -> tuple[list[list[int]], list[str], list[str]]:
     """One argument encoding (see torch_observer.cpp) as Kineto's shapes and dtype texts
-    (with :func:`~pytest_opprof.capture.sources.torch_source._dtype_text`'s values)."""
+    (with :func:`~pytest_opprof.capture.sources.torch_source._dtype_text`'s values), and
+    each argument's device (``"cpu"``, ``"cuda:0"``; ``""``: neither a tensor nor a
+    ``Device``: Kineto records none)."""
     shapes: list[list[int]] = []
     texts: list[str] = []
+    devices: list[str] = []
     i = 0
     while i < len(sig):
         tag = sig[i]
-        if tag == TAG_TENSOR:
+        if tag in (TAG_TENSOR, TAG_TENSOR_ON):
             ndim = sig[i + 2]
             shapes.append(sig[i + 3 : i + 3 + ndim])
             texts.append(dtypes[sig[i + 1]])
             i += 3 + ndim
+            if tag == TAG_TENSOR:
+                devices.append(HOST)
+            else:
+                devices.append(_device(device_types, sig[i], sig[i + 1]))
+                i += 2
             continue
         shapes.append([])
+        devices.append("")
         if tag == TAG_TENSOR_LIST:
             texts.append("TensorList")
             i += 1
+        elif tag == TAG_DEVICE:
+            texts.append("")
+            devices[-1] = _device(device_types, sig[i + 1], sig[i + 2])
+            i += 3
         elif tag == TAG_SCALAR:
             kind, value = sig[i + 1], sig[i + 2]
             texts.append(f"Scalar={_scalar_text(kind, value)}" if kind in (0, 1) else "Scalar")
@@ -155,7 +181,7 @@ def decode(sig: list[int], dtypes: list[str]) -> tuple[list[list[int]], list[str
         else:  # TAG_LIST_UNDEFINED, TAG_OTHER
             texts.append("")
             i += 1
-    return shapes, texts
+    return shapes, texts, devices
 
 
 def read(module: Any, marker: str) -> KinetoRead:
@@ -185,18 +211,24 @@ def read(module: Any, marker: str) -> KinetoRead:
     distinct: dict[tuple[object, ...], int] = {}
     shapes: list[list[list[int] | None]] = [[]]
     dtype_rows: list[list[str]] = [[]]
+    device_rows: list[list[str]] = [[]]
     for s in sig_used.tolist():
-        sh, dt = decode(sigs[offsets[s] : offsets[s + 1]], module.dtypes)
-        key = (tuple(map(tuple, sh)), tuple(dt))
+        sh, dt, dv = decode(sigs[offsets[s] : offsets[s + 1]], module.dtypes, module.device_types)
+        key = (tuple(map(tuple, sh)), tuple(dt), tuple(dv))
         if key not in distinct:
             distinct[key] = len(shapes)
             shapes.append(list(sh))
             dtype_rows.append(dt)
+            device_rows.append(dv)
         sig_map[s] = distinct[key]
+    # Devices only where one is off the host: a host-only profile has nothing to count.
+    on_device = any(is_device(d) for row in device_rows for d in row)
 
     out = np.empty((len(rows), 6), dtype=np.int64)
     out[:, :3] = rows[:, :3]
     out[:, 3] = name_map[rows[:, 3]]
     out[:, 4] = sig_map[rows[:, 4]]
     out[:, 5] = rows[:, 5]
-    return KinetoRead(out, mem, names, shapes, dtype_rows, marker_starts)
+    return KinetoRead(
+        out, mem, names, shapes, dtype_rows, marker_starts, device_rows if on_device else None
+    )

@@ -18,9 +18,11 @@ the observer's buffers (:func:`torch_observer.read`) or Kineto's
 :class:`KinetoRead` and turns it into :class:`Records`:
 
 * names are torch's (``aten::mm``); input shapes and dtypes as torch reports
-  them; for ops in :data:`~pytest_opprof.flops.aten.CONCRETE_ARGUMENT_OPS`
+  them; for ops in :data:`~pytest_opprof.capture.sources.torch_observer.CONCRETE_OPS`
   the concrete non-tensor arguments are kept in the dtype text
-  (``"ScalarList=[2, 2]"``) so the FLOP formulas can use them;
+  (``"ScalarList=[2, 2]"``) so the FLOP formulas and the traffic rule can use them;
+  the observer also records each argument's device (``Records.devices``, where one is
+  off the host; Kineto records none);
 * ``[memory]`` instants are attributed to the innermost torch op around them on
   their thread (self CPU memory, as torch's model does); the rest stay
   ``[memory]`` events;
@@ -58,7 +60,7 @@ import numpy as np
 
 from pytest_opprof import _native
 from pytest_opprof.capture.sources.kineto_read import KinetoRead
-from pytest_opprof.flops.aten import CONCRETE_ARGUMENT_OPS
+from pytest_opprof.capture.sources.torch_observer import CONCRETE_OPS
 from pytest_opprof.native_layout.records import (
     EVENT_DTYPE,
     KIND_MEMORY,
@@ -307,7 +309,9 @@ class TorchSource:
     def records_of(self, read: KinetoRead) -> Records:
         """Records on the core clock from what :func:`read_events` read (sets ``last_clock``)."""
         self.last_clock = clock = clock_map(self._marker.brackets, read.marker_starts)
-        return _to_records(read.ops, read.mem, read.names, read.shapes, read.dtypes, clock)
+        records = _to_records(read.ops, read.mem, read.names, read.shapes, read.dtypes, clock)
+        records.devices = read.devices
+        return records
 
 
 def _is_op(name: str, event: Any) -> bool:
@@ -362,9 +366,9 @@ def read_events(events: list[Any]) -> KinetoRead:
 
     ev_shapes = list(map(kind.shapes, ops))
     ev_dtypes = list(map(kind.dtypes, ops))
-    if not op_names.isdisjoint(CONCRETE_ARGUMENT_OPS):
+    if not op_names.isdisjoint(CONCRETE_OPS):
         for j, name in enumerate(names_of_ops):
-            if name in CONCRETE_ARGUMENT_OPS:
+            if name in CONCRETE_OPS:
                 values = ops[j].concrete_inputs()
                 ev_dtypes[j] = [
                     _dtype_text(d, v) for d, v in zip(ev_dtypes[j], values, strict=False)
