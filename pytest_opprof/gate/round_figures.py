@@ -15,7 +15,7 @@ from typing import Protocol
 
 from pytest_opprof.gate import summary_codec
 from pytest_opprof.gate.jsonio import Fields
-from pytest_opprof.gate.summary_codec import RULE, Count, field_names
+from pytest_opprof.gate.summary_codec import RULE, Count, SiteCounts, field_names
 
 _US_TO_NS = 1000
 _NS_PER_US = 1000.0
@@ -70,6 +70,61 @@ class MemoryFigures:
     def from_json(cls, f: Fields) -> MemoryFigures:
         memory: MemoryFigures = summary_codec.from_json(cls, f)
         return memory
+
+
+TRAFFIC_FIGURES = (
+    "host_to_device_bytes",
+    "device_to_host_bytes",
+    "device_to_device_bytes",
+    "device_syncs",
+)
+"""The traffic figures (``flops/device_traffic.py``'s ``Traffic`` fields), in its order."""
+
+
+@dataclass(frozen=True)
+class DeviceTraffic:
+    """Bytes copied between host and device, and synchronisations with the device, of one
+    round or the low median over rounds; ``sites``: the same four, by op and the scope it
+    ran in (``model.event_traffic.site_key``), where not all 0.  Exact: counted from the
+    ops' arguments (``flops/device_traffic.py``)."""
+
+    host_to_device_bytes: int = field(metadata={RULE: Count()})
+    device_to_host_bytes: int = field(metadata={RULE: Count()})
+    device_to_device_bytes: int = field(metadata={RULE: Count()})
+    device_syncs: int = field(metadata={RULE: Count()})
+    sites: Mapping[str, tuple[int, int, int, int]] = field(
+        metadata={RULE: SiteCounts(width=len(TRAFFIC_FIGURES))}, default_factory=dict
+    )
+
+    @classmethod
+    def of(
+        cls, total: Sequence[int], sites: Mapping[str, Sequence[int]] | None = None
+    ) -> DeviceTraffic:
+        """From the four figures in ``TRAFFIC_FIGURES`` order, and by site."""
+        h2d, d2h, d2d, syncs = (int(v) for v in total)
+        return cls(
+            host_to_device_bytes=h2d,
+            device_to_host_bytes=d2h,
+            device_to_device_bytes=d2d,
+            device_syncs=syncs,
+            sites={
+                key: (int(a), int(b), int(c), int(d))
+                for key, (a, b, c, d) in sorted((sites or {}).items())
+                if a or b or c or d
+            },
+        )
+
+    def figures(self) -> dict[str, int]:
+        """The four totals by name."""
+        return {name: getattr(self, name) for name in TRAFFIC_FIGURES}
+
+    def to_json(self) -> dict[str, object]:
+        return summary_codec.to_json(self)
+
+    @classmethod
+    def from_json(cls, f: Fields) -> DeviceTraffic:
+        traffic: DeviceTraffic = summary_codec.from_json(cls, f)
+        return traffic
 
 
 @dataclass(frozen=True)
@@ -138,6 +193,8 @@ class RoundFigures:
     leaked_ops: tuple[tuple[str, int], ...] = ()
     """Of the round's leaked bytes, the numpy data each op allocated, most first
     (``MemoryStats.leaked_ops``)."""
+    traffic: DeviceTraffic | None = None
+    """Host<->device traffic of the round; None where no op's argument was off the host."""
 
     @classmethod
     def from_events(

@@ -22,6 +22,7 @@ from pytest_opprof.gate.judge import (
     judge_time,
     session_bounds,
 )
+from pytest_opprof.gate.round_figures import TRAFFIC_FIGURES
 from pytest_opprof.gate.summary import TestSummary, TimeStats
 from pytest_opprof.gate.time_basis import TimeBasis
 from pytest_opprof.gate.tolerance import Tolerances
@@ -96,8 +97,14 @@ RANGED_METRICS = {
     "allocations": ("allocations", "allocations"),
     "leaked_bytes": ("leaked memory", "bytes"),
     "device_memory_bytes": ("device memory peak", "bytes"),
+    "host_to_device_bytes": ("host->device", "bytes"),
+    "device_to_host_bytes": ("device->host", "bytes"),
+    "device_to_device_bytes": ("device->device", "bytes"),
+    "device_syncs": ("syncs", "syncs"),
 }
 """``TestSummary.ranges`` names -> (metric row name, unit)."""
+TRAFFIC_METRICS = frozenset(RANGED_METRICS[name][0] for name in TRAFFIC_FIGURES)
+"""The rows of host<->device traffic: bytes, but copied, not held (no memory row)."""
 
 
 def metric_rows(basis: TimeBasis, tol: Tolerances) -> MetricRows:
@@ -120,7 +127,11 @@ def metric_rows(basis: TimeBasis, tol: Tolerances) -> MetricRows:
 def totals_status(metrics: Sequence[MetricRow]) -> dict[str, RowStatus]:
     """Status of each test-level total an op figure belongs to (all memory rows as one)."""
     status = {m.metric: m.status for m in metrics}
-    memory = {m.status for m in metrics if m.unit in ("bytes", "allocations")}
+    memory = {
+        m.status
+        for m in metrics
+        if m.unit in ("bytes", "allocations") and m.metric not in TRAFFIC_METRICS
+    }
     status["memory"] = (
         "regressed" if "regressed" in memory else "improved" if "improved" in memory else "pass"
     )
@@ -189,6 +200,8 @@ def _rows(
         )
     if base.device_memory_bytes is not None and now.device_memory_bytes is not None:
         rows.append(exact.row("device_memory_bytes", tol.memory, tol.memory_floor_bytes))
+    if base.device_traffic is not None and now.device_traffic is not None:
+        rows += [exact.row(name, tol.traffic) for name in TRAFFIC_FIGURES]
     rows.append(row("op time share", "share", base.op_time_share, now.op_time_share, None, "info"))
     return rows
 

@@ -33,7 +33,8 @@ from typing import Any
 
 from pytest_opprof.gate import summary_codec
 from pytest_opprof.gate.jsonio import Fields
-from pytest_opprof.gate.round_figures import EXACT, SummedOps
+from pytest_opprof.gate.round_figures import EXACT, TRAFFIC_FIGURES, SummedOps
+from pytest_opprof.gate.round_figures import DeviceTraffic as DeviceTraffic
 from pytest_opprof.gate.round_figures import MemoryFigures as MemoryFigures
 from pytest_opprof.gate.round_figures import MemoryStatsLike as MemoryStatsLike
 from pytest_opprof.gate.round_figures import OpFigures as OpFigures
@@ -71,6 +72,7 @@ TEST_RANGED = (
     "allocations",
     "leaked_bytes",
     "device_memory_bytes",
+    *TRAFFIC_FIGURES,
 )
 """The test-level deterministic figures that may carry a range (names as in ``ranges``)."""
 OP_RANGED = ("count", "flops", "self_memory_bytes")
@@ -318,6 +320,11 @@ class TestSummary:
     """Of ``memory.leaked_bytes``, the numpy data each op allocated (the low median over
     rounds; ``[memory]``: outside any op): the ops a leak is named by.  Not stored in
     baselines."""
+    device_traffic: DeviceTraffic | None = field(
+        metadata={RULE: Nested(of=DeviceTraffic, optional=True)}, default=None
+    )
+    """Bytes copied between host and device and synchronisations (the round whose total
+    is the low median); None, and not written, where no op's argument was off the host."""
 
     def exact_values(self) -> dict[str, int]:
         """The deterministic figures that may carry a range, by name (those measured)."""
@@ -331,6 +338,8 @@ class TestSummary:
             )
         if self.device_memory_bytes is not None:
             out["device_memory_bytes"] = self.device_memory_bytes
+        if self.device_traffic is not None:
+            out.update(self.device_traffic.figures())
         return out
 
     def span(self, name: str) -> Span:
@@ -416,6 +425,7 @@ def _summarize_one(r: RoundFigures) -> TestSummary:
         wait_time=TimeStats.single(round(r.wait_ns)) if r.wait_ns is not None else None,
         ranges={},
         leaked_ops=dict(r.leaked_ops),
+        device_traffic=r.traffic,
     )
 
 
@@ -457,6 +467,11 @@ def _summarize_many(rounds: Sequence[RoundFigures]) -> TestSummary:
             spans[name] = span_of(getattr(m, name) for m in memories)
     if device_memory:
         spans["device_memory_bytes"] = span_of(device_memory)
+    traffic = _median_traffic(rounds)
+    if traffic is not None:
+        per_round = [r.traffic.figures() if r.traffic is not None else {} for r in rounds]
+        for name in TRAFFIC_FIGURES:
+            spans[name] = span_of(figures.get(name, 0) for figures in per_round)
     return TestSummary(
         rounds=len(rounds),
         wall_time=TimeStats.from_samples([r.wall_time_ns for r in rounds]),
@@ -482,7 +497,20 @@ def _summarize_many(rounds: Sequence[RoundFigures]) -> TestSummary:
         ranges=varying(spans),
         switched=_switched(rounds),
         leaked_ops=_leaked_ops(rounds),
+        device_traffic=traffic,
     )
+
+
+def _median_traffic(rounds: Sequence[RoundFigures]) -> DeviceTraffic | None:
+    """The traffic of the round whose figures are the low median (in ``TRAFFIC_FIGURES``
+    order), so that its sites add up to them; a round without traffic had none (0).
+    None where no round had any device argument."""
+    if all(r.traffic is None for r in rounds):
+        return None
+    none = DeviceTraffic.of((0,) * len(TRAFFIC_FIGURES))
+    measured = [r.traffic if r.traffic is not None else none for r in rounds]
+    ordered = sorted(measured, key=lambda t: tuple(t.figures().values()))
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def _leaked_ops(rounds: Sequence[RoundFigures]) -> dict[str, int]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from pytest_opprof.errors import FieldError
-from pytest_opprof.gate.jsonio import Fields, field_path, round_sig
+from pytest_opprof.gate.jsonio import INT64_MAX, Fields, field_path, round_sig
 
 RULE = "opprof_rule"
 """The ``metadata`` key of a summary field's :class:`Rule`."""
@@ -194,12 +194,16 @@ class Ns(Rule):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Nested(Rule):
-    """A record of ``of``'s fields, or None (written as null)."""
+    """A record of ``of``'s fields, or None (written as null; left out where ``optional``,
+    so files of tests without the record are as they were before it existed)."""
 
     of: type = object
+    optional: bool = False
 
     def write(self, value: Any, form: Form, obj: Any) -> object:
-        return None if value is None else to_json(value, form)
+        if value is None:
+            return _OMIT if self.optional else None
+        return to_json(value, form)
 
     def read(self, f: Fields, key: str, reading: _Reading) -> Any:
         nested = f.opt_obj(key)
@@ -374,6 +378,42 @@ class OpBytes(Rule):
 
     def absent(self) -> Any:
         return {}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SiteCounts(Rule):
+    """Counts by site (an op, and the scope it ran in): each a tuple of ``width`` integers
+    >= 0, not all 0; written when there are any (read back as ``{}`` when left out)."""
+
+    width: int = 1
+
+    def write(self, value: Any, form: Form, obj: Any) -> object:
+        return {key: list(value[key]) for key in sorted(value)} if value else _OMIT
+
+    def read(self, f: Fields, key: str, reading: _Reading) -> Any:
+        if not f.has(key):
+            return {}
+        raw = f.data[key]
+        if not isinstance(raw, dict) or not all(
+            isinstance(site, str) and _counts(counts, self.width) for site, counts in raw.items()
+        ):
+            raise FieldError(
+                field_path(f.path, key), f"expected sites, each with {self.width} counts >= 0"
+            )
+        return {site: tuple(counts) for site, counts in raw.items()}
+
+    def absent(self) -> Any:
+        return {}
+
+
+def _counts(value: object, width: int) -> bool:
+    """Whether ``value`` is a list of ``width`` integers >= 0, not all 0."""
+    return (
+        isinstance(value, list)
+        and len(value) == width
+        and all(type(n) is int and 0 <= n <= INT64_MAX for n in value)
+        and any(value)
+    )
 
 
 _RULES: dict[type, tuple[tuple[str, Rule], ...]] = {}

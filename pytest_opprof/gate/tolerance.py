@@ -97,6 +97,9 @@ class Tolerances:
     max_speed_change: float | None = DEFAULT_MAX_SPEED_CHANGE
     """Beyond this machine-speed change against the baseline, times are not judged; None
     judges at any speed."""
+    traffic: float = 0.0
+    """Relative growth of host<->device traffic and synchronisations allowed: exact, as
+    FLOPs are by default (they are counted from the ops' arguments, no noise)."""
 
     def figure(self, stats: TimeStats) -> int:
         """The judged figure of ``stats`` in ns: its min or its median."""

@@ -7,11 +7,11 @@ wall or work time), the test's metric rows from it (``rows.py``), and the op rea
 each threshold a :class:`Tolerances` field (``docs/gate.md`` has the numbers that chose
 them):
 
-* Deterministic figures (FLOPs, memory, op counts) regress beyond their tolerance of the
-  baseline's range, a range that varied widened by its own width (:func:`judge_exact`);
-  memory changes within ``memory_floor_bytes`` are ignored; op counts are judged only
-  when ``count`` is set.  One this run's rounds disagree on is not judged where it moved
-  (``rows.UNSTEADY``): the test draws its data anew each call.
+* Deterministic figures (FLOPs, memory, op counts, host<->device traffic) regress beyond
+  their tolerance of the baseline's range, a range that varied widened by its own width
+  (:func:`judge_exact`); memory changes within ``memory_floor_bytes`` are ignored; op
+  counts are judged only when ``count`` is set.  One this run's rounds disagree on is
+  not judged where it moved (``rows.UNSTEADY``): the test draws its data anew each call.
 * A time (the test's wall time, each op's self time, device time) regresses when its
   statistic (``median`` or ``min`` of its rounds) is beyond tolerance and, with
   ``min_rounds`` rounds on both sides, a one-sided Mann-Whitney test over the rounds
@@ -78,6 +78,7 @@ from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import OTHER_OPS, TestSummary, TimeStats
 from pytest_opprof.gate.time_basis import BASELINE, TimeBasis, baseline_basis, judges_time
 from pytest_opprof.gate.tolerance import Statistic, Tolerances
+from pytest_opprof.gate.traffic_sites import traffic_note
 from pytest_opprof.gate.unjudged import TimeUnjudged, fingerprint_differs
 
 __all__ = [
@@ -353,6 +354,7 @@ def compare_limits(
         uniform_note,
         *found.notes,
         leak_note(metrics, summary),
+        traffic_note(metrics, basis.base, summary),
         settled,
         f"some figures improved beyond tolerance; {UPDATE_HINT}"
         if "improved" in statuses

@@ -20,11 +20,12 @@ from pytest_opprof import _native
 from pytest_opprof.capture import speed_probe
 from pytest_opprof.capture.children import CHILDREN_NOTE, ChildrenProbe, round_wait_ns
 from pytest_opprof.capture.contention import ContentionProbe
-from pytest_opprof.gate.round_figures import RoundFigures
+from pytest_opprof.gate.round_figures import DeviceTraffic, RoundFigures
 from pytest_opprof.gate.summary import TestSummary, summarize_rounds
 from pytest_opprof.gate.waiting import is_clean
 from pytest_opprof.model import EventList, library_self_ns
 from pytest_opprof.model.averages import op_sums
+from pytest_opprof.model.event_traffic import round_traffic
 from pytest_opprof.model.waits import op_waits_ns
 from pytest_opprof.plugin.marker import TestSettings
 from pytest_opprof.plugin.options import OpprofOptions
@@ -183,6 +184,9 @@ class Rounds:
                     wait_ns=self.waits_ns[i],
                     library_self_ns=library_self_ns(records),
                 )
+            traffic = round_traffic(records)  # None without a device: most tests
+            if traffic is not None:
+                figures = replace(figures, traffic=DeviceTraffic.of(*traffic))
             # Most rounds: no event waited, as the round's pass counted.
             no_wait = sums is not None and sums.waited == 0
             waits = {} if no_wait else op_waits_ns(records, by_input_shape=by_shape)
