@@ -287,3 +287,25 @@ def test_a_host_only_torch_profile_records_no_devices() -> None:
         x.to(torch.float16).sum().item()
     assert prof.records().devices is None
     assert round_traffic(prof.records()) is None
+
+
+@torch_needed
+def test_the_table_shows_traffic_columns_only_when_some_op_moved_data() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    import pytest_opprof as opprof
+
+    with FakeTensorMode():
+        x = torch.empty(1000, 1000, device="cuda")
+        with opprof.profile(record_shapes=True) as prof:
+            x.cpu()
+    text = prof.key_averages().table()
+    header = next(line for line in text.splitlines() if "Name" in line)
+    assert "Dev->Host" in header and "Syncs" in header
+    assert "Host->Dev" not in header and "Dev->Dev" not in header
+    row = next(line for line in text.splitlines() if line.strip().startswith("aten::to "))
+    assert "3.81 MB" in row  # 4,000,000 bytes, torch's units
+
+    with opprof.profile(record_shapes=True) as host:
+        torch.ones(8).sum()
+    assert "Syncs" not in host.key_averages().table()

@@ -172,5 +172,8 @@ def test_a_pytest_run_fails_on_a_device_to_host_copy_in_a_loop(
     verdict = report["test_gpu.py::test_step"]["verdict"]
     rows = {m["metric"]: m for m in verdict["metrics"]}
     assert rows["device->host"]["now"] == 3 * MB4 and rows["syncs"]["now"] == 3
+    traffic = report["test_gpu.py::test_step"]["summary"]["device_traffic"]
+    assert traffic["device_to_host_bytes"] == 3 * MB4
+    assert traffic["sites"] == {"aten::to in scope train_step": [0, 3 * MB4, 0, 3]}
     host_only = report["test_gpu.py::test_host_only"]["verdict"]["metrics"]
     assert not any(m["metric"] == "syncs" for m in host_only)

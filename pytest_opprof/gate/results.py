@@ -49,7 +49,10 @@ carry a marker, at most :data:`MAX_FLAMES` of them (regressions first), so a
 report of a large suite stays small; the HTML report draws it.
 
 ``change`` is relative (0.25 = +25%; null when the baseline is 0), ``unit`` one
-of ``ns``, ``bytes``, ``flops``, ``ops``, ``allocations``, ``share``.  Statuses of
+of ``ns``, ``bytes``, ``flops``, ``ops``, ``allocations``, ``share``, ``syncs``.  A test
+whose ops had an argument off the host also has ``summary.device_traffic``: bytes
+host->device, device->host, device->device and syncs, and ``sites`` (the same four by
+op and scope).  Statuses of
 rows and reasons: ``pass``, ``regressed``, ``improved``, ``info``, ``not judged``.
 A report's tests read back as baseline entries (:func:`read_report`), so two
 reports, or a report and a baseline file, compare with ``python -m pytest_opprof``.

@@ -125,6 +125,14 @@ def table(
         figures += ["CPU Mem", "Self CPU Mem"]
         if show_device_mem:
             figures += [f"{device} Mem", f"Self {device} Mem"]
+    # Only the traffic figures some event has (FunctionEvent's; none in torch's events):
+    # a host-only table reads as it did.
+    traffic = [
+        (header, attr)
+        for header, attr in TRAFFIC_COLUMNS
+        if any(getattr(evt, attr, 0) for evt in events)
+    ]
+    figures += [header for header, _ in traffic]
     figures.append("# of Calls")
     columns += [(name, _FIGURE_WIDTH, ">") for name in figures]
     if has_shapes:
@@ -166,6 +174,10 @@ def table(
                     format_memory(evt.device_memory_usage),
                     format_memory(evt.self_device_memory_usage),
                 ]
+        row += [
+            str(getattr(evt, attr, 0)) if attr == "device_syncs" else _traffic(evt, attr)
+            for _, attr in traffic
+        ]
         row.append(str(evt.count))
         if has_shapes:
             row.append(str(evt.input_shapes)[:shapes_width])
@@ -194,6 +206,19 @@ def table(
     if has_device_time:
         lines.append(f"Self {device} time total: {t(sum_self_device)}")
     return "\n".join(lines) + "\n"
+
+
+TRAFFIC_COLUMNS = (
+    ("Host->Dev", "host_to_device_bytes"),
+    ("Dev->Host", "device_to_host_bytes"),
+    ("Dev->Dev", "device_to_device_bytes"),
+    ("Syncs", "device_syncs"),
+)
+"""The columns of host<->device traffic (``model/event_traffic.py``): header, attribute."""
+
+
+def _traffic(evt: Any, attr: str) -> str:
+    return format_memory(getattr(evt, attr, 0))
 
 
 def _bounded(width: int, limit: int | None) -> int:
