@@ -8,6 +8,13 @@ with ``torch.cuda.Event`` around it.  It then runs ``pytest --opprof`` on a two-
 GPU module and reads the device time from the JSON report.  Exits non-zero when a
 figure is missing or the two timings disagree by more than ``--tolerance``.
 
+Host<->device traffic (``check_traffic``, ``check_traffic_gate``; NOT YET RUN ON A
+DEVICE: written on a machine without a GPU, where fake tensors stand in for CUDA): the
+bytes copied each way and the syncs the plugin counts from the ops' arguments, against
+the bytes of the memcpy activities and the synchronising runtime calls torch.profiler's
+CUDA trace records for the same work; and a gate run on a two-test module that adds
+``.cpu()`` in a loop fails on the traffic rows, naming ``aten::to`` and its scope.
+
     python bench/gpu_check.py [--size 4096] [--repeats 20] [--tolerance 0.15] [--out DIR]
 """
 
@@ -15,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -188,6 +196,140 @@ def check_plugin(out: Path) -> list[str]:
     return problems
 
 
+TRAFFIC_TESTS = """
+import os
+
+import torch
+
+X = torch.randn(1000, 1000, device="cuda")
+
+
+def test_step(opprof):
+    with opprof.record_function("train_step"):
+        for _ in range(int(os.environ.get("OPPROF_COPIES", "0"))):
+            X.cpu()
+        (X * 2).sum().item()
+
+
+def test_matmul():
+    X @ X
+    torch.cuda.synchronize()
+"""
+
+_SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy")
+"""Runtime calls that wait for the device (a plain ``cudaMemcpy`` waits too; the async
+one does not)."""
+
+
+def _traffic_workload() -> None:
+    import numpy as np
+    import torch
+
+    x = torch.randn(1000, 1000, device="cuda")
+    x.cpu()  # 4,000,000 bytes device->host, one sync
+    torch.ones(500, 1000).cuda()  # 2,000,000 bytes host->device, one sync
+    torch.tensor(np.ones((250, 1000)), device="cuda")  # float64: 2,000,000 bytes
+    torch.ones(1000, pin_memory=True).to("cuda", non_blocking=True)  # 4,000 bytes, no sync
+    x.sum().item()  # one sync
+    bool(x[0, 0] > 0)  # one sync
+    x[:10].tolist()  # 40,000 bytes device->host, one sync
+
+
+def _kineto_traffic(path: Path) -> tuple[dict[str, int], int]:
+    """Bytes of the memcpy activities by direction, and synchronising runtime calls, in a
+    torch.profiler Chrome trace."""
+    events = json.loads(path.read_text())["traceEvents"]
+    moved = {"HtoD": 0, "DtoH": 0, "DtoD": 0}
+    syncs = 0
+    for event in events:
+        name = str(event.get("name", ""))
+        if event.get("cat") == "gpu_memcpy":
+            for way in moved:
+                if way in name:
+                    moved[way] += int(event.get("args", {}).get("bytes", 0))
+        if event.get("cat") == "cuda_runtime" and name in _SYNC_CALLS:
+            syncs += 1
+    return moved, syncs
+
+
+def check_traffic(out: Path) -> list[str]:
+    """The plugin's traffic of one workload against torch.profiler's CUDA trace of it."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    import pytest_opprof as opprof
+
+    _traffic_workload()  # warm: CUDA context, pinned-memory pool
+    with opprof.profile(capture=["torch"]) as prof:
+        _traffic_workload()
+    total = prof.key_averages().total_average()
+    ours = {
+        "HtoD": total.host_to_device_bytes,
+        "DtoH": total.device_to_host_bytes,
+        "DtoD": total.device_to_device_bytes,
+    }
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as kineto:
+        _traffic_workload()
+    trace = out / "traffic_trace.json"
+    kineto.export_chrome_trace(str(trace))
+    theirs, their_syncs = _kineto_traffic(trace)
+    print(f"traffic: ours {ours}, {total.device_syncs} syncs; torch.profiler {theirs}, ")
+    print(f"  {their_syncs} synchronising runtime calls ({', '.join(_SYNC_CALLS)})")
+    rows = {row.key: row for row in prof.key_averages()}
+    for key in ("aten::to", "aten::_to_copy", "aten::copy_", "aten::item", "aten::is_nonzero"):
+        row = rows.get(key)
+        if row is not None:
+            print(
+                f"  {key}: h2d {row.host_to_device_bytes} d2h {row.device_to_host_bytes} "
+                f"syncs {row.device_syncs}"
+            )
+    problems = [
+        f"{way}: the plugin counts {ours[way]:,} bytes, torch.profiler's memcpys {theirs[way]:,}"
+        for way in ours
+        if ours[way] != theirs[way]
+    ]
+    if total.device_syncs != their_syncs:
+        problems.append(
+            f"syncs: the plugin counts {total.device_syncs}, torch.profiler {their_syncs} calls"
+        )
+    return problems
+
+
+def check_traffic_gate(out: Path) -> list[str]:
+    """A baseline of ``TRAFFIC_TESTS``, then a run with ``.cpu()`` three times in the loop:
+    ``test_step`` fails on device->host and syncs, naming ``aten::to`` in ``train_step``."""
+    suite = out / "traffic_suite"
+    suite.mkdir(parents=True, exist_ok=True)
+    (suite / "test_traffic.py").write_text(textwrap.dedent(TRAFFIC_TESTS))
+    report = out / "traffic_report.json"
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
+    first = subprocess.run([*base, "--opprof-update-baselines"], capture_output=True, text=True)
+    if first.returncode != 0:
+        return [
+            f"recording the traffic baselines exited {first.returncode}: {first.stdout[-2000:]}"
+        ]
+    env = {**os.environ, "OPPROF_COPIES": "3"}
+    done = subprocess.run(
+        [*base, "--opprof", f"--opprof-report={report}"], capture_output=True, text=True, env=env
+    )
+    print(done.stdout[-4000:])
+    tests = json.loads(report.read_text())["tests"]
+    step = tests.get("test_traffic.py::test_step", {})
+    rows = {m["metric"]: m for m in step.get("verdict", {}).get("metrics", [])}
+    problems = []
+    if rows.get("device->host", {}).get("now") != 3 * 4_000_000:
+        problems.append(f"test_step: device->host row {rows.get('device->host')}")
+    if rows.get("device->host", {}).get("status") != "regressed":
+        problems.append("test_step: device->host did not regress")
+    if not any(
+        "`aten::to` in scope `train_step`" in n for n in step.get("verdict", {}).get("notes", [])
+    ):
+        problems.append("test_step: no note names aten::to in scope train_step")
+    if tests.get("test_traffic.py::test_matmul", {}).get("status") == "regressed":
+        problems.append("test_matmul regressed, with no traffic")
+    return problems
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--size", type=int, default=4096)
@@ -204,6 +346,8 @@ def main() -> None:
     problems = check_profile(args.size, args.repeats, args.tolerance)
     per_op_cost()
     problems += check_plugin(out)
+    problems += check_traffic(out)
+    problems += check_traffic_gate(out)
     for line in problems:
         print(f"PROBLEM: {line}")
     print("OK" if not problems else f"{len(problems)} problem(s)")
