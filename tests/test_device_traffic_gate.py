@@ -177,3 +177,12 @@ def test_a_pytest_run_fails_on_a_device_to_host_copy_in_a_loop(
     assert traffic["sites"] == {"aten::to in scope train_step": [0, 3 * MB4, 0, 3]}
     host_only = report["test_gpu.py::test_host_only"]["verdict"]["metrics"]
     assert not any(m["metric"] == "syncs" for m in host_only)
+
+
+def test_rounds_that_disagree_keep_the_low_median_round_and_the_range() -> None:
+    summary = summarize_rounds([_round(AFTER), _round(BEFORE), _round(AFTER)])
+    assert summary.device_traffic == AFTER  # its sites add up to its totals
+    assert summary.ranges["device_to_host_bytes"] == (0, MB4)
+    assert summary.ranges["device_syncs"] == (12, 13)
+    back = TestSummary.from_json(Fields(json.loads(json.dumps(summary.to_json())), "t"))
+    assert back.ranges == summary.ranges

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from pytest_opprof.gate.round_figures import TRAFFIC_FIGURES
 from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import OpSummary, Span, TestSummary, TimeStats, varying
 from pytest_opprof.gate.trim import align
@@ -90,6 +91,7 @@ def _exact_change(new: TestSummary, old: TestSummary, tol: Tolerances) -> str | 
         "op_count": (count, 0),
         "count": (count, 0),
         "allocations": (tol.memory, 0),
+        **dict.fromkeys(TRAFFIC_FIGURES, (tol.traffic, 0)),
     }
     memory = (tol.memory, tol.memory_floor_bytes)
     figures: list[tuple[str, str, Span, Span]] = []  # (where, figure, baseline, now)

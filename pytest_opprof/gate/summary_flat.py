@@ -155,7 +155,7 @@ def _flat(s: TestSummary) -> list[Any]:
         inner = [record.__dict__[n] for n in names]
         if None in inner:
             raise _NoFlatForm  # None marks "no record"
-        if any(type(v) is not int for v in inner):
+        if any(isinstance(v, dict) for v in inner):
             raise _NoFlatForm  # a record with more than figures (traffic by site)
         head[at : at + 1] = inner
     head.append(None)
