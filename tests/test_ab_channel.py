@@ -3,6 +3,7 @@ base round is what the partner measured, to the last field, through a real pipe.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 
@@ -10,9 +11,10 @@ import numpy as np
 import pytest
 
 from pytest_opprof.ab.channel import Channel, figures_from_json, figures_to_json
-from pytest_opprof.gate.round_figures import EXACT, SummedOps
+from pytest_opprof.gate.round_figures import EXACT, DeviceTraffic, SummedOps
 from pytest_opprof.gate.summary import RoundFigures, summarize_rounds
 from pytest_opprof.model.averages import op_sums
+from pytest_opprof.model.event_traffic import site_key
 from pytest_opprof.plugin.measure import _less_waits
 from pytest_opprof.profiler import profile
 
@@ -71,7 +73,14 @@ def _rounds() -> list[RoundFigures]:
     leaked = RoundFigures(
         wall_time_ns=5, cpu_time_ns=4, ops={}, leaked_ops=(("numpy.ones", 800), ("x", 1))
     )
-    return [plain, shaped, made, waited, huge, leaked]
+    # A round whose ops copied between host and device: its traffic, by site too.
+    copied = dataclasses.replace(
+        plain,
+        traffic=DeviceTraffic.of(
+            (0, 4_000_000, 0, 1), {site_key("aten::to", "train_step"): (0, 4_000_000, 0, 1)}
+        ),
+    )
+    return [plain, shaped, made, waited, huge, leaked, copied]
 
 
 def test_every_round_arrives_as_it_was_measured(channel: Channel) -> None:

@@ -19,7 +19,8 @@ import os
 import struct
 from typing import Any
 
-from pytest_opprof.gate.round_figures import SummedOps
+from pytest_opprof.gate.jsonio import Fields
+from pytest_opprof.gate.round_figures import DeviceTraffic, SummedOps
 from pytest_opprof.gate.summary import MemoryFigures, OpFigures, RoundFigures
 
 _HEADER = struct.Struct("!I")
@@ -62,7 +63,8 @@ class Channel:
 def figures_to_json(figures: RoundFigures) -> dict[str, Any]:
     """A round's figures as JSON: each field by name; the ops as their sums (``"sums"``:
     the keys, then each key's sums) or, once made, each key with its fields in order
-    (``"ops"``); the memory by its fields."""
+    (``"ops"``); the memory by its fields; the host<->device traffic as its summary
+    form."""
     out = {name: getattr(figures, name) for name in _ROUND_FIELDS}
     ops = figures.ops
     if type(ops) is SummedOps and not ops.is_made:
@@ -73,6 +75,8 @@ def figures_to_json(figures: RoundFigures) -> dict[str, Any]:
     memory = figures.memory
     out["memory"] = [getattr(memory, n) for n in _MEMORY_FIELDS] if memory is not None else None
     out["switched"] = sorted(figures.switched) if figures.switched is not None else None
+    traffic = figures.traffic
+    out["traffic"] = traffic.to_json() if traffic is not None else None
     return out
 
 
@@ -90,6 +94,8 @@ def figures_from_json(data: dict[str, Any]) -> RoundFigures:
     if data["switched"] is not None:
         values["switched"] = frozenset(data["switched"])
     values["leaked_ops"] = tuple((key, size) for key, size in data["leaked_ops"])
+    if data["traffic"] is not None:
+        values["traffic"] = DeviceTraffic.from_json(Fields(data["traffic"], "traffic"))
     return RoundFigures(**values)
 
 
