@@ -67,13 +67,18 @@ def _git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def commit_base(path: Path) -> None:
+    """A git repository at ``path`` whose one commit, the base, holds what is there."""
+    _git(path, "init", "-q")
+    _git(path, "add", "-A")
+    _git(path, "commit", "-qm", "base")
+
+
 def make_repo(path: Path, n: int = 60_000) -> None:
     """The base: a project of two tests, committed."""
     (path / "work.py").write_text(textwrap.dedent(KERNEL))
     (path / "test_work.py").write_text(textwrap.dedent(TESTS.format(n=n)))
-    _git(path, "init", "-q")
-    _git(path, "add", "-A")
-    _git(path, "commit", "-qm", "base")
+    commit_base(path)
 
 
 def run_ab(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -301,9 +306,7 @@ def test_both_sides_run_on_one_cpu(pytester: pytest.Pytester, tmp_path: Path) ->
         "        cpus.add(tuple(sorted(os.sched_getaffinity(int(task)))))\n"
         f"    pathlib.Path({str(seen)!r}, str(os.getpid())).write_text(repr(sorted(cpus)))\n"
     )
-    _git(pytester.path, "init", "-q")
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-qm", "base")
+    commit_base(pytester.path)
     run_ab(pytester).assert_outcomes(passed=1)
     found = {path.name: path.read_text() for path in seen.iterdir()}
     assert len(found) == 3, found  # the pytest process and both partners
@@ -349,9 +352,7 @@ def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
             """
         )
     )
-    _git(pytester.path, "init", "-q")
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-qm", "base")
+    commit_base(pytester.path)
     log = pytester.path / "where.log"
     pytester._monkeypatch.setenv("WHERE_LOG", str(log))
     result = run_ab(pytester, "--opprof-ab-min-pairs=6", "--opprof-ab-max-pairs=6")
@@ -412,9 +413,7 @@ def test_the_collector_is_paused_in_every_measured_round_and_nowhere_else(
             """
         )
     )
-    _git(pytester.path, "init", "-q")
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-qm", "base")
+    commit_base(pytester.path)
     log = pytester.path / "gc.log"
     pytester._monkeypatch.setenv("GC_LOG", str(log))
     result = run_ab(pytester, "--opprof-ab-min-pairs=3", "--opprof-ab-max-pairs=3")
@@ -460,9 +459,7 @@ def test_rounds_alternate_so_each_follows_the_other_side(
             """
         )
     )
-    _git(pytester.path, "init", "-q")
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-qm", "base")
+    commit_base(pytester.path)
     log = pytester.path / "order.log"
     pytester._monkeypatch.setenv("ORDER_LOG", str(log))
     result = run_ab(
@@ -515,9 +512,7 @@ def test_both_partners_start_alike(
             """
         )
     )
-    _git(pytester.path, "init", "-q")
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-qm", "base")
+    commit_base(pytester.path)
     run_ab(pytester, f"--opprof-ab-addresses={addresses}").assert_outcomes(passed=1)
     rows = {tuple(line.split()) for line in seen.read_text().splitlines()}
     by_pid = {pid: (side, int(size), int(flags), stack) for side, pid, size, flags, stack in rows}
@@ -575,9 +570,7 @@ def test_a_figure_the_tests_own_data_decides_is_set_aside_not_failed(
     differ between base and head in every pair.  A second pair shows them varying among
     each side's rounds, and the test passes (one pair failed it)."""
     (pytester.path / "test_drawn.py").write_text(textwrap.dedent(DRAWN))
-    _git(pytester.path, "init", "-q")
-    _git(pytester.path, "add", "-A")
-    _git(pytester.path, "commit", "-qm", "base")
+    commit_base(pytester.path)
     result = run_ab(pytester, "--opprof-report=ab.json", "--opprof-report-details")
     result.assert_outcomes(passed=1)
     verdict = report(pytester)["test_drawn.py::test_drawn"]["verdict"]
