@@ -22,6 +22,7 @@ from run_helpers import PLUGIN, REPO_ROOT, PytestRunner
 
 from pytest_opprof.__main__ import main
 from pytest_opprof.history.changes import find_time_changes, time_steps
+from pytest_opprof.history.series import Detection, TimeSteps
 from pytest_opprof.history.store import encode_arrays, read_run, scan
 
 
@@ -273,6 +274,51 @@ def test_noise_and_bursts_make_few_false_change_points() -> None:
     found = find_time_changes(x)
     reported = [time_steps(x[row], cuts) for row, cuts in found.items()]
     assert sum(map(len, reported)) <= 2  # at most 1 per 1,000 series
+
+
+def test_a_series_switching_between_two_speeds_is_no_step() -> None:
+    """An op 5x slower in some runs and not others, more often later in the history (a
+    large numpy.sort in bench/history_study.py): the runs after the split still at the
+    old speed say it is no level that moved."""
+    rng = np.random.default_rng(11)
+    x = 1e6 * rng.lognormal(0, 0.03, size=46)
+    slow = np.arange(46) >= 26
+    slow[[30, 35, 40]] = False  # 3 of the last 20 runs at the old speed
+    slow[7] = True
+    x[slow] *= 5
+    found = find_time_changes(x[None, :])
+    assert found, "the rank test sees the series change"
+    assert time_steps(x, found[0]) == []
+
+
+@pytest.mark.parametrize("step", [0.12, 1.0])
+def test_a_step_with_bursts_on_its_slower_side_is_still_a_step(step: float) -> None:
+    """Bursts make runs slower, never faster: slow runs before a step up are a
+    neighbour's and leave the step reported, however large."""
+    rng = np.random.default_rng(5)
+    x = _series(rng, 46, 20, step)
+    x[[3, 15]] *= 1 + step * 1.5  # bursts before the step, beyond its new level
+    cuts = find_time_changes(x[None, :])[0]
+    (found,) = time_steps(x, cuts)
+    assert found.at == 20
+
+
+def test_a_time_step_beside_its_work_step_is_placed_at_the_work() -> None:
+    """An op's FLOPs stepped at run 20; its time read the old level there (the machine
+    read slow for every other test that run, so the reference took it back) and the
+    detector placed the step at 21: it is placed where the work changed."""
+    rng = np.random.default_rng(2)
+    x = _series(rng, 46, 20, 0.2)
+    x[20] = float(np.median(x[:20]))
+    matrix = x[None, :].astype(np.float32)
+    cols = np.arange(46)
+    (_, (placed,)) = next(iter(TimeSteps(matrix, matrix, cols, Detection())))
+    assert placed.at == 21
+    (_, (moved,)) = next(iter(TimeSteps(matrix, matrix, cols, Detection(), {0: {20}})))
+    assert moved.at == 20
+    assert math.isclose(moved.change, 0.2, abs_tol=0.03)
+    far = next(iter(TimeSteps(matrix, matrix, cols, Detection(), {0: {30}})))[1][0]
+    assert far.at == 21  # a work step beyond a run of its window is another change
 
 
 def test_a_series_of_one_value_has_no_change_point() -> None:

@@ -10,6 +10,7 @@ that had it: a step is found where it differs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
@@ -283,18 +284,25 @@ class MachineSeries:
         n_tests, n_series = len(self.tests.names), len(self.series)
         self.found.series += n_tests + n_series
         one_group = np.zeros(n_tests, dtype=np.int64)  # a test's time: every test's peers
+        test_work: dict[int, set[int]] = defaultdict(set)  # where each one's work changed
+        op_work: dict[int, set[int]] = defaultdict(set)
+        for row, _, r, *_ in self.test_exact.steps:
+            test_work[row].add(r)
+        for row, _, r, *_ in self.op_exact.steps:
+            op_work[row].add(r)
+            test_work[self.series[row][0]].add(r)
         wall = np.ascontiguousarray(self.wall[cols, :n_tests].T)
-        for row, steps in self._time_steps(wall, cols, one_group):
+        for row, steps in self._time_steps(wall, cols, one_group, test_work):
             self._add(self.tests.names[row], None, WALL, steps, len(cols))
         if self.cpu is not None:
             cpu = np.ascontiguousarray(self.cpu[cols, :n_tests].T)
-            cpu_steps = self._time_steps(cpu, cols, one_group)
+            cpu_steps = self._time_steps(cpu, cols, one_group, test_work)
             for row, steps in cpu_steps:
                 self._add(self.tests.names[row], None, CPU, steps, len(cols))
             self.cpu_referenced = _rows_of(cpu_steps.referenced, cols, len(self.heads))
         self_time = np.ascontiguousarray(self.self_time[cols, :n_series].T)
         by_op = np.array([op for _, op in self.series], dtype=np.int64)  # an op's: its own
-        self_steps = self._time_steps(self_time, cols, by_op)
+        self_steps = self._time_steps(self_time, cols, by_op, op_work)
         for row, steps in self_steps:
             test, op = self.series[row]
             self._add(self.tests.names[test], self.ops.names[op], SELF, steps, len(cols))
@@ -378,14 +386,16 @@ class MachineSeries:
         matrix: npt.NDArray[np.float32],
         cols: npt.NDArray[np.int64],
         peers: npt.NDArray[np.int64],
+        work: Mapping[int, set[int]],
     ) -> TimeSteps:
         """The steps of each row of ``matrix`` (series x loaded runs), first corrected
-        by the suite's reference from the rows of its ``peers`` id (``reference.py``)."""
+        by the suite's reference from the rows of its ``peers`` id (``reference.py``);
+        ``work``: row -> the runs where its deterministic figures stepped."""
         referenced = matrix
         if self.detection.reference and matrix.size:
             logs = np.log(np.maximum(matrix.astype(np.float64), 1e-3))
             referenced = np.exp(logs - reference_factors(logs, peers))
-        return TimeSteps(matrix, referenced, cols, self.detection)
+        return TimeSteps(matrix, referenced, cols, self.detection, work)
 
 
 @dataclass
@@ -400,6 +410,10 @@ class TimeSteps:
     cols: npt.NDArray[np.int64]
     """The machine's run of each column."""
     detection: Detection
+    work: Mapping[int, set[int]] = dataclasses.field(default_factory=dict)
+    """Row -> the machine's runs where the work it times changed (a deterministic figure
+    of the same test, or op, stepped): a time step the detector placed within a run of
+    its window from one is placed there (:func:`at_work`)."""
 
     def __iter__(self) -> Iterator[tuple[int, list[Step]]]:
         d, matrix, cols = self.detection, self.referenced, self.cols
@@ -415,13 +429,33 @@ class TimeSteps:
             sub = matrix[np.ix_(rows, where)]
             as_measured = self.measured[np.ix_(rows, where)]
             for row, cuts in find_time_changes(sub, d.alpha, d.min_size).items():
-                steps = time_steps(
-                    sub[row].astype(np.float64),
-                    cuts,
-                    d.min_change,
-                    as_measured[row].astype(np.float64),
-                )
+                values = sub[row].astype(np.float64)
+                measured = as_measured[row].astype(np.float64)
+                steps = time_steps(values, cuts, d.min_change, measured)
+                work = self.work.get(int(rows[row]))
+                if work:
+                    moved = at_work(steps, cuts, np.searchsorted(cols[where], sorted(work)))
+                    if moved != cuts:
+                        steps = time_steps(values, moved, d.min_change, measured)
                 yield int(rows[row]), [_in_runs(s, cols[where]) for s in steps]
+
+
+def at_work(steps: Sequence[Step], cuts: Sequence[int], work: npt.NDArray[np.int64]) -> list[int]:
+    """``cuts`` with each reported step's moved to where the work it times changed
+    (``work``: positions in the series where its deterministic figures stepped, sorted),
+    where one lies within a run of the step's window (``Step.first`` to ``last``, or its
+    own run): a time cannot step before its work does, and the detector places a step
+    one or two runs off where a run beside it is noisy (``bench/history_study.py``: a
+    matmul's FLOPs stepped at commit 34, its self time was placed at 35 or 36, the run
+    at 34 having read the machine slow for every matmul)."""
+    out = list(cuts)
+    for s in steps:
+        first = s.at if s.first is None else s.first
+        last = s.at if s.last is None else s.last
+        near = [int(w) for w in work if first - 1 <= w <= last + 1 and w not in out]
+        if near and s.at in out:
+            out[out.index(s.at)] = min(near, key=lambda w: abs(w - s.at))
+    return sorted(out)
 
 
 def _in_runs(s: Step, runs: npt.NDArray[np.int64]) -> Step:
