@@ -303,6 +303,23 @@ def test_a_step_with_bursts_on_its_slower_side_is_still_a_step(step: float) -> N
     assert found.at == 20
 
 
+@pytest.mark.parametrize(("run", "factor"), [(20, 0.75), (19, 1.25)])
+def test_a_wild_run_beside_a_step_does_not_pull_it_to_itself(run: int, factor: float) -> None:
+    """A +12% step at run 20 with one run beside it far off its level (the reference
+    took a run 25% under just after the step; a burst just before it): least squares
+    put the step on that run's far side in every series; with each run's square capped
+    the run costs the same on either side and the others place the step."""
+    at_step = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        x = _series(rng, 46, 20, 0.12)
+        x[run] *= factor
+        (found,) = time_steps(x, find_time_changes(x[None, :])[0])
+        first, last = found.first or found.at, found.last or found.at
+        at_step += first <= 20 <= last
+    assert at_step >= 12
+
+
 def test_a_time_step_beside_its_work_step_is_placed_at_the_work() -> None:
     """An op's FLOPs stepped at run 20; its time read the old level there (the machine
     read slow for every other test that run, so the reference took it back) and the
