@@ -19,7 +19,7 @@ from run_helpers import PytestRunner
 from pytest_opprof.__main__ import main
 from pytest_opprof.gate.summary import TestSummary
 from pytest_opprof.gate.tolerance import Tolerances
-from pytest_opprof.history.gate import HistoryGate
+from pytest_opprof.history.gate import HistoryGate, gate_lines
 from pytest_opprof.history.store import RunWriter, encode_arrays, read_run, write_run
 
 MATMUL = "test_suite.py::test_matmul"
@@ -372,3 +372,25 @@ def test_the_history_judges_times_by_this_runs_own_rounds(
 ) -> None:
     now = waited_rounds([1.0] * 5, [wait_ms] * 5)
     assert HistoryGate(tmp_path).times_judged(now, Tolerances(), unjudged) is judged
+
+
+def test_a_crept_test_whose_times_this_run_could_not_judge_is_named(tmp_path: Path) -> None:
+    """A run whose rounds waited for a CPU judges no time (beside a bursty neighbour, the
+    crept test's rounds in bench/history_study.py waited 84-91%, 18-31 ms of wall time for
+    2.9 ms of CPU time): the gate's lines name the test and its steps, where they would
+    otherwise have counted it among the tests that did not creep."""
+    levels = [2000.0] * 14 + [2160.0] * 12 + [2333.0] * 12 + [2520.0] * 12
+    shas, rng = _history(tmp_path, levels, seed=1, fingerprint="f" * 16)
+    gate = HistoryGate(tmp_path)
+    gate.load("f" * 16)
+    now = _timed(rng, 2520.0, 0.8 * 2520.0)
+    assert gate.judge("t.py::test_fit", now, Tolerances(), times=False) == []
+    lines = gate_lines(gate, {})
+    assert lines[0].endswith(": 0 test(s) crept beyond tolerance")
+    assert lines[1].startswith("opprof: history: 1 test(s) whose CPU time stepped up in the")
+    assert lines[2].startswith(f"  t.py::test_fit: cpu stepped +8% at {shas[14][:7]}, ")
+    assert lines[2].endswith(f"+8% at {shas[38][:7]}")
+    judged = HistoryGate(tmp_path)
+    judged.load("f" * 16)
+    assert judged.judge("t.py::test_fit", now, Tolerances())  # judged, it crept
+    assert judged.unjudged == {}

@@ -164,6 +164,10 @@ class HistoryGate:
         self._changes: dict[tuple[str, str | None, str], list[ChangePoint]] = {}
         self._accepted: dict[str, int] = {}
         """Test -> the last run that replaced its baseline: its level starts there."""
+        self.unjudged: dict[str, tuple[ChangePoint, ...]] = {}
+        """Test -> the upward steps of its CPU time since its level before, where this run's
+        times were not judged (:meth:`judge` with ``times`` false): the terminal says so,
+        where it would otherwise count the test among those that did not creep."""
 
     def load(self, fingerprint: str) -> None:
         """Read this machine's runs and find their change points (once)."""
@@ -216,6 +220,12 @@ class HistoryGate:
             return []
         tid = s.tests.ids[nodeid]
         out: list[Creep] = []
+        if not times:
+            accepted = self._accepted.get(nodeid, 0)
+            points = [c for c in self._changes.get((nodeid, None, CPU), []) if c.step.at > accepted]
+            trail = _time_trail(points)
+            if trail:
+                self.unjudged[nodeid] = tuple(trail)
         if times:
             assert s.cpu_referenced is not None and s.self_time_referenced is not None
             cpu = self._time(nodeid, None, s.cpu_referenced[:, tid], summary.cpu_time, tol)
@@ -423,4 +433,13 @@ def gate_lines(gate: HistoryGate, crept: Mapping[str, Sequence[str]]) -> list[st
         )
     for texts in crept.values():
         lines += [f"  {text}" for text in texts]
+    if gate.unjudged:
+        lines.append(
+            f"opprof: history: {len(gate.unjudged)} test(s) whose CPU time stepped up in the "
+            "history not judged on their times: this run's rounds waited for a CPU, or its "
+            "time verdict could not judge them"
+        )
+        for test, steps in gate.unjudged.items():
+            stepped = ", ".join(f"{_step_change(c):+.0%} at {c.at}" for c in steps)
+            lines.append(f"  {test}: cpu stepped {stepped}")
     return lines
