@@ -64,6 +64,11 @@ TIE_RATIO = 20.0
 CAP_NOISE = 3.0
 """Where a run's square stops growing when a step is placed (:func:`_robust_split`), in
 noise widths: beyond it a run is a burst, not evidence of where the level moved."""
+PLACE_REACH = 3
+"""How far (in runs) the capped placement may move a step from the least-squares split
+(:func:`_robust_split`): a wild run beside a step moves it a run or two (three where two
+steps merged), and a search over every split costs a median per split and row, where the
+history gate searches hundreds of rows at its looser threshold."""
 MIXED_RUNS = 2
 """The fewest fast runs on a step's slower side that can make it two speeds mixed
 (:func:`two_speeds`): one such run is an over-corrected burst as often as not."""
@@ -103,7 +108,8 @@ def rank_split(
 
 def _where(x: Times, t: Floats, min_size: int) -> npt.NDArray[np.int64]:
     """Where each row steps: the split of least squares on its log times, each clipped to
-    the row's 5-95% range so a burst cannot pull it.  Rank statistics place a step
+    the row's 5-95% range so a burst cannot pull it, then moved where a wild run beside
+    it had pulled it all the same (:func:`_robust_split`).  Rank statistics place a step
     worse: the standardised one moved a clean -10% step at run 10 of 44 to run 12, the
     plain one (Pettitt's) to run 13, where the first runs after the step ranked high."""
     y = np.log(np.maximum(x.astype(np.float64), 1e-3))
@@ -122,14 +128,14 @@ def _where(x: Times, t: Floats, min_size: int) -> npt.NDArray[np.int64]:
 
 
 def _robust_split(y: Floats, start: int, min_size: int) -> int:
-    """The split of ``y`` (log times) of least squares about each side's median, each
-    run's square capped at :data:`CAP_NOISE` noise widths (the two sides' pooled median
-    absolute deviation at ``start``, the least-squares split): a run that far from its
-    side's level costs the same on either side, so a burst or a run the reference took
-    too far, beside the step, cannot pull the split to itself.  In
-    ``bench/history_study.py``'s nine studies a run read 25% under its level by the
-    reference, just after a +12% step, had the split placed a run late, and a slow run
-    just before a +5% step had it placed a run early; this places both at their commit."""
+    """The split of ``y`` (log times), within :data:`PLACE_REACH` runs of ``start`` (the
+    least-squares split), of least squares about each side's median, each run's square
+    capped at :data:`CAP_NOISE` noise widths (the two sides' pooled median absolute
+    deviation at ``start``): a run that far from its side's level costs the same on
+    either side, so a burst or a run the reference took too far, beside the step, cannot
+    pull the split to itself.  In ``bench/history_study.py``'s nine studies a run the
+    reference read 25% under its level, just after a +12% step, had the split placed a
+    run late, and a slow run just before a +5% step had it placed a run early."""
     n = len(y)
     a, b = y[:start], y[start:]
     noise = 1.4826 * float(np.median(np.abs(np.concatenate([a - np.median(a), b - np.median(b)]))))
@@ -137,7 +143,7 @@ def _robust_split(y: Floats, start: int, min_size: int) -> int:
         return start
     cap = (CAP_NOISE * noise) ** 2
     best, where = math.inf, start
-    for k in range(min_size, n - min_size + 1):
+    for k in range(max(min_size, start - PLACE_REACH), min(n - min_size, start + PLACE_REACH) + 1):
         left, right = y[:k], y[k:]
         cost = float(
             np.minimum((left - np.median(left)) ** 2, cap).sum()
