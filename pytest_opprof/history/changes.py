@@ -8,8 +8,12 @@ self time in one test, per machine: the median over each run's rounds), there is
 a change point when the largest standardised rank-sum statistic ``|z|`` over the splits
 that leave ``min_size`` runs on each side has a two-sided p-value, times the number
 of splits tried (Bonferroni: the search over splits is paid for), below ``alpha``;
-it lies at the least-squares split of the log times (clipped to their 5-95% range);
-each side is then searched again.  Why this one:
+it lies at the least-squares split of the log times (clipped to their 5-95% range),
+moved up to :data:`PLACE_REACH` runs where squares capped at :data:`CAP_NOISE` noise
+widths about each side's median put it (one wild run beside a step cannot pull it);
+each side is then searched again.  A split whose slower side still holds runs at the
+faster speed, more than the noise allows, is an op switching between two speeds from
+run to run, not a step, and is not reported (:func:`two_speeds`).  Why this one:
 
 * ranks: a run slowed by a busy neighbour is one rank however slow, so a burst
   moves the statistic little, where a mean-shift test (CUSUM, PELT with a Gaussian
