@@ -320,6 +320,21 @@ def test_a_wild_run_beside_a_step_does_not_pull_it_to_itself(run: int, factor: f
     assert at_step >= 12
 
 
+def test_a_run_between_two_levels_leaves_the_step_where_least_squares_put_it() -> None:
+    """A machine 40% slow in the run before a +100% step: that run lies between the two
+    levels, nearer the old one, and least squares leaves it there (the step at its run in
+    36 of 40 series); capped squares, the run capped on both sides, had moved it a run
+    early by a median's shift (at its run in 24)."""
+    at_step = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        x = _series(rng, 28, 14, 1.0)
+        x[13] = 1.4 * float(np.median(x[:13]))
+        (found,) = time_steps(x, find_time_changes(x[None, :])[0])
+        at_step += found.at == 14
+    assert at_step >= 34
+
+
 def test_a_time_step_beside_its_work_step_is_placed_at_the_work() -> None:
     """An op's FLOPs stepped at run 20; its time read the old level there (the machine
     read slow for every other test that run, so the reference took it back) and the
