@@ -5,6 +5,7 @@ Real A/B runs (``--opprof-against=HEAD``) in real git repositories, as in ``test
 
 from __future__ import annotations
 
+import textwrap
 import time
 from pathlib import Path
 
@@ -61,3 +62,39 @@ def test_a_partner_writes_neither_the_users_junit_nor_leaves_its_temp_dirs_locke
     assert len(sessions) >= 2, sessions  # both partners made theirs
     locked = [str(p) for p in temproot.glob("pytest-of-*/pytest-*/.lock")]
     assert not locked, locked
+
+
+def test_a_partner_writes_no_other_plugins_session_end_but_tears_its_fixtures_down(
+    pytester: pytest.Pytester,
+) -> None:
+    """A report plugin writes its file in ``pytest_sessionfinish`` (pytest-html,
+    pytest-json-report; pytest's cache its ``lastfailed``), a path relative to where the
+    run started: the head's partner runs there too, and what it wrote would land over the
+    head's.  Only the head's session end runs such hooks; every process still tears its
+    session-scoped fixtures down."""
+    (pytester.path / "conftest.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+
+            import pytest
+
+            def pytest_sessionfinish(session):
+                with open("session-end.log", "a") as log:
+                    log.write(f"{os.getpid()}\\n")
+
+            @pytest.fixture(scope="session", autouse=True)
+            def held():
+                yield
+                with open(os.environ["TEARDOWN_LOG"], "a") as log:
+                    log.write(f"{os.getpid()}\\n")
+            """
+        )
+    )
+    make_repo(pytester.path, n=2_000)
+    torn = pytester.path / "teardown.log"
+    pytester._monkeypatch.setenv("TEARDOWN_LOG", str(torn))
+    result = run_ab(pytester)
+    result.assert_outcomes(passed=2)
+    assert len((pytester.path / "session-end.log").read_text().split()) == 1
+    assert len(set(torn.read_text().split())) == 3  # the head and both partners

@@ -16,8 +16,9 @@ hello with the node ids it holds, then runs only what the head asks for:
   partners 0.5-1.5 s at the end of every run, while the head waited for them.
 
 Nothing is judged or written here: no baselines, no reports, not even the user's
-``--junitxml`` (the head's partner runs in the head's directory, so it would overwrite
-the head's).  Its terminal output goes to a log file the head reads when something failed.
+``--junitxml`` or another plugin's report at the session's end (the head's partner runs
+in the head's directory, so it would overwrite the head's).  Its terminal output goes to
+a log file the head reads when something failed.
 """
 
 from __future__ import annotations
@@ -171,12 +172,21 @@ class PartnerLoop:
                     break
             self.channel.send("finished", outcome, why)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, exitstatus: int | pytest.ExitCode) -> None:
-        """End the process here, with the session's status: pytest's runner has torn the
-        session's fixtures down (its hook is not ``trylast``), and what would follow only
-        writes to the log (see the module docstring)."""
-        exit_now(int(exitstatus))
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(
+        self, session: pytest.Session, exitstatus: int | pytest.ExitCode
+    ) -> None:
+        """End the process here, with the session's status, once the fixtures still held
+        are torn down (as pytest's runner does in its own ``pytest_sessionfinish``), and
+        before any other plugin's: what they would write is the head's to write, and the
+        head's partner runs in the head's directory, so a report plugin's file
+        (``--html``, ``--json-report`` in the project's ``addopts``) or the cache's
+        ``lastfailed`` written here would land over the head's (see the module
+        docstring)."""
+        try:
+            session._setupstate.teardown_exact(None)
+        finally:
+            exit_now(int(exitstatus))
 
 
 def exit_now(status: int) -> None:
