@@ -141,6 +141,20 @@ def test_a_slower_scope_fails_its_test_and_is_named(pytester: pytest.Pytester) -
     assert named[:1] == ["kernel"], verdict["reasons"]
 
 
+@pytest.mark.alone  # its times are judged
+def test_a_faster_test_is_improved_with_no_baseline_advice(pytester: pytest.Pytester) -> None:
+    """An A/B run records no baselines, so its improvements carry no advice to update them."""
+    make_repo(pytester.path, n=180_000)
+    (pytester.path / "test_work.py").write_text(textwrap.dedent(TESTS.format(n=30_000)))
+    result = run_ab(pytester, "--opprof-report=ab.json", "--opprof-ab-max-pairs=40")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["improved beyond tolerance:", "  test_work.py::test_kernel"])
+    verdict = report(pytester)["test_work.py::test_kernel"]["verdict"]
+    assert isinstance(verdict, dict) and verdict["status"] == "improved", verdict
+    assert "update-baselines" not in result.stdout.str()
+    assert not any("update-baselines" in n for n in verdict["notes"]), verdict["notes"]
+
+
 @pytest.mark.parametrize("workers", [None, "2"])
 def test_tests_on_one_side_are_listed_not_failed(
     pytester: pytest.Pytester, workers: str | None

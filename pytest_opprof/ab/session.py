@@ -23,6 +23,7 @@ from pytest_opprof.gate.store import BaselineEntry
 from pytest_opprof.gate.summary import RoundFigures, TestSummary, summarize_rounds
 from pytest_opprof.gate.verdict import (
     NEW,
+    UPDATE_HINT,
     MetricRow,
     OpReason,
     Tolerances,
@@ -232,7 +233,11 @@ class ABSession(BaselineSession):
             self.judge_ab.unjudged_why(base.rounds, head, tol),
         )
         # No baselines here: an unsteady figure's note keeps its facts, not their advice.
-        notes = [n.replace(UNSTEADY_ADVICE, "") for n in exact.notes if "judged from" not in n]
+        notes = [
+            n.replace(UNSTEADY_ADVICE, "").replace(f"; {UPDATE_HINT}", "")
+            for n in exact.notes
+            if "judged from" not in n
+        ]
         run = min(len(base.rounds), len(head))
         wall = test_pairs(base.rounds, head, wait_limit(tol))
         dropped = wall.dropped

@@ -568,7 +568,7 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
     if improved:
         lines += ["", "improved beyond tolerance:"]
         lines += _listed(improved, row_limit)
-        if not session.options.update:
+        if not session.options.update and basis is None:  # A/B records no baselines
             lines.append(f"  hint: {UPDATE_HINT}")
     if new:
         heading = "new (not in the base)" if basis is not None else "new (no baseline)"
