@@ -175,13 +175,16 @@ def _is_slowed(nodeid: str, slowed: set[str]) -> bool:
     return nodeid in slowed or nodeid.split("::")[-1] in slowed
 
 
-def replay_run(run: dict[str, Any], tol: Tolerances, max_pairs: int) -> dict[str, Any]:
-    """The recorded run judged as the plugin would have, test by test."""
+def replay_run(
+    run: dict[str, Any], tol: Tolerances, max_pairs: int, in_time: bool = True
+) -> dict[str, Any]:
+    """The recorded run judged as the plugin would have, test by test (``in_time``: the
+    budget of pairs counted in time, as the plugin does, or in pairs)."""
     tests = run["tests"]
-    judge = ABJudge(len(tests), Q, max_pairs)
+    judge = ABJudge(len(tests), Q, max_pairs, in_time=in_time)
     slowed = set(run["slowed"])
     got: dict[str, Any] = {"tests": len(tests), "long": 0, "judged": 0, "false": 0}
-    got.update(slowed=0, caught=0, named=0, pairs=0, passed_slowed=0)
+    got.update(slowed=0, caught=0, named=0, pairs=0, passed_slowed=0, own_ns=0, rounds_ns=0)
     for test in tests:
         base, head = _rounds(test["base"]), _rounds(test["head"])
         n = 1
@@ -189,6 +192,11 @@ def replay_run(run: dict[str, Any], tol: Tolerances, max_pairs: int) -> dict[str
             n += 1
         judged: list[JudgedFigure] = judge.settle(base[:n], head[:n], tol)
         got["pairs"] += n
+        # The run's time: the head's own round (as long as its first) and the pairs'.
+        got["own_ns"] += head[0].wall_time_ns
+        got["rounds_ns"] += head[0].wall_time_ns + sum(
+            b.wall_time_ns + h.wall_time_ns for b, h in zip(base[:n], head[:n], strict=True)
+        )
         own = next((j for j in judged if j.key == ""), None)
         if statistics.median(r.wall_time_ns for r in base) >= FLOOR_NS:
             got["long"] += 1
@@ -245,20 +253,23 @@ def replay(args: argparse.Namespace) -> None:
     print(f"recorded {data['when']}, {data['pairs']} pairs a test; tolerance {tol.time:.0%}")
     print(
         "| scenario | suite | order | layout | head | addresses | variant | false "
-        "| judged >= 1 ms | caught | named | slowed passed | pairs a test | offset test/op "
-        "| unchanged shift test/op |"
+        "| judged >= 1 ms | caught | named | slowed passed | pairs a test | rounds' time "
+        "| offset test/op | unchanged shift test/op |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for run in data["runs"]:
-        g = replay_run(run, tol, min(args.max_pairs, data["pairs"]))
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    caps = [{"time": True, "pairs": False}[c] for c in args.budget.split(",")]
+    for run, cap in itertools.product(data["runs"], caps):
+        g = replay_run(run, tol, min(args.max_pairs, data["pairs"]), cap)
         print(
-            f"| {run['scenario']} | {run['suite']} | {run.get('order', 'abba')} "
+            f"| {run['scenario']}{'' if cap else ' (budget in pairs)'} "
+            f"| {run['suite']} | {run.get('order', 'abba')} "
             f"| {run.get('layout', 'shuffled')} | {run.get('head', 'inline')} "
             f"| {run.get('addresses', 'random')} | {run['variant']} "
             f"| {g['false']}/{g['tests']} "
             f"| {g['judged']}/{g['long']} ({g['judged'] / max(g['long'], 1):.0%}) "
             f"| {g['caught']}/{g['slowed']} | {g['named']}/{g['slowed']} | {g['passed_slowed']} "
-            f"| {g['pairs'] / g['tests']:.2f} | {g['offset'][0]:.2%}/{g['offset'][1]:.2%} "
+            f"| {g['pairs'] / g['tests']:.2f} | x{g['rounds_ns'] / max(g['own_ns'], 1):.1f} "
+            f"| {g['offset'][0]:.2%}/{g['offset'][1]:.2%} "
             f"| {g['shift'][0]:+.1%}/{g['shift'][1]:+.1%} |"
         )
 
@@ -291,6 +302,12 @@ def main() -> None:
     s.add_argument("pairs_file", type=Path)
     s.add_argument("--tolerance", type=float, default=TOLERANCE)
     s.add_argument("--max-pairs", type=int, default=12)
+    s.add_argument(
+        "--budget",
+        default="time",
+        help="time (as the plugin counts a run's budget of extra pairs) or pairs; "
+        "time,pairs replays both",
+    )
     args = p.parse_args()
     record(args) if args.command == "record" else replay(args)
 

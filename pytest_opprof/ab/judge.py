@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,13 +26,19 @@ from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT
 WORK_TIME = "work time"
 EXTRA_PAIRS_PER_TEST = 5
 """The run's budget of pairs beyond each test's first: this many times its tests, plus one
-test's maximum.  Unchanged tests take 1-2 extra pairs to pass (``PASS_PAIRS``), so the
+test's maximum, counted in time: a pair costs its two rounds' wall time, and the budget
+is that many of the run's mean first pair (so a run of equal tests has this many pairs a
+test).  Pairs are not equal: a round of numpy's ``TestCond::test_generalized_sq_cases``
+takes 3.6 s, a thousand times most of its file's, and the op-dense tests whose many op
+figures stay undecided took 12 pairs each, so 9 of the file's 470 tests spent 80% of an
+A/A run that cost 20x a plain one.  In time, a test 100 times the mean takes one pair
+beyond its first where a typical one may take 12.  Unchanged tests take 1-2 extra pairs to pass (``PASS_PAIRS``), so the
 budget binds where many tests lean slower: replayed on recorded runs with 13 of 40 tests'
 kernels 10% slower (tolerance 5%), 5 a test caught 129 of 156 where 3 caught 121, and
 A/A runs took 2.9 pairs a test either way (``bench/ab_replay.py``)."""
 FAIR_SHARE = 3
-"""A test may run up to this many times its share of the extra pairs left (the budget
-left over the tests left, at least one), so no test spends the pairs of the tests after
+"""A test may run up to this many times its share of the extra pairs' time left (the
+budget left over the tests left; one extra pair at least), so no test spends the pairs of the tests after
 it.  Simulated runs of 80 tests (``bench/ab_budget.py``, 3.5% pair scatter): spent first
 come, first served, the first 40 tests took every pair and the last 40 caught 0 of 94
 +10% slowdowns; with fair shares and ``LEAN`` the halves caught 76 of 89 and 77 of 91."""
@@ -155,7 +162,22 @@ class ABJudge:
 
     ``tests``: how many tests the run compares (the online control's horizon)."""
 
-    def __init__(self, tests: int, q: float, max_pairs: int, min_pairs: int = 1) -> None:
+    def __init__(
+        self,
+        tests: int,
+        q: float,
+        max_pairs: int,
+        min_pairs: int = 1,
+        in_time: bool = True,
+    ) -> None:
+        self.in_time = in_time
+        """The budget counted in time (:data:`EXTRA_PAIRS_PER_TEST`); False: in pairs,
+        whatever they cost (``bench/ab_replay.py`` compares them)."""
+        self.first_ns = 0
+        """The settled tests' first pairs' time (both rounds' wall time)."""
+        self.extra_ns = 0
+        """The settled tests' later pairs' time."""
+        self.settled = 0
         self.test_noise = paired.NoiseModel()
         self.op_noise = paired.NoiseModel()
         self.test_offset = paired.OffsetModel()
@@ -219,11 +241,30 @@ class ABJudge:
         return out
 
     def allowance(self) -> int:
-        """The extra pairs the test now running may take: ``FAIR_SHARE`` times its share
-        of the budget left when it started, at least one."""
+        """The extra pairs the test now running may take, counted in pairs: ``FAIR_SHARE``
+        times its share of the budget left when it started, at least one."""
         left = max(self.extra_budget - self.extra_pairs + self.test_extra, 0)
         tests_left = max(self.fdr.m - self.fdr.tested, 1)
         return max(1, math.ceil(FAIR_SHARE * left / tests_left))
+
+    def allowance_ns(self, first_ns: int) -> float:
+        """The time the test now running may spend on pairs beyond its first (its first
+        costing ``first_ns``): ``FAIR_SHARE`` times its share of the budget's time left."""
+        mean_first = (self.first_ns + first_ns) / (self.settled + 1)
+        budget = mean_first * self.extra_budget
+        tests_left = max(self.fdr.m - self.fdr.tested, 1)
+        return FAIR_SHARE * max(budget - self.extra_ns, 0.0) / tests_left
+
+    def _over_budget(self, base: Sequence[RoundFigures], head: Sequence[RoundFigures]) -> bool:
+        """Whether another pair would take the test beyond its allowance; its first extra
+        pair never does."""
+        pairs = min(len(base), len(head))
+        if not self.in_time:
+            return pairs - 1 >= self.allowance()
+        cost = _pair_costs(base, head)
+        if len(cost) < 2:
+            return False
+        return sum(cost[1:]) + statistics.median(cost) > self.allowance_ns(cost[0])
 
     def another_pair(self) -> None:
         """Account one more pair of the test now running, beyond its first (also the
@@ -257,8 +298,11 @@ class ABJudge:
             )
         elif pairs >= self.max_pairs:
             self.stopped = f"the most pairs a test runs ({self.max_pairs}, --opprof-ab-max-pairs)"
-        elif pairs - 1 >= self.allowance():
-            self.stopped = f"its share of the run's budget of {self.extra_budget} extra pairs"
+        elif self._over_budget(base, head):
+            self.stopped = (
+                f"its share of the run's budget of {self.extra_budget} extra pairs"
+                + (" (in time: a pair of this test costs more than most)" if self.in_time else "")
+            )
         else:
             self.another_pair()
             return True
@@ -270,7 +314,12 @@ class ABJudge:
         self, base: Sequence[RoundFigures], head: Sequence[RoundFigures], tol: Tolerances
     ) -> list[JudgedFigure]:
         """The test's final figures: consumes its level of the run's control, and adds its
-        pairs to the noise models."""
+        pairs to the noise models and their time to the run's."""
+        cost = _pair_costs(base, head)
+        if cost:
+            self.first_ns += cost[0]
+            self.extra_ns += sum(cost[1:])
+            self.settled += 1
         judged = self.figures(base, head, tol, self.fdr.level())
         self.fdr.record(any(j.decision in ("regressed", "improved") for j in judged))
         self.test_extra = 0
@@ -314,6 +363,11 @@ class ABJudge:
             f"A/B: not judged: in all {pairs} pair(s) a side has no work time to judge "
             "(no time measured, or it waited for a CPU all along)"
         )
+
+
+def _pair_costs(base: Sequence[RoundFigures], head: Sequence[RoundFigures]) -> list[int]:
+    """Each pair's time: both rounds' wall time, waits included (they cost the run too)."""
+    return [b.wall_time_ns + h.wall_time_ns for b, h in zip(base, head, strict=False)]
 
 
 def work_varies(rounds: Sequence[RoundFigures]) -> bool:
