@@ -35,7 +35,7 @@ from ab_study import FLOOR_NS, Runner, condition, make_repo, set_head
 from busy_study import NUMPY_OP, numpy_targets
 from verdict_study import KERNEL
 
-from pytest_opprof.ab.judge import ABJudge, JudgedFigure
+from pytest_opprof.ab.judge import HEAVY, ABJudge, JudgedFigure
 from pytest_opprof.ab.session import DEFAULT_Q
 from pytest_opprof.gate.summary import OpFigures, RoundFigures
 from pytest_opprof.gate.tolerance import Tolerances
@@ -176,12 +176,12 @@ def _is_slowed(nodeid: str, slowed: set[str]) -> bool:
 
 
 def replay_run(
-    run: dict[str, Any], tol: Tolerances, max_pairs: int, in_time: bool = True
+    run: dict[str, Any], tol: Tolerances, max_pairs: int, heavy: float | None = HEAVY
 ) -> dict[str, Any]:
-    """The recorded run judged as the plugin would have, test by test (``in_time``: the
-    budget of pairs counted in time, as the plugin does, or in pairs)."""
+    """The recorded run judged as the plugin would have, test by test (``heavy``: the
+    judge's hold on heavy tests, ``judge.HEAVY``; None: none)."""
     tests = run["tests"]
-    judge = ABJudge(len(tests), Q, max_pairs, in_time=in_time)
+    judge = ABJudge(len(tests), Q, max_pairs, heavy=heavy)
     slowed = set(run["slowed"])
     got: dict[str, Any] = {"tests": len(tests), "long": 0, "judged": 0, "false": 0}
     got.update(slowed=0, caught=0, named=0, pairs=0, passed_slowed=0, own_ns=0, rounds_ns=0)
@@ -257,11 +257,11 @@ def replay(args: argparse.Namespace) -> None:
         "| offset test/op | unchanged shift test/op |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    caps = [{"time": True, "pairs": False}[c] for c in args.budget.split(",")]
+    caps = [None if c == "none" else float(c) for c in args.heavy.split(",")]
     for run, cap in itertools.product(data["runs"], caps):
         g = replay_run(run, tol, min(args.max_pairs, data["pairs"]), cap)
         print(
-            f"| {run['scenario']}{'' if cap else ' (budget in pairs)'} "
+            f"| {run['scenario']}{'' if cap == HEAVY else f' (heavy {cap})'} "
             f"| {run['suite']} | {run.get('order', 'abba')} "
             f"| {run.get('layout', 'shuffled')} | {run.get('head', 'inline')} "
             f"| {run.get('addresses', 'random')} | {run['variant']} "
@@ -303,10 +303,10 @@ def main() -> None:
     s.add_argument("--tolerance", type=float, default=TOLERANCE)
     s.add_argument("--max-pairs", type=int, default=12)
     s.add_argument(
-        "--budget",
-        default="time",
-        help="time (as the plugin counts a run's budget of extra pairs) or pairs; "
-        "time,pairs replays both",
+        "--heavy",
+        default=f"{HEAVY:g}",
+        help="the judge's hold on tests heavier than the run's typical one (judge.HEAVY); "
+        "'none': no hold; a list (none,4) replays each",
     )
     args = p.parse_args()
     record(args) if args.command == "record" else replay(args)

@@ -193,3 +193,46 @@ def test_an_op_with_no_self_time_left_on_a_side_is_not_judged() -> None:
     base, head = [rnd(busy), rnd(ran), rnd(ran)], [rnd(ran), rnd(busy), rnd(ran)]
     judged = {j.key: j for j in ABJudge(1, 0.05, 12).settle(base, head, TOL)}
     assert judged["numpy.linalg.lstsq"].estimate.pairs == 1
+
+
+def _drawn(rng: random.Random, scale: float, slowdown: float) -> tuple[list[RoundFigures], ...]:
+    """A test's twelve pairs, drawn before the judge sees any (as ``bench/ab_replay.py``)."""
+    base = [_round(rng, scale, 1.0, 0.035) for _ in range(12)]
+    head = [_round(rng, scale, 1.0 + slowdown, 0.035) for _ in range(12)]
+    return base, head
+
+
+def _drive(judge: ABJudge, tests: list[tuple[list[RoundFigures], ...]]) -> list[int]:
+    """Each test's pairs as ``ab/head.py`` runs them: one, then more while the judge asks."""
+    used = []
+    for base, head in tests:
+        n = 1
+        while n < len(base) and judge.more_pairs(base[:n], head[:n], TOL):
+            n += 1
+        judge.settle(base[:n], head[:n], TOL)
+        used.append(n)
+    return used
+
+
+def test_a_test_far_heavier_than_the_rest_takes_few_pairs() -> None:
+    """numpy's op-dense tests, a thousand times most of their file, took 12 pairs each and
+    80% of an A/A run.  A test 300 times the others that leans slower gets its first
+    extra pair and no more; unheld, it took the whole test's maximum."""
+    rng = random.Random(2)
+    tests = [
+        _drawn(rng, 300e6 if i % 20 == 10 else 1e6, 0.04 if i % 20 == 10 else 0.0)
+        for i in range(60)
+    ]
+    in_pairs = _drive(ABJudge(60, 0.05, 12, heavy=None), tests)
+    in_time = _drive(ABJudge(60, 0.05, 12), tests)
+    heavy = range(10, 60, 20)
+    assert max(in_pairs[i] for i in heavy) > 2, in_pairs
+    assert all(in_time[i] <= 2 for i in heavy), [in_time[i] for i in heavy]
+
+
+def test_tests_within_a_few_times_each_other_are_not_held_back() -> None:
+    """A file of 1-4 ms tests spends its pairs as if every pair cost the same."""
+    rng = random.Random(4)
+    tests = [_drawn(rng, rng.uniform(1e6, 4e6), 0.06 if i % 3 == 0 else 0.0) for i in range(60)]
+    unheld = _drive(ABJudge(60, 0.05, 12, heavy=None), tests)
+    assert _drive(ABJudge(60, 0.05, 12), tests) == unheld

@@ -12,6 +12,7 @@ side's figures of this run standing in for it (``verdict.compare``).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import statistics
@@ -26,22 +27,31 @@ from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT
 WORK_TIME = "work time"
 EXTRA_PAIRS_PER_TEST = 5
 """The run's budget of pairs beyond each test's first: this many times its tests, plus one
-test's maximum, counted in time: a pair costs its two rounds' wall time, and the budget
-is that many of the run's mean first pair (so a run of equal tests has this many pairs a
-test).  Pairs are not equal: a round of numpy's ``TestCond::test_generalized_sq_cases``
-takes 3.6 s, a thousand times most of its file's, and the op-dense tests whose many op
-figures stay undecided took 12 pairs each, so 9 of the file's 470 tests spent 80% of an
-A/A run that cost 20x a plain one.  In time, a test 100 times the mean takes one pair
-beyond its first where a typical one may take 12.  Unchanged tests take 1-2 extra pairs to pass (``PASS_PAIRS``), so the
+test's maximum (a heavy test's pairs are also held to :data:`HEAVY`).  Unchanged tests
+take 1-2 extra pairs to pass (``PASS_PAIRS``), so the
 budget binds where many tests lean slower: replayed on recorded runs with 13 of 40 tests'
 kernels 10% slower (tolerance 5%), 5 a test caught 129 of 156 where 3 caught 121, and
 A/A runs took 2.9 pairs a test either way (``bench/ab_replay.py``)."""
 FAIR_SHARE = 3
-"""A test may run up to this many times its share of the extra pairs' time left (the
-budget left over the tests left; one extra pair at least), so no test spends the pairs of the tests after
+"""A test may run up to this many times its share of the extra pairs left (the budget
+left over the tests left, at least one), so no test spends the pairs of the tests after
 it.  Simulated runs of 80 tests (``bench/ab_budget.py``, 3.5% pair scatter): spent first
 come, first served, the first 40 tests took every pair and the last 40 caught 0 of 94
 +10% slowdowns; with fair shares and ``LEAN`` the halves caught 76 of 89 and 77 of 91."""
+HEAVY = 4.0
+"""A test's pairs beyond its first may take at most the time the most pairs
+(``--opprof-ab-max-pairs``) of a test this many times the run's typical one would (the
+median first pair of the tests whose time is judged), and one pair at least.  Pairs are
+not equal: a round of numpy's ``TestCond::test_generalized_sq_cases`` takes 3.6 s, a
+thousand times most of its file's, and the op-dense tests whose many op figures stay
+undecided took 12 pairs each, so 9 of the file's 470 tests spent 80% of an A/A run that
+cost 20x a plain one.  The time is work time (waits out), so a test is heavy for what it
+runs.  Replayed (``bench/ab_replay.py``, tolerance 5%): numpy's file cost x5.0 its head
+rounds instead of x8.2, 136 of its 150 times of 1 ms or more decided against 142; the
+generated suite's 1-4 ms tests, within this factor of each other, decided and caught the
+same in every scenario.  Held in time alone (the run's budget counted in time), a mixed
+file's 1-4 ms tests went short: numpy's A/A runs decided 47-72% of their times against
+88-94%, four runs interleaved."""
 LEAN = 0.5
 """An undecided figure asks for another pair only while it leans slower by at least this
 share of the tolerance (an op's interval must also lie above zero): the pairs go to the
@@ -168,16 +178,14 @@ class ABJudge:
         q: float,
         max_pairs: int,
         min_pairs: int = 1,
-        in_time: bool = True,
+        heavy: float | None = HEAVY,
     ) -> None:
-        self.in_time = in_time
-        """The budget counted in time (:data:`EXTRA_PAIRS_PER_TEST`); False: in pairs,
-        whatever they cost (``bench/ab_replay.py`` compares them)."""
-        self.first_ns = 0
-        """The settled tests' first pairs' time (both rounds' wall time)."""
-        self.extra_ns = 0
-        """The settled tests' later pairs' time."""
-        self.settled = 0
+        self.heavy = heavy
+        """:data:`HEAVY`; None: every test may take the most pairs, whatever they cost
+        (``bench/ab_replay.py`` compares them)."""
+        self.firsts: list[int] = []
+        """The first pairs' work (:func:`_pair_costs`) of the settled tests whose time
+        is judged (at or above the time floor), sorted."""
         self.test_noise = paired.NoiseModel()
         self.op_noise = paired.NoiseModel()
         self.test_offset = paired.OffsetModel()
@@ -241,30 +249,21 @@ class ABJudge:
         return out
 
     def allowance(self) -> int:
-        """The extra pairs the test now running may take, counted in pairs: ``FAIR_SHARE``
+        """The extra pairs the test now running may take: ``FAIR_SHARE``
         times its share of the budget left when it started, at least one."""
         left = max(self.extra_budget - self.extra_pairs + self.test_extra, 0)
         tests_left = max(self.fdr.m - self.fdr.tested, 1)
         return max(1, math.ceil(FAIR_SHARE * left / tests_left))
 
-    def allowance_ns(self, first_ns: int) -> float:
-        """The time the test now running may spend on pairs beyond its first (its first
-        costing ``first_ns``): ``FAIR_SHARE`` times its share of the budget's time left."""
-        mean_first = (self.first_ns + first_ns) / (self.settled + 1)
-        budget = mean_first * self.extra_budget
-        tests_left = max(self.fdr.m - self.fdr.tested, 1)
-        return FAIR_SHARE * max(budget - self.extra_ns, 0.0) / tests_left
-
-    def _over_budget(self, base: Sequence[RoundFigures], head: Sequence[RoundFigures]) -> bool:
-        """Whether another pair would take the test beyond its allowance; its first extra
-        pair never does."""
-        pairs = min(len(base), len(head))
-        if not self.in_time:
-            return pairs - 1 >= self.allowance()
+    def _too_heavy(self, base: Sequence[RoundFigures], head: Sequence[RoundFigures]) -> bool:
+        """Whether another pair would take the test beyond :data:`HEAVY`'s time; its first
+        extra pair never does."""
         cost = _pair_costs(base, head)
-        if len(cost) < 2:
+        if self.heavy is None or len(cost) < 2:
             return False
-        return sum(cost[1:]) + statistics.median(cost) > self.allowance_ns(cost[0])
+        typical = _median_with(self.firsts, cost[0])
+        limit = (self.max_pairs - 1) * self.heavy * typical
+        return sum(cost[1:]) + statistics.median(cost) > limit
 
     def another_pair(self) -> None:
         """Account one more pair of the test now running, beyond its first (also the
@@ -298,10 +297,12 @@ class ABJudge:
             )
         elif pairs >= self.max_pairs:
             self.stopped = f"the most pairs a test runs ({self.max_pairs}, --opprof-ab-max-pairs)"
-        elif self._over_budget(base, head):
+        elif pairs - 1 >= self.allowance():
+            self.stopped = f"its share of the run's budget of {self.extra_budget} extra pairs"
+        elif self._too_heavy(base, head):
             self.stopped = (
-                f"its share of the run's budget of {self.extra_budget} extra pairs"
-                + (" (in time: a pair of this test costs more than most)" if self.in_time else "")
+                f"its pairs take more than {self.heavy:g} times the run's typical test's "
+                "would, at the most pairs"
             )
         else:
             self.another_pair()
@@ -315,12 +316,10 @@ class ABJudge:
     ) -> list[JudgedFigure]:
         """The test's final figures: consumes its level of the run's control, and adds its
         pairs to the noise models and their time to the run's."""
-        cost = _pair_costs(base, head)
-        if cost:
-            self.first_ns += cost[0]
-            self.extra_ns += sum(cost[1:])
-            self.settled += 1
         judged = self.figures(base, head, tol, self.fdr.level())
+        cost = _pair_costs(base, head)
+        if cost and any(j.key == "" for j in judged):  # a test whose time is judged
+            bisect.insort(self.firsts, cost[0])
         self.fdr.record(any(j.decision in ("regressed", "improved") for j in judged))
         self.test_extra = 0
         for j in judged:
@@ -366,8 +365,23 @@ class ABJudge:
 
 
 def _pair_costs(base: Sequence[RoundFigures], head: Sequence[RoundFigures]) -> list[int]:
-    """Each pair's time: both rounds' wall time, waits included (they cost the run too)."""
-    return [b.wall_time_ns + h.wall_time_ns for b, h in zip(base, head, strict=False)]
+    """Each pair's work: both rounds' wall time less their waits for a CPU, so a test is
+    heavy for what it runs, not for the moment the machine was busy."""
+    return [
+        b.wall_time_ns - (b.wait_ns or 0) + h.wall_time_ns - (h.wait_ns or 0)
+        for b, h in zip(base, head, strict=False)
+    ]
+
+
+def _median_with(ordered: Sequence[int], x: int) -> float:
+    """The median of the sorted ``ordered`` with ``x`` added, without copying it."""
+    n = len(ordered) + 1
+    i = bisect.bisect(ordered, x)
+
+    def at(k: int) -> int:
+        return ordered[k] if k < i else x if k == i else ordered[k - 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
 def work_varies(rounds: Sequence[RoundFigures]) -> bool:
