@@ -301,8 +301,8 @@ class ABJudge:
             self.stopped = f"its share of the run's budget of {self.extra_budget} extra pairs"
         elif self._too_heavy(base, head):
             self.stopped = (
-                f"its pairs take more than {self.heavy:g} times the run's typical test's "
-                "would, at the most pairs"
+                f"more pairs would take longer than {self.max_pairs - 1} of a test "
+                f"{self.heavy:g} times the run's typical one"
             )
         else:
             self.another_pair()
