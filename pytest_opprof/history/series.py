@@ -28,6 +28,7 @@ from pytest_opprof.history.changes import (
     MIN_SIZE,
     Step,
     find_time_changes,
+    noise_widths,
     time_steps,
 )
 from pytest_opprof.history.reference import reference_factors
@@ -395,7 +396,7 @@ class MachineSeries:
         if self.detection.reference and matrix.size:
             logs = np.log(np.maximum(matrix.astype(np.float64), 1e-3))
             referenced = np.exp(logs - reference_factors(logs, peers))
-        return TimeSteps(matrix, referenced, cols, self.detection, work)
+        return TimeSteps(matrix, referenced, cols, self.detection, work, peers)
 
 
 @dataclass
@@ -414,6 +415,9 @@ class TimeSteps:
     """Row -> the machine's runs where the work it times changed (a deterministic figure
     of the same test, or op, stepped): a time step the detector placed within a run of
     its window from one is placed there (:func:`at_work`)."""
+    groups: npt.NDArray[np.int64] | None = None
+    """Each row's group (the same op in every test): their run-to-run noise is pooled for
+    the level test (``changes.noise_widths``); None: no level test."""
 
     def __iter__(self) -> Iterator[tuple[int, list[Step]]]:
         d, matrix, cols = self.detection, self.referenced, self.cols
@@ -428,7 +432,11 @@ class TimeSteps:
                 continue
             sub = matrix[np.ix_(rows, where)]
             as_measured = self.measured[np.ix_(rows, where)]
-            for row, cuts in find_time_changes(sub, d.alpha, d.min_size).items():
+            noise = None
+            if self.groups is not None:
+                logs = np.log(np.maximum(sub.astype(np.float64), 1e-3))
+                noise = noise_widths(logs, self.groups[rows])
+            for row, cuts in find_time_changes(sub, d.alpha, d.min_size, noise).items():
                 values = sub[row].astype(np.float64)
                 measured = as_measured[row].astype(np.float64)
                 steps = time_steps(values, cuts, d.min_change, measured)
