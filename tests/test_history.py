@@ -366,9 +366,9 @@ def _crept(seed: int, runs: int = 46) -> np.ndarray:
 
 def test_a_creep_is_found_as_its_three_steps() -> None:
     """Eight runs between two steps are too few for ranks (12 and 8 runs all apart reach
-    p = 0.003 after the search over splits); the level test, with the noise of the op's
+    p = 0.003 after the search over splits); the shift test, with the noise of the op's
     24 series, splits them: in 40 such histories the ranks alone found 43 of the 120
-    steps and never all three of one, the level test 99 and all three in 21."""
+    steps and never all three of one, the shift test 99 and all three in 21."""
     found_steps = all_three = flat = 0
     for seed in range(40):
         m = _crept(seed)
@@ -388,7 +388,7 @@ def test_a_creep_is_found_as_its_three_steps() -> None:
 
 def test_the_level_test_splits_no_noise_inside_a_stepped_series() -> None:
     """2,000 series that step +20% at run 23, at 3% noise with a bursty neighbour: the
-    level test tries each side of every step, and splits one side of one series (the
+    shift test tries each side of every step, and splits one side of one series (the
     ranks alone: none); without the rank test's screen it split 21."""
     rng = np.random.default_rng(3)
     x = 1e6 * rng.lognormal(0, 0.03, size=(2000, 46))

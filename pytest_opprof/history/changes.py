@@ -34,13 +34,13 @@ old level and its first at the new one.  Where the step lies is not changed by i
 A rank test needs runs: even a clean step is seen only with enough runs on each side
 at the default ``alpha``: 12 before and 12 after, 10 and 34, or 8 and 200.  Inside a
 series that stepped, a segment too short for ranks (a creep's 8 runs between two steps)
-is split by the level test (:func:`level_split`): a z-test of the mean log levels either
-side, each run clipped at :data:`LEVEL_CLIP` noise widths about a two-level fit, with the
-series' own run-to-run noise widened towards its group's (:func:`noise_widths`), at
-``alpha`` times :data:`LEVEL_SHARE`, and only where the rank test's p-value is below
-:data:`LEVEL_SCREEN` (a split the ranks see nothing in is noise that is no normal one).  A step is
-reported only when its size is at least ``min_change`` (a certain 0.3% on 1,000 runs is no news),
-with a 95% interval from the Hodges-Lehmann shift of log times between the two
+is split by the shift test (:func:`shift_split`): a z-test of the mean log levels either
+side, each run clipped at :data:`SHIFT_CLIP` noise widths about a two-level fit, the
+noise the series' own run-to-run spread pooled with its group's (:func:`noise_widths`),
+at ``alpha`` times :data:`SHIFT_SHARE`, and only where the rank test's p-value is below
+:data:`SHIFT_SCREEN`.  A step is reported only when its size is at least ``min_change``
+(a certain 0.3% on 1,000 runs is no news), with a 95% interval from the Hodges-Lehmann
+shift of log times between the two
 segments (Moses' distribution-free interval).
 
 Deterministic figures (FLOPs, op counts, bytes) step exactly where the value changes
@@ -82,14 +82,16 @@ history gate searches hundreds of rows at its looser threshold."""
 MIXED_RUNS = 2
 """The fewest fast runs on a step's slower side that can make it two speeds mixed
 (:func:`two_speeds`): one such run is an over-corrected burst as often as not."""
-LEVEL_SHARE = 0.1
-"""The level test's threshold, a share of ``alpha``: at ``alpha`` itself it made one
-more false change point of 2,070 series in ``bench/history_study.py``'s nine studies."""
-LEVEL_SCREEN = 0.05
-"""The rank test's p-value (Bonferroni over splits) a segment needs for the level test
-to try it: without it the level test made 3 more false change points there."""
-LEVEL_CLIP = 2.5
-"""Where a run stops weighing in the level test, in noise widths from its side's median:
+SHIFT_SHARE = 0.1
+"""The shift test's threshold, a share of ``alpha``: at ``alpha`` itself it found 2 more
+injected steps and made 1 more false change point of 2,070 series in
+``bench/history_study.py``'s nine studies."""
+SHIFT_SCREEN = 0.05
+"""The rank test's p-value (Bonferroni over splits) a segment needs for the shift test
+to try it (a split the ranks see nothing in is noise of no normal kind): without it the
+shift test made 3 more false change points there."""
+SHIFT_CLIP = 2.5
+"""Where a run stops weighing in the shift test, in noise widths from its side's median:
 a burst beyond it is one run at the clip, not its size."""
 _Z95 = 1.959963984540054
 
@@ -193,15 +195,15 @@ def segment(
     """Change points of one series (binary segmentation): the sorted indices of the
     first run of each new segment.  ``first``: the top split, found already.
     ``noise``: the series' run-to-run noise in log time (:func:`noise_widths`); with it,
-    a segment the rank test cannot split is tried by the level test (module docstring)."""
+    a segment the rank test cannot split is tried by the shift test (module docstring)."""
     found: list[int] = []
     pending = [(0, len(x), first)]
     while pending:
         lo, hi, k = pending.pop()
         if k is None:
             kp = rank_split(x[None, :], lo, hi, min_size, alpha)[0]
-            if kp[0] < 0 and noise is not None and kp[1] < LEVEL_SCREEN:
-                kp = level_split(x, noise, lo, hi, min_size, alpha * LEVEL_SHARE)
+            if kp[0] < 0 and noise is not None and kp[1] < SHIFT_SCREEN:
+                kp = shift_split(x, noise, lo, hi, min_size, alpha * SHIFT_SHARE)
             if kp[0] < 0:
                 continue
             k = int(kp[0])
@@ -340,7 +342,7 @@ def find_time_changes(
     """Row -> change points, for the rows of ``matrix`` (series x runs, no NaN) that
     have any: one pass over all rows at once, then segmentation of the few
     whose top split is significant.  ``noise``: each row's (:func:`noise_widths`), for
-    the level test inside the segmentation."""
+    the shift test inside the segmentation."""
     if matrix.size == 0:
         return {}
     first = rank_split(matrix, min_size=min_size, alpha=alpha)
@@ -353,18 +355,19 @@ def find_time_changes(
 
 def noise_widths(logs: Floats, groups: npt.NDArray[np.int64]) -> Floats:
     """Per row of ``logs`` (series x runs, log times, no NaN), its run-to-run noise: the
-    root mean square of its successive differences, each capped at :data:`LEVEL_CLIP`
+    root mean square of its successive differences, each capped at :data:`SHIFT_CLIP`
     widths of their median absolute deviation (a step is one difference, a burst two,
     either capped), over ``sqrt(2)`` and scaled to a normal's; then the root mean square
     of its own and the median of its group's (``groups``: the same op in every test, as
     ``reference.py`` groups them).  Why each part, in ``bench/history_study.py``'s nine
     studies (46 runs): with the median deviation alone (heavy tails read as narrow) the
-    level test made one more false change point; with the series' own width alone (46
-    runs estimate it within about 20%) it found 4 of 63 injected steps fewer."""
+    shift test made one more false change point; with the series' own width alone (an
+    underestimate is a false step, so the threshold must allow for it) it found 4 of 63
+    injected steps fewer."""
     d = np.diff(logs, axis=1)
     d -= np.median(d, axis=1, keepdims=True)
     mad = 1.4826 * np.median(np.abs(d), axis=1)
-    c = LEVEL_CLIP
+    c = SHIFT_CLIP
     # E[min(Z^2, c^2)] for a standard normal Z: what the cap leaves of a normal's variance.
     kept = (
         math.erf(c / math.sqrt(2))
@@ -381,11 +384,11 @@ def noise_widths(logs: Floats, groups: npt.NDArray[np.int64]) -> Floats:
     return out
 
 
-def level_split(
+def shift_split(
     x: Times, noise: float, lo: int, hi: int, min_size: int = MIN_SIZE, alpha: float = ALPHA
 ) -> Floats:
     """As :func:`rank_split` for one series ``x`` (times) over runs ``lo:hi``, by the
-    level test: the log times, each clipped at :data:`LEVEL_CLIP` ``noise`` widths about
+    shift test: the log times, each clipped at :data:`SHIFT_CLIP` ``noise`` widths about
     the median of its side of the least-squares split (of the 5-95% clipped logs, as
     :func:`_where`), then the largest ``|z|`` over splits of the difference of means,
     ``noise`` taken as known; Bonferroni over the splits.  Where a rank test needs runs
@@ -403,7 +406,7 @@ def level_split(
     gain = t * (n - t) * (before / t - (yc.sum() - before) / (n - t)) ** 2
     k0 = int(np.argmax(gain)) + min_size
     fit = np.where(np.arange(n) < k0, np.median(y[:k0]), np.median(y[k0:]))
-    w = fit + np.clip(y - fit, -LEVEL_CLIP * noise, LEVEL_CLIP * noise)
+    w = fit + np.clip(y - fit, -SHIFT_CLIP * noise, SHIFT_CLIP * noise)
     cb = np.cumsum(w)[min_size - 1 : n - min_size]
     z = np.abs(cb / t - (w.sum() - cb) / (n - t)) / (noise * np.sqrt(1 / t + 1 / (n - t)))
     out[1] = min(1.0, math.erfc(float(np.max(z)) / math.sqrt(2)) * len(t))

@@ -417,7 +417,7 @@ class TimeSteps:
     its window from one is placed there (:func:`at_work`)."""
     groups: npt.NDArray[np.int64] | None = None
     """Each row's group (the same op in every test): their run-to-run noise is pooled for
-    the level test (``changes.noise_widths``); None: no level test."""
+    the shift test (``changes.noise_widths``); None: no shift test."""
 
     def __iter__(self) -> Iterator[tuple[int, list[Step]]]:
         d, matrix, cols = self.detection, self.referenced, self.cols
