@@ -353,7 +353,7 @@ def find_time_changes(
     return out
 
 
-def noise_widths(logs: Floats, groups: npt.NDArray[np.int64]) -> Floats:
+def noise_widths(logs: Times, groups: npt.NDArray[np.int64]) -> Floats:
     """Per row of ``logs`` (series x runs, log times, no NaN), its run-to-run noise: the
     root mean square of its successive differences, each capped at :data:`SHIFT_CLIP`
     widths of their median absolute deviation (a step is one difference, a burst two,
@@ -375,7 +375,7 @@ def noise_widths(logs: Floats, groups: npt.NDArray[np.int64]) -> Floats:
         + c * c * math.erfc(c / math.sqrt(2))
     )
     cap = (c * mad)[:, None] ** 2
-    own: Floats = np.sqrt(np.mean(np.minimum(d**2, cap), axis=1) / (2 * kept))
+    own: Floats = np.sqrt(np.mean(np.minimum(d * d, cap), axis=1, dtype=np.float64) / (2 * kept))
     out: Floats = own.copy()
     for g in np.unique(groups):
         rows = np.flatnonzero(groups == g)
@@ -393,7 +393,7 @@ def shift_split(
     :func:`_where`), then the largest ``|z|`` over splits of the difference of means,
     ``noise`` taken as known; Bonferroni over the splits.  Where a rank test needs runs
     (two segments of 12 and 8 runs, all apart, reach p = 0.003 after the search over
-    15 splits), this one needs size: a +10% step between them at 4% noise is z = 5.5."""
+    15 splits), this one needs size: a +10% step between them at 4% noise is z = 5.2."""
     out = np.array([-1.0, 1.0])
     y = np.log(np.maximum(x[lo:hi].astype(np.float64), 1e-3))
     n = len(y)
