@@ -33,6 +33,7 @@ false one.
 
     python bench/history_study.py [--commits 44] [--rounds 5] [--aa-runs 24]
                                   [--neighbour quiet|bursty] [--json out.json]
+    python bench/history_study.py --analyze DIR [--first 44]  # score a kept study again
 
 Side by side: asv's step detection (``pip install asv``) on the same series, scored alike.
 
@@ -46,6 +47,7 @@ import argparse
 import itertools
 import json
 import math
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -410,6 +412,12 @@ def main() -> None:
         "--analyze", type=Path, metavar="DIR", help="score the study a --keep DIR run left"
     )
     p.add_argument(
+        "--first",
+        type=int,
+        metavar="N",
+        help="with --analyze: score the history's first N runs alone (44: the commits' own)",
+    )
+    p.add_argument(
         "--aa-runs",
         type=int,
         default=24,
@@ -429,6 +437,15 @@ def main() -> None:
         study(args)
 
 
+def first_runs(history: Path, n: int, into: Path) -> Path:
+    """A copy of ``history``'s first ``n`` runs (in the history's order) under ``into``."""
+    from pytest_opprof.history.store import scan
+
+    for head in scan(history).runs[:n]:
+        shutil.copy2(head.path, into / head.path.name)
+    return into
+
+
 def study(args: argparse.Namespace) -> None:
     """The study as ``args`` say (see the module docstring)."""
     root = args.analyze or args.keep or Path(tempfile.mkdtemp(prefix="opprof-history-study-"))
@@ -437,6 +454,8 @@ def study(args: argparse.Namespace) -> None:
     if args.analyze:
         listed = git(repo, "rev-list", "--reverse", "HEAD").split()
         shas, seconds = dict(enumerate(listed)), 0.0
+        if args.first:
+            history = first_runs(history, args.first, Path(tempfile.mkdtemp(prefix="opprof-")))
     else:
         shas = build(repo, args.commits, iterations_per_ms())
         print(f"{args.commits} commits in {repo}; running the suite at each")
