@@ -386,7 +386,7 @@ def test_a_creep_is_found_as_its_three_steps() -> None:
     assert flat == 0  # 920 series that did not move
 
 
-def test_the_level_test_splits_no_noise_inside_a_stepped_series() -> None:
+def test_the_shift_test_splits_no_noise_inside_a_stepped_series() -> None:
     """2,000 series that step +20% at run 23, at 3% noise with a bursty neighbour: the
     shift test tries each side of every step, and splits one side of one series (the
     ranks alone: none); without the rank test's screen it split 21."""
