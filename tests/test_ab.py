@@ -598,3 +598,44 @@ def test_a_figure_the_tests_own_data_decides_is_set_aside_not_failed(
         flops["status"] == "not judged" and "flops varies between rounds" in notes
     ), (flops, notes)
     assert "--opprof-rounds" not in notes  # advice for baselines, which A/B has none of
+
+
+def test_both_partners_fix_mallocs_thresholds_unless_the_user_set_them(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """glibc adjusts its mmap and trim thresholds to what a process freed before, so two
+    partners could differ in whether a round's arrays land on fresh pages: both start
+    with them fixed (``base_side.MALLOC_FIXED``), the user's own settings first."""
+    from pytest_opprof.ab.base_side import MALLOC_FIXED
+
+    seen = tmp_path / "seen"
+    (pytester.path / "test_env.py").write_text(
+        textwrap.dedent(
+            f"""
+            import os
+
+            def test_env():
+                row = [os.getpid()] + [
+                    os.environ.get(name, "-") for name in {sorted(MALLOC_FIXED)!r}
+                ]
+                with open({str(seen)!r}, "a") as out:
+                    out.write(" ".join(map(str, row)) + "\\n")
+            """
+        )
+    )
+    commit_base(pytester.path)
+    pytester._monkeypatch.delenv("MALLOC_TOP_PAD_", raising=False)
+    pytester._monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    pytester._monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "999")
+    run_ab(pytester).assert_outcomes(passed=1)
+    rows = {tuple(line.split()[1:]) for line in seen.read_text().splitlines()}
+    partners = {
+        tuple(
+            "999" if n == "MALLOC_TRIM_THRESHOLD_" else MALLOC_FIXED[n]
+            for n in sorted(MALLOC_FIXED)
+        )
+    }
+    own = tuple("999" if n == "MALLOC_TRIM_THRESHOLD_" else "-" for n in sorted(MALLOC_FIXED))
+    # Both partners alike, the pytest process as the user started it.
+    assert rows == partners | {own}, rows
+    assert len(seen.read_text().splitlines()) == 3
