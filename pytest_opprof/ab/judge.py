@@ -50,8 +50,8 @@ runs.  Replayed (``bench/ab_replay.py``, tolerance 5%): numpy's file cost x5.0 i
 rounds instead of x8.2, 136 of its 150 times of 1 ms or more decided against 142; the
 generated suite's 1-4 ms tests, within this factor of each other, decided and caught the
 same in every scenario.  Held in time alone (the run's budget counted in time), a mixed
-file's 1-4 ms tests went short: numpy's A/A runs decided 47-72% of their times against
-88-94%, four runs interleaved."""
+file's 1-4 ms tests went short: numpy's A/A runs decided 48-79% of their times against
+91-95%, four runs interleaved."""
 LEAN = 0.5
 """An undecided figure asks for another pair only while it leans slower by at least this
 share of the tolerance (an op's interval must also lie above zero): the pairs go to the
