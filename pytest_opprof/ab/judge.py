@@ -12,7 +12,6 @@ side's figures of this run standing in for it (``verdict.compare``).
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 import statistics
@@ -185,7 +184,7 @@ class ABJudge:
         (``bench/ab_replay.py`` compares them)."""
         self.firsts: list[int] = []
         """The first pairs' work (:func:`_pair_costs`) of the settled tests whose time
-        is judged (at or above the time floor), sorted."""
+        is judged (at or above the time floor)."""
         self.test_noise = paired.NoiseModel()
         self.op_noise = paired.NoiseModel()
         self.test_offset = paired.OffsetModel()
@@ -231,12 +230,12 @@ class ABJudge:
         candidates: list[tuple[str, Pairs, paired.NoiseModel, paired.OffsetModel]] = []
         if work_varies(base) or work_varies(head):
             return []
-        if wall.base_ns and max(wall.scale_ns, _median(wall.head_ns)) >= tol.min_time_ns:
+        if _at_floor(wall, tol):
             candidates.append(("", wall, self.test_noise, self.test_offset))
         keys = set().union(*(r.ops for r in base[:1])) & set().union(*(r.ops for r in head[:1]))
         for key in sorted(keys - {OTHER_OPS}):
             pairs = op_pairs(base, head, key, limit)
-            if pairs.base_ns and max(pairs.scale_ns, _median(pairs.head_ns)) >= tol.min_time_ns:
+            if _at_floor(pairs, tol):
                 candidates.append((key, pairs, self.op_noise, self.op_offset))
         each = level / max(len(candidates), 1)
         out = []
@@ -261,7 +260,7 @@ class ABJudge:
         cost = _pair_costs(base, head)
         if self.heavy is None or len(cost) < 2:
             return False
-        typical = _median_with(self.firsts, cost[0])
+        typical = statistics.median([*self.firsts, cost[0]])
         limit = (self.max_pairs - 1) * self.heavy * typical
         return sum(cost[1:]) + statistics.median(cost) > limit
 
@@ -319,7 +318,7 @@ class ABJudge:
         judged = self.figures(base, head, tol, self.fdr.level())
         cost = _pair_costs(base, head)
         if cost and any(j.key == "" for j in judged):  # a test whose time is judged
-            bisect.insort(self.firsts, cost[0])
+            self.firsts.append(cost[0])
         self.fdr.record(any(j.decision in ("regressed", "improved") for j in judged))
         self.test_extra = 0
         for j in judged:
@@ -356,8 +355,7 @@ class ABJudge:
                 "same work"
             )
         wall = test_pairs(base, head, wait_limit(tol))
-        short = wall.base_ns and max(wall.scale_ns, _median(wall.head_ns)) < tol.min_time_ns
-        if short or not _above_floor(base, head, tol):
+        if (wall.base_ns and not _at_floor(wall, tol)) or not _above_floor(base, head, tol):
             # The partners' rounds, not the pytest process's own (the report's time), which
             # can lie above the floor when theirs lie under it.
             sides = [_median([r.wall_time_ns - (r.wait_ns or 0) for r in s]) for s in (base, head)]
@@ -373,6 +371,11 @@ class ABJudge:
         )
 
 
+def _at_floor(pairs: Pairs, tol: Tolerances) -> bool:
+    """Whether a figure's pairs reach the time floor on either side (their medians)."""
+    return bool(pairs.base_ns) and max(pairs.scale_ns, _median(pairs.head_ns)) >= tol.min_time_ns
+
+
 def _pair_costs(base: Sequence[RoundFigures], head: Sequence[RoundFigures]) -> list[int]:
     """Each pair's work: both rounds' wall time less their waits for a CPU, so a test is
     heavy for what it runs, not for the moment the machine was busy."""
@@ -380,17 +383,6 @@ def _pair_costs(base: Sequence[RoundFigures], head: Sequence[RoundFigures]) -> l
         b.wall_time_ns - (b.wait_ns or 0) + h.wall_time_ns - (h.wait_ns or 0)
         for b, h in zip(base, head, strict=False)
     ]
-
-
-def _median_with(ordered: Sequence[int], x: int) -> float:
-    """The median of the sorted ``ordered`` with ``x`` added, without copying it."""
-    n = len(ordered) + 1
-    i = bisect.bisect(ordered, x)
-
-    def at(k: int) -> int:
-        return ordered[k] if k < i else x if k == i else ordered[k - 1]
-
-    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
 def work_varies(rounds: Sequence[RoundFigures]) -> bool:
