@@ -156,6 +156,7 @@ class BaseSide:
         self.nodeids: frozenset[str] = frozenset()
         self.info: dict[str, str] = {}
         self.quitting = False
+        self.closed = False
 
     def hello(self) -> None:
         """Wait for the partner's collection; raise ``BaseSideError`` saying why it failed."""
@@ -227,7 +228,10 @@ class BaseSide:
             pass
 
     def close(self) -> None:
-        """End the partner and wait for it."""
+        """End the partner and wait for it (once: its pipes' numbers may be reused after)."""
+        if self.closed:
+            return
+        self.closed = True
         self.quit()
         try:
             self.process.wait(timeout=60)

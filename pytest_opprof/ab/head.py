@@ -23,7 +23,7 @@ from collections.abc import Generator, Sequence
 
 import pytest
 
-from pytest_opprof.ab.base_side import BaseSide, BaseTest
+from pytest_opprof.ab.replicas import Replicas, ReplicatedTest
 from pytest_opprof.capture import threadpools
 from pytest_opprof.gate.summary import RoundFigures
 from pytest_opprof.plugin.marker import TestSettings
@@ -44,7 +44,7 @@ class ABWorker(Worker):
 
     collector_paused = True
 
-    base: BaseSide
+    base: Replicas
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         from pytest_opprof.ab.session import ABSession
@@ -86,8 +86,8 @@ class ABWorker(Worker):
         self.sources.acquire()
         item.stash[threads_before_key] = self.threads.at_call_start()
         rounds = Rounds(references=False)
-        base: BaseTest | None = None
-        partner: BaseTest | None = None
+        base: ReplicatedTest | None = None
+        partner: ReplicatedTest | None = None
         pin = threadpools.pinned(self.options.blas_threads)
         pin.__enter__()
         try:
@@ -140,8 +140,8 @@ class ABWorker(Worker):
 
     def _pair(
         self,
-        base: BaseTest,
-        partner: BaseTest | None,
+        base: ReplicatedTest,
+        partner: ReplicatedTest | None,
         item: pytest.Item,
         rounds: Rounds,
         pairs: int,
@@ -165,7 +165,7 @@ class ABWorker(Worker):
             self._base_round(base)
             head()
 
-    head_partner: BaseSide | None = None
+    head_partner: Replicas | None = None
     """The head's partner (``--opprof-ab-head=partner``): this tree in a process like the
     base's, where the pairs' head rounds run (docs/ab.md, "Two partners")."""
     abba = False
@@ -175,7 +175,7 @@ class ABWorker(Worker):
     """ns this test's base rounds took the head (``ABSession.spent``)."""
     head_ns = 0
 
-    def _base_round(self, base: BaseTest) -> None:
+    def _base_round(self, base: ReplicatedTest) -> None:
         started = time.perf_counter_ns()
         self.base.round(base)
         self.base_ns += time.perf_counter_ns() - started
@@ -194,7 +194,7 @@ class ABWorker(Worker):
                     side.close()
 
 
-def _running(partner: BaseTest | None) -> BaseTest | None:
+def _running(partner: ReplicatedTest | None) -> ReplicatedTest | None:
     """The head's partner's copy of the test while it runs the head rounds: it has the
     test and has not failed it (else this process measures them, as without a partner)."""
     if partner is not None and partner.present and not partner.failed:
@@ -203,7 +203,7 @@ def _running(partner: BaseTest | None) -> BaseTest | None:
 
 
 def _head_rounds(
-    partner: BaseTest | None, rounds: Rounds, settings: TestSettings
+    partner: ReplicatedTest | None, rounds: Rounds, settings: TestSettings
 ) -> Sequence[RoundFigures]:
     """The pairs' head rounds: the partner's once it ran any (if it failed the test after,
     the pairs stop there), else this process's."""

@@ -90,10 +90,22 @@ class Pairs:
     """Pairs judged on work time (a side waited for a CPU)."""
     dropped: int = 0
     """Pairs left out: a round with no work time to judge (``paired.pair_basis``)."""
+    index: tuple[int, ...] = ()
+    """Each usable pair's number in the test (0 the first): pair ``k`` ran in process
+    ``k % processes`` of each side (``replicas.py``)."""
 
     @property
     def log_ratios(self) -> list[float]:
         return [math.log(h / b) for b, h in zip(self.base_ns, self.head_ns, strict=True) if b and h]
+
+    def in_process(self, process: int, processes: int) -> list[float]:
+        """The log ratios of the pairs that ran in ``process`` of each side."""
+        index = self.index or tuple(range(len(self.base_ns)))
+        return [
+            math.log(h / b)
+            for k, b, h in zip(index, self.base_ns, self.head_ns, strict=True)
+            if b and h and k % processes == process
+        ]
 
     @property
     def scale_ns(self) -> float:
@@ -114,14 +126,15 @@ def test_pairs(
     """The test-level time of each pair: wall time when neither round waited for a CPU
     beyond ``limit`` of its wall time, work time (wall less wait) on both rounds when one
     did, the pair left out when a round has no work time (``paired.pair_basis``)."""
-    b_ns, h_ns, on_work, dropped = [], [], 0, 0
-    for b, h in zip(base, head, strict=False):
+    b_ns, h_ns, index, on_work, dropped = [], [], [], 0, 0
+    for k, (b, h) in enumerate(zip(base, head, strict=False)):
         basis = paired.pair_basis(
             b.wall_time_ns, b.wait_ns or 0, h.wall_time_ns, h.wait_ns or 0, limit
         )
         if basis == "rerun":
             dropped += 1
             continue
+        index.append(k)
         if basis == "work":
             on_work += 1
             b_ns.append(b.wall_time_ns - (b.wait_ns or 0))
@@ -129,7 +142,7 @@ def test_pairs(
         else:
             b_ns.append(b.wall_time_ns)
             h_ns.append(h.wall_time_ns)
-    return Pairs(tuple(b_ns), tuple(h_ns), on_work, dropped)
+    return Pairs(tuple(b_ns), tuple(h_ns), on_work, dropped, tuple(index))
 
 
 def op_pairs(
@@ -138,8 +151,8 @@ def op_pairs(
     """An op's self time in each pair where both rounds ran it; its waits are already out of
     its self time where they were measured per op, so only pairs with no work time to
     judge are left out."""
-    b_ns, h_ns, dropped = [], [], 0
-    for b, h in zip(base, head, strict=False):
+    b_ns, h_ns, index, dropped = [], [], [], 0
+    for k, (b, h) in enumerate(zip(base, head, strict=False)):
         bo, ho = b.ops.get(key), h.ops.get(key)
         # A round whose op has no self time left (all of it a wait) has no ratio to judge.
         if bo is None or ho is None or bo.self_cpu_ns <= 0 or ho.self_cpu_ns <= 0:
@@ -150,9 +163,10 @@ def op_pairs(
         if basis == "rerun":
             dropped += 1
             continue
+        index.append(k)
         b_ns.append(bo.self_cpu_ns)
         h_ns.append(ho.self_cpu_ns)
-    return Pairs(tuple(b_ns), tuple(h_ns), 0, dropped)
+    return Pairs(tuple(b_ns), tuple(h_ns), 0, dropped, tuple(index))
 
 
 @dataclass(frozen=True)
@@ -178,8 +192,12 @@ class ABJudge:
         max_pairs: int,
         min_pairs: int = 1,
         heavy: float | None = HEAVY,
+        processes: int = 1,
     ) -> None:
         self.heavy = heavy
+        self.processes = processes
+        """Partner processes a side (``--opprof-ab-processes``): a regression (or an
+        improvement) must be reached on each one's pairs alone too (:meth:`figures`)."""
         """:data:`HEAVY`; None: every test may take the most pairs, whatever they cost
         (``bench/ab_replay.py`` compares them)."""
         self.firsts: list[int] = []
@@ -244,7 +262,19 @@ class ABJudge:
             estimate = paired.estimate(
                 pairs.log_ratios, sigma, df, CONFIDENCE, offset=offset.offset()
             )
-            out.append(JudgedFigure(key, pairs, estimate, paired.decide(estimate, tol.time, each)))
+            decision = paired.decide(estimate, tol.time, each)
+            if decision in ("regressed", "improved") and self.processes > 1:
+                # Every process's pairs alone must say it too: a process that runs the
+                # same code slower (docs/ab.md, "Two processes a side") moves only its own.
+                for process in range(self.processes):
+                    own = pairs.in_process(process, self.processes)
+                    alone = own and paired.estimate(
+                        own, sigma, df, CONFIDENCE, offset=offset.offset()
+                    )
+                    if not alone or paired.decide(alone, tol.time, each) != decision:
+                        decision = "undecided"
+                        break
+            out.append(JudgedFigure(key, pairs, estimate, decision))
         return out
 
     def allowance(self) -> int:

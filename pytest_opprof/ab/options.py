@@ -18,6 +18,8 @@ from pytest_opprof.plugin.options import TIME_TOLERANCE, Setting
 
 DEFAULT_MAX_PAIRS = 12
 MAX_PAIRS_LIMIT = 1000
+DEFAULT_PROCESSES = 2
+MAX_PROCESSES = 8
 
 
 def _parse_ref(text: object) -> str:
@@ -54,6 +56,13 @@ def _parse_max_pairs(text: object) -> int:
     value = parse_positive_int(text)
     if value > MAX_PAIRS_LIMIT:
         raise OptionValueError(f"expected an integer from 1 to {MAX_PAIRS_LIMIT}, got {text!r}")
+    return value
+
+
+def _parse_processes(text: object) -> int:
+    value = parse_positive_int(text)
+    if value > MAX_PROCESSES:
+        raise OptionValueError(f"expected an integer from 1 to {MAX_PROCESSES}, got {text!r}")
     return value
 
 
@@ -145,6 +154,15 @@ AB_ADDRESSES = Setting(
     "leaves each process where the system puts it (docs/ab.md, 'Two partners')",
     metavar="fixed|random",
 )
+AB_PROCESSES = Setting(
+    "ab_processes",
+    _parse_processes,
+    DEFAULT_PROCESSES,
+    f"A/B: partner processes a side, taking the pairs in turn; a time fails only where the "
+    f"pairs of each process agree, so one process that runs the same code slower cannot "
+    f"fail a test (default {DEFAULT_PROCESSES}; docs/ab.md, 'Two processes a side')",
+    metavar="N",
+)
 SETTINGS = (
     AGAINST,
     AGAINST_PYTHON,
@@ -154,6 +172,7 @@ SETTINGS = (
     AB_ORDER,
     AB_HEAD,
     AB_ADDRESSES,
+    AB_PROCESSES,
 )
 
 
@@ -167,6 +186,8 @@ class AgainstOptions:
     order: str
     head: str
     addresses: str
+    processes: int
+    """Partner processes a side (``--opprof-ab-processes``)."""
     time_tolerance: float | None
     """``--opprof-time-tolerance`` when set; None: :data:`DEFAULT_AB_TIME_TOLERANCE`."""
 
@@ -197,6 +218,7 @@ def read_against(config: pytest.Config) -> AgainstOptions | None:
         order=AB_ORDER.read(config),
         head=AB_HEAD.read(config),
         addresses=AB_ADDRESSES.read(config),
+        processes=AB_PROCESSES.read(config),
         time_tolerance=TIME_TOLERANCE.read(config) if given else None,
     )
 

@@ -163,6 +163,13 @@ class PartnerLoop:
                 return True
             _, nodeid, next_nodeid = message
             item = items[nodeid]
+            try:
+                # A process that joins a test at its second pair (``replicas.py``) did not
+                # run the tests between: what the last one it ran kept for them goes now.
+                session._setupstate.teardown_exact(item)
+            except Exception as exc:
+                self.channel.send("finished", "teardown failed", _why(exc))
+                continue
             reports = runtestprotocol(item, nextitem=items.get(next_nodeid), log=True)
             outcome, why = "passed", ""
             for report in reports:

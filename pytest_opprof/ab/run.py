@@ -24,6 +24,7 @@ import pytest
 
 from pytest_opprof.ab.base_side import BaseSide, BaseSideError, Launch, launch
 from pytest_opprof.ab.options import AB_LAYOUT, AGAINST, AgainstOptions
+from pytest_opprof.ab.replicas import Replicas
 from pytest_opprof.ab.revision import BaseRevision, RevisionError, check_out, remove
 from pytest_opprof.gate.tolerance import DEFAULT_AB_TIME_TOLERANCE
 from pytest_opprof.plugin.layout import Layout
@@ -257,6 +258,7 @@ def configure(
             max_pairs=against.max_pairs,
             min_pairs=against.min_pairs,
             unmeasured=chosen.unmeasured,
+            processes=against.processes,
         )
         ab.session = gate
         if owned:
@@ -296,22 +298,27 @@ def configure(
         pad = 0
         if against.addresses == "fixed" and head_launch is not None:
             pad = max(how_base.size(), head_launch[1].size()) + 64
-        base = spawn_partner(where_base, how_base, against, pad_to=pad)
-        head = None
-        if head_launch is not None:
-            head = spawn_partner(*head_launch, against, head=True, pad_to=pad)
+        bases: list[BaseSide] = []
+        heads: list[BaseSide] = []
         try:
+            for _ in range(against.processes):
+                bases.append(spawn_partner(where_base, how_base, against, pad_to=pad))
+                if head_launch is not None:
+                    heads.append(spawn_partner(*head_launch, against, head=True, pad_to=pad))
             ab.pin(config)
-            worker.base = hello_partner(base, against, where_base)
-            ab.pin_process(base.process.pid)
-            if head is not None:
-                worker.head_partner = hello_partner(head, against, head_tree(revision), True)
-                ab.pin_process(head.process.pid)
+            for side in bases:
+                hello_partner(side, against, where_base)
+                ab.pin_process(side.process.pid)
+            for side in heads:
+                hello_partner(side, against, head_tree(revision), True)
+                ab.pin_process(side.process.pid)
         except BaseException:
-            for side in (base, head):
-                if side is not None:
-                    side.close()
+            for side in bases + heads:
+                side.close()
             raise
+        worker.base = Replicas(bases)
+        if heads:
+            worker.head_partner = Replicas(heads)
         gate.start_s["base side ready"] = time.perf_counter() - started
         gate.base_nodeids = worker.base.nodeids
         gate.base_unmeasured(worker.base.info.get("unmeasured"))

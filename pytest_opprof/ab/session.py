@@ -56,10 +56,11 @@ class ABSession(BaselineSession):
         min_pairs: int = 1,
         q: float = DEFAULT_Q,
         unmeasured: str | None = None,
+        processes: int = 1,
     ) -> None:
         super().__init__(options, unmeasured=unmeasured)
         self.revision = revision
-        self.judge_ab = ABJudge(tests, q, max_pairs, min_pairs)
+        self.judge_ab = ABJudge(tests, q, max_pairs, min_pairs, processes=processes)
         self.pending: dict[str, tuple[BaseTest, list[RoundFigures]]] = {}
         """Node id -> its base side and head rounds, from the call phase to the verdict."""
         self.new: list[str] = []
