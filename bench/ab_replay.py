@@ -176,12 +176,18 @@ def _is_slowed(nodeid: str, slowed: set[str]) -> bool:
 
 
 def replay_run(
-    run: dict[str, Any], tol: Tolerances, max_pairs: int, heavy: float | None = HEAVY
+    run: dict[str, Any],
+    tol: Tolerances,
+    max_pairs: int,
+    heavy: float | None = HEAVY,
+    processes: int = 1,
 ) -> dict[str, Any]:
     """The recorded run judged as the plugin would have, test by test (``heavy``: the
-    judge's hold on heavy tests, ``judge.HEAVY``; None: none)."""
+    judge's hold on heavy tests, ``judge.HEAVY``; None: none; ``processes``: the pairs
+    taken as if from that many processes a side in turn, though they were recorded from
+    one, which prices the agreement a failure then needs)."""
     tests = run["tests"]
-    judge = ABJudge(len(tests), Q, max_pairs, heavy=heavy)
+    judge = ABJudge(len(tests), Q, max_pairs, heavy=heavy, processes=processes)
     slowed = set(run["slowed"])
     got: dict[str, Any] = {"tests": len(tests), "long": 0, "judged": 0, "false": 0}
     got.update(slowed=0, caught=0, named=0, pairs=0, passed_slowed=0, own_ns=0, rounds_ns=0)
@@ -258,10 +264,14 @@ def replay(args: argparse.Namespace) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     caps = [None if c == "none" else float(c) for c in args.heavy.split(",")]
-    for run, cap in itertools.product(data["runs"], caps):
-        g = replay_run(run, tol, min(args.max_pairs, data["pairs"]), cap)
+    counts = [int(c) for c in args.processes.split(",")]
+    for run, cap, processes in itertools.product(data["runs"], caps, counts):
+        g = replay_run(run, tol, min(args.max_pairs, data["pairs"]), cap, processes)
+        said = (f" (heavy {cap})" if cap != HEAVY else "") + (
+            f" ({processes} processes)" if processes != 1 else ""
+        )
         print(
-            f"| {run['scenario']}{'' if cap == HEAVY else f' (heavy {cap})'} "
+            f"| {run['scenario']}{said} "
             f"| {run['suite']} | {run.get('order', 'abba')} "
             f"| {run.get('layout', 'shuffled')} | {run.get('head', 'inline')} "
             f"| {run.get('addresses', 'random')} | {run['variant']} "
@@ -307,6 +317,12 @@ def main() -> None:
         default=f"{HEAVY:g}",
         help="the judge's hold on tests heavier than the run's typical one (judge.HEAVY); "
         "'none': no hold; a list (none,4) replays each",
+    )
+    s.add_argument(
+        "--processes",
+        default="1",
+        help="judge the pairs as if from this many processes a side in turn "
+        "(--opprof-ab-processes; the recording's came from one); a list (1,2) replays each",
     )
     args = p.parse_args()
     record(args) if args.command == "record" else replay(args)

@@ -253,3 +253,39 @@ def test_a_time_under_the_floor_says_what_the_partners_measured() -> None:
     why = judge.unjudged_why(base, head, TOL)
     assert why.startswith("A/B: under the 1 ms time floor"), why
     assert "0.91 ms on the base side, 0.95 ms on the head's" in why, why
+
+
+def _offset_test(
+    judge: ABJudge, rng: random.Random, slow: tuple[float, float], sigma: float
+) -> tuple[list[str], int]:
+    """A test whose head runs ``slow[k % 2]`` slower in pair ``k``: process 0 and 1 of
+    the head's side, as two partners a side take the pairs (``ab/replicas.py``)."""
+    base: list[RoundFigures] = []
+    head: list[RoundFigures] = []
+    scale = 10 ** rng.uniform(6.3, 7.0)
+
+    def pair() -> None:
+        base.append(_round(rng, scale, 1.0, sigma))
+        head.append(_round(rng, scale, 1.0 + slow[len(head) % 2], sigma))
+
+    pair()
+    while judge.more_pairs(base, head, TOL):
+        pair()
+    return [j.decision for j in judge.settle(base, head, TOL)], len(base)
+
+
+def test_one_slow_process_fails_nothing_where_a_real_slowdown_still_fails() -> None:
+    """Unchanged code that a head's process runs 20% slower: with one process a side,
+    every pair shares it and the test fails; with two, the other process's pairs (0%)
+    disagree, and none fails.  A real +15% moves both processes' pairs and fails as
+    often either way."""
+    for processes, offset in ((1, (0.2, 0.2)), (2, (0.2, 0.0))):
+        rng = random.Random(11)
+        judge = ABJudge(40, 0.05, 12, processes=processes)
+        failed = sum("regressed" in _offset_test(judge, rng, offset, 0.02)[0] for _ in range(20))
+        assert failed == (20 if processes == 1 else 0), (processes, failed)
+        judge = ABJudge(40, 0.05, 12, processes=processes)  # its own run's budget
+        caught = sum(
+            "regressed" in _offset_test(judge, rng, (0.15, 0.15), 0.02)[0] for _ in range(20)
+        )
+        assert caught >= 18, (processes, caught)

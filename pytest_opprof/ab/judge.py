@@ -266,14 +266,13 @@ class ABJudge:
             if decision in ("regressed", "improved") and self.processes > 1:
                 # Every process's pairs alone must say it too: a process that runs the
                 # same code slower (docs/ab.md, "Two processes a side") moves only its own.
-                for process in range(self.processes):
-                    own = pairs.in_process(process, self.processes)
-                    alone = own and paired.estimate(
-                        own, sigma, df, CONFIDENCE, offset=offset.offset()
+                if not all(
+                    paired.agrees(
+                        pairs.in_process(process, self.processes), decision, tol.time, sigma
                     )
-                    if not alone or paired.decide(alone, tol.time, each) != decision:
-                        decision = "undecided"
-                        break
+                    for process in range(self.processes)
+                ):
+                    decision = "undecided"
             out.append(JudgedFigure(key, pairs, estimate, decision))
         return out
 

@@ -378,6 +378,22 @@ def decide(estimate: Estimate, tolerance: float, level: float) -> Verdict:
     return "undecided"
 
 
+def agrees(d: Sequence[float], verdict: Verdict, tolerance: float, sigma: float) -> bool:
+    """Whether one process's pairs ``d`` (log ratios) lean as far as ``verdict`` needs:
+    their mean, without the pairs ``WILD_FAIL_Z`` cuts, at least ``FAIL_LOW_SHARE`` of the
+    tolerance slower for ``regressed`` (faster for ``improved``).  No significance is asked
+    of them: the verdict already has it from every process's pairs together."""
+    if not d:
+        return False
+    kept = _inliers(sorted(d), sigma)
+    mean = math.fsum(kept) / len(kept)
+    if verdict == "regressed":
+        return mean >= math.log1p(FAIL_LOW_SHARE * tolerance)
+    if verdict == "improved":
+        return mean <= -math.log1p(FAIL_LOW_SHARE * tolerance)
+    return True
+
+
 def next_step(estimate: Estimate, tolerance: float, level: float, max_pairs: int) -> Step:
     """The verdict when decided, ``"more"`` when another pair may decide it, and
     ``"undecided"`` when ``max_pairs`` pairs have not."""
