@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -108,6 +109,9 @@ class PytestRunner:
         # which stays as that setting keeps it.
         monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
         monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(pycache))
+        self.own_pycache = pycache / pytester.path.resolve().relative_to(pytester.path.anchor)
+        """Where the test's own files' bytecode goes: a file a test rewrites at the same
+        size within the second has the same stamp, so its old bytecode would run again."""
         # pytester's HOME is the test's own directory: torch's extension cache under it
         # made every run that captures torch build the op observer again (15-25 s of
         # CPU each).  The runs share this process's cache, as a user's sessions share
@@ -126,6 +130,7 @@ class PytestRunner:
         if profiled and not any(a.startswith("--opprof-max-speed-change") for a in args):
             cmd.append("--opprof-max-speed-change=off")
         cmd += unused_plugins(self.pytester.path, args)
+        shutil.rmtree(self.own_pycache, ignore_errors=True)
         return self.pytester.run(*cmd, *args, timeout=600)
 
     def parseconfig(self, *args: str) -> pytest.Config:

@@ -523,6 +523,8 @@ def test_one_slow_process_cannot_fail_a_test(
         "--opprof-report=ab.json",
         "--opprof-ab-max-pairs=12",
         f"--opprof-ab-processes={processes}",
+        # Far beyond what the two sides' paths alone move a pure-Python loop (a few %).
+        "--opprof-time-tolerance=15%",
     )
     verdict = report(pytester)["test_work.py::test_kernel"]["verdict"]
     assert isinstance(verdict, dict)
