@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import pytest_opprof
+from pytest_opprof.plugin.layout import FLOOR_DEPTH
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
@@ -383,7 +384,6 @@ def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
         by_side.setdefault(pid, []).append((address, depth))
     # The head runs the test once; the base's partner and the head's run the six pairs.
     assert sorted(len(calls) for calls in by_side.values()) == [1, 6, 6], by_side
-    floors = []
     for calls in by_side.values():
         if len(calls) == 1:
             continue
@@ -391,9 +391,9 @@ def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
         assert len({a for a, _ in calls}) >= 4, calls
         depths = [int(d) for _, d in calls[1:]]  # the rounds after pytest's own call
         assert len(set(depths)) >= 3, calls
-        floors.append(min(depths))
-    # Both sides' rounds start from one floor depth, whatever path led to them.
-    assert abs(floors[0] - floors[1]) < 48, floors
+        # Both sides' rounds start above one floor depth, whatever path led to them (a
+        # plain call lies 27-33 frames deep); how far above it is drawn for each round.
+        assert min(depths) >= FLOOR_DEPTH, calls
 
 
 def test_two_processes_a_side_take_the_pairs_in_turn(pytester: pytest.Pytester) -> None:
