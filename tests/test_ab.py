@@ -94,6 +94,16 @@ def report(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
     return tests
 
 
+def run_logged(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, str]:
+    """Commit what the test wrote as the base and run A/B with ``TEST_LOG`` naming a file
+    the written tests append to (each call, on each side); the run and what was logged."""
+    commit_base(pytester.path)
+    log = pytester.path / "calls.log"
+    pytester._monkeypatch.setenv("TEST_LOG", str(log))
+    result = run_ab(pytester, *args)
+    return result, log.read_text() if log.exists() else ""
+
+
 def test_unchanged_code_passes_and_says_its_basis(pytester: pytest.Pytester) -> None:
     make_repo(pytester.path)
     result = run_ab(
@@ -362,15 +372,12 @@ def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
                 return n
 
             def test_where():
-                with open(os.environ["WHERE_LOG"], "a") as log:
+                with open(os.environ["TEST_LOG"], "a") as log:
                     log.write(f"{os.getpid()} {id(object())} {depth()}\\n")
             """
         )
     )
-    commit_base(pytester.path)
-    log = pytester.path / "where.log"
-    pytester._monkeypatch.setenv("WHERE_LOG", str(log))
-    result = run_ab(
+    result, logged = run_logged(
         pytester,
         "--opprof-ab-min-pairs=6",
         "--opprof-ab-max-pairs=6",
@@ -379,7 +386,7 @@ def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["pairs: 6 base/head round pairs*"])
     by_side: dict[str, list[tuple[str, str]]] = {}
-    for line in log.read_text().splitlines():
+    for line in logged.splitlines():
         pid, address, depth = line.split()
         by_side.setdefault(pid, []).append((address, depth))
     # The head runs the test once; the base's partner and the head's run the six pairs.
@@ -406,17 +413,14 @@ def test_two_processes_a_side_take_the_pairs_in_turn(pytester: pytest.Pytester) 
 
             def test_turns():
                 side = "B" if "opprof-base-" in __file__ else "H"
-                with open(os.environ["TURN_LOG"], "a") as log:
+                with open(os.environ["TEST_LOG"], "a") as log:
                     log.write(f"{side} {os.getpid()}\\n")
             """
         )
     )
-    commit_base(pytester.path)
-    log = pytester.path / "turns.log"
-    pytester._monkeypatch.setenv("TURN_LOG", str(log))
-    result = run_ab(pytester, "--opprof-ab-min-pairs=4", "--opprof-ab-max-pairs=4")
+    result, logged = run_logged(pytester, "--opprof-ab-min-pairs=4", "--opprof-ab-max-pairs=4")
     result.assert_outcomes(passed=1)
-    calls = [tuple(line.split()) for line in log.read_text().splitlines()]
+    calls = [tuple(line.split()) for line in logged.splitlines()]
     assert calls[0][0] == "H" and len(calls) == 9, calls  # the head's own call, 4 pairs
     pairs = calls[1:]
     assert [side for side, _ in pairs] == list("BHBHBHBH"), calls
@@ -441,10 +445,10 @@ def test_a_process_that_joins_late_tears_down_what_it_skipped(pytester: pytest.P
         @pytest.fixture(scope="module")
         def held(request):
             name = request.module.__name__
-            with open(os.environ["HELD_LOG"], "a") as log:
+            with open(os.environ["TEST_LOG"], "a") as log:
                 log.write(f"{os.getpid()} up {name}\\n")
             yield
-            with open(os.environ["HELD_LOG"], "a") as log:
+            with open(os.environ["TEST_LOG"], "a") as log:
                 log.write(f"{os.getpid()} down {name}\\n")
 
         def test_drawn(held):
@@ -455,14 +459,11 @@ def test_a_process_that_joins_late_tears_down_what_it_skipped(pytester: pytest.P
         """
     for name in ("test_a.py", "test_b.py"):
         (pytester.path / name).write_text(textwrap.dedent(fixture))
-    commit_base(pytester.path)
-    log = pytester.path / "held.log"
-    pytester._monkeypatch.setenv("HELD_LOG", str(log))
-    result = run_ab(pytester, "--opprof-report=ab.json")
+    result, logged = run_logged(pytester, "--opprof-report=ab.json")
     result.assert_outcomes(passed=4)
     assert "failed on the base" not in result.stdout.str()
     by_pid: dict[str, list[str]] = {}
-    for line in log.read_text().splitlines():
+    for line in logged.splitlines():
         pid, what, module = line.split()
         by_pid.setdefault(pid, []).append(f"{what} {module}")
     # Every process holds one module's fixture at a time, and lets each go.
@@ -554,7 +555,7 @@ def test_the_collector_is_paused_in_every_measured_round_and_nowhere_else(
             @pytest.fixture(autouse=True)
             def after():
                 yield
-                with open(os.environ["GC_LOG"], "a") as log:
+                with open(os.environ["TEST_LOG"], "a") as log:
                     log.write(f"{os.getpid()} teardown {int(gc.isenabled())}\\n")
             """
         )
@@ -567,23 +568,21 @@ def test_the_collector_is_paused_in_every_measured_round_and_nowhere_else(
 
             def test_collector():
                 side = "B" if "opprof-base-" in __file__ else "H"
-                with open(os.environ["GC_LOG"], "a") as log:
+                with open(os.environ["TEST_LOG"], "a") as log:
                     log.write(f"{os.getpid()} {side} {int(gc.isenabled())}\\n")
             """
         )
     )
-    commit_base(pytester.path)
-    log = pytester.path / "gc.log"
-    pytester._monkeypatch.setenv("GC_LOG", str(log))
-    result = run_ab(pytester, "--opprof-ab-min-pairs=3", "--opprof-ab-max-pairs=3")
+    result, logged = run_logged(pytester, "--opprof-ab-min-pairs=3", "--opprof-ab-max-pairs=3")
     result.assert_outcomes(passed=1)
-    calls = [line.split() for line in log.read_text().splitlines()]
+    calls = [line.split() for line in logged.splitlines()]
     rounds = [running for _, what, running in calls if what != "teardown"]
     # The head's own call and three rounds on each side, under 1 ms: all measured.
     assert sorted(what for _, what, _ in calls if what != "teardown") == ["B"] * 3 + ["H"] * 4
     assert rounds == ["0"] * 7, calls
     # Torn down in the pytest process and in every partner (two a side) with it running.
     assert [running for _, what, running in calls if what == "teardown"] == ["1"] * 5, calls
+    log = pytester.path / "calls.log"
     log.unlink()
     plain = pytester.runpytest_subprocess("--opprof", "--opprof-rounds=3", "-p", "no:randomly")
     plain.assert_outcomes(passed=1)
@@ -614,15 +613,12 @@ def test_rounds_alternate_so_each_follows_the_other_side(
 
             def test_order():
                 side = "B" if "opprof-base-" in __file__ else "H"
-                with open(os.environ["ORDER_LOG"], "a") as log:
+                with open(os.environ["TEST_LOG"], "a") as log:
                     log.write(side)
             """
         )
     )
-    commit_base(pytester.path)
-    log = pytester.path / "order.log"
-    pytester._monkeypatch.setenv("ORDER_LOG", str(log))
-    result = run_ab(
+    result, logged = run_logged(
         pytester,
         "--opprof-ab-min-pairs=4",
         "--opprof-ab-max-pairs=4",
@@ -633,7 +629,7 @@ def test_rounds_alternate_so_each_follows_the_other_side(
     # Under 1 ms there is no warm-up.  With the head's partner, the head's own pytest
     # call runs first, then the pairs, the head's rounds in its partner; inline, the
     # head's own call is the head's first round.
-    assert log.read_text() == expected
+    assert logged == expected
 
 
 def test_a_bad_order_names_the_option(pytester: pytest.Pytester) -> None:
