@@ -137,8 +137,8 @@ def test_pairs(
         index.append(k)
         if basis == "work":
             on_work += 1
-            b_ns.append(b.wall_time_ns - (b.wait_ns or 0))
-            h_ns.append(h.wall_time_ns - (h.wait_ns or 0))
+            b_ns.append(_work_ns(b))
+            h_ns.append(_work_ns(h))
         else:
             b_ns.append(b.wall_time_ns)
             h_ns.append(h.wall_time_ns)
@@ -195,11 +195,11 @@ class ABJudge:
         processes: int = 1,
     ) -> None:
         self.heavy = heavy
+        """:data:`HEAVY`; None: every test may take the most pairs, whatever they cost
+        (``bench/ab_replay.py`` compares them)."""
         self.processes = processes
         """Partner processes a side (``--opprof-ab-processes``): a regression (or an
         improvement) must be reached on each one's pairs alone too (:meth:`figures`)."""
-        """:data:`HEAVY`; None: every test may take the most pairs, whatever they cost
-        (``bench/ab_replay.py`` compares them)."""
         self.firsts: list[int] = []
         """The first pairs' work (:func:`_pair_costs`) of the settled tests whose time
         is judged (at or above the time floor)."""
@@ -387,7 +387,7 @@ class ABJudge:
         if (wall.base_ns and not _at_floor(wall, tol)) or not _above_floor(base, head, tol):
             # The partners' rounds, not the pytest process's own (the report's time), which
             # can lie above the floor when theirs lie under it.
-            sides = [_median([r.wall_time_ns - (r.wait_ns or 0) for r in s]) for s in (base, head)]
+            sides = [_median([_work_ns(r) for r in s]) for s in (base, head)]
             return (
                 f"A/B: under the {tol.min_time_ns / 1e6:g} ms time floor (--opprof-min-time) "
                 f"in the partners' rounds: {sides[0] / 1e6:.3g} ms on the base side, "
@@ -405,13 +405,15 @@ def _at_floor(pairs: Pairs, tol: Tolerances) -> bool:
     return bool(pairs.base_ns) and max(pairs.scale_ns, _median(pairs.head_ns)) >= tol.min_time_ns
 
 
+def _work_ns(r: RoundFigures) -> int:
+    """A round's work time: its wall time less its wait for a CPU."""
+    return r.wall_time_ns - (r.wait_ns or 0)
+
+
 def _pair_costs(base: Sequence[RoundFigures], head: Sequence[RoundFigures]) -> list[int]:
     """Each pair's work: both rounds' wall time less their waits for a CPU, so a test is
     heavy for what it runs, not for the moment the machine was busy."""
-    return [
-        b.wall_time_ns - (b.wait_ns or 0) + h.wall_time_ns - (h.wait_ns or 0)
-        for b, h in zip(base, head, strict=False)
-    ]
+    return [_work_ns(b) + _work_ns(h) for b, h in zip(base, head, strict=False)]
 
 
 def work_varies(rounds: Sequence[RoundFigures]) -> bool:
@@ -430,11 +432,7 @@ def _above_floor(
 ) -> bool:
     """Whether the test's work reaches the time floor on either side (its least-waited
     round's wall less wait)."""
-    return any(
-        min(r.wall_time_ns - (r.wait_ns or 0) for r in side) >= tol.min_time_ns
-        for side in (base, head)
-        if side
-    )
+    return any(min(_work_ns(r) for r in side) >= tol.min_time_ns for side in (base, head) if side)
 
 
 def _leans_slower(judged: JudgedFigure, tolerance: float) -> bool:

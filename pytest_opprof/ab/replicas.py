@@ -53,16 +53,15 @@ class Replicas:
     def begin(self, nodeid: str, next_nodeid: str | None) -> ReplicatedTest:
         """Start ``nodeid`` in the first process; the others join at their first pair."""
         part = self.first.begin(nodeid, next_nodeid)
-        test = ReplicatedTest(
+        return ReplicatedTest(
             nodeid,
             present=part.present,
             why=part.why,
             failed=part.failed,
             finished=part.finished,
             next_nodeid=next_nodeid,
+            parts=[part] + [None] * (len(self.sides) - 1),
         )
-        test.parts = [part] + [None] * (len(self.sides) - 1)
-        return test
 
     def round(self, test: ReplicatedTest) -> RoundFigures | None:
         """One measured round in the process whose turn it is (None once the test failed
