@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -479,6 +480,7 @@ def test_a_process_that_joins_late_tears_down_what_it_skipped(pytester: pytest.P
 
 SLOW_PROCESS = """
 import os
+import re
 import sys
 
 from work import kernel
@@ -702,9 +704,10 @@ def test_an_undecided_time_says_so_with_its_interval_not_busy(pytester: pytest.P
     )
     out = result.stdout.str()
     assert "ran while the machine was busy" not in out
-    assert (
-        "time not decided: the test's time" in out and "not decided in 1 pair" in out
-    ) or "a side waited for a CPU beyond" in out, out
+    # The figure named is the first undecided one: the test's time, or an op's where the
+    # test's time was decided (a pair 18% faster is "no slower" than +0.1%) and the op's not.
+    undecided = re.search(r"time not decided: .+ [+-]\d+\.\d% \[.+\], not decided in 1 pair", out)
+    assert undecided or "a side waited for a CPU beyond" in out, out
     markdown = (pytester.path / "ab.md").read_text()
     assert "Times without a verdict: 1 test(s)" in markdown, markdown
 
