@@ -47,9 +47,12 @@ def _commit(pytester: pytest.Pytester, knob: dict[str, float], day: int) -> str:
     return _git(pytester.path, "rev-parse", "HEAD")
 
 
-# Alone under pytest -n: the other worker's runs slow stretches of these sessions, and
-# one that slowed the first test and not its peers (its reference) in a run beside the
-# step moved the change point off commit 14 (reproduced on a loaded machine).
+# Alone under pytest -n: the other worker's runs slow stretches of these sessions.  A
+# run's reference is its own tests, so a burst that slows the first test's peers and not
+# it reads as the machine in that run alone (beside a neighbour that starts and stops
+# every 0.3-2 s, this VM's speed moved x1.4 between runs and within them): in the run
+# beside the step, that once placed an own step of +80% a commit late (in CI).  The
+# first test's own step is x3, beyond what a burst does to one run.
 @pytest.mark.slow
 @pytest.mark.alone
 def test_a_shared_move_is_the_machines_and_an_own_step_stays(
@@ -60,14 +63,14 @@ def test_a_shared_move_is_the_machines_and_an_own_step_stays(
     history = pytester.path.parent / f"{pytester.path.name}-history"
     shas = []
     for c in range(28):
-        # From commit 14 on every test does twice the work, the first 80% more again:
+        # From commit 14 on every test does twice the work, the first three times that:
         # steps beyond this VM's own speed, which moved 40% between two tests of one run.
         after = c >= 14
-        knob = {"all": 2.0 if after else 1.0, "own": 1.8 if after else 1.0}
+        knob = {"all": 2.0 if after else 1.0, "own": 3.0 if after else 1.0}
         shas.append(_commit(pytester, knob, day=c))
         args = ["--opprof", f"--opprof-history={history}", "--opprof-rounds=5", "-p", "no:xdist"]
         result = run_pytest(*args)
-        # Every body ran; the history gate may fail the first test (it grew 80% beyond
+        # Every body ran; the history gate may fail the first test (it grew x3 beyond
         # the others, with no baseline that accepted it), and no other.
         outcomes = result.parseoutcomes()
         assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 6, result.outlines
@@ -81,15 +84,19 @@ def test_a_shared_move_is_the_machines_and_an_own_step_stays(
     assert {test for test, _, _ in moved} == {first}, changes
     (kernel,) = [c for c in changes if c["op"] == "kernel"]
     assert kernel["commit"]["sha"] == shas[14], (shas.index(kernel["commit"]["sha"]), changes)
-    # What the first test did beyond the others: +80% (the scope's time as measured
-    # went from its level to 3.6 times it).
-    assert 0.5 <= kernel["change"] <= 1.2, kernel
-    assert kernel["after"] / kernel["before"] > 2.5
-    # As measured, the others' scopes stepped at that commit too.
+    # What the first test did beyond the others: +200% (the scope's time as measured
+    # went from its level to six times it).
+    assert 1.5 <= kernel["change"] <= 2.6, kernel
+    assert kernel["after"] / kernel["before"] > 4.5
+    # As measured, the others' scopes stepped too (x2), and the search finds it where
+    # the reference takes it out.  Not always at the commit: beside a neighbour that
+    # starts and stops every 0.3-2 s, the machine itself moved x1.4 between runs, and
+    # searched as measured, a run next to the step read as either level (one test's step
+    # a commit late) or the x2 split in two (+45% and +23%) or went unseen between the
+    # phases: what the reference is for.
     assert main(["history", str(history), "--json", "--no-reference", "--op", "kernel"]) == 0
     raw = json.loads(capsys.readouterr().out)["changes"]
     assert {c["test"] for c in raw} - {first}, raw
-    assert {c["commit"]["sha"] for c in raw} == {shas[14]}
 
 
 def _phase(rng: np.random.Generator, rows: int, runs: int) -> np.ndarray:
