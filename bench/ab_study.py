@@ -22,8 +22,9 @@ ops, FLOPs and bytes: only the loop runs longer).  Per scenario and repeat:
   where the time went: the start, the rounds and the rest (the pytest process's own run
   of each test, the partners' set-up and tear-down, the verdicts and reports).
 
-Two real suites run A/A beside it: numpy's own ``test_linalg`` (then with ``svd`` made
-slower from inside, the head's conftest) and scipy.signal's ``test_spectral``.
+Real suites run A/A beside it: numpy's own ``test_linalg`` (then with ``svd`` made
+slower from inside, the head's conftest), scipy.signal's ``test_spectral`` and this
+repository's example suite (``examples/``).
 
 Scenarios: ``quiet``; ``loaded`` (one CPU-bound process per core throughout); ``bursty``
 (CPU-bound processes that start and stop every 0.5-3 s, as a shared runner's neighbours
@@ -70,6 +71,9 @@ UPDATE_RUNS = 3
 FLOOR_NS = 1_000_000
 SCIPY_MODULE = "test_spectral.py"
 """scipy.signal's spectral tests: 133 tests, 50 of them with calls of 1 ms or more."""
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+REAL = {"scipy": "sp", "examples": "ex"}
+"""The real suites run A/A only, and the folder each lies in."""
 
 
 @contextlib.contextmanager
@@ -94,8 +98,9 @@ def _git(root: Path, *args: str) -> None:
 
 
 def make_repo(root: Path, tests: int, seed: int) -> dict[str, int]:
-    """The base commit of the generated suite, and a copy of numpy's own ``test_linalg``
-    (``np/``); {test name: kernel iterations} of the generated suite."""
+    """The base commit of the generated suite, and copies of numpy's own ``test_linalg``
+    (``np/``), scipy's module (``sp/``) and the example suite (``ex/``); {test name:
+    kernel iterations} of the generated suite."""
     kernels = generate(root, tests, iterations_per_ms(), seed)
     import numpy
 
@@ -110,6 +115,9 @@ def make_repo(root: Path, tests: int, seed: int) -> dict[str, int]:
         (root / "sp").mkdir()
         source = Path(scipy.__file__).parent / "signal" / "tests" / SCIPY_MODULE
         (root / "sp" / SCIPY_MODULE).write_text(source.read_text())
+    (root / "ex").mkdir()
+    for example in EXAMPLES.glob("*.py"):
+        (root / "ex" / example.name).write_text(example.read_text())
     _git(root, "init", "-q")
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "base")
@@ -156,7 +164,9 @@ class Runner:
         path = self.root / "reports" / f"{name}.json"
         path.parent.mkdir(exist_ok=True)
         path.unlink(missing_ok=True)
-        where = {"synth": ["opprof"], "scipy": ["sp"]}.get(suite, ["np", "-k", NUMPY_DESELECT])
+        where = {"synth": ["opprof"], **{k: [v] for k, v in REAL.items()}}.get(
+            suite, ["np", "-k", NUMPY_DESELECT]
+        )
         seconds, output, _ = self.pytest(
             "-p",
             "no:benchmark",
@@ -312,16 +322,19 @@ def numpy_suite(args: argparse.Namespace, root: Path, scenario: str, repeat: int
     return out
 
 
-def scipy_suite(args: argparse.Namespace, root: Path, scenario: str, repeat: int) -> dict[str, Any]:
-    """scipy.signal's ``test_spectral`` A/A: every failure is false; the share of its
-    tests of >= 1 ms whose time was decided; the cost against a plain run."""
+def real_suite(
+    args: argparse.Namespace, root: Path, scenario: str, repeat: int, suite: str
+) -> dict[str, Any]:
+    """A real suite of :data:`REAL` A/A: every failure is false; the share of its tests of
+    >= 1 ms whose time was decided; the cost against a plain run."""
     runner = Runner(root, scenario, args.seed * 1000 + repeat)
-    out: dict[str, Any] = {"scenario": scenario, "suite": "scipy", "repeat": repeat}
+    out: dict[str, Any] = {"scenario": scenario, "suite": suite, "repeat": repeat}
     with condition(scenario, args.seed * 1000 + repeat):
         set_head(root, {})
-        aa = runner.report(f"sp-aa-{scenario}-{repeat}", "--opprof-against=HEAD", suite="scipy")
+        name = f"{REAL[suite]}-aa-{scenario}-{repeat}"
+        aa = runner.report(name, "--opprof-against=HEAD", suite=suite)
         out["ab_aa"] = score_ab(aa, set())
-        out["plain_seconds"] = runner.pytest("-p", "no:benchmark", "sp")[0]
+        out["plain_seconds"] = runner.pytest("-p", "no:benchmark", REAL[suite])[0]
     out["ab_slow"] = {"judged": 0, "long": 0, "caught_named": 0, "slowed": 0}
     return out
 
@@ -516,7 +529,9 @@ def main() -> None:
     p.add_argument("--tests", type=int, default=40)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--slowdown", type=float, default=0.10)
-    p.add_argument("--suite", default="synth,numpy,scipy", help="any of synth, numpy, scipy")
+    p.add_argument(
+        "--suite", default="synth,numpy,scipy", help="any of synth, numpy, scipy, examples"
+    )
     p.add_argument(
         "--numpy-slowdown",
         type=float,
@@ -557,10 +572,11 @@ def main() -> None:
                     result = numpy_suite(args, root, scenario, repeat)
                     results.append(result)
                     print(json.dumps(result), flush=True)
-                if "scipy" in args.suite:
-                    result = scipy_suite(args, root, scenario, repeat)
-                    results.append(result)
-                    print(json.dumps(result), flush=True)
+                for suite in REAL:
+                    if suite in args.suite.split(","):
+                        result = real_suite(args, root, scenario, repeat, suite)
+                        results.append(result)
+                        print(json.dumps(result), flush=True)
     print(markdown(results))
     if args.plot is not None:
         plot(results, args.plot)
