@@ -72,8 +72,6 @@ UPDATE_RUNS = 3
 FLOOR_NS = 1_000_000
 KEEP: Path | None = None
 """Where ``--keep-reports`` copies each A/B run's JSON report (None: nowhere)."""
-UNDER_FLOOR = "time floor (--opprof-min-time)"
-"""How a time row says its test's partners measured it under the floor (``ab/judge.py``)."""
 SCIPY_MODULE = "test_spectral.py"
 """scipy.signal's spectral tests: 133 tests, 50 of them with calls of 1 ms or more."""
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -200,16 +198,10 @@ def _wall(test: dict[str, Any]) -> dict[str, Any] | None:
 
 def score_ab(run: dict[str, Any], targets: set[str]) -> dict[str, Any]:
     tests = run["tests"]
-    # A test's time is at or above the floor as the judge reads it: the partners' work
-    # (waits out), not the wall time the row shows where it was not judged, which on a
-    # busy machine holds the round's waits (a 0.7 ms test of the example suite read
-    # 4.3 ms beside CPU-bound processes).
     long = [
         t
         for t in tests.values()
-        if (w := _wall(t)) is not None
-        and (w["baseline"] or 0) >= FLOOR_NS
-        and UNDER_FLOOR not in (w["note"] or "")
+        if (w := _wall(t)) is not None and (w["baseline"] or 0) >= FLOOR_NS
     ]
     judged = [t for t in long if _wall(t)["status"] in ("pass", "regressed", "improved")]  # type: ignore[index]
     slowed = [t for nid, t in tests.items() if nid.split("::")[-1] in targets]

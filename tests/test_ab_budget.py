@@ -6,9 +6,12 @@ from __future__ import annotations
 import math
 import random
 
-from pytest_opprof.ab.judge import PASS_PAIRS, ABJudge
+import pytest
+
+from pytest_opprof.ab.judge import PASS_PAIRS, ABJudge, partner_times, replace_time
 from pytest_opprof.gate.round_figures import OpFigures, RoundFigures
 from pytest_opprof.gate.tolerance import Tolerances
+from pytest_opprof.gate.verdict import MetricRow
 
 TOL = Tolerances(time=0.03, max_wait_share=None)
 
@@ -253,6 +256,27 @@ def test_a_time_under_the_floor_says_what_the_partners_measured() -> None:
     why = judge.unjudged_why(base, head, TOL)
     assert why.startswith("A/B: under the 1 ms time floor"), why
     assert "0.91 ms on the base side, 0.95 ms on the head's" in why, why
+
+
+def test_an_unjudged_time_row_shows_what_the_partners_measured_waits_out() -> None:
+    """Beside CPU-bound processes a round's wall time holds its waits: the row of a time
+    under the floor shows the partners' work, as its note does, not 4.3 ms against 0.7."""
+
+    def rnd(wall: int, wait: int) -> RoundFigures:
+        return RoundFigures(wall_time_ns=wall, cpu_time_ns=wall - wait, ops={}, wait_ns=wait)
+
+    base, head = [rnd(4_300_000, 3_560_000)], [rnd(700_000, 0)]
+    judge = ABJudge(1, 0.05, 12)
+    shown = MetricRow("wall time", "ns", 4_300_000, 700_000, -0.837, None, "info", "")
+    why = judge.unjudged_why(base, head, TOL)
+    (row,), _ = replace_time([shown], [], [], TOL, why, partner_times(base, head))
+    assert (row.metric, row.baseline, row.now) == ("work time", 740_000, 700_000), row
+    assert row.change == pytest.approx(700 / 740 - 1) and row.note == why
+    assert "0.74 ms on the base side, 0.7 ms on the head's" in why, why
+    # No wait: the row keeps its name.
+    quiet = [rnd(740_000, 0)]
+    (row,), _ = replace_time([shown], [], [], TOL, why, partner_times(quiet, head))
+    assert (row.metric, row.baseline) == ("wall time", 740_000), row
 
 
 def _offset_test(

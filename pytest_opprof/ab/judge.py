@@ -385,13 +385,13 @@ class ABJudge:
             )
         wall = test_pairs(base, head, wait_limit(tol))
         if (wall.base_ns and not _at_floor(wall, tol)) or not _above_floor(base, head, tol):
-            # The partners' rounds, not the pytest process's own (the report's time), which
-            # can lie above the floor when theirs lie under it.
-            sides = [_median([_work_ns(r) for r in s]) for s in (base, head)]
+            # The partners' rounds, not the pytest process's own, which can lie above the
+            # floor when theirs lie under it.
+            base_ns, head_ns, _ = partner_times(base, head)
             return (
                 f"A/B: under the {tol.min_time_ns / 1e6:g} ms time floor (--opprof-min-time) "
-                f"in the partners' rounds: {sides[0] / 1e6:.3g} ms on the base side, "
-                f"{sides[1] / 1e6:.3g} ms on the head's"
+                f"in the partners' rounds: {base_ns / 1e6:.3g} ms on the base side, "
+                f"{head_ns / 1e6:.3g} ms on the head's"
             )
         pairs = min(len(base), len(head))
         return (
@@ -501,21 +501,43 @@ def op_reason(judged: JudgedFigure, test_ns: float) -> OpReason:
     )
 
 
+def partner_times(
+    base: Sequence[RoundFigures], head: Sequence[RoundFigures]
+) -> tuple[float, float, bool]:
+    """The partners' median round times, waits out (what the time floor reads), base and
+    head, and whether any of their rounds waited for a CPU."""
+    waited = any(_work_ns(r) != r.wall_time_ns for r in (*base, *head))
+    return _median([_work_ns(r) for r in base]), _median([_work_ns(r) for r in head]), waited
+
+
 def replace_time(
     rows: Sequence[MetricRow],
     reasons: Sequence[OpReason],
     judged: Sequence[JudgedFigure],
     tol: Tolerances,
     unjudged_why: str = "",
+    unjudged_times: tuple[float, float, bool] | None = None,
 ) -> tuple[list[MetricRow], list[OpReason]]:
     """The exact verdict's rows and reasons with its (unjudged) times replaced by the
-    paired ones: the test's time row, and a reason for each op time judged."""
+    paired ones: the test's time row, and a reason for each op time judged.  A test time
+    without a verdict shows ``unjudged_times`` (:func:`partner_times`) where given: the
+    rounds' medians with their waits in read a 0.7 ms test beside CPU-bound processes as
+    4.3 ms on one side, under the floor its note names."""
     by_key = {j.key: j for j in judged}
     out_rows = []
     for row in rows:
         if row.metric == "wall time" and "" in by_key:
             out_rows.append(time_row(by_key[""], tol))
         elif row.metric == "wall time":
+            if unjudged_times is not None and min(unjudged_times[:2]) > 0:
+                base_ns, head_ns, waited = unjudged_times
+                row = dataclasses.replace(
+                    row,
+                    metric=WORK_TIME if waited else row.metric,
+                    baseline=base_ns,
+                    now=head_ns,
+                    change=head_ns / base_ns - 1,
+                )
             out_rows.append(dataclasses.replace(row, tolerance=tol.time, note=unjudged_why))
         else:
             out_rows.append(row)

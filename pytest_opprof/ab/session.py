@@ -14,7 +14,14 @@ from typing import Any
 
 from pytest_opprof.ab import paired
 from pytest_opprof.ab.base_side import BaseTest
-from pytest_opprof.ab.judge import ABJudge, JudgedFigure, replace_time, test_pairs, wait_limit
+from pytest_opprof.ab.judge import (
+    ABJudge,
+    JudgedFigure,
+    partner_times,
+    replace_time,
+    test_pairs,
+    wait_limit,
+)
 from pytest_opprof.ab.revision import BaseRevision
 from pytest_opprof.gate.results import TestResult
 from pytest_opprof.gate.rows import UNSTEADY_ADVICE
@@ -232,6 +239,7 @@ class ABSession(BaselineSession):
             judged,
             tol,
             self.judge_ab.unjudged_why(base.rounds, head, tol),
+            partner_times(base.rounds, head) if head and base.rounds else None,
         )
         # No baselines here: an unsteady figure's note keeps its facts, not their advice.
         notes = [
