@@ -746,6 +746,52 @@ def test_a_figure_the_tests_own_data_decides_is_set_aside_not_failed(
     assert "--opprof-rounds" not in notes  # advice for baselines, which A/B has none of
 
 
+LAZY = """
+import numpy as np
+
+_READY = []
+
+
+def test_lazy():
+    # Its first call in a process sets something up (as a lazy import or a cache does):
+    # more op calls in that round than in the next ones.
+    if not _READY:
+        _READY.extend(np.add(np.ones(8), 1.0) for _ in range(40))
+    x = np.ones(200_000)
+    for _ in range(20):
+        x = np.add(x, 1.0)
+    assert x[0] == 21.0
+"""
+
+
+@pytest.mark.parametrize("warmup", [0, 1])
+def test_a_first_call_that_does_more_reads_as_varying_work_unless_warmed(
+    pytester: pytest.Pytester, warmup: int
+) -> None:
+    """Each partner's first round of a test is its first call in that process: where that
+    call does more (this repository's test_kmeans_separates_blobs: 583 op calls against
+    494 after), the rounds of one side did different work and the time is not judged,
+    saying so; ``--opprof-warmup=1`` runs that call before the measured rounds."""
+    (pytester.path / "test_lazy.py").write_text(textwrap.dedent(LAZY))
+    commit_base(pytester.path)
+    result = run_ab(
+        pytester,
+        f"--opprof-warmup={warmup}",
+        "--opprof-ab-min-pairs=3",
+        "--opprof-min-time=0.01",
+        "--opprof-report=ab.json",
+    )
+    result.assert_outcomes(passed=1)
+    verdict = report(pytester)["test_lazy.py::test_lazy"]["verdict"]
+    assert isinstance(verdict, dict)
+    why = str(verdict.get("time_not_judged") or "")
+    if warmup:
+        assert "no two rounds did the same work" not in why, why
+    else:
+        assert "a process's first call does more" in why, why
+        assert "--opprof-warmup=1" in why, why
+
+
 def test_both_partners_fix_mallocs_thresholds_unless_the_user_set_them(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:

@@ -380,8 +380,9 @@ class ABJudge:
         if work_varies(base) or work_varies(head):
             return (
                 "A/B: not judged: the test's FLOPs or op calls differ between rounds of the "
-                "same side (its data is drawn anew each call), so no two rounds did the "
-                "same work"
+                "same side (its data is drawn anew each call, or a process's first call "
+                "does more: lazy set-up, which --opprof-warmup=1 runs before the rounds), so "
+                "no two rounds did the same work"
             )
         wall = test_pairs(base, head, wait_limit(tol))
         if (wall.base_ns and not _at_floor(wall, tol)) or not _above_floor(base, head, tol):
