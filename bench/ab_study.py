@@ -70,8 +70,6 @@ SCENARIOS = ("quiet", "loaded", "bursty", "n2")
 SEQUENTIAL_RUNS = 3
 UPDATE_RUNS = 3
 FLOOR_NS = 1_000_000
-KEEP: Path | None = None
-"""Where ``--keep-reports`` copies each A/B run's JSON report (None: nowhere)."""
 SCIPY_MODULE = "test_spectral.py"
 """scipy.signal's spectral tests: 133 tests, 50 of them with calls of 1 ms or more."""
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -146,8 +144,10 @@ def set_head(root: Path, slow: dict[str, float], svd: float = 0.0) -> None:
 
 
 class Runner:
-    def __init__(self, root: Path, scenario: str, seed: int) -> None:
+    def __init__(self, root: Path, scenario: str, seed: int, keep: Path | None = None) -> None:
         self.root, self.scenario, self.seed = root, scenario, seed
+        self.keep = keep
+        """Where each A/B run's JSON report is copied (``--keep-reports``; None: nowhere)."""
         self.env = subprocess_env(PYTHONPATH=str(root))
 
     def pytest(self, *args: str, env: dict[str, str] | None = None) -> tuple[float, str, int]:
@@ -182,9 +182,9 @@ class Runner:
         )
         if not path.exists():
             raise RuntimeError(f"{name}: no report written:\n{output[-3000:]}")
-        if KEEP is not None:
-            KEEP.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, KEEP / path.name)
+        if self.keep is not None:
+            self.keep.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, self.keep / path.name)
         tests: dict[str, Any] = json.loads(path.read_text())["tests"]
         return {"seconds": seconds, "tests": tests, "output": output}
 
@@ -303,7 +303,7 @@ def benchmark(runner: Runner, slow: dict[str, float], tag: str) -> set[str] | No
 def numpy_suite(args: argparse.Namespace, root: Path, scenario: str, repeat: int) -> dict[str, Any]:
     """numpy's own test_linalg, A/A, then with svd ``--numpy-slowdown`` slower in the head;
     the targets: the tests whose svd took >= 1 ms in the A/A run."""
-    runner = Runner(root, scenario, args.seed * 1000 + repeat)
+    runner = Runner(root, scenario, args.seed * 1000 + repeat, args.keep_reports)
     out: dict[str, Any] = {"scenario": scenario, "suite": "numpy", "repeat": repeat}
     with condition(scenario, args.seed * 1000 + repeat):
         set_head(root, {})
@@ -333,7 +333,7 @@ def real_suite(
 ) -> dict[str, Any]:
     """A real suite of :data:`REAL` A/A: every failure is false; the share of its tests of
     >= 1 ms whose time was decided; the cost against a plain run."""
-    runner = Runner(root, scenario, args.seed * 1000 + repeat)
+    runner = Runner(root, scenario, args.seed * 1000 + repeat, args.keep_reports)
     out: dict[str, Any] = {"scenario": scenario, "suite": suite, "repeat": repeat}
     with condition(scenario, args.seed * 1000 + repeat):
         set_head(root, {})
@@ -352,7 +352,7 @@ def one(
     rng = random.Random(seed)
     targets = set(rng.sample(sorted(kernels), len(kernels) // 2))
     slow = {name: 1 + args.slowdown for name in targets}
-    runner = Runner(root, scenario, seed)
+    runner = Runner(root, scenario, seed, args.keep_reports)
     out: dict[str, Any] = {"scenario": scenario, "repeat": repeat, "load": loadavg()}
     with condition(scenario, seed):
         set_head(root, {})
@@ -562,8 +562,6 @@ def main() -> None:
     )
     p.add_argument("--plot", type=Path, help="a PNG of false failures and detection")
     args = p.parse_args()
-    global KEEP
-    KEEP = args.keep_reports
     results = []
     with tempfile.TemporaryDirectory(prefix="opprof-ab-study-") as tmp:
         root = Path(tmp)
