@@ -516,7 +516,10 @@ def test_one_slow_process_cannot_fail_a_test(
 ) -> None:
     """Unchanged code, but one of the head's partner processes runs it 50% slower: with one
     process a side every pair shares that process, and the test fails; with two, the other
-    process's pairs disagree, and the time is left undecided instead of failed."""
+    process's pairs disagree, and the time is left undecided or, its slow process's pairs
+    left out as wild, passed (+6.2% [-1.0%, +13.8%] over 10 pairs beside two CPU-bound
+    processes); never failed, also where a neighbour slows one pair of the other process
+    as much (``judge.AGREE_MIN``)."""
     (pytester.path / "work.py").write_text(textwrap.dedent(KERNEL))
     (pytester.path / "test_work.py").write_text(textwrap.dedent(SLOW_PROCESS))
     commit_base(pytester.path)
@@ -536,7 +539,7 @@ def test_one_slow_process_cannot_fail_a_test(
         assert verdict["status"] == "regressed", verdict
         return
     result.assert_outcomes(passed=1)
-    assert verdict["status"] == "pass" and not verdict["time_judged"], verdict
+    assert verdict["status"] == "pass", verdict
 
 
 def test_the_collector_is_paused_in_every_measured_round_and_nowhere_else(

@@ -313,3 +313,19 @@ def test_one_slow_process_fails_nothing_where_a_real_slowdown_still_fails() -> N
             "regressed" in _offset_test(judge, rng, (0.15, 0.15), 0.02)[0] for _ in range(20)
         )
         assert caught >= 18, (processes, caught)
+
+
+def test_a_time_fails_only_after_two_pairs_in_each_process() -> None:
+    """One pair of a process can read +50% where a neighbour slowed its head round with no
+    wait to see: a process's pairs agree with a verdict only once it has run two of them
+    (``judge.AGREE_MIN``).  Pairs 50% slower in both processes: undecided after one pair
+    in one of them (three pairs: with one pair a process enough, the test's time and its
+    kernel already failed there), regressed after two each."""
+    rng = random.Random(5)
+    judge = ABJudge(1, 0.05, 12, processes=2)
+    base = [_round(rng, 3e6, 1.0, 0.01) for _ in range(4)]
+    head = [_round(rng, 3e6, 1.5, 0.01) for _ in range(4)]
+    three = {j.key: j.decision for j in judge.figures(base[:3], head[:3], TOL, 0.05)}
+    assert set(three.values()) == {"undecided"}, three
+    four = {j.key: j.decision for j in judge.figures(base, head, TOL, 0.05)}
+    assert four[""] == four["kernel"] == "regressed", four
