@@ -519,7 +519,7 @@ def test_one_slow_process_cannot_fail_a_test(
     process's pairs disagree, and the time is left undecided or, its slow process's pairs
     left out as wild, passed (+6.2% [-1.0%, +13.8%] over 10 pairs beside two CPU-bound
     processes); never failed, also where a neighbour slows one pair of the other process
-    as much (``judge.AGREE_MIN``)."""
+    as much (``paired.AGREE_MIN``)."""
     (pytester.path / "work.py").write_text(textwrap.dedent(KERNEL))
     (pytester.path / "test_work.py").write_text(textwrap.dedent(SLOW_PROCESS))
     commit_base(pytester.path)

@@ -318,7 +318,7 @@ def test_one_slow_process_fails_nothing_where_a_real_slowdown_still_fails() -> N
 def test_a_time_fails_only_after_two_pairs_in_each_process() -> None:
     """One pair of a process can read +50% where a neighbour slowed its head round with no
     wait to see: a process's pairs agree with a verdict only once it has run two of them
-    (``judge.AGREE_MIN``).  Pairs 50% slower in both processes: undecided after one pair
+    (``paired.AGREE_MIN``).  Pairs 50% slower in both processes: undecided after one pair
     in one of them (three pairs: with one pair a process enough, the test's time and its
     kernel already failed there), regressed after two each."""
     rng = random.Random(5)
