@@ -83,7 +83,12 @@ def test_a_shared_move_is_the_machines_and_an_own_step_stays(
     first = "test_spin.py::test_scope[0]"
     assert {test for test, _, _ in moved} == {first}, changes
     (kernel,) = [c for c in changes if c["op"] == "kernel"]
-    assert kernel["commit"]["sha"] == shas[14], (shas.index(kernel["commit"]["sha"]), changes)
+    # At commit 14, or (a burst in the run beside it) said to be at 14 or the next one.
+    at = [kernel["commit"]["sha"]] + [b["sha"] for b in kernel["between"] or ()]
+    assert at[0] == shas[14] or (shas[14] in at and len(set(at)) == 2), (
+        shas.index(kernel["commit"]["sha"]),
+        changes,
+    )
     # What the first test did beyond the others: +200% (the scope's time as measured
     # went from its level to six times it).
     assert 1.5 <= kernel["change"] <= 2.6, kernel
