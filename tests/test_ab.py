@@ -529,8 +529,10 @@ def test_one_slow_process_cannot_fail_a_test(
         "--opprof-report=ab.json",
         "--opprof-ab-max-pairs=12",
         f"--opprof-ab-processes={processes}",
-        # Far beyond what the two sides' paths alone move a pure-Python loop (a few %).
-        "--opprof-time-tolerance=15%",
+        # Far beyond what the two sides' paths alone move a pure-Python loop (a few %), and
+        # half the slow process's offset: at 15%, CI's noise once gave the other process's
+        # three pairs a mean of 15% or more, and the test failed (+28.9% over 7 pairs).
+        "--opprof-time-tolerance=25%",
     )
     verdict = report(pytester)["test_work.py::test_kernel"]["verdict"]
     assert isinstance(verdict, dict)
