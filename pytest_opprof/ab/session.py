@@ -19,6 +19,7 @@ from pytest_opprof.ab.judge import (
     JudgedFigure,
     partner_times,
     replace_time,
+    settled_from,
     test_pairs,
     wait_limit,
 )
@@ -230,7 +231,12 @@ class ABSession(BaselineSession):
         # test's own data decides (an unseeded generator) varies among each side's rounds,
         # and is set aside as unsteady rather than failed (``more_pairs`` runs a second
         # pair to see it).
-        exact = self._exact(base.rounds, summarize_rounds(head) if head else summary, tol)
+        # Each process's first rounds left out where only they did other work (a lazy
+        # set-up), as the times are (``judge.settled_from``).
+        start = settled_from(base.rounds, head, self.judge_ab.processes) or 0
+        exact = self._exact(
+            base.rounds[start:], summarize_rounds(head[start:]) if head else summary, tol
+        )
         stopped = self.judge_ab.stopped
         judged = self.judge_ab.settle(base.rounds, head, tol)
         rows, reasons = replace_time(
