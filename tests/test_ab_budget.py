@@ -329,3 +329,65 @@ def test_a_time_fails_only_after_two_pairs_in_each_process() -> None:
     assert set(three.values()) == {"undecided"}, three
     four = {j.key: j.decision for j in judge.figures(base, head, TOL, 0.05)}
     assert four[""] == four["kernel"] == "regressed", four
+
+
+def _lazy_test(
+    judge: ABJudge, rng: random.Random, slowdown: float, first_calls: int
+) -> tuple[dict[str, str], int, str]:
+    """Pairs of a test whose first round in each of the judge's processes runs an extra
+    op call (a lazy set-up) when ``first_calls``; from then on the same work, or work drawn
+    anew each round when ``first_calls`` is negative."""
+    base: list[RoundFigures] = []
+    head: list[RoundFigures] = []
+    scale = 4e6
+
+    def side(factor: float, k: int) -> RoundFigures:
+        r = _round(rng, scale, factor, 0.01)
+        extra = first_calls if k < judge.processes else 0
+        if first_calls < 0:
+            extra = rng.randrange(1, 50)
+        ops = dict(r.ops)
+        if extra:
+            ops["numpy.unique"] = OpFigures(count=extra, self_cpu_ns=int(scale * 3))
+        return RoundFigures(
+            wall_time_ns=r.wall_time_ns + (int(scale * 3) if extra else 0),
+            cpu_time_ns=1,
+            ops=ops,
+            wait_ns=0,
+        )
+
+    def pair() -> None:
+        base.append(side(1.0, len(base)))
+        head.append(side(1.0 + slowdown, len(head)))
+
+    pair()
+    while judge.more_pairs(base, head, TOL):
+        pair()
+    decisions = {j.key: j.decision for j in judge.settle(base, head, TOL)}
+    return decisions, len(base), judge.unjudged_why(base, head, TOL)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_lazy_first_round_in_each_process_is_left_out_and_the_rest_judged(
+    processes: int,
+) -> None:
+    """Each process's first round of the test four times slower with an op call more:
+    judged on the pairs after those, a +20% change caught and an unchanged test passed,
+    where both had no time verdict (their rounds "did different work")."""
+    rng = random.Random(5)
+    judge = ABJudge(4, 0.05, 12, processes=processes)
+    decisions, pairs, _ = _lazy_test(judge, rng, 0.0, 1)
+    assert decisions.get("") == "pass", decisions
+    assert pairs >= processes + 2
+    decisions, _, _ = _lazy_test(judge, rng, 0.20, 1)
+    assert decisions.get("") == "regressed", decisions
+    assert "numpy.unique" not in decisions  # run only in the rounds left out
+
+
+def test_work_drawn_anew_each_round_is_still_not_judged() -> None:
+    rng = random.Random(6)
+    judge = ABJudge(2, 0.05, 12, processes=2)
+    decisions, pairs, why = _lazy_test(judge, rng, 0.0, -1)
+    assert decisions == {}, decisions
+    assert pairs <= 4  # two pairs after each process's first show it varies
+    assert "beyond each process's first (its data is drawn anew each call)" in why, why
