@@ -412,17 +412,18 @@ class ABJudge:
     ) -> str:
         """Why a test's own time has no paired verdict."""
         if settled_from(base, head, self.processes) is None:
-            if may_settle(base, head, self.processes):
+            if not may_settle(base, head, self.processes):
+                return (
+                    "A/B: not judged: the test's FLOPs or op calls differ between rounds of "
+                    "the same side, beyond each process's first (its data is drawn anew each "
+                    "call), so no two rounds did the same work"
+                )
+            if _above_floor(base, head, tol):
                 return (
                     "A/B: not judged: each process's first round of the test did other work "
                     "than its later rounds (a lazy set-up), and too few later rounds ran to "
-                    f"judge on ({self.stopped or 'the test stopped'})"
+                    f"judge on ({self.stopped or 'its pairs ended there'})"
                 )
-            return (
-                "A/B: not judged: the test's FLOPs or op calls differ between rounds of the "
-                "same side, beyond each process's first (its data is drawn anew each call), "
-                "so no two rounds did the same work"
-            )
         wall = test_pairs(base, head, wait_limit(tol))
         if (wall.base_ns and not _at_floor(wall, tol)) or not _above_floor(base, head, tol):
             # The partners' rounds, not the pytest process's own, which can lie above the
