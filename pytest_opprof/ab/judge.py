@@ -337,11 +337,7 @@ class ABJudge:
         leaning = any(_leans_slower(j, tol.time) or (j.key == "" and _may_pass(j)) for j in judged)
         # A test whose work varied may be showing a lazy set-up in each process's first
         # round: worth the pairs to see only when its time reaches the floor.
-        settling = (
-            settled_from(base, head, self.processes) is None
-            and may_settle(base, head, self.processes)
-            and _above_floor(base, head, tol)
-        )
+        settling = may_settle(base, head, self.processes) and _above_floor(base, head, tol)
         waited = not test_pairs(base, head, wait_limit(tol)).base_ns and _above_floor(
             base, head, tol
         )
@@ -474,10 +470,13 @@ def settled_from(
 
 
 def may_settle(base: Sequence[RoundFigures], head: Sequence[RoundFigures], processes: int) -> bool:
-    """Whether a test whose work varies may yet show it is only each process's first round:
-    fewer than :data:`SETTLED_PAIRS` pairs after those, agreeing so far."""
-    return min(len(base), len(head)) < processes + SETTLED_PAIRS and not _varies_after(
-        base, head, processes
+    """Whether the test's work varies but may yet show it is only each process's first
+    round: fewer than :data:`SETTLED_PAIRS` pairs after those, agreeing so far (where
+    :func:`settled_from` is None for want of pairs)."""
+    return (
+        min(len(base), len(head)) < processes + SETTLED_PAIRS
+        and (work_varies(base) or work_varies(head))
+        and not _varies_after(base, head, processes)
     )
 
 
