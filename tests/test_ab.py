@@ -736,7 +736,11 @@ def test_a_figure_the_tests_own_data_decides_is_set_aside_not_failed(
     each side's rounds, and the test passes (one pair failed it)."""
     (pytester.path / "test_drawn.py").write_text(textwrap.dedent(DRAWN))
     commit_base(pytester.path)
-    result = run_ab(pytester, "--opprof-report=ab.json", "--opprof-report-details")
+    # Its time under the floor: neither its time nor a lazy first round asks for pairs,
+    # only the FLOPs (a slow runner took it over 1 ms and ran a third pair).
+    result = run_ab(
+        pytester, "--opprof-min-time=10s", "--opprof-report=ab.json", "--opprof-report-details"
+    )
     result.assert_outcomes(passed=1)
     verdict = report(pytester)["test_drawn.py::test_drawn"]["verdict"]
     assert isinstance(verdict, dict)
