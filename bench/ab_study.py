@@ -185,8 +185,10 @@ class Runner:
         if self.keep is not None:
             self.keep.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, self.keep / path.name)
-        tests: dict[str, Any] = json.loads(path.read_text())["tests"]
-        return {"seconds": seconds, "tests": tests, "output": output}
+        report = json.loads(path.read_text())
+        tests: dict[str, Any] = report["tests"]
+        ops = report.get("ab_ops", [])
+        return {"seconds": seconds, "tests": tests, "output": output, "ab_ops": ops}
 
 
 def _wall(test: dict[str, Any]) -> dict[str, Any] | None:
@@ -221,6 +223,11 @@ def score_ab(run: dict[str, Any], targets: set[str]) -> dict[str, Any]:
         "pairs": _pairs(run["output"]),
         "time": next((x for x in run["output"].splitlines() if x.startswith("time: ")), ""),
         "offset": next((x for x in run["output"].splitlines() if x.startswith("offset ")), ""),
+        # Ops judged across the run's tests (pytest_opprof/ab/across.py): in an A/A run
+        # each one regressed or improved is a false verdict that fails the run.
+        "ops_regressed": [o["op"] for o in run.get("ab_ops", []) if o["status"] == "regressed"],
+        "ops_improved": [o["op"] for o in run.get("ab_ops", []) if o["status"] == "improved"],
+        "ops_pooled": len(run.get("ab_ops", [])),
     }
 
 

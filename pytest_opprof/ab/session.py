@@ -9,10 +9,12 @@ the base side's (``gate.verdict.compare``), and the verdict says its basis.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_opprof.ab import paired
+from pytest_opprof.ab.across import MIN_TESTS, AcrossTests, AcrossVerdict, OpInTest
 from pytest_opprof.ab.base_side import BaseTest
 from pytest_opprof.ab.judge import (
     ABJudge,
@@ -89,6 +91,12 @@ class ABSession(BaselineSession):
         """The tests this run selected (the single process's, or every xdist worker's)."""
         self.base_python: str | None = None
         """The base side's interpreter, when ``--opprof-against-python`` chose it."""
+        self.q = q
+        self.across = AcrossTests()
+        """Each op's paired estimates over the tests that time it (``across.py``)."""
+        self.op_rows: dict[str, list[list[object]]] = {}
+        """Node id -> its ops' estimates as shipped (on a pytest-xdist worker)."""
+        self._across: list[AcrossVerdict] | None = None
 
     @property
     def basis(self) -> str:
@@ -119,6 +127,7 @@ class ABSession(BaselineSession):
                 f"{(j.base_ns + j.head_ns) / 1e9:.1f} s (base side {j.base_ns / 1e9:.1f} s, "
                 f"with its hand-offs; head {j.head_ns / 1e9:.1f} s)"
             )
+        lines += self._across_lines()
         removed = sorted(self.base_nodeids - self.head_nodeids) if self.head_nodeids else []
         if removed:
             lines += ["", f"removed (only in the base): {len(removed)} test(s)"]
@@ -129,6 +138,76 @@ class ABSession(BaselineSession):
             lines += ["", f"not compared: {len(self.base_failed)} test(s) failed on the base:"]
             lines += [f"  {n}: {why}" for n, why in list(self.base_failed.items())[:10]]
         return lines
+
+    def _add_ops(self, judged: Sequence[JudgedFigure]) -> list[list[object]]:
+        """Pool the test's op estimates into :attr:`across`; returns them as shipped."""
+        rows = []
+        processes = self.judge_ab.processes
+        for j in judged:
+            if not j.key:
+                continue
+            own = [j.pairs.in_process(k, processes) for k in range(processes)]
+            op = OpInTest(
+                j.estimate.mean_log,
+                j.estimate.se_log,
+                tuple(sum(d) / len(d) if d else None for d in own),
+            )
+            self.across.add(j.key, op)
+            rows.append(op.to_json(j.key))
+        return rows
+
+    def across_verdicts(self) -> list[AcrossVerdict]:
+        """The ops judged over the run's tests (``across.py``), once the run has ended."""
+        if self._across is None:
+            self._across = self.across.judge(
+                self.tolerances.time, self.q, paired.DEFAULT_CONFIDENCE
+            )
+        return self._across
+
+    def finish(self) -> bool:
+        """As a baseline run's, and False where an op regressed across the run's tests:
+        the run fails though no test did alone."""
+        ok = super().finish()
+        if self.options.warn_only:
+            return ok
+        return ok and not any(v.status == "regressed" for v in self.across_verdicts())
+
+    def across_counts(self) -> str:
+        """For the summary's first line: the ops that moved across the run's tests."""
+        moved = Counter(v.status for v in self.across_verdicts() if v.status != "pass")
+        return ", ".join(
+            f"{moved[s]} op(s) {s} across tests" for s in ("regressed", "improved") if moved[s]
+        )
+
+    def _across_lines(self) -> list[str]:
+        verdicts = self.across_verdicts()
+        if not verdicts:
+            return []
+        moved = [v for v in verdicts if v.status != "pass"]
+        tol = self.tolerances.time
+        head = (
+            f"ops across tests: {len(verdicts)} op(s) timed in {MIN_TESTS} tests or more, "
+            "each one's paired changes pooled over its tests"
+        )
+        if not moved:
+            return ["", f"{head}: none moved beyond the {tol:.0%} tolerance"]
+        lines = ["", f"{head}; moved beyond the {tol:.0%} tolerance:"]
+        lines += [v.line(tol) for v in moved]
+        if any(v.status == "regressed" for v in moved) and not self.options.warn_only:
+            lines.append("  the run fails: an op regressed across its tests")
+        return lines
+
+    def markdown_notes(self) -> list[str]:
+        """The ops that moved across the run's tests, one paragraph each (none: nothing)."""
+        tol = self.tolerances.time
+        return [
+            f"Across tests: {v.line(tol).strip()}"
+            for v in self.across_verdicts()
+            if v.status != "pass"
+        ]
+
+    def report_extra(self) -> dict[str, object]:
+        return {"ab_ops": [v.to_json() for v in self.across_verdicts()]}
 
     def base_unmeasured(self, why: str | None) -> None:
         """The base side cannot measure FLOPs, op counts or op figures (``why``): neither
@@ -178,6 +257,7 @@ class ABSession(BaselineSession):
         return {
             "verdict": verdict.to_json(),
             "pairs": list(self.pair_counts.pop(nodeid, (0, 0, 0, 0, 0))),
+            "ops": self.op_rows.pop(nodeid, []),
         }
 
     def compares(self, nodeid: str) -> bool:
@@ -192,6 +272,7 @@ class ABSession(BaselineSession):
             if verdict.status == "new":
                 self.new.append(nodeid)
             self.judge_ab.count_shipped(shipped["pairs"])  # type: ignore[arg-type]
+            self.across.add_rows(shipped.get("ops", ()))  # type: ignore[arg-type]
         else:
             verdict = self._verdict(nodeid, summary, pending, tol)
         verdict = self.with_budgets(verdict, summary, overrides)
@@ -239,6 +320,7 @@ class ABSession(BaselineSession):
         )
         stopped = self.judge_ab.stopped
         judged = self.judge_ab.settle(base.rounds, head, tol)
+        self.op_rows[nodeid] = self._add_ops(judged)
         rows, reasons = replace_time(
             exact.metrics,
             exact.reasons,

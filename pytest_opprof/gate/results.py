@@ -33,7 +33,11 @@ with ``--opprof-report-details``, version :data:`DETAILS_SCHEMA` (1), every figu
           "flame": {...}                           # only for some tests, see below
         }
       },
-      "flames_omitted": int                        # tests whose flame the cap left out
+      "flames_omitted": int,                       # tests whose flame the cap left out
+      "ab_ops": [                                  # A/B runs only: ops judged across tests
+        {"op": str, "tests": int, "change": float, "low": float, "high": float,
+         "p": float, "processes": [float, ...], "status": "regressed|improved|pass"}
+      ]
     }
 
 Schema 2 leaves out of a verdict (its rows and reasons too) every field that is null,
@@ -173,6 +177,7 @@ def _head(
     omitted: int,
     created_at: str | None,
     details: bool,
+    extra: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     report: dict[str, object] = {
         "kind": REPORT_KIND,
@@ -184,6 +189,7 @@ def _head(
     }
     if omitted:
         report["flames_omitted"] = omitted
+    report.update(extra or {})
     return report
 
 
@@ -195,6 +201,7 @@ def build_report(
     marked: Collection[str] = (),
     created_at: str | None = None,
     details: bool = False,
+    extra: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     """The JSON report of a run as a dict (schema in this module's docstring): what the
     HTML page is rendered from.
@@ -210,7 +217,7 @@ def build_report(
         totals[r.verdict.status] += 1
         flame = flames[r.nodeid] if r.nodeid in kept else None
         tests[r.nodeid] = _test_entry(r, flame, r.nodeid in marked, details)
-    return _head(totals, machine, tests, omitted, created_at, details)
+    return _head(totals, machine, tests, omitted, created_at, details, extra)
 
 
 _TESTS_MARK = "\x00opprof-tests\x00"
@@ -224,6 +231,7 @@ def report_text(
     marked: Collection[str] = (),
     created_at: str | None = None,
     details: bool = False,
+    extra: Mapping[str, object] | None = None,
 ) -> str:
     """``dumps_report(build_report(...))``, one test at a time: the results of a long
     session stay in their spool (``spool.py``) instead of all becoming dicts at once."""
@@ -234,7 +242,7 @@ def report_text(
     for i, r in enumerate(results):
         totals[r.verdict.status] += 1
         last[r.nodeid] = i
-    head = _head(totals, machine, _TESTS_MARK, omitted, created_at, details)
+    head = _head(totals, machine, _TESTS_MARK, omitted, created_at, details, extra)
 
     def entries() -> Iterator[tuple[str, object]]:
         for nodeid in sorted(last):

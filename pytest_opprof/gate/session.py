@@ -617,6 +617,7 @@ class BaselineSession:
                         marked=self.marked,
                         created_at=self.created_at,
                         details=self.options.report_details,
+                        extra=self.report_extra(),
                     ),
                 )
             except BaselineError as exc:
@@ -635,8 +636,18 @@ class BaselineSession:
                 marked=self.marked,
                 created_at=self.created_at,
                 details=self.options.report_details,
+                extra=self.report_extra(),
             )
         return self._report
+
+    def markdown_notes(self) -> list[str]:
+        """Paragraphs the Markdown summary adds for this kind of run; none here."""
+        return []
+
+    def report_extra(self) -> dict[str, object]:
+        """Top-level entries the JSON report adds for this kind of run (A/B's ops judged
+        across its tests); none for a baseline run."""
+        return {}
 
     def report_failed(self, exc: BaselineError) -> None:
         """Keep a report's write error for the summary, beside any baseline write error."""

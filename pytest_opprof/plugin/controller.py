@@ -121,7 +121,12 @@ class Controller:
         markdown = self.options.gate.markdown_path
         if markdown is not None:
             try:
-                write_markdown(markdown, self.gate.results_at_end(), machine=self.gate.machine)
+                write_markdown(
+                    markdown,
+                    self.gate.results_at_end(),
+                    machine=self.gate.machine,
+                    notes=self.gate.markdown_notes(),
+                )
             except BaselineError as exc:
                 self.gate.report_failed(exc)
                 ok = False

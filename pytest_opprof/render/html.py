@@ -102,6 +102,20 @@ def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _across(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """An A/B report's ops that moved across its tests, the ones whole enough to show."""
+    ops = report.get("ab_ops")
+    return [
+        o
+        for o in (ops if isinstance(ops, list) else ())
+        if isinstance(o, Mapping)
+        and o.get("status") in ("regressed", "improved")
+        and isinstance(o.get("op"), str)
+        and isinstance(o.get("tests"), int)
+        and all(isinstance(o.get(k), (int, float)) for k in ("change", "low", "high"))
+    ]
+
+
 def _metric(verdict: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     for row in verdict.get("metrics") or ():
         if isinstance(row, Mapping) and row.get("metric") == name:
@@ -323,6 +337,7 @@ def render_html(report: Mapping[str, Any], history: HistoryLinks | None = None) 
         speed_change=data["speed_change"],
         not_judged=not_judged,
         unjudged=None if basis else data["unjudged"],  # an A/B run has its own lines
+        across=_across(report),
         times_unjudged=any(r.get("tn") or r.get("nj") for r in data["rows"]),
         flames_omitted=report.get("flames_omitted") or 0,
         detailed=data["detailed"],

@@ -239,7 +239,11 @@ def _work_note(verdict: Verdict) -> str:
 
 
 def render_markdown(
-    results: Sequence[TestResult], *, machine: MachineInfo, row_limit: int = 10
+    results: Sequence[TestResult],
+    *,
+    machine: MachineInfo,
+    row_limit: int = 10,
+    notes: Sequence[str] = (),
 ) -> str:
     """A run's summary as GitHub-flavoured Markdown (step summaries, PR comments), always
     under :data:`MARKDOWN_LIMIT` characters and UTF-16 code units: regressions first, the
@@ -266,6 +270,8 @@ def render_markdown(
         "details give the raw median, as measured.",
         "",
     ]
+    if notes:  # an A/B run's ops judged across its tests
+        out += [md_text(n) for n in notes] + [""]
     unjudged = UnjudgedTally()
     for r in results:
         if r.verdict.status != "new":
@@ -412,10 +418,14 @@ def _markdown_details(r: TestResult, row_limit: int) -> list[str]:
 
 
 def write_markdown(
-    path: str | os.PathLike[str], results: Sequence[TestResult], *, machine: MachineInfo
+    path: str | os.PathLike[str],
+    results: Sequence[TestResult],
+    *,
+    machine: MachineInfo,
+    notes: Sequence[str] = (),
 ) -> None:
     """Write :func:`render_markdown` to ``path`` (see ``gate.files.write_file``)."""
-    write_file(Path(path), render_markdown(results, machine=machine))
+    write_file(Path(path), render_markdown(results, machine=machine, notes=notes))
 
 
 REQUIRE_HINT = (
@@ -519,6 +529,8 @@ def session_lines(session: BaselineSession, *, row_limit: int = DEFAULT_ROW_LIMI
         shown += (", " if shown else "") + f"{len(session.outside)} outside the rootdir"
     basis = getattr(session, "basis", None)  # an A/B run's (pytest_opprof/ab/session.py)
     if basis is not None:
+        across = getattr(session, "across_counts", str)()
+        shown += (", " if shown and across else "") + across
         lines = [f"opprof {basis}: {shown or 'nothing judged'}"]
     else:
         where = _shown_path(session.options.baseline_dir)

@@ -1,0 +1,160 @@
+"""Ops across the run: one op's paired changes pooled over every test that times it.
+
+A library op made slower inside tests that do much else is found in none of them alone:
+numpy's ``svd`` made 10% slower, timed in nine tests of numpy's own ``test_linalg`` at
+the op floor, read +9% to +25% in each with intervals 20-34 points wide, and no test was
+failed.  The same op's estimates over the run's tests are independent studies of one
+change, so they are pooled as a random-effects meta-analysis pools them (DerSimonian &
+Laird 1986): each test's change weighted by one over its variance plus the spread between
+the tests (``tau``), which keeps an op that moved differently in different tests from
+reading narrower than it is.  Pooled, the same run read ``numpy.linalg.svd`` +14.7%
+[+8.0%, +21.8%] over 9 tests (``docs/ab.md``, "Ops across tests").
+
+An op is judged across tests as a test's time is (``paired.decide``'s distances): slower
+by the tolerance or more, its interval's low end at least half of it, significant at the
+run's false-discovery rate split evenly over the ops pooled (Bonferroni: one family of a
+few dozen), and each partner process's own pairs, pooled alike, at least the tolerance
+slower (``paired.agrees``: a process that runs an op slower for the whole run moves only
+its own pairs).  An op pooled over fewer than :data:`MIN_TESTS` tests is not judged here:
+its tests' own verdicts say what there is to say.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pytest_opprof.ab.student import t_ppf, t_sf
+
+MIN_TESTS = 3
+"""Tests an op must be timed in (at or above the op floor) to be judged across them."""
+
+
+@dataclass(frozen=True)
+class OpInTest:
+    """One test's paired estimate of one op's self time: its mean log ratio, that mean's
+    standard error (the offset between processes included), and each partner process's
+    own mean log ratio (None where the process ran none of its pairs)."""
+
+    mean_log: float
+    se_log: float
+    processes: tuple[float | None, ...]
+
+    def to_json(self, key: str) -> list[object]:
+        return [key, self.mean_log, self.se_log, list(self.processes)]
+
+
+@dataclass(frozen=True)
+class AcrossVerdict:
+    """One op judged over the tests that time it."""
+
+    op: str
+    tests: int
+    change: float
+    low: float
+    high: float
+    p: float
+    """One-sided p-value in the direction of the change."""
+    processes: tuple[float, ...]
+    """Each process's pooled change (relative)."""
+    status: str
+    """``regressed``, ``improved`` or ``pass`` (nothing beyond the tolerance shown)."""
+
+    def line(self, tolerance: float) -> str:
+        each = ", ".join(f"{c:+.1%}" for c in self.processes)
+        word = {"regressed": "REGRESSED", "improved": "improved"}.get(self.status, "")
+        return (
+            f"  {self.op}: {self.change:+.1%} [{self.low:+.1%}, {self.high:+.1%}] over "
+            f"{self.tests} tests  {word} (tolerance {tolerance:.0%}; each process: {each})"
+        ).rstrip()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "op": self.op,
+            "tests": self.tests,
+            "change": round(self.change, 4),
+            "low": round(self.low, 4),
+            "high": round(self.high, 4),
+            "p": float(f"{self.p:.3g}"),
+            "processes": [round(c, 4) for c in self.processes],
+            "status": self.status,
+        }
+
+
+class AcrossTests:
+    """Each op's estimates, test by test, as the run judges them (or as pytest-xdist
+    workers ship them to the controller)."""
+
+    def __init__(self) -> None:
+        self.by_op: dict[str, list[OpInTest]] = defaultdict(list)
+
+    def add(self, key: str, op: OpInTest) -> None:
+        self.by_op[key].append(op)
+
+    def add_rows(self, rows: Iterable[Sequence[object]]) -> None:
+        """Rows as :meth:`OpInTest.to_json` wrote them (a worker's shipment)."""
+        for key, mean, se, procs in rows:
+            self.add(
+                str(key),
+                OpInTest(
+                    float(mean),  # type: ignore[arg-type]
+                    float(se),  # type: ignore[arg-type]
+                    tuple(None if p is None else float(p) for p in procs),  # type: ignore[attr-defined]
+                ),
+            )
+
+    def judge(self, tolerance: float, q: float, confidence: float) -> list[AcrossVerdict]:
+        """Every op timed in :data:`MIN_TESTS` tests or more, judged; worst first."""
+        pooled = {k: v for k, v in self.by_op.items() if len(v) >= MIN_TESTS}
+        level = q / max(len(pooled), 1)
+        out = [_judged(k, v, tolerance, level, confidence) for k, v in pooled.items()]
+        return sorted(out, key=lambda v: (v.status == "pass", -abs(v.change), v.op))
+
+
+def pooled(means: Sequence[float], variances: Sequence[float]) -> tuple[float, float, float]:
+    """The DerSimonian-Laird random-effects mean of ``means`` (their ``variances`` known),
+    its standard error, and the spread between them (``tau``)."""
+    w = [1.0 / max(v, 1e-12) for v in variances]
+    sw = math.fsum(w)
+    fixed = math.fsum(wi * m for wi, m in zip(w, means, strict=True)) / sw
+    q = math.fsum(wi * (m - fixed) ** 2 for wi, m in zip(w, means, strict=True))
+    c = sw - math.fsum(wi * wi for wi in w) / sw
+    tau2 = max(0.0, (q - (len(means) - 1)) / c) if c > 0 else 0.0
+    ws = [1.0 / (max(v, 1e-12) + tau2) for v in variances]
+    mean = math.fsum(wi * m for wi, m in zip(ws, means, strict=True)) / math.fsum(ws)
+    return mean, 1.0 / math.sqrt(math.fsum(ws)), math.sqrt(tau2)
+
+
+def _judged(
+    key: str, ops: Sequence[OpInTest], tolerance: float, level: float, confidence: float
+) -> AcrossVerdict:
+    mean, se, _ = pooled([o.mean_log for o in ops], [o.se_log**2 for o in ops])
+    df = len(ops) - 1  # a t over the tests, not a normal: a few tests say little of tau
+    half = t_ppf(1 - (1 - confidence) / 2, df) * se
+    p = t_sf(abs(mean) / se, df) if se > 0 else 0.0
+    width = max(len(o.processes) for o in ops)
+    processes = []
+    for k in range(width):
+        own = [o.processes[k] for o in ops if k < len(o.processes)]
+        seen = [x for x in own if x is not None]
+        processes.append(statistics.median(seen) if seen else 0.0)
+    status = "pass"
+    bound = math.log1p(tolerance)
+    if p < level and len(processes) == width:
+        if mean >= bound and mean - half >= bound / 2 and all(x >= bound for x in processes):
+            status = "regressed"
+        elif mean <= -bound and mean + half <= -bound / 2 and all(x <= -bound for x in processes):
+            status = "improved"
+    return AcrossVerdict(
+        key,
+        len(ops),
+        math.expm1(mean),
+        math.expm1(mean - half),
+        math.expm1(mean + half),
+        p,
+        tuple(math.expm1(x) for x in processes),
+        status,
+    )
