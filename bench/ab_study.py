@@ -8,7 +8,10 @@ ops, FLOPs and bytes: only the loop runs longer).  Per scenario and repeat:
 
 * **interleaved A/B** (ours): ``pytest --opprof --opprof-against=HEAD``, scored from its
   JSON report: false failures in the A/A run, the share of tests of >= 1 ms whose time got
-  a verdict, the slowed tests caught with ``kernel`` named first, the pairs it ran;
+  a verdict, the slowed tests caught with ``kernel`` named first, the pairs it ran; and
+  the ops judged across the run's tests (``pytest_opprof/ab/across.py``): in an A/A run
+  each op that moved is a false verdict, in a slowed run whether the slowed op (``kernel``;
+  numpy's ``svd``) regressed across its tests;
 * **sequential A/B** (as ``asv continuous`` runs): the base's tests 3 times, then the
   head's 3 times, each ``pytest --opprof --opprof-rounds=1``; a test fails when the median
   of its 3 head wall times exceeds the median of its 3 base wall times by the tolerance;
@@ -413,10 +416,11 @@ def markdown(results: list[dict[str, Any]]) -> str:
     cost; and the comparators' false failures and detection where they ran."""
     rows = [
         "| scenario | suite | A/B false (A/A) | judged >= 1 ms | caught, named first | "
+        "ops across tests: false (A/A) / slowed op found | "
         "pairs | cost vs plain (without the start) | sequential false / caught | "
         "committed false / caught | "
         "pytest-benchmark false / caught |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     keys = sorted({(r["scenario"], r.get("suite", "synth")) for r in results})
     for scenario, suite in keys:
@@ -444,9 +448,20 @@ def markdown(results: list[dict[str, Any]]) -> str:
             return f"{f} / {_rate(c, t)}"
 
         pairs = "; ".join(a["pairs"].split(";")[0].removeprefix("pairs: ") for a in aa[:1])
+        ops_false = sum(
+            len(a.get("ops_regressed", [])) + len(a.get("ops_improved", [])) for a in aa
+        )
+        ops_pooled = sum(a.get("ops_pooled", 0) for a in aa)
+        slowed_op = {"numpy": NUMPY_OP, "synth": KERNEL}.get(suite)
+        found = (
+            f"{sum(slowed_op in a.get('ops_regressed', []) for a in sl)}/{len(sl)} runs"
+            if slowed_op
+            else "n/a"
+        )
         rows.append(
             f"| {scenario} | {suite} | {_rate(false, tests)} | {_rate(judged, long)} | "
-            f"{_rate(caught, slowed)} | {pairs} | x{cost:.1f} (x{bare:.1f}) | "
+            f"{_rate(caught, slowed)} | {_rate(ops_false, ops_pooled)} / {found} | "
+            f"{pairs} | x{cost:.1f} (x{bare:.1f}) | "
             f"{other('sequential')} | "
             f"{other('committed')} | {other('benchmark')} |"
         )

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from test_ab import KERNEL, commit_base, run_ab
 
-from pytest_opprof.ab.across import MIN_TESTS, AcrossTests, OpInTest, pooled
+from pytest_opprof.ab.across import MIN_TESTS, AcrossTests, OpInTest, apart, pooled
 
 
 def _ops(
@@ -72,6 +72,29 @@ def test_one_process_alone_cannot_move_an_op_across_tests() -> None:
     (verdict,) = _ops([0.12] * 9, 0.03, processes=(0.24, 0.0)).judge(0.05, 0.1, 0.9)
     assert verdict.status == "pass", verdict
     assert verdict.processes == pytest.approx((0.24, 0.0))
+
+
+def test_an_op_whose_processes_of_one_side_disagree_is_not_moved_across_tests() -> None:
+    """Both head processes' pairs read +12%, but the base's two processes ran the op 20%
+    apart: each process brings an offset of that size to every test's pairs (the
+    generated suite's numpy.add: one head process +68% for a whole A/A run, the other
+    -2%), so the same reading may be two offsets that happen to agree."""
+    across = AcrossTests()
+    for _ in range(9):
+        across.add(
+            "numpy.add",
+            OpInTest(math.log(1.12), 0.03, (math.log(1.12),) * 2, (0.1, -0.1), (0.0, 0.0)),
+        )
+    (verdict,) = across.judge(0.05, 0.1, 0.9)
+    assert verdict.status == "pass" and verdict.apart == pytest.approx(math.expm1(0.2)), verdict
+    assert "one side's processes 22.1% apart" in verdict.line(0.05)
+
+
+def test_apart_is_each_process_from_the_processes_mean() -> None:
+    assert apart([[1.0, 1.2], [0.9]]) == pytest.approx((0.1, -0.1))
+    assert apart([[1.0], []]) == (None, None)  # one process with rounds: nothing to compare
+    low, missing, high = apart([[1.0], [], [2.0]])
+    assert (low, missing, high) == (pytest.approx(-0.5), None, pytest.approx(0.5))
 
 
 def test_unchanged_and_scattered_ops_pass() -> None:

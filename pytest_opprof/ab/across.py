@@ -36,15 +36,37 @@ MIN_TESTS = 3
 @dataclass(frozen=True)
 class OpInTest:
     """One test's paired estimate of one op's self time: its mean log ratio, that mean's
-    standard error (the offset between processes included), and each partner process's
-    own mean log ratio (None where the process ran none of its pairs)."""
+    standard error (the offset between processes included), each partner process's own
+    mean log ratio (None where the process ran none of its pairs), and how far each
+    process's rounds lay from the others' of the same side (mean log time less the mean
+    over the processes; None where a process ran none), base and head."""
 
     mean_log: float
     se_log: float
     processes: tuple[float | None, ...]
+    base_apart: tuple[float | None, ...] = ()
+    head_apart: tuple[float | None, ...] = ()
 
     def to_json(self, key: str) -> list[object]:
-        return [key, self.mean_log, self.se_log, list(self.processes)]
+        return [
+            key,
+            self.mean_log,
+            self.se_log,
+            list(self.processes),
+            list(self.base_apart),
+            list(self.head_apart),
+        ]
+
+
+def apart(logs_by_process: Sequence[Sequence[float]]) -> tuple[float | None, ...]:
+    """Each process's mean log time less the mean of the processes' means (None for a
+    process with no rounds; all None unless two processes or more have rounds)."""
+    means = [math.fsum(x) / len(x) if x else None for x in logs_by_process]
+    seen = [m for m in means if m is not None]
+    if len(seen) < 2:
+        return tuple(None for _ in means)
+    centre = math.fsum(seen) / len(seen)
+    return tuple(None if m is None else m - centre for m in means)
 
 
 @dataclass(frozen=True)
@@ -60,6 +82,9 @@ class AcrossVerdict:
     """One-sided p-value in the direction of the change."""
     processes: tuple[float, ...]
     """Each process's pooled change (relative)."""
+    apart: float
+    """How far the processes of one side lay apart for this op, the larger side's
+    (relative): the pooled offset a process brings to every test's pairs."""
     status: str
     """``regressed``, ``improved`` or ``pass`` (nothing beyond the tolerance shown)."""
 
@@ -68,8 +93,9 @@ class AcrossVerdict:
         word = {"regressed": "REGRESSED", "improved": "improved"}.get(self.status, "")
         return (
             f"  {self.op}: {self.change:+.1%} [{self.low:+.1%}, {self.high:+.1%}] over "
-            f"{self.tests} tests  {word} (tolerance {tolerance:.0%}; each process: {each})"
-        ).rstrip()
+            f"{self.tests} tests  {word} (tolerance {tolerance:.0%}; each process: {each}; "
+            f"one side's processes {self.apart:.1%} apart)"
+        )
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -80,6 +106,7 @@ class AcrossVerdict:
             "high": round(self.high, 4),
             "p": float(f"{self.p:.3g}"),
             "processes": [round(c, 4) for c in self.processes],
+            "apart": round(self.apart, 4),
             "status": self.status,
         }
 
@@ -96,13 +123,19 @@ class AcrossTests:
 
     def add_rows(self, rows: Iterable[Sequence[object]]) -> None:
         """Rows as :meth:`OpInTest.to_json` wrote them (a worker's shipment)."""
-        for key, mean, se, procs in rows:
+
+        def floats(values: object) -> tuple[float | None, ...]:
+            return tuple(None if v is None else float(v) for v in values)  # type: ignore[attr-defined]
+
+        for key, mean, se, procs, base_apart, head_apart in rows:
             self.add(
                 str(key),
                 OpInTest(
                     float(mean),  # type: ignore[arg-type]
                     float(se),  # type: ignore[arg-type]
-                    tuple(None if p is None else float(p) for p in procs),  # type: ignore[attr-defined]
+                    floats(procs),
+                    floats(base_apart),
+                    floats(head_apart),
                 ),
             )
 
@@ -135,15 +168,14 @@ def _judged(
     df = len(ops) - 1  # a t over the tests, not a normal: a few tests say little of tau
     half = t_ppf(1 - (1 - confidence) / 2, df) * se
     p = t_sf(abs(mean) / se, df) if se > 0 else 0.0
-    width = max(len(o.processes) for o in ops)
-    processes = []
-    for k in range(width):
-        own = [o.processes[k] for o in ops if k < len(o.processes)]
-        seen = [x for x in own if x is not None]
-        processes.append(statistics.median(seen) if seen else 0.0)
+    own = _per_process([o.processes for o in ops])
+    processes = [0.0 if x is None else x for x in own]
+    spread = max(_spread([o.base_apart for o in ops]), _spread([o.head_apart for o in ops]))
     status = "pass"
     bound = math.log1p(tolerance)
-    if p < level and len(processes) == width:
+    # Every process must have pairs of the op (one process alone cannot move it), and the
+    # processes of each side must lie within the tolerance of each other.
+    if p < level and None not in own and spread < bound:
         if mean >= bound and mean - half >= bound / 2 and all(x >= bound for x in processes):
             status = "regressed"
         elif mean <= -bound and mean + half <= -bound / 2 and all(x <= -bound for x in processes):
@@ -156,5 +188,24 @@ def _judged(
         math.expm1(mean + half),
         p,
         tuple(math.expm1(x) for x in processes),
+        math.expm1(spread),
         status,
     )
+
+
+def _per_process(values: Sequence[Sequence[float | None]]) -> list[float | None]:
+    """Per process, the median over the tests of its value (tests where it has none left
+    out; None for a process no test has one for)."""
+    width = max((len(v) for v in values), default=0)
+    out: list[float | None] = []
+    for k in range(width):
+        seen = [x for v in values if k < len(v) and (x := v[k]) is not None]
+        out.append(statistics.median(seen) if seen else None)
+    return out
+
+
+def _spread(values: Sequence[Sequence[float | None]]) -> float:
+    """How far apart the processes of one side lay (pooled over the tests; 0 where
+    fewer than two have rounds)."""
+    seen = [x for x in _per_process(values) if x is not None]
+    return max(seen) - min(seen) if len(seen) >= 2 else 0.0

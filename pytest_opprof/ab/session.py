@@ -9,12 +9,13 @@ the base side's (``gate.verdict.compare``), and the verdict says its basis.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_opprof.ab import paired
-from pytest_opprof.ab.across import MIN_TESTS, AcrossTests, AcrossVerdict, OpInTest
+from pytest_opprof.ab.across import MIN_TESTS, AcrossTests, AcrossVerdict, OpInTest, apart
 from pytest_opprof.ab.base_side import BaseTest
 from pytest_opprof.ab.judge import (
     ABJudge,
@@ -147,10 +148,19 @@ class ABSession(BaselineSession):
             if not j.key:
                 continue
             own = [j.pairs.in_process(k, processes) for k in range(processes)]
+            index = j.pairs.index or tuple(range(len(j.pairs.base_ns)))
+            base_logs: list[list[float]] = [[] for _ in range(processes)]
+            head_logs: list[list[float]] = [[] for _ in range(processes)]
+            for k, b, h in zip(index, j.pairs.base_ns, j.pairs.head_ns, strict=True):
+                if b > 0 and h > 0:
+                    base_logs[k % processes].append(math.log(b))
+                    head_logs[k % processes].append(math.log(h))
             op = OpInTest(
                 j.estimate.mean_log,
                 j.estimate.se_log,
                 tuple(sum(d) / len(d) if d else None for d in own),
+                apart(base_logs),
+                apart(head_logs),
             )
             self.across.add(j.key, op)
             rows.append(op.to_json(j.key))
