@@ -75,10 +75,10 @@ def test_one_process_alone_cannot_move_an_op_across_tests() -> None:
 
 
 def test_an_op_whose_processes_of_one_side_disagree_is_not_moved_across_tests() -> None:
-    """Both head processes' pairs read +12%, but the base's two processes ran the op 20%
-    apart: each process brings an offset of that size to every test's pairs (the
-    generated suite's numpy.add: one head process +68% for a whole A/A run, the other
-    -2%), so the same reading may be two offsets that happen to agree."""
+    """Both process pairs read +12%, but the base's two processes ran the op 20% apart:
+    each process brings an offset of that size to every test's pairs (the generated
+    suite's numpy.add: one head process +68% for a whole A/A run, the other -2%), so the
+    same reading may be two offsets that happen to agree; the interval holds them."""
     across = AcrossTests()
     for _ in range(9):
         across.add(
@@ -87,7 +87,16 @@ def test_an_op_whose_processes_of_one_side_disagree_is_not_moved_across_tests() 
         )
     (verdict,) = across.judge(0.05, 0.1, 0.9)
     assert verdict.status == "pass" and verdict.apart == pytest.approx(math.expm1(0.2)), verdict
+    assert verdict.low < 0 < verdict.high, verdict
     assert "one side's processes 22.1% apart" in verdict.line(0.05)
+    # Processes of each side within a few percent of each other: the change stands.
+    close = AcrossTests()
+    for _ in range(9):
+        close.add(
+            "numpy.add",
+            OpInTest(math.log(1.12), 0.03, (math.log(1.12),) * 2, (0.01, -0.01), (0.0, 0.0)),
+        )
+    assert close.judge(0.05, 0.1, 0.9)[0].status == "regressed"
 
 
 def test_apart_is_each_process_from_the_processes_mean() -> None:
