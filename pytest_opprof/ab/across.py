@@ -10,10 +10,10 @@ the tests (``tau``), which keeps an op that moved differently in different tests
 reading narrower than it is.  Pooled, the same run read ``numpy.linalg.svd`` +14.7%
 [+8.0%, +21.8%] over 9 tests (``docs/ab.md``, "Ops across tests").
 
-An op is judged across tests as a test's time is (``paired.decide``'s distances): slower
-by the tolerance or more, its interval's low end at least half of it, significant at the
-run's false-discovery rate split evenly over the ops pooled (Bonferroni: one family of a
-few dozen), and each partner process's own pairs, pooled alike, at least the tolerance
+An op is judged across tests more strictly than a test's time: its whole interval beyond
+the tolerance (a test's may reach down to half of it), significant at the run's
+false-discovery rate split evenly over the ops pooled (Bonferroni: one family of a few
+dozen), and each partner process's own pairs, pooled alike, at least the tolerance
 slower (``paired.agrees``).  Pooling does not average out what a process brings to every
 test's pairs: a partner that runs the op slower for the whole run (the generated suite's
 ``numpy.add`` lay +68% off in one head process of an A/A run) shifts every test alike.
@@ -22,6 +22,15 @@ side's processes lay from each other for the op: two such offsets that happen to
 one in each process pair, cannot pass for a change.  An op pooled over fewer than
 :data:`MIN_TESTS` tests is not judged here: its tests' own verdicts say what there is to
 say.
+
+Why the whole interval: pooled intervals are a few points wide, and the two sides differ a
+little even where the code does not.  Over 25 runs of numpy's ``test_linalg`` (A/A and
+with ``svd`` slowed), most ops read the head 2-9% faster on average, and one A/A run read
+``numpy.testing.assert_almost_equal`` -8.2% [-12.1%, -4.1%] over 10 tests, both processes
+agreeing: at a test's distances (change at the tolerance, the interval's end at half of
+it) that failed the run as improved.  Asking the whole interval to lie beyond the
+tolerance left it passed, and replayed on those runs' reports found ``svd`` +10% in the
+same 11 of 12 slowed runs as the looser rule (their pooled low ends +6.6% to +15.8%).
 """
 
 from __future__ import annotations
@@ -186,9 +195,9 @@ def _judged(
     bound = math.log1p(tolerance)
     # Every process must have pairs of the op: one process alone cannot move it.
     if p < level and None not in own:
-        if mean >= bound and mean - half >= bound / 2 and all(x >= bound for x in processes):
+        if mean - half >= bound and all(x >= bound for x in processes):
             status = "regressed"
-        elif mean <= -bound and mean + half <= -bound / 2 and all(x <= -bound for x in processes):
+        elif mean + half <= -bound and all(x <= -bound for x in processes):
             status = "improved"
     return AcrossVerdict(
         key,
