@@ -57,7 +57,7 @@ def test_an_op_each_test_cannot_decide_regresses_across_them() -> None:
     assert (
         verdict.tests == 9 and verdict.low > 0.025 and verdict.low < verdict.change < verdict.high
     )
-    assert "numpy.linalg.svd: +" in verdict.line(0.05) and "REGRESSED" in verdict.line(0.05)
+    assert "numpy.linalg.svd: +" in verdict.line(0.05) and " slower (" in verdict.line(0.05)
     assert verdict.to_json()["status"] == "regressed"
 
 
@@ -148,12 +148,13 @@ def test_kernel(i):
 
 @pytest.mark.alone  # its times are judged
 @pytest.mark.parametrize("workers", [None, "2"])
-def test_a_scope_slower_in_every_test_fails_the_run_though_no_test_fails(
+def test_a_scope_slower_in_every_test_is_named_across_them_though_no_test_fails(
     pytester: pytest.Pytester, workers: str | None
 ) -> None:
     """Six tests whose ``kernel`` scope is 30% slower, each held to one pair a process (a
-    test's failure needs two): no test fails, the run does, naming the scope across them;
-    under pytest-xdist the workers' estimates reach the controller."""
+    test's failure needs two): no test fails, and the scope is named slower across them
+    in every report (reported, not failed: docs/ab.md, "Ops across tests"); under
+    pytest-xdist the workers' estimates reach the controller."""
     (pytester.path / "work.py").write_text(textwrap.dedent(KERNEL))
     (pytester.path / "test_work.py").write_text(textwrap.dedent(SEVERAL.format(n=60_000)))
     commit_base(pytester.path)
@@ -162,13 +163,13 @@ def test_a_scope_slower_in_every_test_fails_the_run_though_no_test_fails(
     args += ["--opprof-markdown=ab.md", "--opprof-html=ab.html"]
     result = run_ab(pytester, *args, *(["-n", workers] if workers else []))
     result.assert_outcomes(passed=6)
-    assert result.ret == 1
+    assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
-            "opprof A/B against HEAD *: 6 pass, 1 op(s) regressed across tests",
+            "opprof A/B against HEAD *: 6 pass, 1 op(s) slower across tests",
             "ops across tests: * op(s) timed in 3 tests or more, *; moved beyond the 5% tolerance:",
-            "  kernel: +*% [[]+*%, +*%] over 6 tests  REGRESSED (tolerance 5%; each process: *)",
-            "  the run fails: an op regressed across its tests",
+            "  kernel: +*% [[]+*%, +*%] over 6 tests  slower (tolerance 5%; each process: *)",
+            "  reported, not failed: *",
         ]
     )
     ops = json.loads((pytester.path / "ab.json").read_text())["ab_ops"]
@@ -176,7 +177,8 @@ def test_a_scope_slower_in_every_test_fails_the_run_though_no_test_fails(
     assert kernel["status"] == "regressed" and kernel["tests"] == 6, kernel
     assert "Across tests: kernel: +" in (pytester.path / "ab.md").read_text()
     page = (pytester.path / "ab.html").read_text()
-    assert 'id="across"' in page and "<code>kernel</code>" in page and "regressed" in page
+    assert 'id="across"' in page and "<code>kernel</code>" in page
+    assert "over 6 tests, slower (reported, not failed)" in page
     # +30% on a quiet machine; a busy one's work time read +65% [+40%, +94%] once.
     assert kernel["change"] > 0.15 and all(c >= 0.05 for c in kernel["processes"]), kernel
 

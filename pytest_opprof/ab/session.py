@@ -54,6 +54,12 @@ on recorded runs (``bench/ab_replay.py``, tolerance 5%, 4 runs a scenario), 10% 
 level grow with the discoveries, as Benjamini-Hochberg's does."""
 
 
+ACROSS_CAVEAT = (
+    "the two sides' processes can differ for one op in every test alike (docs/ab.md, "
+    '"Ops across tests")'
+)
+
+
 class ABSession(BaselineSession):
     """The comparison of an A/B run (see the module docstring)."""
 
@@ -174,19 +180,13 @@ class ABSession(BaselineSession):
             )
         return self._across
 
-    def finish(self) -> bool:
-        """As a baseline run's, and False where an op regressed across the run's tests:
-        the run fails though no test did alone."""
-        ok = super().finish()
-        if self.options.warn_only:
-            return ok
-        return ok and not any(v.status == "regressed" for v in self.across_verdicts())
-
     def across_counts(self) -> str:
         """For the summary's first line: the ops that moved across the run's tests."""
         moved = Counter(v.status for v in self.across_verdicts() if v.status != "pass")
         return ", ".join(
-            f"{moved[s]} op(s) {s} across tests" for s in ("regressed", "improved") if moved[s]
+            f"{moved[s]} op(s) {word} across tests"
+            for s, word in (("regressed", "slower"), ("improved", "faster"))
+            if moved[s]
         )
 
     def _across_lines(self) -> list[str]:
@@ -203,8 +203,7 @@ class ABSession(BaselineSession):
             return ["", f"{head}: none moved beyond the {tol:.0%} tolerance"]
         lines = ["", f"{head}; moved beyond the {tol:.0%} tolerance:"]
         lines += [v.line(tol) for v in moved]
-        if any(v.status == "regressed" for v in moved) and not self.options.warn_only:
-            lines.append("  the run fails: an op regressed across its tests")
+        lines.append(f"  reported, not failed: {ACROSS_CAVEAT}")
         return lines
 
     def markdown_notes(self) -> list[str]:

@@ -34,9 +34,10 @@ with ``--opprof-report-details``, version :data:`DETAILS_SCHEMA` (1), every figu
         }
       },
       "flames_omitted": int,                       # tests whose flame the cap left out
-      "ab_ops": [                                  # A/B runs only: ops judged across tests
+      "ab_ops": [                                  # A/B runs only: ops pooled across tests
         {"op": str, "tests": int, "change": float, "low": float, "high": float,
-         "p": float, "processes": [float, ...], "status": "regressed|improved|pass"}
+         "p": float, "processes": [float, ...], "apart": float,
+         "status": "regressed|improved|pass"}      # reported, never failed (ab/across.py)
       ]
     }
 
