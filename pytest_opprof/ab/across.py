@@ -35,9 +35,10 @@ slowed runs as the looser rule (their pooled low ends +6.6% to +15.8%).
 Why reported and not failed: what differs between the two sides for one op in every test
 alike is not only the processes.  A scipy A/A run read ``numpy.multiply`` -10.8% across
 its tests, and a generated suite whose tests add 8 MB arrays moved ``numpy.add`` (+23%,
--23%, +40%, each process's pairs alike) in 3 of 6 A/A runs (whether those arrays' pages are already
-mapped depends on each process's heap; ``docs/ab.md``).  No interval over the tests holds
-that, so a moved op is shown in every report and the run's outcome is its tests'.
+-23%, +40%, each process's pairs alike) in 3 of 6 A/A runs: whether those arrays' pages
+are already mapped depends on each process's heap (``docs/ab.md``).  No interval over the
+tests holds that, so a moved op is shown in every report and the run's outcome is its
+tests'.
 """
 
 from __future__ import annotations

@@ -55,8 +55,7 @@ level grow with the discoveries, as Benjamini-Hochberg's does."""
 
 
 ACROSS_CAVEAT = (
-    "the two sides' processes can differ for one op in every test alike (docs/ab.md, "
-    '"Ops across tests")'
+    'the two sides can differ for one op in every test alike (docs/ab.md, "Ops across tests")'
 )
 
 
