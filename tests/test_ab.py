@@ -158,7 +158,11 @@ def test_a_faster_test_is_improved_with_no_baseline_advice(pytester: pytest.Pyte
     """An A/B run records no baselines, so its improvements carry no advice to update them."""
     make_repo(pytester.path, n=180_000)
     (pytester.path / "test_work.py").write_text(textwrap.dedent(TESTS.format(n=30_000)))
-    result = run_ab(pytester, "--opprof-report=ab.json", "--opprof-ab-max-pairs=40")
+    # Four pairs at the least, two in each process: an improvement needs each process's
+    # pairs to see it, and a busy CI runner once passed the test ("no slower") after three.
+    result = run_ab(
+        pytester, "--opprof-report=ab.json", "--opprof-ab-min-pairs=4", "--opprof-ab-max-pairs=40"
+    )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["improved beyond tolerance:", "  test_work.py::test_kernel"])
     verdict = report(pytester)["test_work.py::test_kernel"]["verdict"]
