@@ -80,6 +80,28 @@ class OpInTest:
         ]
 
 
+def op_in_test(
+    mean_log: float,
+    se_log: float,
+    pairs: Iterable[tuple[int, int, int]],
+    processes: int,
+) -> OpInTest:
+    """One test's figure of an op from its estimate and its pairs ``(pair number, base
+    ns, head ns)``: pair ``k`` ran in process ``k % processes`` of each side.  A process's
+    mean log ratio is its mean head log time less its mean base log time (the same pairs)."""
+    base: list[list[float]] = [[] for _ in range(processes)]
+    head: list[list[float]] = [[] for _ in range(processes)]
+    for k, b, h in pairs:
+        if b > 0 and h > 0:
+            base[k % processes].append(math.log(b))
+            head[k % processes].append(math.log(h))
+    own = tuple(
+        math.fsum(hs) / len(hs) - math.fsum(bs) / len(bs) if bs else None
+        for bs, hs in zip(base, head, strict=True)
+    )
+    return OpInTest(mean_log, se_log, own, apart(base), apart(head))
+
+
 def apart(logs_by_process: Sequence[Sequence[float]]) -> tuple[float | None, ...]:
     """Each process's mean log time less the mean of the processes' means (None for a
     process with no rounds; all None unless two processes or more have rounds)."""

@@ -9,13 +9,12 @@ the base side's (``gate.verdict.compare``), and the verdict says its basis.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_opprof.ab import paired
-from pytest_opprof.ab.across import MIN_TESTS, AcrossTests, AcrossVerdict, OpInTest, apart
+from pytest_opprof.ab.across import MIN_TESTS, AcrossTests, AcrossVerdict, op_in_test
 from pytest_opprof.ab.base_side import BaseTest
 from pytest_opprof.ab.judge import (
     ABJudge,
@@ -97,7 +96,6 @@ class ABSession(BaselineSession):
         """The tests this run selected (the single process's, or every xdist worker's)."""
         self.base_python: str | None = None
         """The base side's interpreter, when ``--opprof-against-python`` chose it."""
-        self.q = q
         self.across = AcrossTests()
         """Each op's paired estimates over the tests that time it (``across.py``)."""
         self.op_rows: dict[str, list[list[object]]] = {}
@@ -148,24 +146,15 @@ class ABSession(BaselineSession):
     def _add_ops(self, judged: Sequence[JudgedFigure]) -> list[list[object]]:
         """Pool the test's op estimates into :attr:`across`; returns them as shipped."""
         rows = []
-        processes = self.judge_ab.processes
         for j in judged:
             if not j.key:
                 continue
-            own = [j.pairs.in_process(k, processes) for k in range(processes)]
-            index = j.pairs.index or tuple(range(len(j.pairs.base_ns)))
-            base_logs: list[list[float]] = [[] for _ in range(processes)]
-            head_logs: list[list[float]] = [[] for _ in range(processes)]
-            for k, b, h in zip(index, j.pairs.base_ns, j.pairs.head_ns, strict=True):
-                if b > 0 and h > 0:
-                    base_logs[k % processes].append(math.log(b))
-                    head_logs[k % processes].append(math.log(h))
-            op = OpInTest(
+            p = j.pairs
+            op = op_in_test(
                 j.estimate.mean_log,
                 j.estimate.se_log,
-                tuple(sum(d) / len(d) if d else None for d in own),
-                apart(base_logs),
-                apart(head_logs),
+                zip(p.index or range(len(p.base_ns)), p.base_ns, p.head_ns, strict=True),
+                self.judge_ab.processes,
             )
             self.across.add(j.key, op)
             rows.append(op.to_json(j.key))
@@ -175,7 +164,7 @@ class ABSession(BaselineSession):
         """The ops judged over the run's tests (``across.py``), once the run has ended."""
         if self._across is None:
             self._across = self.across.judge(
-                self.tolerances.time, self.q, paired.DEFAULT_CONFIDENCE
+                self.tolerances.time, self.judge_ab.fdr.q, paired.DEFAULT_CONFIDENCE
             )
         return self._across
 
