@@ -15,11 +15,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_opprof.ab import paired
-from pytest_opprof.gate.summary import OTHER_OPS, RoundFigures
+from pytest_opprof.gate.round_figures import SummedOps
+from pytest_opprof.gate.summary import OTHER_OPS, OpFigures, RoundFigures
 from pytest_opprof.gate.verdict import MetricRow, OpReason, RowStatus, Tolerances
 from pytest_opprof.gate.waiting import WAIT_SHARE_LIMIT
 
@@ -172,24 +173,51 @@ def op_pairs(
     """An op's self time in each pair from ``start`` on where both rounds ran it; its waits
     are already out of its self time where they were measured per op, so only pairs with no
     work time to judge are left out."""
-    b_ns, h_ns, index, dropped = [], [], [], 0
-    for k, (b, h) in enumerate(zip(base, head, strict=False)):
-        if k < start:
-            continue
-        bo, ho = b.ops.get(key), h.ops.get(key)
-        # A round whose op has no self time left (all of it a wait) has no ratio to judge.
-        if bo is None or ho is None or bo.self_cpu_ns <= 0 or ho.self_cpu_ns <= 0:
-            continue
-        basis = paired.pair_basis(
-            b.wall_time_ns, b.wait_ns or 0, h.wall_time_ns, h.wait_ns or 0, limit
-        )
-        if basis == "rerun":
-            dropped += 1
-            continue
-        index.append(k)
-        b_ns.append(bo.self_cpu_ns)
-        h_ns.append(ho.self_cpu_ns)
-    return Pairs(tuple(b_ns), tuple(h_ns), 0, dropped, tuple(index), start)
+    return _OpTable(base, head, limit, start).pairs(key)
+
+
+class _OpTable:
+    """The pairs of one test as :func:`op_pairs` reads them for each of its ops: each
+    pair's basis found once, each round's ops as a plain dict.  ``ABJudge.figures`` runs at
+    every pair for every op of the test (scipy.signal's ``test_spectral``: 35,657 op
+    figures in one A/A run, each asking each pair's basis and each round's op again)."""
+
+    def __init__(
+        self,
+        base: Sequence[RoundFigures],
+        head: Sequence[RoundFigures],
+        limit: float,
+        start: int,
+    ) -> None:
+        self.start = start
+        self.rows: list[tuple[int, Mapping[str, OpFigures], Mapping[str, OpFigures], bool]] = []
+        for k, (b, h) in enumerate(zip(base, head, strict=False)):
+            if k < start:
+                continue
+            basis = paired.pair_basis(
+                b.wall_time_ns, b.wait_ns or 0, h.wall_time_ns, h.wait_ns or 0, limit
+            )
+            self.rows.append((k, _plain(b.ops), _plain(h.ops), basis == "rerun"))
+
+    def pairs(self, key: str) -> Pairs:
+        b_ns, h_ns, index, dropped = [], [], [], 0
+        for k, bops, hops, rerun in self.rows:
+            bo, ho = bops.get(key), hops.get(key)
+            # A round whose op has no self time left (all of it a wait) has no ratio.
+            if bo is None or ho is None or bo.self_cpu_ns <= 0 or ho.self_cpu_ns <= 0:
+                continue
+            if rerun:
+                dropped += 1
+                continue
+            index.append(k)
+            b_ns.append(bo.self_cpu_ns)
+            h_ns.append(ho.self_cpu_ns)
+        return Pairs(tuple(b_ns), tuple(h_ns), 0, dropped, tuple(index), self.start)
+
+
+def _plain(ops: Mapping[str, OpFigures]) -> Mapping[str, OpFigures]:
+    """``ops`` with a dict's own ``get`` (a ``SummedOps``' made dict)."""
+    return ops.made() if isinstance(ops, SummedOps) else ops
 
 
 @dataclass(frozen=True)
@@ -278,8 +306,9 @@ class ABJudge:
         keys = set().union(*(r.ops for r in base[first])) & set().union(
             *(r.ops for r in head[first])
         )
+        table = _OpTable(base, head, limit, start)
         for key in sorted(keys - {OTHER_OPS}):
-            pairs = op_pairs(base, head, key, limit, start)
+            pairs = table.pairs(key)
             if _at_floor(pairs, tol):
                 candidates.append((key, pairs, self.op_noise, self.op_offset))
         each = level / max(len(candidates), 1)
@@ -380,12 +409,15 @@ class ABJudge:
             self.firsts.append(cost[0])
         self.fdr.record(any(j.decision in ("regressed", "improved") for j in judged))
         self.test_extra = 0
+        # The offsets the estimates were made with (figures() above), read before any of
+        # this test's figures moves them: each estimate's interval less its own offset.
+        used = {"": self.test_offset.offset(), "op": self.op_offset.offset()}
         for j in judged:
             (self.test_noise if j.key == "" else self.op_noise).add(
                 j.pairs.scale_ns, j.pairs.log_ratios
             )
             offset = self.test_offset if j.key == "" else self.op_offset
-            within = j.estimate.se_log**2 - offset.offset() ** 2
+            within = j.estimate.se_log**2 - used["" if j.key == "" else "op"] ** 2
             offset.add(j.estimate.mean_log, max(within, 0.0))
         wall = test_pairs(base, head, wait_limit(tol))
         self.pairs_run += min(len(base), len(head))
@@ -491,10 +523,7 @@ def work_varies(rounds: Sequence[RoundFigures]) -> bool:
     it (FLOPs, op calls): a test that draws its sizes from an unseeded generator.  Its
     pairs then compare different work, and one pair where the head drew the larger input
     twice read +64% [+52%, +78%] (``tests/test_ab.py``)."""
-    seen = {
-        (sum(o.flops for o in r.ops.values()), sum(o.count for o in r.ops.values())) for r in rounds
-    }
-    return len(seen) > 1
+    return len({r.work for r in rounds}) > 1
 
 
 def _above_floor(

@@ -552,29 +552,42 @@ class OffsetModel:
     def __init__(self) -> None:
         self._squares: list[float] = []
         self._within: list[float] = []
-        self._offset = OFFSET_PRIOR
-        """:meth:`offset`, computed as each figure is added: it is read for every figure
-        at every pair, and its quantile runs over all the run's settled figures."""
+        self._offset: float | None = OFFSET_PRIOR
+        """:meth:`offset` once computed, None while figures added since wait for it: it is
+        read for every figure at every pair, and a test's figures are added at once."""
 
     def add(self, mean_log: float, within_variance: float) -> None:
         self._squares.append(mean_log * mean_log)
         self._within.append(max(within_variance, 0.0))
         if len(self._squares) >= OFFSET_MIN_FIGURES:
-            self._offset = min(
-                _offset_for(np.asarray(self._squares), np.asarray(self._within)), OFFSET_PRIOR
-            )
+            self._offset = None
 
     def offset(self) -> float:
         """The offset (log units): the prior, then the run's own."""
+        if self._offset is None:
+            self._offset = min(
+                _offset_for(np.asarray(self._squares), np.asarray(self._within)), OFFSET_PRIOR
+            )
         return self._offset
 
 
 def _offset_for(squares: np.ndarray, within: np.ndarray) -> float:
     """The ``offset`` whose standardised squares have the chi-square's lower quartile
     (bisection: their quartile falls as the offset grows)."""
+    # The quartile as np.quantile's default (linear) method takes it, from the two order
+    # statistics around it, found by a partial sort: a twentieth of np.quantile's time
+    # on a run's few hundred figures, asked 41 times an offset.
+    where = 0.25 * (len(squares) - 1)
+    low_k = int(where)
+    high_k = min(low_k + 1, len(squares) - 1)
+    frac = where - low_k
 
     def quartile(offset: float) -> float:
-        return float(np.quantile(squares / np.maximum(within + offset * offset, 1e-18), 0.25))
+        ordered = np.partition(
+            squares / np.maximum(within + offset * offset, 1e-18), (low_k, high_k)
+        )
+        low, high = float(ordered[low_k]), float(ordered[high_k])
+        return low + frac * (high - low)
 
     if quartile(0.0) <= _CHI2_1_Q25:
         return 0.0

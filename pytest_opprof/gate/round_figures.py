@@ -9,6 +9,7 @@ statistics.  ``summary.summarize_rounds`` turns the rounds into a test's summary
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -286,6 +287,16 @@ class RoundFigures:
             dropped_events=dropped_events,
             wait_ns=wait_ns,
             library_self_ns=library_self_ns,
+        )
+
+    @functools.cached_property
+    def work(self) -> tuple[int, int]:
+        """The round's work as its exact figures count it: all ops' FLOPs and calls.  Read
+        at every pair of an A/B run for every round so far (``ab/judge.work_varies``):
+        kept once made."""
+        return (
+            sum(o.flops for o in self.ops.values()),
+            sum(o.count for o in self.ops.values()),
         )
 
     def captured_ns(self) -> int:
