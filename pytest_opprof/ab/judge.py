@@ -411,14 +411,15 @@ class ABJudge:
         self.test_extra = 0
         # The offsets the estimates were made with (figures() above), read before any of
         # this test's figures moves them: each estimate's interval less its own offset.
-        used = {"": self.test_offset.offset(), "op": self.op_offset.offset()}
+        test_offset, op_offset = self.test_offset.offset(), self.op_offset.offset()
         for j in judged:
             (self.test_noise if j.key == "" else self.op_noise).add(
                 j.pairs.scale_ns, j.pairs.log_ratios
             )
-            offset = self.test_offset if j.key == "" else self.op_offset
-            within = j.estimate.se_log**2 - used["" if j.key == "" else "op"] ** 2
-            offset.add(j.estimate.mean_log, max(within, 0.0))
+            within = j.estimate.se_log**2 - (test_offset if j.key == "" else op_offset) ** 2
+            (self.test_offset if j.key == "" else self.op_offset).add(
+                j.estimate.mean_log, max(within, 0.0)
+            )
         wall = test_pairs(base, head, wait_limit(tol))
         self.pairs_run += min(len(base), len(head))
         self.pairs_on_work += wall.on_work
