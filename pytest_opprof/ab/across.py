@@ -80,6 +80,10 @@ class OpInTest:
         ]
 
 
+WORDS = {"regressed": "slower", "improved": "faster"}
+"""How the reports name an op that moved across tests: reported, not failed."""
+
+
 def op_in_test(
     mean_log: float,
     se_log: float,
@@ -134,7 +138,7 @@ class AcrossVerdict:
 
     def line(self, tolerance: float) -> str:
         each = ", ".join(f"{c:+.1%}" for c in self.processes)
-        word = {"regressed": "slower", "improved": "faster"}.get(self.status, "")
+        word = WORDS.get(self.status, "")
         return (
             f"  {self.op}: {self.change:+.1%} [{self.low:+.1%}, {self.high:+.1%}] over "
             f"{self.tests} tests  {word} (tolerance {tolerance:.0%}; each process: {each}; "

@@ -163,24 +163,14 @@ def test_pairs(
     return Pairs(tuple(b_ns), tuple(h_ns), on_work, dropped, tuple(index), start)
 
 
-def op_pairs(
-    base: Sequence[RoundFigures],
-    head: Sequence[RoundFigures],
-    key: str,
-    limit: float,
-    start: int = 0,
-) -> Pairs:
-    """An op's self time in each pair from ``start`` on where both rounds ran it; its waits
-    are already out of its self time where they were measured per op, so only pairs with no
-    work time to judge are left out."""
-    return _OpTable(base, head, limit, start).pairs(key)
-
-
 class _OpTable:
-    """The pairs of one test as :func:`op_pairs` reads them for each of its ops: each
-    pair's basis found once, each round's ops as a plain dict.  ``ABJudge.figures`` runs at
-    every pair for every op of the test (scipy.signal's ``test_spectral``: 35,657 op
-    figures in one A/A run, each asking each pair's basis and each round's op again)."""
+    """One test's pairs, read for each of its ops (:meth:`pairs`: the op's self time in each
+    pair from ``start`` on where both rounds ran it; its waits are already out of its self
+    time where they were measured per op, so only pairs with no work time to judge are
+    left out): each pair's basis found once, each round's ops as a plain dict.
+    ``ABJudge.figures`` runs at every pair for every op of the test (scipy.signal's
+    ``test_spectral``: 35,657 op figures in one A/A run, each asking each pair's basis and
+    each round's op again)."""
 
     def __init__(
         self,

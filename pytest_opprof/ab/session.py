@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_opprof.ab import paired
-from pytest_opprof.ab.across import MIN_TESTS, AcrossTests, AcrossVerdict, op_in_test
+from pytest_opprof.ab.across import MIN_TESTS, WORDS, AcrossTests, AcrossVerdict, op_in_test
 from pytest_opprof.ab.base_side import BaseTest
 from pytest_opprof.ab.judge import (
     ABJudge,
@@ -172,9 +172,7 @@ class ABSession(BaselineSession):
         """For the summary's first line: the ops that moved across the run's tests."""
         moved = Counter(v.status for v in self.across_verdicts() if v.status != "pass")
         return ", ".join(
-            f"{moved[s]} op(s) {word} across tests"
-            for s, word in (("regressed", "slower"), ("improved", "faster"))
-            if moved[s]
+            f"{moved[s]} op(s) {word} across tests" for s, word in WORDS.items() if moved[s]
         )
 
     def _across_lines(self) -> list[str]:
