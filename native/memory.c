@@ -57,12 +57,83 @@ int opprof_memory_stats_get(opprof_memory_stats *out)
 /* ---- the numpy handler ------------------------------------------------- */
 
 typedef struct {
-    uint64_t size; /* bytes the caller asked for */
+    uint64_t word; /* bytes the caller asked for (SIZE_BITS), the block's lead and alignment */
     uint32_t tag;  /* window the block was allocated in while recording, 0 = none */
     uint32_t slot; /* its op's slot in the held-bytes table (memory_count.h) */
 } block_header;
 
 _Static_assert(sizeof(block_header) == 16, "the header must keep malloc's 16-byte alignment");
+
+/* Aligned blocks (opprof_memory_align): how fast numpy's loops run depends on
+ * where their operands start, and malloc starts a block wherever its heap's
+ * history left room: 16-byte aligned, at any place in a cache line and a page.
+ * np.add of three 8 MB arrays ran up to 52% slower at one placement than at
+ * another, a 240 KB one up to 3x (split AVX-512 loads across cache lines).
+ * Two processes whose heaps went different ways then run the same op at
+ * different speeds for a whole run (docs/how-it-works.md, "Where a block
+ * starts").  Aligned, every block starts at a cache line, and from
+ * ALIGN_PAGE_MIN bytes at a page: the same place in every process.
+ *
+ * The header's word: the size in its low SIZE_BITS bits, then the lead (bytes
+ * from the inner block's start to the data, in 16s) and the block's
+ * alignment class, so free and realloc find the inner block and its size
+ * whatever the setting is by then. */
+#define SIZE_BITS 48
+#define SIZE_MAX_BLOCK ((UINT64_C(1) << SIZE_BITS) - 1)
+#define LEAD_SHIFT SIZE_BITS
+#define LEAD_BITS 12 /* up to 65,520 bytes: room for a page's lead */
+#define CLASS_SHIFT (SIZE_BITS + LEAD_BITS)
+#define ALIGN_LINE 64
+#define ALIGN_PAGE 4096
+#define ALIGN_PAGE_MIN (64 * 1024) /* a page's lead is at most 1/16 of the block */
+
+static int g_align; /* opprof_memory_align's setting */
+
+/* The alignment a new block of `size` bytes gets: malloc's own (16) unless aligned. */
+static size_t align_for(size_t size)
+{
+    if (!g_align) {
+        return sizeof(block_header);
+    }
+    return size >= ALIGN_PAGE_MIN ? ALIGN_PAGE : ALIGN_LINE;
+}
+
+/* The inner block's size for `size` bytes at `align`: the header, and room to reach it. */
+static size_t inner_size(uint64_t size, size_t align)
+{
+    return (size_t)size + (align > sizeof(block_header) ? align : sizeof(block_header));
+}
+
+static uint64_t block_size(const block_header *h) { return h->word & SIZE_MAX_BLOCK; }
+
+static size_t block_align(const block_header *h) { return (size_t)1 << (h->word >> CLASS_SHIFT); }
+
+static char *block_inner(const block_header *h)
+{
+    return (char *)h + sizeof(block_header) -
+           16 * (size_t)((h->word >> LEAD_SHIFT) & ((1u << LEAD_BITS) - 1));
+}
+
+/* The header of a block placed in `inner` (from inner_size(size, align)) at `align`. */
+static block_header *place(char *inner, uint64_t size, size_t align)
+{
+    uintptr_t data =
+        ((uintptr_t)inner + sizeof(block_header) + align - 1) & ~(uintptr_t)(align - 1);
+    block_header *h = (block_header *)data - 1;
+    uint64_t log2 = 0;
+    while (((size_t)1 << log2) < align) {
+        log2++;
+    }
+    h->word =
+        size | ((uint64_t)((data - (uintptr_t)inner) / 16) << LEAD_SHIFT) | (log2 << CLASS_SHIFT);
+    return h;
+}
+
+int opprof_memory_align(int on)
+{
+    g_align = on != 0;
+    return OPPROF_OK;
+}
 
 /* One wrapper per distinct inner handler (normally just numpy's default).
  * Static storage: arrays keep a reference to their handler capsule and may
@@ -78,18 +149,18 @@ typedef struct {
 static wrapper g_wrappers[MAX_WRAPPERS];
 static int g_nwrappers;
 
-/* Fills a new block's header and counts the allocation; NULL passes through. */
-static void *stamp(block_header *h, size_t size)
+/* Counts a new block's allocation in its header; NULL passes through. */
+static void *stamp(block_header *h)
 {
     if (h == NULL) {
         return NULL;
     }
-    h->size = size;
-    h->tag = opprof_mem_count_alloc((int64_t)size);
+    int64_t size = (int64_t)block_size(h);
+    h->tag = opprof_mem_count_alloc(size);
     h->slot = 0;
     if (h->tag != 0) {
         h->slot = opprof_mem_held_slot();
-        opprof_mem_held_move(h->slot, (int64_t)size);
+        opprof_mem_held_move(h->slot, size);
     }
     return h + 1;
 }
@@ -97,20 +168,46 @@ static void *stamp(block_header *h, size_t size)
 static void *wrap_malloc(void *ctx, size_t size)
 {
     wrapper *w = ctx;
-    if (size > SIZE_MAX - sizeof(block_header)) {
+    if (size > SIZE_MAX_BLOCK) {
         return NULL;
     }
-    return stamp(w->inner.malloc(w->inner.ctx, size + sizeof(block_header)), size);
+    size_t align = align_for(size);
+    char *inner = w->inner.malloc(w->inner.ctx, inner_size(size, align));
+    return inner ? stamp(place(inner, size, align)) : NULL;
 }
 
 static void *wrap_calloc(void *ctx, size_t nelem, size_t elsize)
 {
     wrapper *w = ctx;
-    if (elsize != 0 && nelem > (SIZE_MAX - sizeof(block_header)) / elsize) {
+    if (elsize != 0 && nelem > SIZE_MAX_BLOCK / elsize) {
         return NULL;
     }
     size_t size = nelem * elsize;
-    return stamp(w->inner.calloc(w->inner.ctx, 1, size + sizeof(block_header)), size);
+    size_t align = align_for(size);
+    char *inner = w->inner.calloc(w->inner.ctx, 1, inner_size(size, align));
+    return inner ? stamp(place(inner, size, align)) : NULL;
+}
+
+/* A block moved to `new_size` bytes: the inner realloc where the block is and
+ * stays at malloc's own alignment, else a new aligned block, copied (an inner
+ * realloc keeps the data at its old lead, off the new block's alignment). */
+static block_header *move_block(wrapper *w, block_header *old, size_t new_size)
+{
+    uint64_t old_size = block_size(old);
+    size_t old_align = block_align(old);
+    size_t align = align_for(new_size);
+    if (old_align == sizeof(block_header) && align == sizeof(block_header)) {
+        char *inner = w->inner.realloc(w->inner.ctx, block_inner(old), inner_size(new_size, align));
+        return inner ? place(inner, new_size, align) : NULL;
+    }
+    char *inner = w->inner.malloc(w->inner.ctx, inner_size(new_size, align));
+    if (inner == NULL) {
+        return NULL;
+    }
+    block_header *h = place(inner, new_size, align);
+    memcpy(h + 1, old + 1, old_size < new_size ? (size_t)old_size : new_size);
+    w->inner.free(w->inner.ctx, block_inner(old), inner_size(old_size, old_align));
+    return h;
 }
 
 static void *wrap_realloc(void *ctx, void *ptr, size_t new_size)
@@ -119,21 +216,20 @@ static void *wrap_realloc(void *ctx, void *ptr, size_t new_size)
     if (ptr == NULL) {
         return wrap_malloc(ctx, new_size);
     }
-    if (new_size > SIZE_MAX - sizeof(block_header)) {
+    if (new_size > SIZE_MAX_BLOCK) {
         return NULL;
     }
     block_header *old = (block_header *)ptr - 1;
-    uint64_t old_size = old->size;
+    uint64_t old_size = block_size(old);
     uint32_t old_tag = old->tag;
     uint32_t old_slot = old->slot;
-    block_header *h = w->inner.realloc(w->inner.ctx, old, new_size + sizeof(block_header));
+    block_header *h = move_block(w, old, new_size);
     if (h == NULL) {
         return NULL; /* the old block is untouched and still counted */
     }
     if (old_tag != 0 && old_tag == opprof_mem_window()) {
         opprof_mem_held_move(old_slot, -(int64_t)old_size);
     }
-    h->size = new_size;
     h->tag = opprof_mem_count_realloc((int64_t)old_size, (int64_t)new_size, old_tag);
     h->slot = 0;
     if (h->tag != 0) {
@@ -151,14 +247,14 @@ static void wrap_free(void *ctx, void *ptr, size_t size_hint)
         return;
     }
     block_header *h = (block_header *)ptr - 1;
-    uint64_t size = h->size;
+    uint64_t size = block_size(h);
     if (h->tag != 0 && h->tag == opprof_mem_window()) {
         opprof_mem_held_move(h->slot, -(int64_t)size);
     }
     opprof_mem_count_free((int64_t)size, h->tag);
     /* The inner handler gets the size it allocated (numpy's default handler
      * files small blocks in its cache by this size). */
-    w->inner.free(w->inner.ctx, h, size + sizeof(block_header));
+    w->inner.free(w->inner.ctx, block_inner(h), inner_size(size, block_align(h)));
 }
 
 static int is_ours(PyObject *capsule)

@@ -445,6 +445,12 @@ def memory_uninstall() -> None:
     check(lib.opprof_memory_uninstall())
 
 
+def memory_align(on: bool) -> None:
+    """Start numpy's new blocks at a cache line, from 64 KiB at a page (``on``), or where
+    malloc puts them: docs/how-it-works.md, "Where a block starts"."""
+    check(lib.opprof_memory_align(1 if on else 0))
+
+
 def memory_python_install() -> None:
     """Hook Python's PyMem and object allocators (refcounted)."""
     check(lib.opprof_memory_python_install())

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_opprof.ab.base_side import BaseSide, BaseSideError, Launch, launch
-from pytest_opprof.ab.options import AB_LAYOUT, AGAINST, AgainstOptions
+from pytest_opprof.ab.options import AB_ADDRESSES, AB_LAYOUT, AGAINST, AgainstOptions
 from pytest_opprof.ab.replicas import Replicas
 from pytest_opprof.ab.revision import BaseRevision, RevisionError, check_out, remove
 from pytest_opprof.gate.tolerance import DEFAULT_AB_TIME_TOLERANCE
@@ -63,6 +63,7 @@ def partner_options(
     layout, and the same selection (so that what it lacks is what the head added)."""
     out = [f"-k={config.option.keyword}"] if config.option.keyword else []
     out.append(f"{AB_LAYOUT.option}={against.layout}")
+    out.append(f"{AB_ADDRESSES.option}={against.addresses}")
     if config.option.markexpr:
         out.append(f"-m={config.option.markexpr}")
     if config.option.pyargs:

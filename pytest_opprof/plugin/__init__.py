@@ -74,7 +74,8 @@ def pytest_configure(config: pytest.Config) -> None:
     worker: Worker | None
     controller: Controller | None = None
     if partner is not None:  # the base side of an A/B run: rounds on command, no verdict
-        from pytest_opprof.ab.options import AB_LAYOUT
+        from pytest_opprof import _native
+        from pytest_opprof.ab.options import AB_ADDRESSES, AB_LAYOUT
         from pytest_opprof.ab.partner import PartnerWorker
         from pytest_opprof.plugin.layout import Layout
 
@@ -83,6 +84,12 @@ def pytest_configure(config: pytest.Config) -> None:
         worker = PartnerWorker(config, options, gate, chosen)
         worker.channel = partner
         worker.layout = Layout() if AB_LAYOUT.read(config) == "shuffled" else None
+        if AB_ADDRESSES.read(config) == "fixed":
+            # Both sides' numpy blocks start at the same place in a cache line and a page
+            # (docs/how-it-works.md, "Where a block starts"), from collection on: the
+            # arrays a test module makes at import too.  Held until the process ends.
+            _native.memory_align(True)
+            _native.memory_install()
     elif against is not None:
         from pytest_opprof.ab.run import configure
 
