@@ -328,8 +328,12 @@ def numpy_suite(args: argparse.Namespace, root: Path, scenario: str, repeat: int
         present = [t for nid, t in tests.items() if nid in targets]
         out["ab_slow"] = {
             **score_ab(slow, set()),
+            # svd is slower in every test that calls it: a test under the 1 ms floor in
+            # the A/A run that fails naming it is a catch, not a false failure.
             "false": sum(
-                t["status"] == "regressed" for nid, t in tests.items() if nid not in targets
+                t["status"] == "regressed" and not _regressed_on(t, NUMPY_OP)
+                for nid, t in tests.items()
+                if nid not in targets
             ),
             "slowed": len(present),
             "caught": sum(t["status"] == "regressed" for t in present),
