@@ -64,68 +64,54 @@ typedef struct {
 
 _Static_assert(sizeof(block_header) == 16, "the header must keep malloc's 16-byte alignment");
 
-/* Aligned blocks (opprof_memory_align): how fast numpy's loops run depends on
- * where their operands start, and malloc starts a block wherever its heap's
- * history left room: 16-byte aligned, at any place in a cache line and a page.
- * np.add of three 8 MB arrays ran up to 52% slower at one placement than at
- * another, a 240 KB one up to 3x (split AVX-512 loads across cache lines).
- * Two processes whose heaps went different ways then run the same op at
- * different speeds for a whole run (docs/how-it-works.md, "Where a block
- * starts").  Aligned, every block starts at a cache line, and from
- * ALIGN_PAGE_MIN bytes at a page: the same place in every process.
+/* Blocks at a cache line (opprof_memory_align): how fast numpy's loops run
+ * depends on where their operands start, and malloc starts a block wherever
+ * its heap's history left room, 16-byte aligned: at any of four places in a
+ * cache line.  np.add of three 8 MB arrays ran up to 52% slower at one
+ * placement than at another, of three 240 KB ones up to 3x (vector loads
+ * split across lines).  Two processes whose heaps went different ways then
+ * run the same op at different speeds for a whole run (docs/how-it-works.md,
+ * "Where a block starts").  Aligned, every block starts at a cache line in
+ * every process.
  *
  * The header's word: the size in its low SIZE_BITS bits, then the lead (bytes
- * from the inner block's start to the data, in 16s) and the block's
- * alignment class, so free and realloc find the inner block and its size
- * whatever the setting is by then. */
+ * from the inner block's start to the data, in 16s) and whether the block is
+ * aligned, so free and realloc find the inner block and its size whatever
+ * the setting is by then. */
 #define SIZE_BITS 48
 #define SIZE_MAX_BLOCK ((UINT64_C(1) << SIZE_BITS) - 1)
 #define LEAD_SHIFT SIZE_BITS
-#define LEAD_BITS 12 /* up to 65,520 bytes: room for a page's lead */
-#define CLASS_SHIFT (SIZE_BITS + LEAD_BITS)
-#define ALIGN_LINE 64
-#define ALIGN_PAGE 4096
-#define ALIGN_PAGE_MIN (64 * 1024) /* a page's lead is at most 1/16 of the block */
+#define LEAD_MASK UINT64_C(0xF)
+#define ALIGNED_BIT (UINT64_C(1) << 63)
+#define LINE 64
 
 static int g_align; /* opprof_memory_align's setting */
 
-/* The alignment a new block of `size` bytes gets: malloc's own (16) unless aligned. */
-static size_t align_for(size_t size)
+/* The inner block's size for `size` bytes: the header, and room to reach a line. */
+static size_t inner_size(uint64_t size, int aligned)
 {
-    if (!g_align) {
-        return sizeof(block_header);
-    }
-    return size >= ALIGN_PAGE_MIN ? ALIGN_PAGE : ALIGN_LINE;
-}
-
-/* The inner block's size for `size` bytes at `align`: the header, and room to reach it. */
-static size_t inner_size(uint64_t size, size_t align)
-{
-    return (size_t)size + (align > sizeof(block_header) ? align : sizeof(block_header));
+    return (size_t)size + (aligned ? LINE : sizeof(block_header));
 }
 
 static uint64_t block_size(const block_header *h) { return h->word & SIZE_MAX_BLOCK; }
 
-static size_t block_align(const block_header *h) { return (size_t)1 << (h->word >> CLASS_SHIFT); }
+static int block_aligned(const block_header *h) { return (h->word & ALIGNED_BIT) != 0; }
 
 static char *block_inner(const block_header *h)
 {
-    return (char *)h + sizeof(block_header) -
-           16 * (size_t)((h->word >> LEAD_SHIFT) & ((1u << LEAD_BITS) - 1));
+    return (char *)(h + 1) - 16 * (size_t)((h->word >> LEAD_SHIFT) & LEAD_MASK);
 }
 
-/* The header of a block placed in `inner` (from inner_size(size, align)) at `align`. */
-static block_header *place(char *inner, uint64_t size, size_t align)
+/* The header of a block placed in `inner` (of inner_size(size, aligned) bytes). */
+static block_header *place(char *inner, uint64_t size, int aligned)
 {
-    uintptr_t data =
-        ((uintptr_t)inner + sizeof(block_header) + align - 1) & ~(uintptr_t)(align - 1);
-    block_header *h = (block_header *)data - 1;
-    uint64_t log2 = 0;
-    while (((size_t)1 << log2) < align) {
-        log2++;
+    uintptr_t data = (uintptr_t)inner + sizeof(block_header);
+    if (aligned) {
+        data = (data + LINE - 1) & ~(uintptr_t)(LINE - 1);
     }
-    h->word =
-        size | ((uint64_t)((data - (uintptr_t)inner) / 16) << LEAD_SHIFT) | (log2 << CLASS_SHIFT);
+    block_header *h = (block_header *)data - 1;
+    uint64_t lead = (data - (uintptr_t)inner) / 16;
+    h->word = size | (lead << LEAD_SHIFT) | (aligned ? ALIGNED_BIT : 0);
     return h;
 }
 
@@ -171,9 +157,9 @@ static void *wrap_malloc(void *ctx, size_t size)
     if (size > SIZE_MAX_BLOCK) {
         return NULL;
     }
-    size_t align = align_for(size);
-    char *inner = w->inner.malloc(w->inner.ctx, inner_size(size, align));
-    return inner ? stamp(place(inner, size, align)) : NULL;
+    int aligned = g_align;
+    char *inner = w->inner.malloc(w->inner.ctx, inner_size(size, aligned));
+    return inner ? stamp(place(inner, size, aligned)) : NULL;
 }
 
 static void *wrap_calloc(void *ctx, size_t nelem, size_t elsize)
@@ -183,30 +169,30 @@ static void *wrap_calloc(void *ctx, size_t nelem, size_t elsize)
         return NULL;
     }
     size_t size = nelem * elsize;
-    size_t align = align_for(size);
-    char *inner = w->inner.calloc(w->inner.ctx, 1, inner_size(size, align));
-    return inner ? stamp(place(inner, size, align)) : NULL;
+    int aligned = g_align;
+    char *inner = w->inner.calloc(w->inner.ctx, 1, inner_size(size, aligned));
+    return inner ? stamp(place(inner, size, aligned)) : NULL;
 }
 
 /* A block moved to `new_size` bytes: the inner realloc where the block is and
- * stays at malloc's own alignment, else a new aligned block, copied (an inner
- * realloc keeps the data at its old lead, off the new block's alignment). */
+ * stays where malloc puts it, else a new aligned block, copied (an inner
+ * realloc keeps the data at its old lead, off the new block's line). */
 static block_header *move_block(wrapper *w, block_header *old, size_t new_size)
 {
     uint64_t old_size = block_size(old);
-    size_t old_align = block_align(old);
-    size_t align = align_for(new_size);
-    if (old_align == sizeof(block_header) && align == sizeof(block_header)) {
-        char *inner = w->inner.realloc(w->inner.ctx, block_inner(old), inner_size(new_size, align));
-        return inner ? place(inner, new_size, align) : NULL;
+    int old_aligned = block_aligned(old);
+    int aligned = g_align;
+    if (!old_aligned && !aligned) {
+        char *inner = w->inner.realloc(w->inner.ctx, block_inner(old), inner_size(new_size, 0));
+        return inner ? place(inner, new_size, 0) : NULL;
     }
-    char *inner = w->inner.malloc(w->inner.ctx, inner_size(new_size, align));
+    char *inner = w->inner.malloc(w->inner.ctx, inner_size(new_size, aligned));
     if (inner == NULL) {
         return NULL;
     }
-    block_header *h = place(inner, new_size, align);
+    block_header *h = place(inner, new_size, aligned);
     memcpy(h + 1, old + 1, old_size < new_size ? (size_t)old_size : new_size);
-    w->inner.free(w->inner.ctx, block_inner(old), inner_size(old_size, old_align));
+    w->inner.free(w->inner.ctx, block_inner(old), inner_size(old_size, old_aligned));
     return h;
 }
 
@@ -254,7 +240,7 @@ static void wrap_free(void *ctx, void *ptr, size_t size_hint)
     opprof_mem_count_free((int64_t)size, h->tag);
     /* The inner handler gets the size it allocated (numpy's default handler
      * files small blocks in its cache by this size). */
-    w->inner.free(w->inner.ctx, block_inner(h), inner_size(size, block_align(h)));
+    w->inner.free(w->inner.ctx, block_inner(h), inner_size(size, block_aligned(h)));
 }
 
 static int is_ours(PyObject *capsule)

@@ -44,10 +44,10 @@ typedef struct opprof_memory_sample {
 int opprof_memory_install(void);
 int opprof_memory_uninstall(void);
 
-/* on != 0: numpy blocks allocated from now on start at a cache line, those
- * of 64 KiB or more at a page, the same place in every process (an A/B run's
- * partners; docs/how-it-works.md, "Where a block starts"); 0: where malloc
- * puts them.  Blocks keep their own placement whatever it is set to later. */
+/* on != 0: numpy blocks allocated from now on start at a cache line, the
+ * same place in every process (an A/B run's partners; docs/how-it-works.md,
+ * "Where a block starts"); 0: where malloc puts them.  Blocks keep their own
+ * placement whatever it is set to later. */
 int opprof_memory_align(int on);
 
 /* Python object allocators (PYMEM_DOMAIN_MEM and _OBJ), refcounted like the

@@ -446,8 +446,8 @@ def memory_uninstall() -> None:
 
 
 def memory_align(on: bool) -> None:
-    """Start numpy's new blocks at a cache line, from 64 KiB at a page (``on``), or where
-    malloc puts them: docs/how-it-works.md, "Where a block starts"."""
+    """Start numpy's new blocks at a cache line (``on``), or where malloc puts them:
+    docs/how-it-works.md, "Where a block starts"."""
     check(lib.opprof_memory_align(1 if on else 0))
 
 

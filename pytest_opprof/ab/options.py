@@ -150,8 +150,9 @@ AB_ADDRESSES = Setting(
     _parse_addresses,
     "fixed",
     "A/B: fixed (default) starts both partners with address-space randomisation off and "
-    "environments of one size, so the two processes' memory is laid out alike; random "
-    "leaves each process where the system puts it (docs/ab.md, 'Two partners')",
+    "environments of one size, and starts numpy's blocks at a cache line, so the two "
+    "processes' memory is laid out alike; random leaves each process and block where the "
+    "system puts it (docs/ab.md, 'Two partners')",
     metavar="fixed|random",
 )
 AB_PROCESSES = Setting(

@@ -85,9 +85,9 @@ def pytest_configure(config: pytest.Config) -> None:
         worker.channel = partner
         worker.layout = Layout() if AB_LAYOUT.read(config) == "shuffled" else None
         if AB_ADDRESSES.read(config) == "fixed":
-            # Both sides' numpy blocks start at the same place in a cache line and a page
-            # (docs/how-it-works.md, "Where a block starts"), from collection on: the
-            # arrays a test module makes at import too.  Held until the process ends.
+            # Both sides' numpy blocks start at a cache line (docs/how-it-works.md,
+            # "Where a block starts"), from collection on: the arrays a test module
+            # makes at import too.  Held until the process ends.
             _native.memory_align(True)
             _native.memory_install()
     elif against is not None:
