@@ -67,12 +67,11 @@ _Static_assert(sizeof(block_header) == 16, "the header must keep malloc's 16-byt
 /* Blocks at a cache line (opprof_memory_align): how fast numpy's loops run
  * depends on where their operands start, and malloc starts a block wherever
  * its heap's history left room, 16-byte aligned: at any of four places in a
- * cache line.  np.add of three 8 MB arrays ran up to 52% slower at one
- * placement than at another, of three 240 KB ones up to 3x (vector loads
- * split across lines).  Two processes whose heaps went different ways then
- * run the same op at different speeds for a whole run (docs/how-it-works.md,
- * "Where a block starts").  Aligned, every block starts at a cache line in
- * every process.
+ * cache line.  np.add of 240 KB operands ran up to 2.85x as long at one
+ * placement as at another, 1.81x with each at a line (bench/ab_placement.py).
+ * Two processes whose heaps went different ways then run the same op at
+ * different speeds for a whole run (docs/how-it-works.md, "Where a block
+ * starts").  Aligned, every block starts at a cache line in every process.
  *
  * The header's word: the size in its low SIZE_BITS bits, then the lead (bytes
  * from the inner block's start to the data, in 16s) and whether the block is
