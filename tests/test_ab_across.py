@@ -151,14 +151,16 @@ def test_kernel(i):
 def test_a_scope_slower_in_every_test_is_named_across_them_though_no_test_fails(
     pytester: pytest.Pytester, workers: str | None
 ) -> None:
-    """Six tests whose ``kernel`` scope is 30% slower, each held to one pair a process (a
-    test's failure needs two): no test fails, and the scope is named slower across them
+    """Six tests whose ``kernel`` scope takes twice as long, each held to one pair a process
+    (a test's failure needs two): no test fails, and the scope is named slower across them
     in every report (reported, not failed: docs/ab.md, "Ops across tests"); under
     pytest-xdist the workers' estimates reach the controller."""
     (pytester.path / "work.py").write_text(textwrap.dedent(KERNEL))
     (pytester.path / "test_work.py").write_text(textwrap.dedent(SEVERAL.format(n=60_000)))
     commit_base(pytester.path)
-    (pytester.path / "test_work.py").write_text(textwrap.dedent(SEVERAL.format(n=78_000)))
+    # Twice the work, not +30%: with one pair a process, a CI box busy enough to swing one
+    # pair by a third read +30% as "none moved" once.
+    (pytester.path / "test_work.py").write_text(textwrap.dedent(SEVERAL.format(n=120_000)))
     args = ["--opprof-report=ab.json", "--opprof-ab-min-pairs=2", "--opprof-ab-max-pairs=2"]
     args += ["--opprof-markdown=ab.md", "--opprof-html=ab.html"]
     result = run_ab(pytester, *args, *(["-n", workers] if workers else []))
@@ -179,8 +181,7 @@ def test_a_scope_slower_in_every_test_is_named_across_them_though_no_test_fails(
     page = (pytester.path / "ab.html").read_text()
     assert 'id="across"' in page and "<code>kernel</code>" in page
     assert "over 6 tests, slower (reported, not failed)" in page
-    # +30% on a quiet machine; a busy one's work time read +65% [+40%, +94%] once.
-    assert kernel["change"] > 0.15 and all(c >= 0.05 for c in kernel["processes"]), kernel
+    assert kernel["change"] > 0.3 and all(c >= 0.05 for c in kernel["processes"]), kernel
 
 
 @pytest.mark.alone  # its times are judged
