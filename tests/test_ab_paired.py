@@ -26,7 +26,9 @@ from pytest_opprof.ab.paired import (
     describe,
     estimate,
     fits_pool,
+    hochberg_level,
     log_ratios,
+    needed_level,
     next_step,
     pair_basis,
 )
@@ -266,6 +268,55 @@ def test_benjamini_hochberg_matches_scipy(pvalues: list[float], q: float) -> Non
         assert rejected == [bool(a <= q * (1 + 1e-12)) for a in adjusted]
     else:
         assert rejected == []
+
+
+def test_needed_level_is_where_decide_turns() -> None:
+    """The level :func:`needed_level` names fails the figure; a hair under it does not."""
+    rng = np.random.default_rng(3)
+    for sign in (1, -1):
+        d = list(sign * math.log(1.08) + rng.normal(0, 0.03, 6))
+        e = estimate(d, 0.03, 4)
+        need = needed_level(e, TOL)
+        assert 0 < need < 1
+        assert decide(e, TOL, need) == ("regressed" if sign > 0 else "improved")
+        assert decide(e, TOL, need * 0.999) in ("undecided", "pass")
+    # A change short of the tolerance is never failed, whatever the level.
+    assert needed_level(estimate([math.log(1.01)] * 3, 0.001, 4), TOL) == math.inf
+    assert needed_level(estimate([math.log(1.5)], 0.01, 4), TOL) == math.inf  # one pair
+
+
+def _hochberg_by_definition(p: list[float], level: float) -> list[bool]:
+    """Hochberg (1988) as stated: reject H(1)..H(k) for the largest k with
+    p(k) <= level / (m - k + 1)."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    k = max((j for j in range(1, m + 1) if p[order[j - 1]] <= level / (m - j + 1)), default=0)
+    return [i in order[:k] for i in range(m)]
+
+
+@given(st.lists(st.floats(0, 0.2), min_size=1, max_size=8), st.floats(0.0005, 0.05))
+def test_hochberg_level_rejects_what_hochberg_does(p: list[float], level: float) -> None:
+    each = hochberg_level(p, level)
+    assert [x <= each for x in p] == _hochberg_by_definition(p, level)
+    assert level / len(p) <= each <= level  # never stricter than Bonferroni's split
+
+
+def test_hochberg_fails_a_test_with_unchanged_figures_at_most_at_its_level() -> None:
+    """A test's time and two of its ops, unchanged, their errors correlated as a test's
+    time is with its ops' (each op's time part of the test's, 0.3-0.7 here): the share of
+    tests with any figure failed stays at the level, as Sarkar (1998) proves for positive
+    dependence; with the figures independent too."""
+    rng = np.random.default_rng(11)
+    level, n = 0.01, 200_000
+    for rho in (0.0, 0.5):
+        shared = rng.standard_normal(n)
+        z = [
+            math.sqrt(rho) * shared + math.sqrt(1 - rho) * rng.standard_normal(n) for _ in range(3)
+        ]
+        p = np.stack([stats.norm.sf(x) for x in z], axis=1)
+        failed = sum(min(row) <= hochberg_level(list(row), level) for row in p[: n // 10])
+        # 20,000 tests: the 99.9% upper bound of a binomial at the level is 1.29% of them.
+        assert failed <= stats.binom.ppf(0.999, n // 10, level), (rho, failed)
 
 
 def test_pair_basis() -> None:

@@ -389,6 +389,42 @@ def decide(estimate: Estimate, tolerance: float, level: float) -> Verdict:
     return "undecided"
 
 
+def needed_level(estimate: Estimate, tolerance: float) -> float:
+    """The smallest significance level at which :func:`decide` fails the figure (or calls
+    it improved): the larger p-value of the figure with and without its most extreme pair,
+    where significance is all the verdict lacks; ``math.inf`` where something else is
+    missing (the change short of the tolerance, too few pairs)."""
+    verdict = decide(estimate, tolerance, 1.0)
+    e = failing_estimate(estimate)
+    if verdict == "regressed" and e.without_slowest is not None:
+        return max(e.p_slower, e.without_slowest.p_slower)
+    if verdict == "improved" and e.without_fastest is not None:
+        return max(e.p_faster, e.without_fastest.p_faster)
+    return math.inf
+
+
+def hochberg_level(needed: Sequence[float], level: float) -> float:
+    """The level each of one test's figures is judged at, so that together they fail the
+    test at ``level`` at most: Hochberg's step-up (Biometrika 1988).  The k-th smallest of
+    the ``m`` figures' :func:`needed_level` is held to ``level / (m - k + 1)``; the largest
+    k that holds sets the level of every figure, and where none does each gets Bonferroni's
+    ``level / m``.  So a test whose time and an op both moved is failed at up to ``level``
+    where Bonferroni asked ``level / m`` of each, and a test with one figure that moved is
+    judged as before.  It holds a test's chance of failing any unchanged figure to
+    ``level`` where the figures' errors are independent or positively dependent (Sarkar,
+    Ann. Statist. 1998), as a test's time and its ops' times are: an op's time is part of
+    the test's, and a slow moment of the machine slows all of them."""
+    m = len(needed)
+    if m == 0:
+        return level
+    ordered = sorted(needed)
+    for k in range(m, 0, -1):
+        cut = level / (m - k + 1)
+        if ordered[k - 1] <= cut:
+            return cut
+    return level / m
+
+
 def agrees(d: Sequence[float], verdict: Verdict, tolerance: float, sigma: float) -> bool:
     """Whether one process's pairs ``d`` (log ratios) see the change ``verdict`` needs:
     their mean, without the pairs ``WILD_FAIL_Z`` cuts, at least the tolerance slower for
