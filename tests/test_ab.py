@@ -659,9 +659,9 @@ def test_both_partners_start_alike(
     pytester: pytest.Pytester, tmp_path: Path, addresses: str
 ) -> None:
     """With fixed addresses (the default) the base's partner and the head's start with
-    address-space randomisation off and environments of one size, so their stacks lie
-    alike, and start numpy's blocks at a cache line; the pytest process itself is left as
-    it is."""
+    address-space randomisation and transparent huge pages off and environments of one
+    size, so their stacks lie alike, and start numpy's blocks at a cache line; the pytest
+    process itself is left as it is."""
     seen = tmp_path / "seen"
     (pytester.path / "test_start.py").write_text(
         textwrap.dedent(
@@ -680,7 +680,9 @@ def test_both_partners_start_alike(
                 # Its top: the bottom end moves down as far as a round's frames reached.
                 blocks = (np.ones(1001), np.ones(10**6), AT_IMPORT)
                 line = max(block.ctypes.data % 64 for block in blocks)
-                row = [side, os.getpid(), size, flags, stack.split()[0].split("-")[1], line]
+                status = open("/proc/self/status").read()
+                thp = status.split("THP_enabled:")[1].split()[0]
+                row = [side, os.getpid(), size, flags, stack.split()[0].split("-")[1], line, thp]
                 with open({str(seen)!r}, "a") as out:
                     out.write(" ".join(map(str, row)) + "\\n")
             """
@@ -700,8 +702,10 @@ def test_both_partners_start_alike(
         return
     assert sorted(p[0] for p in partners) == ["base", "base", "head", "head"], rows
     assert len({(size, stack) for _, size, _, stack in partners}) == 1, rows
-    lines = [line for _, pid, *_, line in rows if by_pid[pid][2] & 0x0040000]
+    lines = [line for _, pid, *_, line, _ in rows if by_pid[pid][2] & 0x0040000]
     assert len(lines) >= 6 and set(lines) == {"0"}, rows  # two pairs' rounds
+    thp = {by_pid[pid][2] & 0x0040000 != 0: thp for _, pid, *_, thp in rows}
+    assert thp == {True: "0", False: "1"}, rows  # partners off, pytest's own as it was
 
 
 def test_an_undecided_time_says_so_with_its_interval_not_busy(pytester: pytest.Pytester) -> None:

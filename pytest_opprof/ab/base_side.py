@@ -63,6 +63,14 @@ one side); with these, 9% both times and none.  Other C libraries ignore them.""
 ADDR_NO_RANDOMIZE = 0x0040000
 """Linux's personality flag for a process whose addresses are not randomised
 (``setarch -R``), inherited across exec."""
+PR_SET_THP_DISABLE = 41
+"""Linux's ``prctl`` that keeps a process off transparent huge pages, inherited across
+fork and exec.  numpy asks for huge pages for its arrays of 4 MB or more (``madvise``), and
+whether a process gets them depends on the machine's free memory at that moment: in one
+recorded A/A-like run both head partners summed an 8 MB array 18-28% slower than the base's
+for all 40 tests, and `numpy.add.reduce` failed five unchanged tests; here the same sum ran
+5-17% apart with and without huge pages in one process (``docs/ab.md``, "Two partners").
+Off on both sides, neither gets them."""
 
 
 @dataclass
@@ -268,13 +276,15 @@ both sides of one interpreter), then the base's paths first for everything else.
 
 def _fixed_addresses() -> Callable[[], None] | None:
     """What the child runs before exec for no address-space randomisation (as ``setarch
-    -R``), or None where the system has no ``personality`` (not Linux).  The function is
-    found here, in the parent: a child of a process with threads must not import.  A
-    system that refuses the call (a seccomp filter) starts the partner as it is."""
+    -R``) and no transparent huge pages (``PR_SET_THP_DISABLE``), or None where the system
+    has no ``personality`` (not Linux).  The functions are found here, in the parent: a
+    child of a process with threads must not import.  A system that refuses a call (a
+    seccomp filter) starts the partner without that setting."""
     try:
         import ctypes
 
-        personality = ctypes.CDLL(None, use_errno=True).personality
+        libc = ctypes.CDLL(None, use_errno=True)
+        personality, prctl = libc.personality, libc.prctl
     except (OSError, AttributeError):
         return None
 
@@ -282,6 +292,7 @@ def _fixed_addresses() -> Callable[[], None] | None:
         current = personality(0xFFFFFFFF)  # reads the persona, changes nothing
         if current != -1:
             personality(current | ADDR_NO_RANDOMIZE)
+        prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)
 
     return set_no_randomize
 
