@@ -67,10 +67,10 @@ PR_SET_THP_DISABLE = 41
 """Linux's ``prctl`` that keeps a process off transparent huge pages, inherited across
 fork and exec.  numpy asks for huge pages for its arrays of 4 MB or more (``madvise``), and
 whether a process gets them depends on the machine's free memory at that moment: in one
-recorded A/A-like run both head partners summed an 8 MB array 18-28% slower than the base's
-for all 40 tests, and `numpy.add.reduce` failed five unchanged tests; here the same sum ran
-5-17% apart with and without huge pages in one process (``docs/ab.md``, "Two partners").
-Off on both sides, neither gets them."""
+recorded run of the generated suite both head partners summed its 8 MB arrays 18-28%
+slower than the base's for all 40 tests, and ``numpy.add.reduce`` failed five unchanged
+tests; without huge pages the same sum ran 8-12% slower (``bench/ab_hugepages.py``;
+``docs/ab.md``, "Huge pages").  Off on both sides, neither gets them."""
 
 
 @dataclass
