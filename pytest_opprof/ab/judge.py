@@ -288,7 +288,7 @@ class ABJudge:
         generated suite (``bench/ab_replay.py``, tolerance 5%, two processes a side,
         quiet, loaded, bursty and ``-n 2``), it caught 83 of 131 kernels made 10% slower
         where Bonferroni's even split caught 79, decided 1,151 of 1,419 unchanged times
-        against 1,144, and failed the same unchanged tests (none in 28 A/A runs)."""
+        against 1,144, and failed the same unchanged tests (none in 31 A/A runs)."""
         limit = wait_limit(tol)
         start = settled_from(base, head, self.processes)
         if start is None:
