@@ -127,8 +127,8 @@ class BaseSide:
     the node ids it collected.
 
     ``pad_to``: the size its arguments and environment are padded to (``PAD_VARIABLE``);
-    ``fixed_addresses``: start it with address-space randomisation off, where Linux lets
-    a process do that."""
+    ``fixed_addresses``: start it with address-space randomisation and transparent huge
+    pages off, where Linux lets a process do that."""
 
     def __init__(
         self,
@@ -156,7 +156,7 @@ class BaseSide:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 pass_fds=(partner_read, partner_write),
-                preexec_fn=_fixed_addresses() if fixed_addresses else None,
+                preexec_fn=_start_alike() if fixed_addresses else None,
             )
         os.close(partner_read)
         os.close(partner_write)
@@ -274,7 +274,7 @@ _BOOT = (
 both sides of one interpreter), then the base's paths first for everything else."""
 
 
-def _fixed_addresses() -> Callable[[], None] | None:
+def _start_alike() -> Callable[[], None] | None:
     """What the child runs before exec for no address-space randomisation (as ``setarch
     -R``) and no transparent huge pages (``PR_SET_THP_DISABLE``), or None where the system
     has no ``personality`` (not Linux).  The functions are found here, in the parent: a
@@ -288,13 +288,13 @@ def _fixed_addresses() -> Callable[[], None] | None:
     except (OSError, AttributeError):
         return None
 
-    def set_no_randomize() -> None:
+    def start_alike() -> None:
         current = personality(0xFFFFFFFF)  # reads the persona, changes nothing
         if current != -1:
             personality(current | ADDR_NO_RANDOMIZE)
         prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)
 
-    return set_no_randomize
+    return start_alike
 
 
 def _plugin_parent() -> str:

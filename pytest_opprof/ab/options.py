@@ -149,10 +149,10 @@ AB_ADDRESSES = Setting(
     "ab_addresses",
     _parse_addresses,
     "fixed",
-    "A/B: fixed (default) starts both partners with address-space randomisation off and "
-    "environments of one size, and starts numpy's blocks at a cache line, so the two "
-    "processes' memory is laid out alike; random leaves each process and block where the "
-    "system puts it (docs/ab.md, 'Two partners')",
+    "A/B: fixed (default) starts both partners with address-space randomisation and "
+    "transparent huge pages off and environments of one size, and starts numpy's blocks "
+    "at a cache line, so the two processes' memory is laid out alike; random leaves each "
+    "process and block where the system puts it (docs/ab.md, 'Two partners')",
     metavar="fixed|random",
 )
 AB_PROCESSES = Setting(
