@@ -138,6 +138,19 @@ def rounds_in(report: Path) -> dict[str, int]:
     return {nid.rsplit("::", 1)[1]: int(t["rounds"]) for nid, t in tests.items()}
 
 
+def walls_in(report: Path) -> dict[str, str]:
+    """Each test's rounds' wall times, as the report keeps them (for a failure's message)."""
+    tests = json.loads(report.read_text())["tests"]
+    return {nid.rsplit("::", 1)[1]: t["summary"]["wall_time"] for nid, t in tests.items()}
+
+
+# How many times an unchanged run is tried for its tests to settle in MIN_ROUNDS: a
+# policy that never stops early fails every try.  Rounds that scatter do not settle (the
+# policy's point), and a shared CI box once scattered test_slowed's past settling in three
+# with no other test running (it took five); a second try came clean there.
+TRIES = 3
+
+
 @pytest.mark.alone  # how many rounds settle a time depends on how far they scatter
 def test_a_gate_run_stops_an_unchanged_test_early_and_still_fails_a_slowed_op(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
@@ -152,18 +165,32 @@ def test_a_gate_run_stops_an_unchanged_test_early_and_still_fails_a_slowed_op(
     # A baseline being recorded keeps auto's rounds.
     assert rounds_in(report) == {"test_steady": AUTO_ROUNDS, "test_slowed": AUTO_ROUNDS}
 
-    result = run_pytest("--opprof", f"--opprof-report={report}", *ANY_MACHINE)
-    result.assert_outcomes(passed=2)
-    assert rounds_in(report) == {"test_steady": MIN_ROUNDS, "test_slowed": MIN_ROUNDS}
+    tried = []
+    for _ in range(TRIES):
+        result = run_pytest("--opprof", f"--opprof-report={report}", *ANY_MACHINE)
+        result.assert_outcomes(passed=2)
+        rounds = rounds_in(report)
+        # Never more than auto's rounds: a pass is not confirmed.
+        assert set(rounds.values()) <= {MIN_ROUNDS, AUTO_ROUNDS}, rounds
+        tried.append((rounds, walls_in(report)))
+        if rounds == {"test_steady": MIN_ROUNDS, "test_slowed": MIN_ROUNDS}:
+            break
+    else:
+        pytest.fail(f"no unchanged run settled in {MIN_ROUNDS} rounds: {tried}")
 
     # 10x the kernel: confirmed with every round auto has, failed, the kernel named.
     monkeypatch.setenv("SLOWER", "10")
-    result = run_pytest("--opprof", f"--opprof-report={report}", *ANY_MACHINE)
-    result.assert_outcomes(passed=1, failed=1)
-    assert rounds_in(report) == {
-        "test_steady": MIN_ROUNDS,
-        "test_slowed": AUTO_ROUNDS + CONFIRM_ROUNDS,
-    }
+    tried = []
+    for _ in range(TRIES):
+        result = run_pytest("--opprof", f"--opprof-report={report}", *ANY_MACHINE)
+        result.assert_outcomes(passed=1, failed=1)
+        rounds = rounds_in(report)
+        assert rounds["test_slowed"] == AUTO_ROUNDS + CONFIRM_ROUNDS, rounds
+        tried.append((rounds, walls_in(report)))
+        if rounds["test_steady"] == MIN_ROUNDS:
+            break
+    else:
+        pytest.fail(f"the unchanged test never settled in {MIN_ROUNDS} rounds: {tried}")
     result.stdout.fnmatch_lines(["+ kernel  slower:*REGRESSED", "REGRESSED *::test_slowed *"])
     tests = json.loads(report.read_text())["tests"]
     (slowed,) = [t for nid, t in tests.items() if nid.endswith("::test_slowed")]
