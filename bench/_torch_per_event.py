@@ -15,7 +15,7 @@ import numpy as np
 
 from pytest_opprof.capture.sources.kineto_read import KinetoRead
 from pytest_opprof.capture.sources.torch_observer import CONCRETE_OPS
-from pytest_opprof.capture.sources.torch_source import MARKER, _dtype_text
+from pytest_opprof.capture.sources.torch_source import MARKER, _dtype_text, _memory_device
 from pytest_opprof.native_layout.records import MEMORY_EVENT_NAME
 
 
@@ -26,7 +26,7 @@ def read_events_per_event(events: list[Any]) -> KinetoRead:
     shapes: list[list[list[int] | None]] = [[]]
     dtypes: list[list[str]] = [[]]
     rows: list[tuple[int, int, int, int, int, int]] = []
-    mem: list[tuple[int, int, int]] = []
+    mem: list[tuple[int, int, int, int]] = []
     for e in events:
         name = e.name()
         if name == MARKER:
@@ -34,7 +34,8 @@ def read_events_per_event(events: list[Any]) -> KinetoRead:
             continue
         kind = e.activity_type()
         if name == MEMORY_EVENT_NAME:
-            mem.append((e.start_ns(), e.device_resource_id(), e.nbytes()))
+            where = _memory_device(e.device_type(), e.device_index())
+            mem.append((e.start_ns(), e.device_resource_id(), e.nbytes(), where))
             continue
         if kind not in ("cpu_op", "user_annotation"):
             continue
@@ -54,7 +55,7 @@ def read_events_per_event(events: list[Any]) -> KinetoRead:
         rows.append((e.start_ns(), e.end_ns(), e.device_resource_id(), nid, sid, -1))
     return KinetoRead(
         ops=np.array(rows, dtype=np.int64).reshape(-1, 6),  # Kineto times no device here
-        mem=np.array(mem, dtype=np.int64).reshape(-1, 3),
+        mem=np.array(mem, dtype=np.int64).reshape(-1, 4),
         names=list(names),
         shapes=shapes,
         dtypes=dtypes,

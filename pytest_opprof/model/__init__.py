@@ -29,7 +29,9 @@ __all__ = [
 
 
 def _device(records: Records, use_device: str | None) -> str | None:
-    measured = len(records) and (records.events["device_ns"] >= 0).any()
+    measured = records.device_memory is not None or (
+        len(records) and (records.events["device_ns"] >= 0).any()
+    )
     return use_device if use_device is not None or not measured else "cuda"
 
 
@@ -43,7 +45,7 @@ def build_events(
 ) -> EventList:
     """One linked :class:`FunctionEvent` per record, ordered by start time.
 
-    ``use_device`` defaults to ``"cuda"`` when any event has a device time;
+    ``use_device`` defaults to ``"cuda"`` when any event has a device time or memory;
     ``overhead``: the profiler cost to subtract from self times.
     """
     tree = build_tree(records)

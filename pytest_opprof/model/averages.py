@@ -85,7 +85,8 @@ def average_records(
                 _add_traffic(rows, records, tree, group_by_input_shape, group_by_stack_n)
             return rows, device
     tree = build_tree(records, native=native)
-    device = _device(use_device, bool((tree.events["device_ns"] >= 0).any()))
+    measured = bool((tree.events["device_ns"] >= 0).any()) or records.device_memory is not None
+    device = _device(use_device, measured)
     rows = _average_numpy(
         records, tree, group_by_input_shape, group_by_stack_n, with_flops, device, overhead
     )
@@ -164,8 +165,11 @@ def _native_groups(
     (children of dropped events, whose parent id names nothing): the pass makes them
     roots itself, as the tree does.  Where it refuses them anyway (an orphan in the
     way of a child whose parent is there), they are made roots here and the pass
-    runs again.  Unknown parents (torch) or another order are left to the numpy path.
+    runs again.  Unknown parents (torch) or another order are left to the numpy path, as
+    are records with device memory (the pass has no column for it).
     """
+    if records.device_memory is not None:
+        return None
     ev = records.events
     names, memory_group = names_with_memory(records)
     group: np.ndarray | None = None
@@ -327,6 +331,8 @@ def op_sums(
     """
     if len(records) == 0:
         return OpSums([], [], 0)
+    if records.device_memory is not None:  # the C passes sum no device memory
+        return None
     from pytest_opprof import _native
 
     if not by_input_shape:
@@ -473,6 +479,9 @@ def _avg(
     avg.self_device_time_total = c["device_self_ns"] / _NS_PER_US
     avg.cpu_memory_usage = int(c["mem_total_bytes"])
     avg.self_cpu_memory_usage = int(c["mem_self_bytes"])
+    # The C passes have no device memory column: they never see records that have it.
+    avg.device_memory_usage = int(c.get("device_mem_total_bytes", 0))
+    avg.self_device_memory_usage = int(c.get("device_mem_self_bytes", 0))
     avg.flops = int(c["flops"])
     avg.self_flops = int(c["self_flops"])
     avg.is_top_level = is_top_level
@@ -523,6 +532,8 @@ def _average_numpy(
         "device_self_ns": total(tree.device_self_ns),
         "mem_total_bytes": total(tree.mem_total_bytes),
         "mem_self_bytes": total(tree.mem_self_bytes),
+        "device_mem_total_bytes": total(tree.device_mem_total_bytes),
+        "device_mem_self_bytes": total(tree.device_mem_self_bytes),
         "flops": _int_sums(group, flops, m),
         "self_flops": _int_sums(group, self_flops, m),
     }

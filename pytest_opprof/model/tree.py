@@ -11,6 +11,9 @@ of torch's model:
   innermost open one (``self``); ``total`` sums ``self`` over the subtree.
 * device time: ``device_ns`` is the device time of the event's own work
   (``-1`` when not measured); ``total`` sums it over the subtree.
+* device memory: ``Records.device_memory`` (net bytes of the device allocators while
+  the event was the innermost open one; zeros where none reported) is ``self``, and
+  ``total`` sums it over the subtree, as for the host's.
 
 Parents come from the native ids, or for sources without them (torch) from
 interval nesting on each thread (``native_layout/parents.py``).
@@ -48,6 +51,8 @@ class EventTree:
     device_self_ns: np.ndarray
     mem_total_bytes: np.ndarray
     mem_self_bytes: np.ndarray
+    device_mem_total_bytes: np.ndarray
+    device_mem_self_bytes: np.ndarray
 
     def __len__(self) -> int:
         return int(self.events.shape[0])
@@ -77,7 +82,11 @@ def build_tree(records: Records, *, native: bool = True) -> EventTree:
     cpu_self = cpu_total - child_sums(parent, cpu_total)
     mem_self = events["self_alloc_bytes"].astype(_I64) - events["self_free_bytes"].astype(_I64)
     dev_self = np.maximum(events["device_ns"].astype(_I64), 0)
-    mem_total, dev_total = subtree_sums(parent, depth, [mem_self, dev_self])
+    if records.device_memory is None:
+        dmem_self = np.zeros(len(order), dtype=_I64)
+    else:
+        dmem_self = records.device_memory.astype(_I64)[order]
+    mem_total, dev_total, dmem_total = subtree_sums(parent, depth, [mem_self, dev_self, dmem_self])
     return EventTree(
         events=events,
         names=names,
@@ -90,6 +99,8 @@ def build_tree(records: Records, *, native: bool = True) -> EventTree:
         device_self_ns=dev_self,
         mem_total_bytes=mem_total,
         mem_self_bytes=mem_self,
+        device_mem_total_bytes=dmem_total,
+        device_mem_self_bytes=dmem_self,
     )
 
 

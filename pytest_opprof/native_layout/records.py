@@ -61,7 +61,10 @@ class Records:
     use (native_layout/shape_table.py); other sources give lists.  ``devices[e["shape"]]``
     each argument's device (``"cpu"``, ``"cuda:0"``; ``""``: none), or ``devices`` is
     None: no argument was seen off the host (the torch observer fills it, for the
-    traffic rule of ``flops/device_traffic.py``).
+    traffic rule of ``flops/device_traffic.py``).  ``device_memory[i]`` the net bytes the
+    device allocators (CUDA's caching allocator) reported while event ``i`` was the
+    innermost open one, as ``self_alloc_bytes - self_free_bytes`` is for the host; None
+    where no device allocator reported (the torch source fills it).
     """
 
     events: np.ndarray
@@ -72,6 +75,7 @@ class Records:
     dropped: int = 0
     clock_source: str = "unknown"
     devices: list[list[str]] | None = None
+    device_memory: np.ndarray | None = None
 
     @classmethod
     def empty(cls) -> Records:
@@ -117,7 +121,20 @@ class Records:
             dropped=self.dropped + other.dropped,
             clock_source=self.clock_source,
             devices=devices,
+            device_memory=_device_memory(self, other),
         )
+
+
+def _device_memory(*parts: Records) -> np.ndarray | None:
+    """The parts' ``device_memory`` end to end (zeros for a part without), or None."""
+    if all(r.device_memory is None for r in parts):
+        return None
+    return np.concatenate(
+        [
+            r.device_memory if r.device_memory is not None else np.zeros(len(r), dtype=np.int64)
+            for r in parts
+        ]
+    )
 
 
 def _devices_of(records: Records, i: int) -> list[str]:

@@ -80,9 +80,11 @@ def _args(
     device_us: np.ndarray,
     flops: np.ndarray,
     exception: np.ndarray,
+    device_mem: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[str]:
     """The ``args`` text after ``"id"`` of each event: its parent, ``base`` (shapes and
-    stack), then the memory, device, FLOPs and exception members where set."""
+    stack), then the memory, device memory (``device_mem``: self and total bytes), device
+    time, FLOPs and exception members where set."""
     out = [
         f',"parent id":{p}{b}' if p >= 0 else b
         for p, b in zip(parent_id.tolist(), base, strict=True)
@@ -90,6 +92,12 @@ def _args(
     # Rare members: a pass over the events that have them, not a branch for every event.
     for i in np.flatnonzero((self_mem != 0) | (mem != 0)).tolist():
         out[i] += f',"Self CPU Mem (bytes)":{int(self_mem[i])},"CPU Mem (bytes)":{int(mem[i])}'
+    if device_mem is not None:
+        own, total = device_mem
+        for i in np.flatnonzero((own != 0) | (total != 0)).tolist():
+            out[i] += (
+                f',"Self Device Mem (bytes)":{int(own[i])},"Device Mem (bytes)":{int(total[i])}'
+            )
     for i in np.flatnonzero(device_us != 0).tolist():
         out[i] += f',"Device time (us)":{_json(float(device_us[i]))}'
     for i in np.flatnonzero(flops != 0).tolist():
@@ -153,6 +161,10 @@ def columns_from_events(events: Sequence[Any]) -> TraceColumns:
             np.array([evt.device_time_total for evt in events], dtype=float),
             np.array([evt.flops for evt in events], dtype=np.int64),
             np.array([evt.is_exception for evt in events], dtype=bool),
+            (
+                np.array([evt.self_device_memory_usage for evt in events], dtype=np.int64),
+                np.array([evt.device_memory_usage for evt in events], dtype=np.int64),
+            ),
         ),
     )
 
@@ -193,6 +205,9 @@ def columns_from_records(records: Records, *, with_flops: bool = True) -> TraceC
             tree.device_total_ns / 1000.0,
             flops.astype(np.int64),
             (ev["flags"] & FLAG_EXCEPTION) != 0,
+            (tree.device_mem_self_bytes, tree.device_mem_total_bytes)
+            if records.device_memory is not None
+            else None,
         ),
     )
 

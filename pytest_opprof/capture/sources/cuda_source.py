@@ -37,6 +37,7 @@ peak: only the two ends are sampled).
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import importlib.util
 import os
@@ -203,16 +204,7 @@ class CudaSource:
             return records
         events = events.copy()
         events["device_ns"] = own_device_times(events, timed)
-        return Records(
-            events=events,
-            names=records.names,
-            shapes=records.shapes,
-            dtypes=records.dtypes,
-            stacks=records.stacks,
-            dropped=records.dropped,
-            clock_source=records.clock_source,
-            devices=records.devices,
-        )
+        return dataclasses.replace(records, events=events)
 
     def _device_memory(self) -> DeviceMemoryStats:
         if self._start_torch >= 0 and _torch_cuda_in_use():

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+HOST_MEMORY = -1
+"""A memory instant's device where the host's allocator reported it (the observer's
+``HOST_MEMORY``): torch.profiler's CPU, MKLDNN and IDEEP memory."""
+
 
 @dataclass
 class KinetoRead:
@@ -20,7 +24,8 @@ class KinetoRead:
     # int64 rows: start_ns, end_ns, thread, name id, shape id, device ns (the op's
     # CUDA event pair, children included; -1: not timed, and always with Kineto)
     ops: np.ndarray
-    mem: np.ndarray  # int64 rows: time_ns, thread, bytes (negative: freed)
+    mem: np.ndarray  # int64 rows: time_ns, thread, bytes (negative: freed), device
+    # (HOST_MEMORY, or the device's type << 8 | its index: CUDA's caching allocator)
     names: list[str]  # op names, in order of first appearance
     shapes: list[list[list[int] | None]]
     dtypes: list[list[str]]

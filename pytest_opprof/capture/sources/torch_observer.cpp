@@ -85,7 +85,11 @@ struct Pair {
 struct Mem {
     int64_t time_ns;
     int64_t bytes;
+    int64_t device; // HOST_MEMORY, or the device's type << 8 | its index
 };
+
+// A Mem's device where c10's CPU allocator reported it.
+constexpr int64_t HOST_MEMORY = -1;
 
 struct Open {
     const at::RecordFunction *fn;
@@ -414,13 +418,22 @@ void on_exit(const at::RecordFunction &fn, at::ObserverContext *)
 struct ObserverState : public ProfilerStateBase {
     explicit ObserverState(const ProfilerConfig &config) : ProfilerStateBase(config) {}
 
-    void reportMemoryUsage(void *, int64_t alloc_size, size_t, size_t, c10::Device) override
+    // c10's allocators call this on the allocating thread: the CPU allocator and
+    // the CUDA caching allocator alike, each block's device named, as Kineto has
+    // them for profile_memory (its memory events' device_type and device_index).
+    void reportMemoryUsage(void *, int64_t alloc_size, size_t, size_t, c10::Device device) override
     {
         Global &G = g();
         if (!G.active.load(std::memory_order_relaxed))
             return;
         ThreadBuf *b = thread_buf();
-        b->mems.push_back({now_ns(), alloc_size});
+        // Host memory as torch.profiler counts it (CPU, MKLDNN, IDEEP); every other
+        // device's is device memory.
+        const bool host = device.is_cpu() || device.type() == c10::DeviceType::MKLDNN ||
+                          device.type() == c10::DeviceType::IDEEP;
+        int64_t where =
+            host ? HOST_MEMORY : ((int64_t)device.type() << 8) | (uint8_t)device.index();
+        b->mems.push_back({now_ns(), alloc_size, where});
     }
 
     ActiveProfilerType profilerType() override { return ActiveProfilerType::NONE; }
@@ -528,7 +541,7 @@ int64_t device_ns(const ThreadBuf &t, const Op &op)
 //   ops:  int64 rows (start_ns, end_ns, thread, name id, signature id, device ns)
 //         (device ns: the elapsed time of the op's CUDA event pair, its
 //         children's included; -1 where not timed)
-//   mems: int64 rows (time_ns, thread, bytes)
+//   mems: int64 rows (time_ns, thread, bytes, device: HOST_MEMORY or type << 8 | index)
 //   sigs: the distinct argument encodings, concatenated; sig_offsets: n+1 bounds
 //   names: every interned name (ids index it)
 // Ops still open get end = start (Kineto's events of unfinished ops are not
@@ -552,7 +565,7 @@ py::tuple read_buffers()
             n_mem += t->mems.size();
         }
         ops.reserve(n_ops * 6);
-        mems.reserve(n_mem * 3);
+        mems.reserve(n_mem * 4);
         for (auto &t : G.threads) {
             if (t->session != G.session.load())
                 continue;
@@ -581,6 +594,7 @@ py::tuple read_buffers()
                 mems.push_back(m.time_ns);
                 mems.push_back((int64_t)t->tid);
                 mems.push_back(m.bytes);
+                mems.push_back(m.device);
             }
         }
     }

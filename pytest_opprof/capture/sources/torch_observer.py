@@ -189,7 +189,7 @@ def read(module: Any, marker: str) -> KinetoRead:
     the op rows, Python once per distinct name and argument signature)."""
     ops_b, mem_b, sigs_b, offsets_b, all_names = module.read()
     rows = np.frombuffer(ops_b, dtype=np.int64).reshape(-1, 6)
-    mem = np.frombuffer(mem_b, dtype=np.int64).reshape(-1, 3).copy()
+    mem = np.frombuffer(mem_b, dtype=np.int64).reshape(-1, 4).copy()
     sigs = np.frombuffer(sigs_b, dtype=np.int64).tolist()
     offsets = np.frombuffer(offsets_b, dtype=np.int64).tolist()
 
