@@ -24,7 +24,7 @@
 #include "model_kernels.h"
 #include "one_round.h"
 
-enum { STATS_FIELDS = 7, OP_FIELDS = 10 };
+enum { STATS_FIELDS = 7, OP_FIELDS = 11 };
 
 static PyObject *zero; /* never released */
 
@@ -52,7 +52,8 @@ static PyObject *const *names_of(PyObject *names, Py_ssize_t n, const char *fn, 
 }
 
 static const char op_fields_text[] = "the key, count, self CPU time, CPU time, self bytes, bytes, "
-                                     "FLOPs, self device time, device time, ranges";
+                                     "FLOPs, self device time, device time, ranges, "
+                                     "self device bytes";
 static const char stats_fields_text[] = "the samples, median, min, max, mean, stdev, MAD";
 
 /* Fill layout from the four arguments at args (op_type, op_names, stats_type,
@@ -160,6 +161,7 @@ static PyObject *one_op(PyObject *key, const int64_t *row, const Layout *layout)
         Py_INCREF(Py_None);
     }
     Py_INCREF(key);
+    Py_INCREF(zero);
     PyObject *values[OP_FIELDS] = {
         key,
         PyLong_FromLongLong(row[OPPROF_GROUP_COUNT]),
@@ -171,6 +173,7 @@ static PyObject *one_op(PyObject *key, const int64_t *row, const Layout *layout)
         self_device,
         device,
         PyDict_New(),
+        zero, /* device memory: the sums carry none (records with it take Python's path) */
     };
     return new_op(layout, values, 1);
 }

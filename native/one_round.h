@@ -20,7 +20,8 @@
  * op_names and stats_names: tuples of the field names filled, in this order:
  *   an op's key, count, self CPU time, CPU time (the self CPU time's object
  *   when equal), self bytes, bytes, FLOPs, self device time, device time
- *   (both None when no device time), ranges (a new empty dict); a time's
+ *   (both None when no device time), ranges (a new empty dict), self device
+ *   bytes (0: the sums carry no device memory); a time's
  *   samples (a tuple of one), median, min, max, mean (each the sample), stdev
  *   and MAD (each 0).  Another number of names raises TypeError.
  * Returns OPPROF_OK, or an error code with opprof_last_error() set. */

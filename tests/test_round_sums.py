@@ -243,7 +243,7 @@ def test_any_sums_give_the_rows_figures(groups: list[list[int]]) -> None:
 
 def test_op_summaries_filled_in_place_are_the_ones_init_makes() -> None:
     t = TimeStats.single(1500)
-    values = ("numpy.add", 2, t, TimeStats.single(2500), 8, None, 6, t, t, {"count": (1, 2)})
+    values = ("numpy.add", 2, t, TimeStats.single(2500), 8, None, 6, t, t, {"count": (1, 2)}, 512)
     fast, made = _op_summary(*values), OpSummary(*values)
     assert fast == made
     assert vars(fast) == vars(made)
@@ -430,6 +430,7 @@ def test_stored_ops_round_as_each_op_does(
             None if self_device_ns is None else TimeStats.single(self_device_ns),
             None if device_ns is None else TimeStats.single(device_ns),
             {"count": (2, 3)},
+            4096,
         )
     if two_samples:
         key = next(iter(ops))

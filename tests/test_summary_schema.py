@@ -87,7 +87,7 @@ def test_the_native_builder_refuses_a_schema_it_does_not_fill() -> None:
     class WiderOp(OpSummary):
         extra: int = 0
 
-    with pytest.raises(TypeError, match=r"10 field names it fills \(the key, count"):
+    with pytest.raises(TypeError, match=r"11 field names it fills \(the key, count"):
         _native.one_round_ops(KEYS, SUMS, "[memory]", 2**50, WiderOp, TimeStats)
     ops = _python_ops()
     with pytest.raises(TypeError, match=r"7 field names it fills \(the samples, median"):

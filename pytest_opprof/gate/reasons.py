@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from pytest_opprof.gate.judge import RowStatus, beyond, change, judge_exact, judge_time, steady
-from pytest_opprof.gate.rows import WORK_TIME, MetricRow, json_change, names, totals_status
+from pytest_opprof.gate.rows import (
+    DEVICE_MEMORY_METRIC,
+    WORK_TIME,
+    MetricRow,
+    json_change,
+    names,
+    totals_status,
+)
 from pytest_opprof.gate.summary import OTHER_OPS, OpSummary, Span, TestSummary
 from pytest_opprof.gate.time_basis import TimeBasis
 from pytest_opprof.gate.tolerance import Tolerances
@@ -129,7 +136,9 @@ def op_reasons(ctx: ReasonContext) -> OpFindings:
             reasons.append(_presence(key, "new", c, tol.figure(c.self_cpu_time) / refs.wall_ns))
             # What a new op allocated or computed, against none: a new op that leaks is
             # named with its bytes (its calls are the line above).
-            absent = dataclasses.replace(c, count=0, flops=0, self_memory_bytes=0, ranges={})
+            absent = dataclasses.replace(
+                c, count=0, flops=0, self_memory_bytes=0, self_device_memory_bytes=0, ranges={}
+            )
             reasons.extend(r for r in _exact_reasons(ctx, key, absent, c, refs) if r.unit != "ops")
         elif c is None and b is not None:
             reasons.append(
@@ -154,6 +163,7 @@ class _Refs(NamedTuple):
     flops: int
     memory_bytes: int
     ops: int
+    device_memory_bytes: int
 
     @classmethod
     def of(cls, ctx: ReasonContext) -> _Refs:
@@ -163,6 +173,7 @@ class _Refs(NamedTuple):
             max(base.flops, 1),
             max(base.memory.allocated_bytes if base.memory else 0, 1),
             max(base.op_count, 1),
+            max(base.device_memory_bytes or 0, 1),
         )
 
 
@@ -266,6 +277,19 @@ def _exact_reasons(
             tol.memory_floor_bytes,
             refs.memory_bytes,
             "self_memory_bytes" in c.ranges,
+        ),
+        _ExactFigure(
+            "more device memory",
+            "less device memory",
+            "bytes",
+            b.self_device_memory_bytes,
+            c.self_device_memory_bytes,
+            b.span("self_device_memory_bytes"),
+            DEVICE_MEMORY_METRIC,
+            tol.memory,
+            tol.memory_floor_bytes,
+            refs.device_memory_bytes,
+            "self_device_memory_bytes" in c.ranges,
         ),
         _ExactFigure(
             "count",

@@ -142,6 +142,8 @@ class OpFigures:
     device_ns: int = 0
     self_flops: int = 0
     """FLOPs that count toward the test's total ("innermost wins", see FunctionEventAvg)."""
+    self_device_memory_bytes: int = 0
+    """Net bytes of the device allocators (CUDA's caching allocator) inside the op itself."""
 
     def __add__(self, other: OpFigures) -> OpFigures:
         return OpFigures(*(getattr(self, n) + getattr(other, n) for n in self.__dataclass_fields__))
@@ -234,6 +236,7 @@ class RoundFigures:
                 device_ns=round(_num(row, "device_time_total") * _US_TO_NS),
                 # Rows without self_flops (other profilers) count their own FLOPs.
                 self_flops=int(_num(row, "self_flops" if hasattr(row, "self_flops") else "flops")),
+                self_device_memory_bytes=int(_num(row, "self_device_memory_usage")),
             )
             ops[key] = ops[key] + figures if key in ops else figures
         return cls(
@@ -314,6 +317,8 @@ def _ops_from_sums(keys: Sequence[str], sums: Iterable[Sequence[int]]) -> dict[s
         # Filled in place, as TimeStats.single is (the frozen __init__ sets each
         # field through object.__setattr__): the same object, a third of the cost.
         figures = new(OpFigures)
+        # The sums carry no device memory: records that have it take the rows' path.
+        figures.__dict__["self_device_memory_bytes"] = 0
         if -EXACT < min(group) and max(group) < EXACT:
             figures.__dict__.update(zip(_SUM_FIELDS, group, strict=True))
             ops[key] = ops[key] + figures if key in ops else figures

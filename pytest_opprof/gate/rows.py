@@ -105,6 +105,8 @@ RANGED_METRICS = {
 """``TestSummary.ranges`` names -> (metric row name, unit)."""
 TRAFFIC_METRICS = frozenset(RANGED_METRICS[name][0] for name in TRAFFIC_FIGURES)
 """The rows of host<->device traffic: bytes, but copied, not held (no memory row)."""
+DEVICE_MEMORY_METRIC = RANGED_METRICS["device_memory_bytes"][0]
+"""The row of the device's memory peak: the total an op's device memory belongs to."""
 
 
 def metric_rows(basis: TimeBasis, tol: Tolerances) -> MetricRows:
@@ -130,7 +132,9 @@ def totals_status(metrics: Sequence[MetricRow]) -> dict[str, RowStatus]:
     memory = {
         m.status
         for m in metrics
-        if m.unit in ("bytes", "allocations") and m.metric not in TRAFFIC_METRICS
+        if m.unit in ("bytes", "allocations")
+        and m.metric not in TRAFFIC_METRICS
+        and m.metric != DEVICE_MEMORY_METRIC
     }
     status["memory"] = (
         "regressed" if "regressed" in memory else "improved" if "improved" in memory else "pass"

@@ -75,7 +75,7 @@ TEST_RANGED = (
     *TRAFFIC_FIGURES,
 )
 """The test-level deterministic figures that may carry a range (names as in ``ranges``)."""
-OP_RANGED = ("count", "flops", "self_memory_bytes")
+OP_RANGED = ("count", "flops", "self_memory_bytes", "self_device_memory_bytes")
 """An op's deterministic figures that may carry a range."""
 OTHER_OPS = "[other ops]"
 """The op key of the ops a baseline left out, folded into one (``trim.py``)."""
@@ -229,6 +229,11 @@ class OpSummary:
     """Device times travel as a pair or not at all (the stored form)."""
     ranges: Ranges = field(metadata={RULE: Spans(names=OP_RANGED)}, default_factory=dict)
     """``(low, high)`` of each figure of ``OP_RANGED`` that varied over the rounds."""
+    self_device_memory_bytes: int = field(
+        metadata={RULE: Count(minimum=None, zero_left_out=True)}, default=0
+    )
+    """Net bytes the device allocators (CUDA's caching allocator) reported inside the op
+    itself, as torch.profiler's ``self_device_memory_usage``; left out of files when 0."""
 
     def exact_values(self) -> dict[str, int]:
         """The op's deterministic figures that may carry a range, by name."""
@@ -236,6 +241,7 @@ class OpSummary:
             "count": self.count,
             "flops": self.flops,
             "self_memory_bytes": self.self_memory_bytes,
+            "self_device_memory_bytes": self.self_device_memory_bytes,
         }
 
     def span(self, name: str) -> Span:
@@ -553,8 +559,10 @@ def _summarize_op(key: str, per_round: list[OpFigures]) -> OpSummary:
                 "count": span_of(f.count for f in per_round),
                 "flops": span_of(f.flops for f in per_round),
                 "self_memory_bytes": span_of(f.self_memory_bytes for f in per_round),
+                "self_device_memory_bytes": span_of(f.self_device_memory_bytes for f in per_round),
             }
         ),
+        self_device_memory_bytes=_median_low([f.self_device_memory_bytes for f in per_round]),
     )
 
 
@@ -576,6 +584,7 @@ def _one_round_op(key: str, f: OpFigures) -> OpSummary:
         TimeStats.single(round(f.self_device_ns)) if has_device else None,
         TimeStats.single(round(f.device_ns)) if has_device else None,
         {},
+        f.self_device_memory_bytes,
     )
 
 

@@ -12,7 +12,8 @@ keeps the ops by impact (:func:`kept_keys`):
   be named), and at least the top op;
 * FLOPs: every op holding at least ``KEEP_FLOPS_SHARE`` of the test's FLOPs;
 * memory: every op whose net self bytes are at least ``KEEP_MEMORY_SHARE`` of the
-  test's allocated bytes and beyond the verdict's memory floor;
+  test's allocated bytes and beyond the verdict's memory floor, and every op whose net
+  device bytes are that share of the test's device memory peak;
 
 at most ``MAX_KEPT_OPS``, by their largest share.  The others are folded into one op,
 :data:`~pytest_opprof.gate.summary.OTHER_OPS`: per round, the sum of their self times;
@@ -56,6 +57,7 @@ def kept_keys(summary: TestSummary) -> list[str]:
     wall = max(summary.wall_time.median_ns, 1)
     flops = max(summary.flops, 1)
     allocated = max(summary.memory.allocated_bytes if summary.memory else 0, 1)
+    device_peak = max(summary.device_memory_bytes or 0, 1)
     floor = MEMORY_FLOOR_BYTES
     impact: dict[str, float] = {}
     for key, op in summary.ops.items():
@@ -70,6 +72,9 @@ def kept_keys(summary: TestSummary) -> list[str]:
         memory = abs(op.self_memory_bytes)
         if memory > floor and memory / allocated >= KEEP_MEMORY_SHARE:
             shares.append(memory / allocated)
+        device = abs(op.self_device_memory_bytes)
+        if device > floor and device / device_peak >= KEEP_MEMORY_SHARE:
+            shares.append(device / device_peak)
         if shares:
             impact[key] = max(shares)
     ranked = sorted(impact, key=lambda k: (-impact[k], k))[:MAX_KEPT_OPS]
@@ -124,7 +129,9 @@ def align(now: TestSummary, base: TestSummary) -> tuple[TestSummary, TestSummary
         keep = set(base.ops) | {
             key
             for key in new_ops(now, base)
-            if now.ops[key].flops or abs(now.ops[key].self_memory_bytes) > MEMORY_FLOOR_BYTES
+            if now.ops[key].flops
+            or abs(now.ops[key].self_memory_bytes) > MEMORY_FLOOR_BYTES
+            or abs(now.ops[key].self_device_memory_bytes) > MEMORY_FLOOR_BYTES
         }
     else:
         keep = set(now.ops)
@@ -179,7 +186,7 @@ def _sum_ops(parts: list[OpSummary]) -> OpSummary:
     self_cpu = summed([p.self_cpu_time for p in parts])
     assert self_cpu is not None
     ranges = {}
-    for name in ("count", "flops", "self_memory_bytes"):
+    for name in ("count", "flops", "self_memory_bytes", "self_device_memory_bytes"):
         spans = [p.span(name) for p in parts]
         lo, hi = sum(s[0] for s in spans), sum(s[1] for s in spans)
         if lo != hi:
@@ -198,4 +205,5 @@ def _sum_ops(parts: list[OpSummary]) -> OpSummary:
         self_device_time=self_device,
         device_time=None,
         ranges=ranges,
+        self_device_memory_bytes=sum(p.self_device_memory_bytes for p in parts),
     )

@@ -161,7 +161,7 @@ def _tail(change: float | None, tolerance: float | None, status: str) -> str:
 
 
 def _metric_lines(row: MetricRow) -> str:
-    name = f"{row.metric:<18}"
+    name = f"{row.metric:<17} "  # a space after the longest ("device memory peak")
     if row.baseline == row.now:
         return f"  {name}{format_value(row.now, row.unit)}"
     return (
