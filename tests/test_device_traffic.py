@@ -113,7 +113,14 @@ def test_to_copy_and_the_other_to_overloads() -> None:
     "name", ["aten::item", "aten::_local_scalar_dense", "aten::is_nonzero", "aten::nonzero"]
 )
 def test_reading_a_device_tensor_on_the_host_syncs(name: str) -> None:
-    assert op_traffic(name, [[]], ["float"], ["cuda:0"]) == Traffic(device_syncs=1)
+    """One sync; and one element of the tensor's dtype to the host (a float's 4 bytes, a
+    bool's 1, as the memcpys of CUDA's trace have them on an H200), but for nonzero,
+    whose copy of its count is the kernel's own."""
+    copied = 0 if name == "aten::nonzero" else 4
+    assert op_traffic(name, [[]], ["float"], ["cuda:0"]) == Traffic(
+        device_to_host_bytes=copied, device_syncs=1
+    )
+    assert op_traffic(name, [[]], ["bool"], ["cuda:0"]).device_to_host_bytes == copied // 4
     assert op_traffic(name, [[]], ["float"], ["cpu"]) is NONE
 
 
@@ -179,7 +186,8 @@ def test_an_op_outside_any_scope_is_named_alone() -> None:
         "aten::item", 0, 10, kind=KIND_TORCH, shape=[[]], dtypes=["float"], devices=["cuda:0"]
     )
     traffic = round_traffic(records_from([item]))
-    assert traffic == (Traffic(device_syncs=1), {"aten::item": Traffic(device_syncs=1)})
+    read = Traffic(device_to_host_bytes=4, device_syncs=1)
+    assert traffic == (read, {"aten::item": read})
 
 
 def test_records_without_devices_have_no_traffic() -> None:
@@ -253,10 +261,10 @@ def test_x_cpu_of_a_fake_cuda_tensor_counts_4_mb_device_to_host_and_one_sync() -
     traffic = round_traffic(prof.records())
     assert traffic is not None
     total, sites = traffic
-    assert total == Traffic(device_to_host_bytes=4_000_000, device_syncs=2)
+    assert total == Traffic(device_to_host_bytes=4_000_004, device_syncs=2)
     assert sites == {
         "aten::to in scope train_step": Traffic(device_to_host_bytes=4_000_000, device_syncs=1),
-        "aten::item": Traffic(device_syncs=1),
+        "aten::item": Traffic(device_to_host_bytes=4, device_syncs=1),
     }
     # The events and key averages carry it as FLOPs are carried: once, at the outermost.
     rows = {row.key: row for row in prof.key_averages()}
@@ -266,7 +274,7 @@ def test_x_cpu_of_a_fake_cuda_tensor_counts_4_mb_device_to_host_and_one_sync() -
     assert rows["aten::_local_scalar_dense"].device_syncs == 0
     total = prof.key_averages().total_average()
     assert (total.device_to_host_bytes, total.device_syncs, total.host_to_device_bytes) == (
-        4_000_000,
+        4_000_004,
         2,
         0,
     )

@@ -14,7 +14,8 @@ the destination's: host->device, device->host, or device->device between two dev
 A copy between host and device that is not ``non_blocking`` waits for the device: one
 synchronisation.  ``aten::item``, ``aten::_local_scalar_dense``, ``aten::is_nonzero`` (a
 tensor's ``__bool__``) and ``aten::nonzero`` (its output's size is on the device) of a
-device tensor are one synchronisation each.  These ops nest (``aten::to`` calls
+device tensor are one synchronisation each; the first three also copy one element of the
+tensor's dtype to the host.  These ops nest (``aten::to`` calls
 ``aten::_to_copy``, which calls ``aten::copy_``): the model counts each copy once, at
 the outermost op that carries it (``model/event_traffic.py``).
 """
@@ -209,7 +210,13 @@ def op_traffic(
         return NONE
     a = _Args(shapes, dtypes, devices)
     if name in SYNC_OPS:
-        return Traffic(device_syncs=1) if is_device(a.device(0)) else NONE
+        if not is_device(a.device(0)):
+            return NONE
+        if name == "aten::nonzero":  # its count's copy is the kernel's own, not sized here
+            return Traffic(device_syncs=1)
+        # One element of the tensor's own dtype comes to the host (4 bytes for a
+        # float's .item(), 1 for a bool's if): CUDA's trace has that memcpy.
+        return Traffic(device_to_host_bytes=ITEMSIZE.get(a.dtype(0), 0), device_syncs=1)
     copy = _copy(name, a)
     if copy is None:
         return NONE
