@@ -8,12 +8,22 @@ with ``torch.cuda.Event`` around it.  It then runs ``pytest --opprof`` on a two-
 GPU module and reads the device time from the JSON report.  Exits non-zero when a
 figure is missing or the two timings disagree by more than ``--tolerance``.
 
-Host<->device traffic (``check_traffic``, ``check_traffic_gate``; NOT YET RUN ON A
-DEVICE: written on a machine without a GPU, where fake tensors stand in for CUDA): the
-bytes copied each way and the syncs the plugin counts from the ops' arguments, against
-the bytes of the memcpy activities and the synchronising runtime calls torch.profiler's
-CUDA trace records for the same work; and a gate run on a two-test module that adds
-``.cpu()`` in a loop fails on the traffic rows, naming ``aten::to`` and its scope.
+Host<->device traffic (``check_traffic``, ``check_traffic_gate``): the bytes copied each
+way and the syncs the plugin counts from the ops' arguments, against the bytes of the
+memcpy activities and the synchronising runtime calls torch.profiler's CUDA trace records
+for the same work; and a gate run on a two-test module that adds ``.cpu()`` in a loop
+fails on the traffic rows, naming ``aten::to`` and its scope.
+
+Per-op device memory (``check_device_memory``): each op's ``self_device_memory_usage``
+against torch.profiler's (``profile_memory=True``) for ``aten::mm``, ``aten::empty`` and
+``aten::add`` on the same work, ``x.cpu()`` of a 1000 x 1000 float32 at 4,000,000 bytes
+device->host and one sync; and the gate run again with a 64 MB block kept in the scope,
+which fails on the device memory peak, naming ``aten::empty``.
+
+On a lent machine (the `device` tool), from the repository root, with cffi's wheels in
+``.whl/`` (``bench/gpu_setup.sh`` says how):
+
+    bash bench/gpu_setup.sh python3 bench/gpu_check.py --out "$OUT"
 
     python bench/gpu_check.py [--size 4096] [--repeats 20] [--tolerance 0.15] [--out DIR]
 """
@@ -208,7 +218,9 @@ def test_step(opprof):
     with opprof.record_function("train_step"):
         for _ in range(int(os.environ.get("OPPROF_COPIES", "0"))):
             X.cpu()
+        kept = torch.empty(int(os.environ.get("OPPROF_KEEP_MB", "0")) * 250_000, device="cuda")
         (X * 2).sum().item()
+        del kept
 
 
 def test_matmul():
@@ -216,9 +228,11 @@ def test_matmul():
     torch.cuda.synchronize()
 """
 
-_SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy")
+_SYNC_CALLS = ("cudaStreamSynchronize", "cudaMemcpy")
 """Runtime calls that wait for the device (a plain ``cudaMemcpy`` waits too; the async
-one does not)."""
+one does not).  Not ``cudaDeviceSynchronize``: the workload calls none, and the trace's
+one is torch.profiler's own as it stops (on an H200, after the workload's last op); the
+plugin does not count ``torch.cuda.synchronize()`` (docs/device-traffic.md)."""
 
 
 def _traffic_workload() -> None:
@@ -230,8 +244,8 @@ def _traffic_workload() -> None:
     torch.ones(500, 1000).cuda()  # 2,000,000 bytes host->device, one sync
     torch.tensor(np.ones((250, 1000)), device="cuda")  # float64: 2,000,000 bytes
     torch.ones(1000, pin_memory=True).to("cuda", non_blocking=True)  # 4,000 bytes, no sync
-    x.sum().item()  # one sync
-    bool(x[0, 0] > 0)  # one sync
+    x.sum().item()  # 4 bytes device->host, one sync
+    bool(x[0, 0] > 0)  # 1 byte device->host, one sync
     x[:10].tolist()  # 40,000 bytes device->host, one sync
 
 
@@ -317,8 +331,9 @@ def check_traffic_gate(out: Path) -> list[str]:
     step = tests.get("test_traffic.py::test_step", {})
     rows = {m["metric"]: m for m in step.get("verdict", {}).get("metrics", [])}
     problems = []
-    if rows.get("device->host", {}).get("now") != 3 * 4_000_000:
-        problems.append(f"test_step: device->host row {rows.get('device->host')}")
+    d2h = rows.get("device->host", {})
+    if d2h.get("now", 0) - d2h.get("baseline", 0) != 3 * 4_000_000:
+        problems.append(f"test_step: device->host row {d2h}")
     if rows.get("device->host", {}).get("status") != "regressed":
         problems.append("test_step: device->host did not regress")
     if not any(
@@ -327,6 +342,102 @@ def check_traffic_gate(out: Path) -> list[str]:
         problems.append("test_step: no note names aten::to in scope train_step")
     if tests.get("test_traffic.py::test_matmul", {}).get("status") == "regressed":
         problems.append("test_matmul regressed, with no traffic")
+    mm = tests.get("test_traffic.py::test_matmul", {}).get("ops", {}).get("aten::mm", {})
+    if not mm.get("self_device_memory_bytes"):
+        problems.append(f"test_matmul: aten::mm has no device memory in the report: {mm}")
+    # A 64 MB block kept in the scope: the device memory peak fails, aten::empty named.
+    env = {**os.environ, "OPPROF_KEEP_MB": "64"}
+    done = subprocess.run(
+        [*base, "--opprof", f"--opprof-report={report}"], capture_output=True, text=True, env=env
+    )
+    print(done.stdout[-4000:])
+    step = json.loads(report.read_text())["tests"].get("test_traffic.py::test_step", {})
+    verdict = step.get("verdict", {})
+    rows = {m["metric"]: m for m in verdict.get("metrics", [])}
+    if rows.get("device memory peak", {}).get("status") != "regressed":
+        problems.append(f"test_step: device memory peak row {rows.get('device memory peak')}")
+    grew = [r for r in verdict.get("reasons", []) if r.get("kind") == "more device memory"]
+    if not any(r["op"] == "aten::empty" and r["now"] - r["baseline"] >= 64_000_000 for r in grew):
+        problems.append(f"test_step: no aten::empty with 64 MB more device memory: {grew}")
+    return problems
+
+
+def _memory_workload() -> Any:
+    """aten::mm, aten::empty and aten::add of 1000 x 1000 float32 on the device, and the
+    copy of one to the host; the results are dropped before the profile stops."""
+    import torch
+
+    a = torch.randn(1000, 1000, device="cuda")
+    b = torch.randn(1000, 1000, device="cuda")
+
+    def work() -> None:
+        c = torch.mm(a, b)
+        e = torch.empty(1000, 1000, device="cuda")
+        d = torch.add(a, b)
+        h = a.cpu()
+        del c, e, d, h
+
+    return work
+
+
+MEMORY_OPS = ("aten::mm", "aten::empty", "aten::add")
+
+
+def check_device_memory(rounds: int = 3) -> list[str]:
+    """Each op's own device bytes against torch.profiler's on the same work, in turn
+    (both see the caching allocator's reports: a block reused from its cache is reported
+    as a new one); and ``a.cpu()``'s traffic."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    import pytest_opprof as opprof
+
+    work = _memory_workload()
+    work()  # warm: cuBLAS's handle and workspace, the allocator's cache
+    torch.cuda.synchronize()
+    problems = []
+    for i in range(rounds):
+        with opprof.profile(capture=["torch"], profile_memory=True) as prof:
+            work()
+        with torch_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as kineto:
+            work()
+        ours = {row.key: row for row in prof.key_averages()}
+        theirs = {row.key: row for row in kineto.key_averages()}
+        for key in MEMORY_OPS:
+            mine, torch_s = ours.get(key), theirs.get(key)
+            if mine is None or torch_s is None:
+                problems.append(f"{key}: a row is missing (ours {mine}, torch's {torch_s})")
+                continue
+            pair = (mine.self_device_memory_usage, torch_s.self_device_memory_usage)
+            host = (mine.self_cpu_memory_usage, torch_s.self_cpu_memory_usage)
+            print(
+                f"round {i}: {key}: self device memory ours {pair[0]:,} torch {pair[1]:,}; "
+                f"self host memory ours {host[0]:,} torch {host[1]:,}"
+            )
+            if pair[0] != pair[1] or pair[0] <= 0:
+                problems.append(
+                    f"{key}: self device memory {pair[0]:,} against torch's {pair[1]:,}"
+                )
+            if host[0] != host[1]:
+                problems.append(f"{key}: self host memory {host[0]:,} against torch's {host[1]:,}")
+        to = ours.get("aten::to")
+        if to is None or (to.device_to_host_bytes, to.device_syncs) != (4_000_000, 1):
+            problems.append(
+                "a.cpu(): aten::to counts "
+                f"{(to.device_to_host_bytes, to.device_syncs) if to else None}, not (4000000, 1)"
+            )
+        if i == 0:
+            print(prof.key_averages().table(sort_by="self_device_memory_usage", row_limit=8))
+            trace = Path(tempfile.mkdtemp(prefix="opprof-gpu-")) / "memory_trace.json"
+            prof.export_chrome_trace(str(trace))
+            spans = json.loads(trace.read_text())["traceEvents"]
+            mm = [e for e in spans if e.get("name") == "aten::mm" and e.get("ph") == "X"]
+            got = [e["args"].get("Self Device Mem (bytes)") for e in mm]
+            want = theirs["aten::mm"].self_device_memory_usage if "aten::mm" in theirs else None
+            print(f"trace: aten::mm's Self Device Mem (bytes) {got}, torch's {want}")
+            if got != [want]:
+                problems.append(f"the trace's aten::mm device bytes {got}, torch's {want}")
     return problems
 
 
@@ -348,6 +459,7 @@ def main() -> None:
     problems += check_plugin(out)
     problems += check_traffic(out)
     problems += check_traffic_gate(out)
+    problems += check_device_memory()
     for line in problems:
         print(f"PROBLEM: {line}")
     print("OK" if not problems else f"{len(problems)} problem(s)")
