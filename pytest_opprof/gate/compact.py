@@ -25,6 +25,7 @@ An entry (beside ``recorded_at`` and ``machine``, see ``store.py``)::
     },
     "ops": {"<op key>": {"count": int, "self_cpu_time": TIMES,
                          "flops": int, "self_memory_bytes": int,  # when not 0
+                         "self_device_memory_bytes": int,        # when not 0
                          "self_device_time": TIMES,              # when measured
                          "ranges": {...}}},
     "left_out": {"ops": int, "digest": "8 hex digits"}  # when ops hold "[other ops]"

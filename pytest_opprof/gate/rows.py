@@ -127,7 +127,8 @@ def metric_rows(basis: TimeBasis, tol: Tolerances) -> MetricRows:
 
 
 def totals_status(metrics: Sequence[MetricRow]) -> dict[str, RowStatus]:
-    """Status of each test-level total an op figure belongs to (all memory rows as one)."""
+    """Status of each test-level total an op figure belongs to (the host's memory rows as
+    one, ``"memory"``; the device's peak its own)."""
     status = {m.metric: m.status for m in metrics}
     memory = {
         m.status

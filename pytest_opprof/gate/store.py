@@ -37,7 +37,8 @@ below) is still read, and judged as before; writing a file writes schema 2::
                                      "native_ref", "wait_time", "ranges", ...},
                          "ops": {"<op key>": {"count", "flops", "self_memory_bytes",
                                               "memory_bytes", "self_cpu_time": TIME,
-                                              "cpu_time": TIME, "ranges", ...}}}}
+                                              "cpu_time": TIME, "ranges",
+                                              "self_device_memory_bytes", ...}}}}
     TIME = {"samples_ns": [per round], "median_ns", "min_ns", "max_ns",
             "mean_ns", "stdev_ns", "mad_ns"}       # ints, 3 significant digits
 
