@@ -362,6 +362,35 @@ def check_traffic_gate(out: Path) -> list[str]:
     return problems
 
 
+def check_ab(out: Path) -> list[str]:
+    """An A/A run of ``TRAFFIC_TESTS`` against their own commit (``--opprof-against=HEAD``):
+    both partners start on the device, no test fails, and every test's verdict says A/B."""
+    repo = out / "ab_repo"
+    repo.mkdir(parents=True, exist_ok=True)
+    (repo / "test_traffic.py").write_text(textwrap.dedent(TRAFFIC_TESTS))
+    who = ["-c", "user.email=gpu@example.com", "-c", "user.name=gpu"]
+    for args in (["init", "-q"], ["add", "-A"], [*who, "commit", "-qm", "base"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    report = out / "ab_report.json"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--opprof"]
+    cmd += ["--opprof-against=HEAD", f"--opprof-report={report}"]
+    done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True)
+    print(done.stdout[-3000:], done.stderr[-1500:])
+    if done.returncode != 0 or not report.exists():
+        return [f"A/A on the GPU module exited {done.returncode}"]
+    tests = json.loads(report.read_text())["tests"]
+    problems = []
+    for nodeid, test in sorted(tests.items()):
+        verdict = test.get("verdict", {})
+        basis = str(verdict.get("time_basis", ""))
+        print(f"{nodeid}: {test.get('status')}, basis {basis!r}")
+        if not basis.startswith("A/B"):
+            problems.append(f"{nodeid}: judged on {basis!r}, not A/B")
+    if len(tests) != 2:
+        problems.append(f"A/A judged {len(tests)} tests, not 2")
+    return problems
+
+
 def _memory_workload() -> Any:
     """aten::mm, aten::empty and aten::add of 1000 x 1000 float32 on the device, and the
     copy of one to the host; the results are dropped before the profile stops."""
@@ -460,6 +489,7 @@ def main() -> None:
     problems += check_traffic(out)
     problems += check_traffic_gate(out)
     problems += check_device_memory()
+    problems += check_ab(out)
     for line in problems:
         print(f"PROBLEM: {line}")
     print("OK" if not problems else f"{len(problems)} problem(s)")
