@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# On a lent GPU machine (the `device` tool's run), from the repository root: make the
-# plugin importable under that machine's python3 (its own torch and numpy; nothing can
-# be downloaded there), then run what follows as a command.  cffi travels as wheels in
-# .whl/ (git-ignored; `carry` names it): fetched here with
+# On a GPU machine whose python3 has torch and numpy but cannot reach a package index,
+# from a copy of the repository's root: make the plugin importable under that python3,
+# then run what follows as a command.  cffi travels as wheels in .whl/ (git-ignored),
+# fetched beforehand on a machine that can reach the index with
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #       --implementation cp --platform manylinux2014_x86_64 -d .whl cffi==2.0.0 pycparser
 #   bash bench/gpu_setup.sh python3 bench/gpu_check.py --out "$OUT"
