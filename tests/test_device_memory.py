@@ -96,6 +96,12 @@ def test_records_merged_keep_each_event_s_device_bytes() -> None:
     )
 
 
+def test_records_refuse_device_bytes_that_do_not_match_their_events() -> None:
+    records = _records(STEP)
+    with pytest.raises(ValueError, match="device_memory has 2 figures for 4 events"):
+        Records(records.events[:4], records.names, device_memory=np.zeros(2, dtype=np.int64))
+
+
 # -- the gate --------------------------------------------------------------------------
 
 

@@ -77,6 +77,13 @@ class Records:
     devices: list[list[str]] | None = None
     device_memory: np.ndarray | None = None
 
+    def __post_init__(self) -> None:
+        # One figure per event, or every op's device bytes would land on another op.
+        if self.device_memory is not None and len(self.device_memory) != len(self.events):
+            raise ValueError(
+                f"device_memory has {len(self.device_memory)} figures for {len(self.events)} events"
+            )
+
     @classmethod
     def empty(cls) -> Records:
         return cls(events=np.zeros(0, dtype=EVENT_DTYPE), names=[])
