@@ -345,6 +345,32 @@ def test_both_sides_run_on_one_cpu(pytester: pytest.Pytester, tmp_path: Path) ->
     assert cpus.count("(") == 1 and "," not in cpus.strip("[()],"), found
 
 
+def test_the_heads_plugin_arguments_hold_on_both_sides(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """A plugin the head blocks with ``-p no:NAME`` is blocked in every partner, and one it
+    loads with ``-p NAME`` is loaded there (pytest-randomly left running on the base side
+    alone would reseed numpy before each of its tests), from the command line and from
+    ``PYTEST_ADDOPTS``."""
+    seen = tmp_path / "plugins"
+    seen.mkdir()
+    (pytester.path / "localplugin.py").write_text("LOADED = True\n")
+    (pytester.path / "test_plugins.py").write_text(
+        "import os, pathlib\n\n"
+        "def test_where(pytestconfig):\n"
+        "    pm = pytestconfig.pluginmanager\n"
+        "    state = [pm.is_blocked('randomly'), pm.is_blocked('hypothesispytest'),\n"
+        "             pm.has_plugin('localplugin')]\n"
+        f"    pathlib.Path({str(seen)!r}, str(os.getpid())).write_text(repr(state))\n"
+    )
+    commit_base(pytester.path)
+    pytester._monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
+    run_ab(pytester, "-p", "localplugin", "--opprof-ab-min-pairs=2").assert_outcomes(passed=1)
+    found = {path.name: path.read_text() for path in seen.iterdir()}
+    assert len(found) == 5, found  # the pytest process and two partners a side
+    assert set(found.values()) == {"[True, True, True]"}, found
+
+
 def test_bad_pair_settings_name_the_option_and_the_accepted_forms(
     pytester: pytest.Pytester,
 ) -> None:
