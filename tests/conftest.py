@@ -1,10 +1,10 @@
 """Suite-wide fixtures and hooks; the helpers tests import live in tests/run_helpers.py and
 tests/load_helpers.py.
 
-pytest-randomly is installed (the plugin is tested beside it), and it would
-shuffle every inner run and import numpy in it.  ``pytester`` clears
-``PYTEST_ADDOPTS`` when it starts, so it is set after; tests that mean to run
-beside pytest-randomly remove it (tests/test_plugin_hostile_setups.py).
+pytest-randomly and hypothesis are installed (the plugin is tested beside them), and
+inner runs keep them off (``run_helpers.INNER_ADDOPTS``).  ``pytester`` clears
+``PYTEST_ADDOPTS`` when it starts, so the environment of its runs is set after
+(``run_helpers.prepare_inner_runs``).
 """
 
 from __future__ import annotations
@@ -16,24 +16,21 @@ from typing import Any
 
 import pytest
 from html_helpers import bench_module
-from run_helpers import PytestRunner
+from run_helpers import PytestRunner, keep_bytecode, prepare_inner_runs
+
+keep_bytecode()  # before the test modules are collected, and xdist's workers start
 
 
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    prepare_inner_runs(pytester, monkeypatch)
     return pytester
 
 
 @pytest.fixture
-def run_pytest(
-    pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> PytestRunner:
+def run_pytest(pytester: pytest.Pytester) -> PytestRunner:
     """A pytest run with the plugin, in a subprocess (call) or in this process (``.inprocess``)."""
-    pycache = tmp_path_factory.getbasetemp().parent / "opprof-pycache"  # shared by the workers
-    return PytestRunner(pytester, monkeypatch, pycache)
+    return PytestRunner(pytester)
 
 
 @pytest.fixture(autouse=True)

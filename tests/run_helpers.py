@@ -9,7 +9,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,17 +36,12 @@ PLUGIN = plugin_args()
 TORCH_EXTENSIONS = build_root()
 
 
-def unused_plugins(directory: Path, args: tuple[str, ...] = ()) -> list[str]:
-    """``-p no:`` for installed plugins that a run in ``directory`` with ``args`` never uses.
-
-    Hypothesis's plugin imports all of hypothesis at every session's end, used or not:
-    about 1 s of CPU, half of a small profiled run.  It stays for a run whose files or
-    arguments name hypothesis, so the plugin is still tested beside it."""
-    named = any("hypothesis" in a for a in args) or any(
-        "hypothesis" in path.read_text(encoding="utf-8", errors="replace")
-        for path in directory.rglob("*.py")
-    )
-    return [] if named else ["-p", "no:hypothesispytest"]
+INNER_ADDOPTS = "-p no:randomly -p no:hypothesispytest"
+"""``PYTEST_ADDOPTS`` of the suite's inner runs: installed plugins none of them uses.
+pytest-randomly would shuffle every inner run and import numpy in it; hypothesis's plugin
+imports all of hypothesis at every session's end, used or not (about 1 s of CPU, half of a
+small profiled run, and again in each A/B partner).  Tests that mean to run beside them
+remove it (tests/test_plugin_hostile_setups.py)."""
 
 
 def run_in_subprocess(
@@ -54,14 +51,14 @@ def run_in_subprocess(
     package and ``env`` added to the environment: for runs a module's fixture makes once
     and its tests share (pytester's directory is a test's own).  An xdist worker's
     variables are left out, so the run is a session of its own."""
-    run_env = dict(os.environ, PYTEST_ADDOPTS="-p no:randomly", **(env or {}))
+    run_env = dict(os.environ, PYTEST_ADDOPTS=INNER_ADDOPTS, **(env or {}))
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         run_env.pop(name, None)
     run_env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO_ROOT), run_env.get("PYTHONPATH")) if p
     )
     cmd = [sys.executable, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider"]
-    cmd += [*unused_plugins(directory, args), *args]
+    cmd += args
     return subprocess.run(
         cmd, cwd=directory, env=run_env, capture_output=True, text=True, timeout=600, check=False
     )
@@ -82,6 +79,48 @@ def _native_state() -> dict[str, object]:
     }
 
 
+PYCACHE = Path(tempfile.gettempdir(), f"opprof-suite-pycache-{os.getuid()}")
+"""Where the suite's processes keep their bytecode: outside the checkout, which stays as
+``PYTHONDONTWRITEBYTECODE`` keeps it.  Where that is set, every worker, inner run and A/B
+partner compiled and assertion-rewrote everything again: about 4 s of CPU a worker at
+collection and 0.3 s a small inner run, a third of it."""
+
+
+def keep_bytecode() -> None:
+    """This process and the ones it starts keep their bytecode under ``PYCACHE``."""
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = str(PYCACHE)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+
+
+def prepare_inner_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment of every pytest run a test starts in ``pytester``'s directory."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", INNER_ADDOPTS)
+    # Under `pytest -n`, inherited worker variables make a child pytest look like an
+    # xdist worker to other plugins (pytest-benchmark disables itself and warns).
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
+    # The subprocess runs in a temporary directory: make the package importable there.
+    parts = [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
+    # pytester's HOME is the test's own directory: torch's extension cache under it
+    # made every run that captures torch build the op observer again (15-25 s of
+    # CPU each).  The runs share this process's cache, as a user's sessions share
+    # theirs; a test of the build sets its own directory.
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(TORCH_EXTENSIONS))
+    # A file a test rewrites at the same size within the second has the same stamp, so
+    # its old bytecode would run again: the test's own files are compiled afresh each run.
+    own_pycache = PYCACHE / pytester.path.resolve().relative_to(pytester.path.anchor)
+    run = pytester.run
+
+    def run_afresh(*args: Any, **kwargs: Any) -> pytest.RunResult:
+        shutil.rmtree(own_pycache, ignore_errors=True)
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(pytester, "run", run_afresh)
+
+
 class PytestRunner:
     """Runs pytest with the plugin and without the cache in ``pytester``'s directory.
 
@@ -92,31 +131,8 @@ class PytestRunner:
     that nothing native was left changed.
     """
 
-    def __init__(
-        self, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pycache: Path
-    ) -> None:
+    def __init__(self, pytester: pytest.Pytester) -> None:
         self.pytester = pytester
-        # Under `pytest -n`, inherited worker variables make a child pytest look like an
-        # xdist worker to other plugins (pytest-benchmark disables itself and warns).
-        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-            monkeypatch.delenv(name, raising=False)
-        # The subprocess runs in a temporary directory: make the package importable there.
-        parts = [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
-        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in parts if p))
-        # Each run imports the package afresh: where bytecode may not be written
-        # (PYTHONDONTWRITEBYTECODE), every run compiled it again, a tenth of a small run's
-        # CPU.  ``pycache`` is shared by the suite's runs and lies outside the checkout,
-        # which stays as that setting keeps it.
-        monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-        monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(pycache))
-        self.own_pycache = pycache / pytester.path.resolve().relative_to(pytester.path.anchor)
-        """Where the test's own files' bytecode goes: a file a test rewrites at the same
-        size within the second has the same stamp, so its old bytecode would run again."""
-        # pytester's HOME is the test's own directory: torch's extension cache under it
-        # made every run that captures torch build the op observer again (15-25 s of
-        # CPU each).  The runs share this process's cache, as a user's sessions share
-        # theirs; a test of the build sets its own directory.
-        monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(TORCH_EXTENSIONS))
 
     def __call__(self, *args: str, python: tuple[str, ...] = ()) -> pytest.RunResult:
         """``python [python...] -m pytest -p no:cacheprovider args`` in a subprocess.
@@ -129,8 +145,6 @@ class PytestRunner:
         profiled = any(a.startswith("--opprof") for a in args) and "no:opprof" not in args
         if profiled and not any(a.startswith("--opprof-max-speed-change") for a in args):
             cmd.append("--opprof-max-speed-change=off")
-        cmd += unused_plugins(self.pytester.path, args)
-        shutil.rmtree(self.own_pycache, ignore_errors=True)
         return self.pytester.run(*cmd, *args, timeout=600)
 
     def parseconfig(self, *args: str) -> pytest.Config:
