@@ -135,6 +135,7 @@ def test_unchanged_code_passes_and_says_its_basis(pytester: pytest.Pytester) -> 
     assert _git(pytester.path, "worktree", "list").count("\n") == 0
 
 
+@pytest.mark.slow
 @pytest.mark.alone  # its times are judged
 def test_a_slower_scope_fails_its_test_and_is_named(pytester: pytest.Pytester) -> None:
     make_repo(pytester.path)
@@ -153,6 +154,7 @@ def test_a_slower_scope_fails_its_test_and_is_named(pytester: pytest.Pytester) -
     assert named[:1] == ["kernel"], verdict["reasons"]
 
 
+@pytest.mark.slow
 @pytest.mark.alone  # its times are judged
 def test_a_faster_test_is_improved_with_no_baseline_advice(pytester: pytest.Pytester) -> None:
     """An A/B run records no baselines, so its improvements carry no advice to update them."""
@@ -171,6 +173,7 @@ def test_a_faster_test_is_improved_with_no_baseline_advice(pytester: pytest.Pyte
     assert not any("update-baselines" in n for n in verdict["notes"]), verdict["notes"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [None, "2"])
 def test_tests_on_one_side_are_listed_not_failed(
     pytester: pytest.Pytester, workers: str | None
@@ -267,6 +270,7 @@ def _second_python(where: Path, first: Sequence[str] = ()) -> Path:
     return where / "bin" / "python"
 
 
+@pytest.mark.slow
 def test_the_base_runs_under_another_python(pytester: pytest.Pytester, tmp_path: Path) -> None:
     make_repo(pytester.path)
     python = _second_python(tmp_path / "venv")
@@ -321,6 +325,7 @@ def test_a_base_whose_numpy_is_not_captured_judges_no_flops(
         assert failed <= {"allocated memory", "allocations", "peak memory"}, rows
 
 
+@pytest.mark.slow
 def test_both_sides_run_on_one_cpu(pytester: pytest.Pytester, tmp_path: Path) -> None:
     """The head and its base partner measure their rounds on the same single CPU (the two
     CPUs of a virtual machine ran the same rounds up to 20% apart: docs/ab.md)."""
@@ -384,6 +389,7 @@ def test_bad_pair_settings_name_the_option_and_the_accepted_forms(
     assert "passed" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
     pytester: pytest.Pytester,
 ) -> None:
@@ -434,6 +440,7 @@ def test_every_test_runs_the_pairs_asked_for_with_a_fresh_layout_each_round(
         assert min(depths) >= FLOOR_DEPTH, calls
 
 
+@pytest.mark.slow
 def test_two_processes_a_side_take_the_pairs_in_turn(pytester: pytest.Pytester) -> None:
     """By default each side has two partner processes, and pair ``k`` runs in process
     ``k % 2`` of each: B1 H1 B2 H2 B1 H1 ...  Each call writes its side and process."""
@@ -462,6 +469,7 @@ def test_two_processes_a_side_take_the_pairs_in_turn(pytester: pytest.Pytester) 
     assert not {calls[0][1]} & set(base + head), calls
 
 
+@pytest.mark.slow
 def test_a_process_that_joins_late_tears_down_what_it_skipped(pytester: pytest.Pytester) -> None:
     """The second process of a side joins a test only at its second pair, so it skips the
     tests decided in one: before a test it joins, it tears down the module fixtures of the
@@ -539,6 +547,7 @@ def test_kernel():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.alone  # its times are judged
 @pytest.mark.parametrize("processes", ["1", "2"])
 def test_one_slow_process_cannot_fail_a_test(
@@ -576,6 +585,7 @@ def test_one_slow_process_cannot_fail_a_test(
     assert verdict["status"] == "pass", verdict
 
 
+@pytest.mark.slow
 def test_the_collector_is_paused_in_every_measured_round_and_nowhere_else(
     pytester: pytest.Pytester,
 ) -> None:
@@ -630,6 +640,7 @@ def test_the_collector_is_paused_in_every_measured_round_and_nowhere_else(
     } == {"1"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("order", "head", "expected"),
     [
@@ -681,6 +692,7 @@ def test_a_bad_order_names_the_option(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--opprof-ab-head*expected one of partner, inline*elsewhere*"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/personality").exists(), reason="Linux's /proc")
 @pytest.mark.parametrize("addresses", ["fixed", "random"])
 def test_both_partners_start_alike(
@@ -738,6 +750,7 @@ def test_both_partners_start_alike(
     assert thp == {True: "0", False: "1"}, rows  # partners off, pytest's own as it was
 
 
+@pytest.mark.slow
 def test_an_undecided_time_says_so_with_its_interval_not_busy(pytester: pytest.Pytester) -> None:
     """One pair can neither fail a time nor fit it inside a 0.1% tolerance: the time is
     undecided, and the summaries say it has no verdict and why, not that the machine was
@@ -776,6 +789,7 @@ def test_drawn():
 """
 
 
+@pytest.mark.slow
 def test_a_figure_the_tests_own_data_decides_is_set_aside_not_failed(
     pytester: pytest.Pytester,
 ) -> None:
@@ -821,6 +835,7 @@ def test_lazy():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("warmup", [0, 1])
 def test_a_first_call_that_does_more_is_left_out_of_the_time(
     pytester: pytest.Pytester, warmup: int
@@ -852,6 +867,7 @@ def test_a_first_call_that_does_more_is_left_out_of_the_time(
         assert left_out in str(time["note"]), time
 
 
+@pytest.mark.slow
 def test_a_test_whose_data_is_drawn_anew_has_no_time_verdict(
     pytester: pytest.Pytester,
 ) -> None:
@@ -870,6 +886,7 @@ def test_a_test_whose_data_is_drawn_anew_has_no_time_verdict(
     assert "beyond each process's first (its data is drawn anew each call)" in why, why
 
 
+@pytest.mark.slow
 def test_both_partners_fix_mallocs_thresholds_unless_the_user_set_them(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:

@@ -146,6 +146,7 @@ def test_kernel(i):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.alone  # its times are judged
 @pytest.mark.parametrize("workers", [None, "2"])
 def test_a_scope_slower_in_every_test_is_named_across_them_though_no_test_fails(
@@ -184,6 +185,7 @@ def test_a_scope_slower_in_every_test_is_named_across_them_though_no_test_fails(
     assert kernel["change"] > 0.3 and all(c >= 0.05 for c in kernel["processes"]), kernel
 
 
+@pytest.mark.slow
 @pytest.mark.alone  # its times are judged
 def test_unchanged_ops_across_tests_pass(pytester: pytest.Pytester) -> None:
     (pytester.path / "work.py").write_text(textwrap.dedent(KERNEL))

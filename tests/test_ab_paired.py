@@ -385,6 +385,7 @@ def test_aa_runs_keep_false_failures_below_q(sigma: float) -> None:
     assert stats.binom.sf(failed - 1, len(runs), DEFAULT_Q) >= 0.05, failed
 
 
+@pytest.mark.slow
 def test_aa_runs_whose_figures_scatter_unlike_their_pool_stay_under_half_a_percent() -> None:
     """Figures whose sigmas spread by a factor e^0.5 around their pool's, as tests do: a
     noisy figure's first pairs borrow the pool's smaller sigma, so LOND's bound is not

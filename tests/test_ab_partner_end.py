@@ -27,6 +27,7 @@ def pytest_terminal_summary(terminalreporter, config):
 """
 
 
+@pytest.mark.slow
 def test_the_run_does_not_wait_for_what_a_partner_does_after_its_session(
     pytester: pytest.Pytester,
 ) -> None:
@@ -41,6 +42,7 @@ def test_the_run_does_not_wait_for_what_a_partner_does_after_its_session(
     assert took_s < SLOW_SUMMARY_S, result.stdout.str()
 
 
+@pytest.mark.slow
 def test_a_partner_writes_neither_the_users_junit_nor_leaves_its_temp_dirs_locked(
     pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -64,6 +66,7 @@ def test_a_partner_writes_neither_the_users_junit_nor_leaves_its_temp_dirs_locke
     assert not locked, locked
 
 
+@pytest.mark.slow
 def test_a_partner_writes_no_other_plugins_session_end_but_tears_its_fixtures_down(
     pytester: pytest.Pytester,
 ) -> None:

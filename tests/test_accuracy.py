@@ -89,6 +89,7 @@ def _time_ns(fn: object) -> int:
 
 
 # Its truth is timed beside the profiled run: another worker's tests slowed one side.
+@pytest.mark.slow
 @pytest.mark.alone
 def test_overhead_subtraction_brings_nested_scopes_near_the_truth() -> None:
     attempts = [_nested_errors(children=2000, depth=6) for _ in range(ATTEMPTS)]

@@ -76,6 +76,7 @@ def test_pinned_to_one_in_every_round_and_restored_on_every_exit(
     assert around == [2] * 4, counts
 
 
+@pytest.mark.slow
 def test_each_xdist_worker_pins_its_own_pools(
     pytester: pytest.Pytester, runner: PytestRunner
 ) -> None:
@@ -94,6 +95,7 @@ def test_keep_leaves_the_pools_alone(pytester: pytest.Pytester, runner: PytestRu
     assert {n for _, _, n in _counts(pytester)} == {2}
 
 
+@pytest.mark.slow
 def test_the_default_pins_to_one_and_the_ini_twin_overrides_it(
     pytester: pytest.Pytester, runner: PytestRunner
 ) -> None:
@@ -130,6 +132,7 @@ def _machine(path: Path) -> dict[str, object]:
     return machine
 
 
+@pytest.mark.slow
 def test_the_baseline_records_the_pools_and_a_different_size_gets_a_note(
     pytester: pytest.Pytester, runner: PytestRunner
 ) -> None:

@@ -263,6 +263,7 @@ def test_sorts():
 """
 
 
+@pytest.mark.slow
 def test_a_time_budget_is_judged_on_rounds_and_names_the_op(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

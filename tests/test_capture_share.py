@@ -85,6 +85,7 @@ def test_numpy_sort():
 """
 
 
+@pytest.mark.slow
 def test_summary_line_shows_the_share_and_flags_the_low_one(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

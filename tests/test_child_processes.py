@@ -52,6 +52,7 @@ def test_a_round_that_ran_children_counts_the_machines_pressure_as_its_wait() ->
     assert round_wait_ns(None, 10_000, ChildrenRound(5_000, None)) == 10_000  # unknown: all
 
 
+@pytest.mark.slow
 def test_children_on_a_busy_cpu_make_the_rounds_wait(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

@@ -121,6 +121,7 @@ def _run_steps(job: dict, root: Path, summary: Path, skip: tuple[str, ...] = ())
     return statuses
 
 
+@pytest.mark.slow
 def test_deterministic_gate_passes_unchanged_and_fails_more_flops(tmp_path: Path) -> None:
     job = _load(RECIPES / "opprof-deterministic.yml")["jobs"]["opprof"]
     root = tmp_path / "project"
@@ -153,6 +154,7 @@ def test_deterministic_gate_passes_unchanged_and_fails_more_flops(tmp_path: Path
     assert "test_small_sum" in summary.read_text()
 
 
+@pytest.mark.slow
 def test_time_gate_records_on_first_use_then_gates(tmp_path: Path) -> None:
     job = _load(RECIPES / "opprof-time-gate.yml")["jobs"]["opprof"]
     root = tmp_path / "ws"
@@ -164,6 +166,7 @@ def test_time_gate_records_on_first_use_then_gates(tmp_path: Path) -> None:
     assert (root / "opprof-report.html").exists()
 
 
+@pytest.mark.slow
 def test_artifacts_recipe_records_on_main_and_gates_pull_requests(tmp_path: Path) -> None:
     jobs = _load(RECIPES / "opprof-artifacts.yml")["jobs"]
     main = tmp_path / "main"
@@ -192,6 +195,7 @@ def _git(cwd: Path, *args: str) -> None:
     )
 
 
+@pytest.mark.slow
 def test_ab_recipe_judges_a_pull_request_against_its_base(tmp_path: Path) -> None:
     job = _load(RECIPES / "opprof-ab.yml")["jobs"]["opprof"]
     # The pull request's checkout: a clone of a real origin whose main is the base.

@@ -97,6 +97,7 @@ def test_compare_report_against_baseline_file(tmp_path: Path) -> None:
     assert shown.returncode == 0 and "8.00 MFLOP" in shown.stdout
 
 
+@pytest.mark.slow
 def test_errors_name_the_file_and_exit_2(tmp_path: Path) -> None:
     good = _baselines(tmp_path, 2_000_000)
     missing = cli("show", tmp_path / "nope.json", cwd=tmp_path)

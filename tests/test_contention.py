@@ -142,6 +142,7 @@ def test_spin():
 """
 
 
+@pytest.mark.slow
 def test_the_plugin_keeps_each_rounds_wait_in_the_baseline_and_junit(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

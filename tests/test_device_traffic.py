@@ -245,6 +245,7 @@ def _scalar_type_number(dtype: object) -> int:
     return int(to.input_dtypes[1].removeprefix("Scalar="))
 
 
+@pytest.mark.slow
 @torch_needed
 def test_x_cpu_of_a_fake_cuda_tensor_counts_4_mb_device_to_host_and_one_sync() -> None:
     from torch._subclasses.fake_tensor import FakeTensorMode

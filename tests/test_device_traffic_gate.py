@@ -143,6 +143,7 @@ def test_host_only():
 """
 
 
+@pytest.mark.slow
 def test_a_pytest_run_fails_on_a_device_to_host_copy_in_a_loop(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
 ) -> None:

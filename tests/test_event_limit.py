@@ -128,6 +128,7 @@ def test_the_plugin_flags_a_test_past_the_limit_and_stays_quiet_below_it(
     assert "PARTIAL" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_a_truncated_baseline_is_not_judged_on_op_figures_and_is_replaced(
     pytester: pytest.Pytester,
     run_pytest: PytestRunner,

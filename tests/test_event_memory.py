@@ -66,6 +66,7 @@ def _peak_bytes(
     return int(json.loads(peak.read_text()))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_peak_memory_per_event_is_what_the_docs_quote(
     pytester: pytest.Pytester, run_pytest: PytestRunner
@@ -89,6 +90,7 @@ MARKED_TEST = "import pytest\n\n" + OPS_TEST.replace(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_peak_memory_is_one_rounds_whatever_the_rounds(
     pytester: pytest.Pytester, run_pytest: PytestRunner

@@ -97,6 +97,7 @@ def test_auto_runs_one_round_more_only_after_a_single_round_whose_exact_figure_m
     assert len(asked) == 1
 
 
+@pytest.mark.slow
 def test_a_gate_on_data_drawn_anew_passes_with_a_note_and_a_real_change_still_fails(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
 ) -> None:

@@ -58,6 +58,7 @@ def run(run_pytest: PytestRunner, root: Path, *args: str) -> pytest.RunResult:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "target",
     [["--pyargs", "pkg.test_ext"], ["ext/pkg/test_ext.py"]],

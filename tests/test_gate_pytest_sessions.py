@@ -141,6 +141,7 @@ def test_update_then_unchanged_passes_then_bigger_matmul_or_64mb_more_fails_that
     assert "64" in section  # the new peak, in Mb
 
 
+@pytest.mark.slow
 def test_marker_tolerances_override_the_command_line(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
@@ -182,6 +183,7 @@ def test_marker_tolerances_override_the_command_line(
     result.stdout.no_fnmatch_line("FAILED *::test_lenient*")
 
 
+@pytest.mark.slow
 def test_xdist_update_then_compare(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
@@ -205,6 +207,7 @@ def test_xdist_update_then_compare(
     assert report["totals"] == {"pass": 3, "regressed": 1, "improved": 0, "new": 0}
 
 
+@pytest.mark.slow
 def test_xdist_update_keeps_the_old_entry_of_a_failed_test(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
@@ -254,6 +257,7 @@ BAD_BASELINES = [
 ]
 
 
+@pytest.mark.slow
 def test_bad_baseline_fails_its_module_names_the_file_and_is_left_untouched(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
@@ -432,6 +436,7 @@ def test_xfailed():
 """
 
 
+@pytest.mark.slow
 def test_xpassed_test_is_baselined_judged_and_fails_when_it_regresses(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
 ) -> None:
@@ -458,6 +463,7 @@ def test_xpassed_test_is_baselined_judged_and_fails_when_it_regresses(
     assert case.find("failure") is not None and case.find("skipped") is None
 
 
+@pytest.mark.slow
 def test_require_baselines_fails_new_tests_only(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

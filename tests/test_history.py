@@ -69,6 +69,7 @@ def test_a_run_records_its_commit(pytester: pytest.Pytester, run_pytest: PytestR
     assert commit["dirty"] is False
 
 
+@pytest.mark.slow
 def test_xdist_workers_write_one_run(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     _suite(pytester)
     history = pytester.path / "history"
@@ -200,6 +201,7 @@ def test_the_command_names_the_commit_where_flops_stepped(
     assert "0 change point(s)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_step_the_history_cannot_place_says_at_which_commits_it_may_be(
     pytester: pytest.Pytester, run_pytest: PytestRunner, capsys: pytest.CaptureFixture[str]
 ) -> None:

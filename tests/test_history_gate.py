@@ -62,6 +62,7 @@ def project(pytester: pytest.Pytester) -> tuple[pytest.Pytester, Path]:
     return pytester, pytester.path.parent / f"{pytester.path.name}-history"
 
 
+@pytest.mark.slow
 def test_flops_that_crept_by_steps_under_tolerance_fail_naming_the_commits(
     project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
 ) -> None:
@@ -103,6 +104,7 @@ def test_flops_that_crept_by_steps_under_tolerance_fail_naming_the_commits(
     )
 
 
+@pytest.mark.slow
 def test_an_unchanged_series_never_fails(
     project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
 ) -> None:
@@ -150,6 +152,7 @@ def test_runs_of_another_machine_are_not_judged_against(
     )
 
 
+@pytest.mark.slow
 def test_a_damaged_history_file_is_named_and_skipped(
     project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
 ) -> None:
@@ -171,6 +174,7 @@ def test_a_damaged_history_file_is_named_and_skipped(
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_update_baselines_beside_a_history_accepts_a_replaced_baseline(
     project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
 ) -> None:
@@ -199,6 +203,7 @@ def test_update_baselines_beside_a_history_accepts_a_replaced_baseline(
     after.stdout.fnmatch_lines(["opprof: history: judged against 4 run(s) *: 0 test(s) crept *"])
 
 
+@pytest.mark.slow
 def test_a_test_only_its_creep_failed_is_counted_as_crept_not_under_its_baselines_status(
     project: tuple[pytest.Pytester, Path], run_pytest: PytestRunner
 ) -> None:

@@ -119,6 +119,7 @@ HOSTILE_BASELINES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", sorted(HOSTILE_BASELINES))
 def test_hostile_baseline_fails_only_its_module_naming_the_file(
     pytester: pytest.Pytester, run_pytest: PytestRunner, what: str
@@ -244,6 +245,7 @@ def test_unusable_trace_dir_is_a_usage_error(
 # ---- poor errors: baselines ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_lone_surrogate_key_survives_an_update(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
@@ -268,6 +270,7 @@ def test_lone_surrogate_key_survives_an_update(
     assert "\\ud800odd" in shown.stdout
 
 
+@pytest.mark.slow
 def test_too_few_samples_fail_the_test_naming_the_field(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

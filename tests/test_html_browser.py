@@ -114,6 +114,7 @@ def test_report_page_at_phone_width(reports: Reports, browser: Any, tmp_path: Pa
     assert (tmp_path / "report-phone.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_large_report_pages_its_table(browser: Any, tmp_path: Path) -> None:
     b = browser
     synth: Any = bench_module("bench_html_report")

@@ -195,6 +195,7 @@ def test_page_data_embeds_full_figures_for_attention_first(reports: Reports) -> 
     assert f"Full figures are embedded for {DETAIL_LIMIT} of {DETAIL_LIMIT + 51} tests" in page
 
 
+@pytest.mark.slow
 def test_flames_travel_from_xdist_workers(tmp_path: Path) -> None:
     from html_helpers import PROJECT, run
 

@@ -117,6 +117,7 @@ def _notes(path: Path) -> list[str]:
     return [n for t in report["tests"].values() for n in t["verdict"]["notes"]]
 
 
+@pytest.mark.slow
 def test_a_baseline_from_another_cpu_with_the_same_name_has_its_times_not_judged(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

@@ -49,6 +49,7 @@ def _native_vs_numpy(records: Records, by_shape: bool, stack_n: int) -> None:
     _same(native, numpy_rows)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(forests(), st.booleans(), st.integers(0, 2))
 def test_one_pass_matches_numpy(roots: list[Ev], by_shape: bool, stack_n: int) -> None:

@@ -153,6 +153,7 @@ def test_refcount_of_every_hooked_object_is_unchanged_by_a_session(
 MEM_POLICY_TESTS = Path(np.__file__).parent / "_core" / "tests" / "test_mem_policy.py"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not MEM_POLICY_TESTS.exists(), reason="numpy's tests are not installed")
 def test_numpy_thread_locality_passes_with_the_counting_handler(
     run_pytest: PytestRunner,

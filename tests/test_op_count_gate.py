@@ -31,6 +31,7 @@ def test_views():
 """
 
 
+@pytest.mark.slow
 def test_a_change_that_only_adds_calls_is_reported_and_fails_where_counts_are_judged(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
 ) -> None:

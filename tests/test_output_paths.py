@@ -115,6 +115,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_html_page_onto_its_report_is_refused(
     run_pytest: PytestRunner, pytester: pytest.Pytester, recorded: Path
 ) -> None:

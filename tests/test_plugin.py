@@ -398,6 +398,7 @@ def test_trace_dir_gets_one_parseable_trace_per_test_inside_it(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("xdist", [False, True])
 def test_trace_which_regressed_writes_traces_of_regressed_tests_only(
     pytester: pytest.Pytester,
@@ -587,6 +588,7 @@ def test_after():
 )
 
 
+@pytest.mark.slow
 def test_auto_rounds_repeat_only_tests_whose_times_can_be_judged(
     pytester: pytest.Pytester,
     run_pytest: PytestRunner,
@@ -660,6 +662,7 @@ def test_after():
 )
 
 
+@pytest.mark.slow
 def test_auto_confirms_a_time_beyond_its_tolerance_with_more_rounds(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
@@ -738,6 +741,7 @@ def test_a_bad_rounds_marker_names_the_accepted_forms(
     result.stdout.fnmatch_lines(["*rounds=...): expected auto or a positive integer*'often'*"])
 
 
+@pytest.mark.slow
 def test_a_test_running_its_own_profile_is_left_to_it(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
@@ -789,6 +793,7 @@ def test_a_failing_round_fails_the_test(
     result.stdout.fnmatch_lines(["*AssertionError: round 2 failed*"])
 
 
+@pytest.mark.slow
 def test_xdist_controller_collects_worker_figures(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

@@ -89,6 +89,7 @@ def test_same_outcomes_with_and_without_opprof(
     assert state["numpy_installed"] is False and state["recording"] is False
 
 
+@pytest.mark.slow
 def test_beside_xdist(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     pytester.makepyfile(test_np=NUMPY_TESTS)
     result = run_pytest("-n", "2", "--opprof")
@@ -120,6 +121,7 @@ def test_beside_pytest_benchmark(pytester: pytest.Pytester, run_pytest: PytestRu
     _assert_clean(result)
 
 
+@pytest.mark.slow
 def test_beside_pytest_randomly(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner
 ) -> None:

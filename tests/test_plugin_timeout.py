@@ -57,6 +57,7 @@ def test_body_of_many_ops():
 
 # Alone under pytest -n: the body's ops must end within its time, which the other
 # worker's runs would stretch.
+@pytest.mark.slow
 @pytest.mark.alone
 @pytest.mark.parametrize("method", ["signal", "thread"])
 def test_a_test_within_its_timeout_passes_with_opprof(

@@ -320,6 +320,7 @@ def test_solve():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capture", [None, "numpy"])
 def test_the_plugin_captures_the_python_api_of_imported_libraries(
     run_pytest: PytestRunner, tmp_path: Path, capture: str | None
@@ -487,6 +488,7 @@ def test_3():
 """
 
 
+@pytest.mark.slow
 def test_the_plugin_holds_scipy_for_the_session_and_finds_what_tests_import_later(
     run_pytest: PytestRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,6 +34,7 @@ def cli(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_report_is_compact_by_default_and_whole_on_request(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

@@ -151,6 +151,7 @@ def walls_in(report: Path) -> dict[str, str]:
 TRIES = 3
 
 
+@pytest.mark.slow
 @pytest.mark.alone  # how many rounds settle a time depends on how far they scatter
 def test_a_gate_run_stops_an_unchanged_test_early_and_still_fails_a_slowed_op(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, run_pytest: PytestRunner

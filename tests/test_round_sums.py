@@ -89,6 +89,7 @@ def _by_op(sums: averages.OpSums | None) -> dict[str, list[int]]:
     return dict(zip(sums.keys, sums.sums, strict=True))
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(forests(), st.booleans(), st.booleans())
 def test_the_one_call_pass_gives_the_general_pass_sums(

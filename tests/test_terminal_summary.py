@@ -38,6 +38,7 @@ def listed(lines: list[str]) -> list[str]:
     return [line.split()[-1] for line in lines[start + 1 : end]]
 
 
+@pytest.mark.slow
 def test_default_lists_what_needs_attention(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

@@ -43,6 +43,7 @@ def _recorded_elsewhere(path: Path, test: str) -> None:
     path.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_unjudged_times_are_counted_with_why_and_what_to_do(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:

@@ -198,6 +198,7 @@ def _kineto_session(
     return result
 
 
+@pytest.mark.slow
 def test_build_failure_falls_back_to_kineto_and_says_why(
     pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -211,6 +212,7 @@ def test_build_failure_falls_back_to_kineto_and_says_why(
     )
 
 
+@pytest.mark.slow
 def test_under_xdist_the_controller_says_why(
     pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -228,6 +230,7 @@ def test_under_xdist_the_controller_says_why(
     assert len(notes) == len(set(notes)), notes
 
 
+@pytest.mark.slow
 def test_kineto_chosen_by_environment_is_not_reported(
     pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:

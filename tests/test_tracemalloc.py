@@ -36,6 +36,7 @@ def test_after():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("env", "action", "note"),
     [
@@ -63,6 +64,7 @@ def test_tracemalloc_changed_by_a_test_ends_the_run_cleanly_with_one_note(
     assert not [line for line in output if "Traceback" in line or "NativeError" in line]
 
 
+@pytest.mark.slow
 def test_tracemalloc_unchanged_leaves_no_note(
     pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:

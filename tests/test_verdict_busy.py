@@ -347,6 +347,7 @@ def test_sorts():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.alone
 def test_a_busy_machine_judges_work_time_passes_unchanged_code_and_fails_a_slowdown(
     pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch
@@ -414,6 +415,7 @@ def test_a_busy_machine_judges_work_time_passes_unchanged_code_and_fails_a_slowd
     slower.stdout.fnmatch_lines(["+ kernel  slower*REGRESSED*"])
 
 
+@pytest.mark.slow
 @pytest.mark.alone
 def test_a_quiet_slowdown_of_one_op_fails_naming_that_op(
     pytester: pytest.Pytester, run_pytest: PytestRunner, monkeypatch: pytest.MonkeyPatch

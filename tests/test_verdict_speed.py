@@ -277,6 +277,7 @@ def test_raw_times_option_and_ini_reach_the_gate(
     assert not BaselineSession(from_ini).tolerances.speed_scaled
 
 
+@pytest.mark.slow
 def test_references_run_only_where_a_time_verdict_or_a_baseline_can_use_them(
     pytester: pytest.Pytester, run_pytest: PytestRunner
 ) -> None:
