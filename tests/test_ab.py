@@ -852,6 +852,9 @@ def test_a_first_call_that_does_more_is_left_out_of_the_time(
         f"--opprof-warmup={warmup}",
         "--opprof-ab-min-pairs=3",
         "--opprof-min-time=0.01",
+        # Which pairs are judged is the subject, not the verdict: an op of a few
+        # microseconds read +16% [+7%, +25%] over 5 pairs of A/A in one CI run.
+        "--opprof-time-tolerance=25%",
         "--opprof-report=ab.json",
     )
     result.assert_outcomes(passed=1)
