@@ -350,17 +350,18 @@ def test_both_sides_run_on_one_cpu(pytester: pytest.Pytester, tmp_path: Path) ->
     assert cpus.count("(") == 1 and "," not in cpus.strip("[()],"), found
 
 
-def test_the_heads_plugin_arguments_hold_on_both_sides(
+def test_the_heads_plugin_and_ini_arguments_hold_on_both_sides(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
-    """A plugin the head blocks with ``-p no:NAME`` is blocked in every partner, and one it
+    """A plugin the head blocks with ``-p no:NAME`` is blocked in every partner, one it
     loads with ``-p NAME`` is loaded there (pytest-randomly left running on the base side
     alone would reseed numpy before each of its tests), from the command line and from
-    ``PYTEST_ADDOPTS``."""
+    ``PYTEST_ADDOPTS``; and ``-o`` overrides the ini on both sides (here which files hold
+    tests: a base that did not take it would collect none)."""
     seen = tmp_path / "plugins"
     seen.mkdir()
     (pytester.path / "localplugin.py").write_text("LOADED = True\n")
-    (pytester.path / "test_plugins.py").write_text(
+    (pytester.path / "check_plugins.py").write_text(
         "import os, pathlib\n\n"
         "def test_where(pytestconfig):\n"
         "    pm = pytestconfig.pluginmanager\n"
@@ -370,7 +371,11 @@ def test_the_heads_plugin_arguments_hold_on_both_sides(
     )
     commit_base(pytester.path)
     pytester._monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
-    run_ab(pytester, "-p", "localplugin", "--opprof-ab-min-pairs=2").assert_outcomes(passed=1)
+    result = run_ab(
+        pytester, "-p", "localplugin", "-o", "python_files=check_*.py", "--opprof-ab-min-pairs=2"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("new (not in the base):")
     found = {path.name: path.read_text() for path in seen.iterdir()}
     assert len(found) == 5, found  # the pytest process and two partners a side
     assert set(found.values()) == {"[True, True, True]"}, found
