@@ -3,6 +3,11 @@
 Importing the package is cheap: the native core, numpy and the event model load
 on first use of the names below (the pytest plugin imports this package on
 every pytest run, profiling or not).
+
+PYTEST_DONT_REWRITE: an A/B partner imports this package before its pytest starts
+(pytest_opprof/ab/base_side.py), and pytest, marking an installed plugin's package for
+assertion rewriting, warned that it was already imported: under a project's
+``filterwarnings = error`` that warning stopped every partner before it collected.
 """
 
 from __future__ import annotations

@@ -356,8 +356,9 @@ def test_the_heads_plugin_and_ini_arguments_hold_on_both_sides(
     """A plugin the head blocks with ``-p no:NAME`` is blocked in every partner, one it
     loads with ``-p NAME`` is loaded there (pytest-randomly left running on the base side
     alone would reseed numpy before each of its tests), from the command line and from
-    ``PYTEST_ADDOPTS``; and ``-o`` overrides the ini on both sides (here which files hold
-    tests: a base that did not take it would collect none)."""
+    ``PYTEST_ADDOPTS``; ``-o`` overrides the ini on both sides (here which files hold
+    tests: a base that did not take it would collect none); both import alike and take the
+    same ``-W`` warning filters."""
     seen = tmp_path / "plugins"
     seen.mkdir()
     (pytester.path / "localplugin.py").write_text("LOADED = True\n")
@@ -366,19 +367,45 @@ def test_the_heads_plugin_and_ini_arguments_hold_on_both_sides(
         "def test_where(pytestconfig):\n"
         "    pm = pytestconfig.pluginmanager\n"
         "    state = [pm.is_blocked('randomly'), pm.is_blocked('hypothesispytest'),\n"
-        "             pm.has_plugin('localplugin')]\n"
+        "             pm.has_plugin('localplugin'), pytestconfig.getoption('pythonwarnings')]\n"
         f"    pathlib.Path({str(seen)!r}, str(os.getpid())).write_text(repr(state))\n"
     )
+    # Two test files of one name: collected only with --import-mode=importlib.
+    for where in ("a", "b"):
+        (pytester.path / where).mkdir()
+        (pytester.path / where / "check_same.py").write_text(f"def test_{where}():\n    pass\n")
     commit_base(pytester.path)
     pytester._monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:hypothesispytest")
     result = run_ab(
-        pytester, "-p", "localplugin", "-o", "python_files=check_*.py", "--opprof-ab-min-pairs=2"
+        pytester,
+        "-p",
+        "localplugin",
+        "-o",
+        "python_files=check_*.py",
+        "--import-mode=importlib",
+        "-W",
+        "error::UserWarning",
+        "--opprof-ab-min-pairs=2",
     )
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=3)
     result.stdout.no_fnmatch_line("new (not in the base):")
     found = {path.name: path.read_text() for path in seen.iterdir()}
     assert len(found) == 5, found  # the pytest process and two partners a side
-    assert set(found.values()) == {"[True, True, True]"}, found
+    assert set(found.values()) == {"[True, True, True, ['error::UserWarning']]"}, found
+
+
+@pytest.mark.slow
+def test_a_project_that_makes_warnings_errors_runs_a_b(pytester: pytest.Pytester) -> None:
+    """numpy's, scipy's and scikit-learn's configurations make warnings errors at start-up
+    too: a partner imports the plugin before its pytest starts, and pytest's warning that an
+    installed plugin was imported before it could rewrite its asserts stopped every partner
+    (the plugin importable as a plain package, here through ``PYTHONPATH``)."""
+    make_repo(pytester.path)
+    pytester.makeini("[pytest]\nfilterwarnings =\n    error\n")
+    commit_base(pytester.path)
+    result = run_ab(pytester, "--opprof-min-time=10s")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["opprof A/B against HEAD (*): 2 pass"])
 
 
 def test_bad_pair_settings_name_the_option_and_the_accepted_forms(

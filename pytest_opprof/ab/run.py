@@ -62,14 +62,17 @@ def partner_options(
     """What the base side must measure as the head does: the same capture, rounds and
     layout, and the same selection (so that what it lacks is what the head added).
 
-    The head's ``-p`` plugins and ``-o`` ini overrides too (from its arguments,
-    ``PYTEST_ADDOPTS`` or ini): a plugin the head blocks must not run on the base side
-    alone (pytest-randomly would reseed numpy's generator there before every test), and
-    ``-o python_files=...`` must collect the same tests on both sides."""
+    The head's ``-p`` plugins, ``-o`` ini overrides, ``-W`` warning filters and import mode
+    too (from its arguments, ``PYTEST_ADDOPTS`` or ini): a plugin the head blocks must not
+    run on the base side alone (pytest-randomly would reseed numpy's generator there
+    before every test), and ``-o python_files=...`` or ``--import-mode=importlib`` must
+    collect the same tests on both sides."""
     out = [f"-k={config.option.keyword}"] if config.option.keyword else []
     for plugin in config.option.plugins or ():
         out += ["-p", plugin]  # pytest reads -p as two words before it parses the rest
     out += [f"--override-ini={ini}" for ini in config.option.override_ini or ()]
+    out += [f"--pythonwarnings={rule}" for rule in config.option.pythonwarnings or ()]
+    out.append(f"--import-mode={config.option.importmode}")
     out.append(f"{AB_LAYOUT.option}={against.layout}")
     out.append(f"{AB_ADDRESSES.option}={against.addresses}")
     if config.option.markexpr:
