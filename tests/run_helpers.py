@@ -59,6 +59,7 @@ def run_in_subprocess(
     )
     cmd = [sys.executable, "-m", "pytest", *PLUGIN, "-p", "no:cacheprovider"]
     cmd += args
+    compile_afresh(directory)
     return subprocess.run(
         cmd, cwd=directory, env=run_env, capture_output=True, text=True, timeout=600, check=False
     )
@@ -86,6 +87,12 @@ partner compiled and assertion-rewrote everything again: about 4 s of CPU a work
 collection and 0.3 s a small inner run, a third of it."""
 
 
+def compile_afresh(directory: Path) -> None:
+    """Drop the bytecode of ``directory``'s files: a file a test rewrites at the same size
+    within the second has the same stamp, so its old bytecode would run again."""
+    shutil.rmtree(PYCACHE / directory.resolve().relative_to(directory.anchor), ignore_errors=True)
+
+
 def keep_bytecode() -> None:
     """This process and the ones it starts keep their bytecode under ``PYCACHE``."""
     sys.dont_write_bytecode = False
@@ -109,13 +116,10 @@ def prepare_inner_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatc
     # CPU each).  The runs share this process's cache, as a user's sessions share
     # theirs; a test of the build sets its own directory.
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(TORCH_EXTENSIONS))
-    # A file a test rewrites at the same size within the second has the same stamp, so
-    # its old bytecode would run again: the test's own files are compiled afresh each run.
-    own_pycache = PYCACHE / pytester.path.resolve().relative_to(pytester.path.anchor)
     run = pytester.run
 
     def run_afresh(*args: Any, **kwargs: Any) -> pytest.RunResult:
-        shutil.rmtree(own_pycache, ignore_errors=True)
+        compile_afresh(pytester.path)
         return run(*args, **kwargs)
 
     monkeypatch.setattr(pytester, "run", run_afresh)
