@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pytest_opprof.capture.overhead import Overhead
 from pytest_opprof.model import events as _events
-from pytest_opprof.model.averages import average_records
+from pytest_opprof.model.averages import average_records, default_device
 from pytest_opprof.model.events import EventList, FunctionEvent, FunctionEventAvg, Interval
 from pytest_opprof.model.tree import EventTree, build_tree, library_self_ns
 from pytest_opprof.native_layout.records import Records
@@ -26,13 +26,6 @@ __all__ = [
     "key_averages",
     "library_self_ns",
 ]
-
-
-def _device(records: Records, use_device: str | None) -> str | None:
-    measured = records.device_memory is not None or (
-        len(records) and (records.events["device_ns"] >= 0).any()
-    )
-    return use_device if use_device is not None or not measured else "cuda"
 
 
 def build_events(
@@ -54,7 +47,7 @@ def build_events(
         tree,
         profile_memory=profile_memory,
         with_flops=with_flops,
-        use_device=_device(records, use_device),
+        use_device=default_device(records, use_device),
         overhead=overhead,
     )
 

@@ -85,8 +85,7 @@ def average_records(
                 _add_traffic(rows, records, tree, group_by_input_shape, group_by_stack_n)
             return rows, device
     tree = build_tree(records, native=native)
-    measured = bool((tree.events["device_ns"] >= 0).any()) or records.device_memory is not None
-    device = _device(use_device, measured)
+    device = default_device(records, use_device)
     rows = _average_numpy(
         records, tree, group_by_input_shape, group_by_stack_n, with_flops, device, overhead
     )
@@ -127,6 +126,14 @@ def _add_traffic(
 
 def _device(use_device: str | None, measured: bool) -> str | None:
     return use_device if use_device is not None or not measured else "cuda"
+
+
+def default_device(records: Records, use_device: str | None) -> str | None:
+    """``use_device``, or ``"cuda"`` where any event has a device time or memory."""
+    measured = records.device_memory is not None or bool(
+        len(records) and (records.events["device_ns"] >= 0).any()
+    )
+    return _device(use_device, measured)
 
 
 class _NativeGroups(NamedTuple):
