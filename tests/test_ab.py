@@ -395,6 +395,37 @@ def test_the_heads_plugin_and_ini_arguments_hold_on_both_sides(
 
 
 @pytest.mark.slow
+def test_options_that_name_paths_name_them_in_each_sides_tree(pytester: pytest.Pytester) -> None:
+    """``-c``, ``--rootdir``, ``--confcutdir``, ``--noconftest``, ``--ignore`` and
+    ``--ignore-glob`` hold on the base side too, each path mapped into its worktree: a
+    module the head ignores because it cannot import, a conftest file the head does not
+    load, and an ini file that says which files hold tests would otherwise stop the base
+    from collecting, or leave every test "new".  With ``--continue-on-collection-errors``
+    the base goes on past such a module as the head does."""
+    (pytester.path / "conftest.py").write_text("raise ImportError('not for tests/')\n")
+    (pytester.path / "ci").mkdir()
+    (pytester.path / "ci" / "custom.ini").write_text("[pytest]\npython_files = check_*.py\n")
+    tests = pytester.path / "tests"
+    (tests / "broken").mkdir(parents=True)
+    (tests / "broken" / "check_broken.py").write_text("import nosuchmodule\n")
+    (tests / "check_ok.py").write_text("def test_ok():\n    assert sum(range(9)) == 36\n")
+    commit_base(pytester.path)
+    ini = ("-c", "ci/custom.ini", "--rootdir=.")
+    for options in (
+        (*ini, "--confcutdir=tests", "--ignore=tests/broken"),
+        (*ini, "--noconftest", "--ignore-glob=*/brok*"),
+        (*ini, "--noconftest", "--continue-on-collection-errors"),
+    ):
+        result = run_ab(pytester, "--opprof-report=ab.json", *options, "tests")
+        assert "cannot start" not in result.stderr.str() + result.stdout.str(), options
+        errors = 1 if "--continue-on-collection-errors" in options else 0
+        result.assert_outcomes(passed=1, errors=errors)
+        verdict = report(pytester)["tests/check_ok.py::test_ok"]["verdict"]
+        assert isinstance(verdict, dict) and verdict["status"] == "pass", (options, verdict)
+        assert not any("new" in note for note in verdict["notes"]), (options, verdict)
+
+
+@pytest.mark.slow
 def test_a_project_that_makes_warnings_errors_runs_a_b(pytester: pytest.Pytester) -> None:
     """numpy's, scipy's and scikit-learn's configurations make warnings errors at start-up
     too: a partner imports the plugin before its pytest starts, and pytest's warning that an

@@ -143,11 +143,14 @@ class PartnerLoop:
         from _pytest.runner import runtestprotocol
 
         items = {item.nodeid: item for item in session.items}
+        # Where the head goes on past modules that cannot be collected, so does this side:
+        # their tests are missing here (new, where the head has them).
+        errors = [] if session.config.option.continue_on_collection_errors else self._errors
         self.channel.send(
             "hello",
             protocol_version(),
             list(items),
-            list(self._errors),
+            list(errors),
             {
                 "python": sys.version.split()[0],
                 "executable": sys.executable,

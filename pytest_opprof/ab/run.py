@@ -57,7 +57,7 @@ def revision_for(config: pytest.Config, against: AgainstOptions) -> tuple[BaseRe
 
 
 def partner_options(
-    config: pytest.Config, options: OpprofOptions, against: AgainstOptions
+    config: pytest.Config, options: OpprofOptions, against: AgainstOptions, where: BaseRevision
 ) -> list[str]:
     """What the base side must measure as the head does: the same capture, rounds and
     layout, and the same selection (so that what it lacks is what the head added).
@@ -66,8 +66,10 @@ def partner_options(
     too (from its arguments, ``PYTEST_ADDOPTS`` or ini): a plugin the head blocks must not
     run on the base side alone (pytest-randomly would reseed numpy's generator there
     before every test), and ``-o python_files=...`` or ``--import-mode=importlib`` must
-    collect the same tests on both sides."""
+    collect the same tests on both sides.  Options naming paths (``--ignore``, ``-c``,
+    ``--confcutdir`` ...) name them in ``where``'s tree (:func:`path_options`)."""
     out = [f"-k={config.option.keyword}"] if config.option.keyword else []
+    out += path_options(config, where)
     for plugin in config.option.plugins or ():
         out += ["-p", plugin]  # pytest reads -p as two words before it parses the rest
     out += [f"--override-ini={ini}" for ini in config.option.override_ini or ()]
@@ -79,6 +81,8 @@ def partner_options(
         out.append(f"-m={config.option.markexpr}")
     if config.option.pyargs:
         out.append("--pyargs")
+    if config.option.continue_on_collection_errors:
+        out.append("--continue-on-collection-errors")
     out += [f"--opprof-warmup={options.warmup}", f"--opprof-max-events={options.max_events}"]
     if options.capture is not None:
         out.append(f"--opprof-capture={','.join(options.capture) or 'none'}")
@@ -90,6 +94,38 @@ def partner_options(
         else "--opprof-blas-threads=keep"
     )
     return out
+
+
+def path_options(config: pytest.Config, where: BaseRevision) -> list[str]:
+    """The head's options that name paths or what conftest files load, as ``where``'s tree
+    has them: a directory the head ignores (a module that cannot import there) is ignored
+    on both sides, both read the ini file the head was given (the base's own copy where it
+    has one) from the same rootdir, and conftest files load alike.  A path outside the
+    repository is the same for both."""
+    here = config.invocation_params.dir
+    option = config.option
+    out = [f"--ignore={_in_tree(where, here, path)}" for path in option.ignore or ()]
+    out += [f"--ignore-glob={_in_tree(where, here, glob)}" for glob in option.ignore_glob or ()]
+    if option.confcutdir:
+        out.append(f"--confcutdir={_in_tree(where, here, option.confcutdir)}")
+    if option.noconftest:
+        out.append("--noconftest")
+    if option.inifilename:
+        ini = Path(_in_tree(where, here, option.inifilename))
+        out.append(f"--config-file={ini if ini.exists() else here / option.inifilename}")
+    if option.inifilename or option.rootdir:
+        # A given ini file would otherwise make its own directory the base's rootdir.
+        out.append(f"--rootdir={_in_tree(where, here, str(config.rootpath))}")
+    return out
+
+
+def _in_tree(where: BaseRevision, here: Path, path: str) -> str:
+    """``path`` (relative to ``here``, a glob allowed) where ``where``'s tree has it."""
+    absolute = Path(os.path.realpath(here / path))
+    try:
+        return str(where.worktree / absolute.relative_to(where.repo))
+    except ValueError:  # outside the repository
+        return str(absolute)
 
 
 def start_partner(
@@ -117,7 +153,7 @@ def partner_launch(
             config.rootpath,
             config.invocation_params.dir,
             config.args,
-            partner_options(config, options, against),
+            partner_options(config, options, against, where),
             python=None if head or against.python is None else str(against.python),
         )
     except (BaseSideError, OSError) as exc:
