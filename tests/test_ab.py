@@ -425,6 +425,68 @@ def test_options_that_name_paths_name_them_in_each_sides_tree(pytester: pytest.P
         assert not any("new" in note for note in verdict["notes"]), (options, verdict)
 
 
+PROJECT_CONFTEST = """
+import os
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.getgroup("project").addoption("--runslow", action="store_true", default=False)
+    parser.addoption("--size", type=int, default=10)
+    parser.addini("project_flag", "an ini value of the project's", default="")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--runslow"):
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason="needs --runslow"))
+
+
+@pytest.fixture
+def size(pytestconfig):
+    with open(os.environ["TEST_LOG"], "a") as log:
+        log.write(f"{os.getpid()} {pytestconfig.getoption('size')}\\n")
+    return pytestconfig.getoption("size")
+"""
+
+
+@pytest.mark.slow
+def test_the_projects_own_options_hold_in_every_partner(pytester: pytest.Pytester) -> None:
+    """Options a project's conftest file adds reach every partner with the values the
+    user gave: a test skipped unless ``--runslow`` is compared, not "new" (skipped on the
+    base), and ``--size=3000`` sizes its work alike in all five processes (left at the
+    conftest's default of 10 in the partners, the two sides would have measured other
+    work than the user's).  An option only the head's conftest adds starts no error on
+    the base side."""
+    (pytester.path / "conftest.py").write_text(PROJECT_CONFTEST)
+    (pytester.path / "test_sized.py").write_text(
+        "import numpy as np\n\n\ndef test_sized(size):\n    assert np.ones(size).sum() == size\n"
+    )
+    commit_base(pytester.path)
+    head = PROJECT_CONFTEST.replace(
+        "default=10)", "default=10)\n    parser.addoption('--label', default='')"
+    )
+    (pytester.path / "conftest.py").write_text(head)
+    log = pytester.path / "calls.log"
+    pytester._monkeypatch.setenv("TEST_LOG", str(log))
+    result = run_ab(
+        pytester,
+        "--opprof-report=ab.json",
+        "--opprof-ab-min-pairs=2",
+        "--runslow",
+        "--size=3000",
+        "--label=x",
+    )
+    result.assert_outcomes(passed=1)
+    verdict = report(pytester)["test_sized.py::test_sized"]["verdict"]
+    assert isinstance(verdict, dict) and verdict["status"] == "pass", verdict
+    assert not any("new" in note for note in verdict["notes"]), verdict
+    sizes = dict(line.split() for line in log.read_text().splitlines())
+    assert len(sizes) == 5, sizes  # the pytest process and two partners a side
+    assert set(sizes.values()) == {"3000"}, sizes
+
+
 @pytest.mark.slow
 def test_a_project_that_makes_warnings_errors_runs_a_b(pytester: pytest.Pytester) -> None:
     """numpy's, scipy's and scikit-learn's configurations make warnings errors at start-up

@@ -7,14 +7,16 @@ runs a round while the partner runs one: each command waits for its answer.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_opprof.ab import project_options
 from pytest_opprof.ab.channel import Channel, ChannelClosed, figures_from_json
 from pytest_opprof.ab.partner import FDS_VARIABLE, protocol_version
 from pytest_opprof.ab.revision import BaseRevision
@@ -95,8 +97,10 @@ def launch(
     args: Sequence[str],
     options: Sequence[str],
     python: str | None = None,
+    given: Mapping[str, object] | None = None,
 ) -> Launch:
-    """The partner's launch for ``revision``'s checkout (without its pipes)."""
+    """The partner's launch for ``revision``'s checkout (without its pipes); ``given``:
+    the values of the project's own options (``project_options.py``)."""
     base_root = revision.base_path(rootdir)
     if not base_root.is_dir():
         raise BaseSideError(f"{revision.describe()} has no {rootdir.name}/ directory")
@@ -114,6 +118,8 @@ def launch(
     )
     for name, value in MALLOC_FIXED.items():
         env.setdefault(name, value)
+    if given:
+        env[project_options.VARIABLE] = json.dumps(given, sort_keys=True)
     # The pipes' numbers at a fixed width: the launch's size is known before they exist.
     env[FDS_VARIABLE] = "00000,00000"
     executable = python or sys.executable

@@ -24,14 +24,15 @@ a log file the head reads when something failed.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import sys
 import traceback
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 
 import pytest
 
-from pytest_opprof.ab import partner_key, unmeasured_key
+from pytest_opprof.ab import partner_key, project_options, unmeasured_key
 from pytest_opprof.ab.channel import Channel, ChannelClosed, figures_to_json
 from pytest_opprof.capture import threadpools
 from pytest_opprof.plugin.measure import Rounds
@@ -114,8 +115,9 @@ class PartnerWorker(Worker):
 class PartnerLoop:
     """Replaces pytest's run loop in the base process: hello, then the head's commands."""
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: Channel, given: Mapping[str, object]) -> None:
         self.channel = channel
+        self.given = given
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -126,6 +128,8 @@ class PartnerLoop:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_cmdline_main(self, config: pytest.Config) -> None:
+        # Before the session configures: a conftest's hooks read the project's options.
+        project_options.apply(config, self.given)
         # One process: a project's addopts may ask pytest-xdist for workers.
         if getattr(config.option, "numprocesses", None):
             config.option.numprocesses = None
@@ -230,9 +234,10 @@ def _why(exc: BaseException) -> str:
 def main() -> int:
     """The partner process: ``python -m pytest_opprof.ab.partner PYTEST_ARGS...``."""
     read_fd, write_fd = (int(fd) for fd in os.environ.pop(FDS_VARIABLE).split(","))
+    given = json.loads(os.environ.pop(project_options.VARIABLE, "{}"))
     channel = Channel(read_fd, write_fd)
     try:
-        return int(pytest.main(sys.argv[1:], plugins=[(PartnerLoop(channel))]))
+        return int(pytest.main(sys.argv[1:], plugins=[(PartnerLoop(channel, given))]))
     finally:
         channel.close()
 

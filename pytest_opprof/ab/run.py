@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_opprof.ab import project_options
 from pytest_opprof.ab.base_side import BaseSide, BaseSideError, Launch, launch
 from pytest_opprof.ab.options import AB_ADDRESSES, AB_LAYOUT, AGAINST, AgainstOptions
 from pytest_opprof.ab.replicas import Replicas
@@ -155,6 +156,7 @@ def partner_launch(
             config.args,
             partner_options(config, options, against, where),
             python=None if head or against.python is None else str(against.python),
+            given=project_options.given(config),
         )
     except (BaseSideError, OSError) as exc:
         raise pytest.UsageError(

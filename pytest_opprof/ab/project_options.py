@@ -1,0 +1,87 @@
+"""The values the user gave the project's own command-line options, for the partners.
+
+A project's conftest file adds options of its own (``--runslow``, a problem size, a
+seed), and its tests read them at collection or run time.  The partners start with the
+head's pytest arguments they know (``run.partner_options``), not with every argument:
+one meant for the head alone (``--pdb``, ``--basetemp``, a report's path) would act in
+four more processes.  So the options of the project's own conftest files travel apart,
+as the values the head parsed (:func:`given`), and each partner sets those its own
+conftest files define (:func:`apply`) before its session configures.  Without them a
+test skipped unless ``--runslow`` was "new" (skipped on the base), and one sized by
+``--size=3000`` would be measured at the conftest's default size on both partners.
+
+Only values that differ from the option's default travel: a default the change under
+test moved is the base's own on the base side.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+VARIABLE = "OPPROF_AB_PROJECT_OPTIONS"
+"""The partner's environment variable holding the values (JSON: ``{dest: value}``)."""
+
+
+class _Recorder:
+    """Stands in for pytest's parser in a conftest's ``pytest_addoption``: it keeps each
+    option's ``dest`` and default, and takes every other call (``addini``, groups)."""
+
+    def __init__(self) -> None:
+        self.defaults: dict[str, object] = {}
+
+    def addoption(self, *names: str, **attrs: Any) -> None:
+        longs = [n for n in names if n.startswith("--")]
+        dest = attrs.get("dest") or (longs[0][2:] if longs else names[0].lstrip("-"))
+        action = attrs.get("action")
+        default = attrs.get("default", {"store_true": False, "store_false": True}.get(str(action)))
+        self.defaults[str(dest).replace("-", "_")] = default
+
+    _addoption = addoption
+
+    def getgroup(self, *args: object, **kwargs: object) -> _Recorder:
+        return self
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def given(config: pytest.Config) -> dict[str, object]:
+    """The values of the options the project's conftest files add, where the user gave
+    one other than its default and it is plain data (JSON)."""
+    out: dict[str, object] = {}
+    for plugin in config.pluginmanager.get_plugins():
+        if os.path.basename(str(getattr(plugin, "__file__", ""))) != "conftest.py":
+            continue
+        hook = getattr(plugin, "pytest_addoption", None)
+        if hook is None:
+            continue
+        recorder = _Recorder()
+        offered = {"parser": recorder, "pluginmanager": config.pluginmanager}
+        try:
+            wanted = inspect.signature(hook).parameters
+            hook(**{name: value for name, value in offered.items() if name in wanted})
+        except Exception:  # a conftest this cannot read keeps its options
+            continue
+        for dest, default in recorder.defaults.items():
+            value = getattr(config.option, dest, default)
+            if value == default:
+                continue
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                continue
+            out[dest] = value
+    return out
+
+
+def apply(config: pytest.Config, values: Mapping[str, object]) -> None:
+    """Set the head's values of the options this side's conftest files define too."""
+    for dest, value in values.items():
+        if hasattr(config.option, dest):
+            setattr(config.option, dest, value)
