@@ -95,6 +95,13 @@ def report(pytester: pytest.Pytester) -> dict[str, dict[str, object]]:
     return tests
 
 
+def assert_compared_and_passed(pytester: pytest.Pytester, nodeid: str) -> None:
+    """The test's times were judged against the base's (not new there) and passed."""
+    verdict = report(pytester)[nodeid]["verdict"]
+    assert isinstance(verdict, dict) and verdict["status"] == "pass", verdict
+    assert not any("new" in note for note in verdict["notes"]), verdict
+
+
 def run_logged(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, str]:
     """Commit what the test wrote as the base and run A/B with ``TEST_LOG`` naming a file
     the written tests append to (each call, on each side); the run and what was logged."""
@@ -420,9 +427,7 @@ def test_options_that_name_paths_name_them_in_each_sides_tree(pytester: pytest.P
         assert "cannot start" not in result.stderr.str() + result.stdout.str(), options
         errors = 1 if "--continue-on-collection-errors" in options else 0
         result.assert_outcomes(passed=1, errors=errors)
-        verdict = report(pytester)["tests/check_ok.py::test_ok"]["verdict"]
-        assert isinstance(verdict, dict) and verdict["status"] == "pass", (options, verdict)
-        assert not any("new" in note for note in verdict["notes"]), (options, verdict)
+        assert_compared_and_passed(pytester, "tests/check_ok.py::test_ok")
 
 
 PROJECT_CONFTEST = """
@@ -479,9 +484,7 @@ def test_the_projects_own_options_hold_in_every_partner(pytester: pytest.Pyteste
         "--label=x",
     )
     result.assert_outcomes(passed=1)
-    verdict = report(pytester)["test_sized.py::test_sized"]["verdict"]
-    assert isinstance(verdict, dict) and verdict["status"] == "pass", verdict
-    assert not any("new" in note for note in verdict["notes"]), verdict
+    assert_compared_and_passed(pytester, "test_sized.py::test_sized")
     sizes = dict(line.split() for line in log.read_text().splitlines())
     assert len(sizes) == 5, sizes  # the pytest process and two partners a side
     assert set(sizes.values()) == {"3000"}, sizes
