@@ -430,6 +430,28 @@ def test_options_that_name_paths_name_them_in_each_sides_tree(pytester: pytest.P
         assert_compared_and_passed(pytester, "tests/check_ok.py::test_ok")
 
 
+@pytest.mark.slow
+def test_the_partners_run_where_pytest_was_started(pytester: pytest.Pytester) -> None:
+    """Started in a subdirectory of the rootdir, every partner runs in that directory of
+    its own tree: a test that opens a file relative to it finds it on both sides (the
+    partners ran in the rootdir, and the base failed the test)."""
+    pytester.makeini("[pytest]\n")
+    tests = pytester.path / "tests"
+    tests.mkdir()
+    (tests / "data.txt").write_text("hello\n")
+    (tests / "test_data.py").write_text(
+        "def test_read():\n    assert open('data.txt').read() == 'hello\\n'\n"
+    )
+    commit_base(pytester.path)
+    pytester._monkeypatch.chdir(tests)
+    result = run_ab(
+        pytester, f"--opprof-report={pytester.path / 'ab.json'}", "--opprof-ab-min-pairs=2"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*failed on the base*")
+    assert_compared_and_passed(pytester, "tests/test_data.py::test_read")
+
+
 PROJECT_CONFTEST = """
 import os
 

@@ -125,7 +125,19 @@ def launch(
     executable = python or sys.executable
     command = [executable, "-c", _BOOT, _plugin_parent() if python is None else ""]
     command += ["-p", "no:cacheprovider", "--opprof", *options, *paths]
-    return Launch(command, env, base_root)
+    return Launch(command, env, _base_cwd(revision, invocation_dir, base_root))
+
+
+def _base_cwd(revision: BaseRevision, invocation_dir: Path, base_root: Path) -> Path:
+    """Where the partner runs: the directory pytest was started in, as the partner's tree
+    has it, so a test that opens ``data.txt`` relative to it finds that side's copy
+    (``base_root`` where the base lacks it); a directory outside the repository is the
+    same for both sides."""
+    try:
+        mapped = revision.base_path(invocation_dir)
+    except ValueError:
+        return invocation_dir
+    return mapped if mapped.is_dir() else base_root
 
 
 class BaseSide:
