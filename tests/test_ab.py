@@ -452,6 +452,23 @@ def test_the_partners_run_where_pytest_was_started(pytester: pytest.Pytester) ->
     assert_compared_and_passed(pytester, "tests/test_data.py::test_read")
 
 
+@pytest.mark.slow
+def test_doctests_are_compared_on_both_sides(pytester: pytest.Pytester) -> None:
+    """With ``--doctest-modules`` both partners collect the doctests too (without it every
+    doctest was new), and each runs again and again from its own globals
+    (``plugin/repeatable.py``)."""
+    (pytester.path / "ones.py").write_text(
+        'import numpy as np\n\n\ndef total(n):\n    """\n    >>> total(1000)\n    1000.0\n'
+        '    """\n    return float(np.ones(n).sum())\n'
+    )
+    commit_base(pytester.path)
+    result = run_ab(
+        pytester, "--doctest-modules", "--opprof-report=ab.json", "--opprof-ab-min-pairs=2"
+    )
+    result.assert_outcomes(passed=1)
+    assert_compared_and_passed(pytester, "ones.py::ones.total")
+
+
 PROJECT_CONFTEST = """
 import os
 

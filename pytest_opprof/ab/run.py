@@ -13,6 +13,7 @@ Where each part lives:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import time
@@ -84,6 +85,7 @@ def partner_options(
         out.append("--pyargs")
     if config.option.continue_on_collection_errors:
         out.append("--continue-on-collection-errors")
+    out += _collection_options(config.option)
     out += [f"--opprof-warmup={options.warmup}", f"--opprof-max-events={options.max_events}"]
     if options.capture is not None:
         out.append(f"--opprof-capture={','.join(options.capture) or 'none'}")
@@ -94,6 +96,21 @@ def partner_options(
         if options.blas_threads is not None
         else "--opprof-blas-threads=keep"
     )
+    return out
+
+
+def _collection_options(option: argparse.Namespace) -> list[str]:
+    """pytest's own options for which tests exist and how they run: doctests collected
+    (else every one is new), xfail marks ignored, assertions rewritten or not."""
+    out = []
+    if option.doctestmodules:
+        out.append("--doctest-modules")
+    out += [f"--doctest-glob={glob}" for glob in option.doctestglob or ()]
+    if option.doctest_ignore_import_errors:
+        out.append("--doctest-ignore-import-errors")
+    if option.runxfail:
+        out.append("--runxfail")
+    out.append(f"--assert={option.assertmode}")
     return out
 
 

@@ -37,6 +37,7 @@ ab_key: pytest.StashKey[ABController] = pytest.StashKey()
 
 WORKER_NAME = "opprof-worker"
 TIMEOUT_WINDOW_NAME = "opprof-timeout-window"
+REPEATABLE_NAME = "opprof-repeatable"
 CONTROLLER_NAME = "opprof-controller"
 
 
@@ -116,11 +117,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[controller_key] = controller
         config.pluginmanager.register(controller, CONTROLLER_NAME)
     if worker is not None:
+        from pytest_opprof.plugin.repeatable import Repeatable
         from pytest_opprof.plugin.timeout_window import TimeoutWindow
 
         config.stash[worker_key] = worker
         config.pluginmanager.register(worker, WORKER_NAME)
         config.pluginmanager.register(TimeoutWindow(), TIMEOUT_WINDOW_NAME)
+        config.pluginmanager.register(Repeatable(), REPEATABLE_NAME)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -160,6 +163,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if worker is not None:
             config.pluginmanager.unregister(worker)
             config.pluginmanager.unregister(name=TIMEOUT_WINDOW_NAME)
+            config.pluginmanager.unregister(name=REPEATABLE_NAME)
             del config.stash[worker_key]
         if controller is not None:
             config.pluginmanager.unregister(controller)
