@@ -114,10 +114,12 @@ def test_beside_pytest_benchmark(pytester: pytest.Pytester, run_pytest: PytestRu
     )
     result = run_pytest("--opprof")  # pytest-benchmark loads by its entry point
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*benchmark: 1 tests*"])
-    # 20 rounds x 5 iterations, all inside the profiled call (plus calibration)
+    # Its loops are off (plugin/repeatable.py): the pedantic call runs the function once,
+    # not 20 rounds x 5 iterations, and pytest-benchmark records no timing.
+    result.stdout.fnmatch_lines(["opprof: pytest-benchmark's timing loops are off*"])
+    result.stdout.no_fnmatch_line("*benchmark: 1 tests*")
     line = next(x for x in result.stdout.lines if x.endswith("::test_bench"))
-    assert "numpy.matmul" in line and int(line.split()[1]) >= 100
+    assert "numpy.matmul" in line and int(line.split()[1]) < 10
     _assert_clean(result)
 
 

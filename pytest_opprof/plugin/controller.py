@@ -34,6 +34,7 @@ from pytest_opprof.plugin.payload import (
     WORKER_NOTES,
     ProfiledTest,
 )
+from pytest_opprof.plugin.repeatable import benchmark_off_key
 from pytest_opprof.render.html import HistoryLinks, write_html
 from pytest_opprof.render.report import session_lines, write_markdown
 from pytest_opprof.render.units import format_memory, format_time
@@ -76,7 +77,13 @@ class Controller:
         names = ", ".join(s.name for s in self.plan.capture) or "none"
         extra = "; python memory" if self.options.python_memory else ""
         rounds = policy.rounds_line(self.options.rounds, self.options.gate.min_time_ns)
-        return f"opprof: capture {names}; rounds {rounds}, warmup {self.options.warmup}{extra}"
+        line = f"opprof: capture {names}; rounds {rounds}, warmup {self.options.warmup}{extra}"
+        if config.stash.get(benchmark_off_key, False):
+            line += (
+                "\nopprof: pytest-benchmark's timing loops are off (--benchmark-disable): "
+                "each benchmark(...) call runs its function once, in every round"
+            )
+        return line
 
     def _payload(self, report: pytest.TestReport) -> ProfiledTest | None:
         """The call report's payload: handed over in memory, or parsed from the report."""

@@ -1,13 +1,18 @@
-"""Test items whose body runs again: warm-ups and rounds call ``item.runtest()`` more
-than once in a test's call phase.
+"""Test bodies that run again: warm-ups and rounds call ``item.runtest()`` more than once
+in a test's call phase, and some items keep state from one run to the next.
 
-A doctest's runner empties the globals of the examples it ran when it finishes
-(``doctest.DocTestRunner.run``'s ``clear_globs``), so the second run of a doctest found
-none of its module's names: every doctest failed with ``NameError`` under a warm-up,
-``--opprof-rounds`` or ``--opprof-against``.  :class:`Repeatable`, registered beside the
-worker, gives each run of a doctest a fresh copy of the globals its call began with
-(the module's names and ``doctest_namespace``, as pytest's setup left them).  Every
-other item runs as it is.
+* A doctest's runner empties the globals of the examples it ran when it finishes
+  (``doctest.DocTestRunner.run``'s ``clear_globs``), so the second run of a doctest found
+  none of its module's names: every doctest failed with ``NameError`` under a warm-up,
+  ``--opprof-rounds`` or ``--opprof-against``.  Each run now starts from a fresh copy of
+  the globals the call began with (the module's names and ``doctest_namespace``, as
+  pytest's setup left them).
+* pytest-benchmark's ``benchmark`` fixture may be called once a test
+  (``FixtureAlreadyUsed``): each run may call it once again.  Its timing loops are off
+  under ``--opprof`` (``benchmark_loops_off``), so a call runs the function once.
+
+:class:`Repeatable`, registered beside the worker, wraps such an item's ``runtest`` for
+its call phase; every other item runs as it is.
 """
 
 from __future__ import annotations
@@ -17,36 +22,68 @@ from collections.abc import Callable, Generator
 
 import pytest
 
+BENCHMARK_PLUGIN = "benchmark"
+"""pytest-benchmark's plugin name (its ``pytest11`` entry point)."""
+benchmark_off_key = pytest.StashKey[bool]()
+"""Whether this session turned pytest-benchmark's timing loops off."""
+
 
 class Repeatable:
-    """Makes a doctest's body run alike each time it runs within one call phase."""
+    """Makes an item's body run alike each time it runs within one call phase."""
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        test = getattr(item, "dtest", None)
-        runner = getattr(item, "runner", None)
-        if not isinstance(test, doctest.DocTest) or not isinstance(runner, doctest.DocTestRunner):
+        reset = _reset_for(item)
+        if reset is None:
             return (yield)
-        first = dict(test.globs)
-        original = runner.run  # one runner serves every doctest of a module
+        body = item.runtest
 
-        def run(
-            dtest: doctest.DocTest,
-            compileflags: int | None = None,
-            out: Callable[[str], object] | None = None,
-            clear_globs: bool = True,
-        ) -> doctest.TestResults:
-            if dtest is test:
-                dtest.globs.clear()
-                dtest.globs.update(first)
-            return original(dtest, compileflags, out, clear_globs)
+        def runtest() -> None:
+            reset()
+            body()
 
-        own = "run" in vars(runner)
-        runner.run = run  # type: ignore[method-assign,assignment]
+        item.runtest = runtest  # type: ignore[method-assign]
         try:
             return (yield)
         finally:
-            if own:
-                runner.run = original  # type: ignore[method-assign]
-            else:
-                del runner.run
+            del item.runtest
+
+
+def _reset_for(item: pytest.Item) -> Callable[[], None] | None:
+    """What must be put back before each run of ``item``'s body; None: nothing."""
+    test = getattr(item, "dtest", None)
+    if isinstance(test, doctest.DocTest):
+        first = dict(test.globs)
+
+        def fresh_globals() -> None:
+            test.globs.clear()
+            test.globs.update(first)
+
+        return fresh_globals
+    funcargs = getattr(item, "funcargs", None) or {}
+    fixture = funcargs.get("benchmark")
+    if fixture is not None and hasattr(fixture, "_mode"):
+
+        def unused() -> None:
+            fixture._mode = None  # what FixtureAlreadyUsed looks at
+
+        return unused
+    return None
+
+
+def benchmark_loops_off(config: pytest.Config) -> bool:
+    """Turn pytest-benchmark's timing loops off for a profiled session, as its
+    ``--benchmark-disable`` does (and as it does itself under pytest-xdist): its times
+    would include the capture's cost, and a test's op counts and FLOPs would follow the
+    loop count it calibrates anew each run.  Whether pytest-benchmark is there.  With
+    ``--benchmark-enable`` the session cannot run: both plugins time the same body."""
+    if not config.pluginmanager.hasplugin(BENCHMARK_PLUGIN):
+        return False
+    if getattr(config.option, "benchmark_enable", False):
+        raise pytest.UsageError(
+            "--benchmark-enable cannot be used with --opprof: pytest-benchmark's timing "
+            "loops would time the capture's cost with the test's; run the benchmarks "
+            "without --opprof"
+        )
+    config.option.benchmark_disable = True
+    return True
