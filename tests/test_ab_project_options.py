@@ -56,3 +56,16 @@ def test_a_partner_sets_only_the_options_its_own_conftest_defines(
     project_options.apply(config, {"size": 3000, "label": "head only"})
     assert config.getoption("size") == 3000
     assert not hasattr(config.option, "label")
+
+
+def test_a_plugin_module_of_the_project_counts_and_an_installed_one_does_not(
+    pytester: pytest.Pytester,
+) -> None:
+    """A module of the project's tree loaded with ``-p`` adds the project's options too;
+    an installed plugin's (pytest-benchmark's ``--benchmark-max-time``) stay the head's."""
+    pytester.makepyfile(
+        localopts="def pytest_addoption(parser):\n    parser.addoption('--level', default='1')\n"
+    )
+    pytester.syspathinsert()
+    config = pytester.parseconfigure("-p", "localopts", "--level=3", "--benchmark-max-time=2")
+    assert project_options.given(config) == {"level": "3"}

@@ -1,14 +1,15 @@
 """The values the user gave the project's own command-line options, for the partners.
 
-A project's conftest file adds options of its own (``--runslow``, a problem size, a
-seed), and its tests read them at collection or run time.  The partners start with the
-head's pytest arguments they know (``run.partner_options``), not with every argument:
-one meant for the head alone (``--pdb``, ``--basetemp``, a report's path) would act in
-four more processes.  So the options of the project's own conftest files travel apart,
-as the values the head parsed (:func:`given`), and each partner sets those its own
-conftest files define (:func:`apply`) before its session configures.  Without them a
-test skipped unless ``--runslow`` was "new" (skipped on the base), and one sized by
-``--size=3000`` would be measured at the conftest's default size on both partners.
+A project's conftest files, and plugin modules of its own tree, add options of their own
+(``--runslow``, a problem size, a seed), and its tests read them at collection or run
+time.  The partners start with the head's pytest arguments they know
+(``run.partner_options``), not with every argument: one meant for the head alone
+(``--pdb``, ``--basetemp``, a report's path) would act in four more processes.  So the
+project's own options travel apart, as the values the head parsed (:func:`given`), and
+each partner sets those its own plugins define (:func:`apply`) before its session
+configures.  Without them a test skipped unless ``--runslow`` was "new" (skipped on the
+base), and one sized by ``--size=3000`` would be measured at the conftest's default size
+on both partners.
 
 Only values that differ from the option's default travel: a default the change under
 test moved is the base's own on the base side.
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,11 +53,12 @@ class _Recorder:
 
 
 def given(config: pytest.Config) -> dict[str, object]:
-    """The values of the options the project's conftest files add, where the user gave
-    one other than its default and it is plain data (JSON)."""
+    """The values of the options the project's own plugins add (its conftest files, and
+    modules of its tree loaded with ``-p`` or ``pytest_plugins``), where the user gave one
+    other than its default and it is plain data (JSON)."""
     out: dict[str, object] = {}
     for plugin in config.pluginmanager.get_plugins():
-        if os.path.basename(str(getattr(plugin, "__file__", ""))) != "conftest.py":
+        if not _projects(plugin, config.rootpath):
             continue
         hook = getattr(plugin, "pytest_addoption", None)
         if hook is None:
@@ -78,6 +80,21 @@ def given(config: pytest.Config) -> dict[str, object]:
                 continue
             out[dest] = value
     return out
+
+
+def _projects(plugin: object, rootpath: Path) -> bool:
+    """Whether ``plugin`` is the project's own: a conftest file, or a module of the
+    rootdir's tree that no installed package holds (a virtual environment kept in the
+    tree holds the third-party plugins)."""
+    where = getattr(plugin, "__file__", None)
+    if not where:
+        return False
+    path = Path(where)
+    if path.name == "conftest.py":
+        return True
+    if "site-packages" in path.parts or "dist-packages" in path.parts:
+        return False
+    return path.resolve().is_relative_to(rootpath.resolve())
 
 
 def apply(config: pytest.Config, values: Mapping[str, object]) -> None:
