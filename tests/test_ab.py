@@ -257,6 +257,29 @@ def test_outside_a_repository_is_a_usage_error(pytester: pytest.Pytester) -> Non
     result.stderr.fnmatch_lines(["*--opprof-against=HEAD: * is not in a git repository*"])
 
 
+def test_a_rootdir_above_the_repository_is_a_usage_error_saying_so(
+    pytester: pytest.Pytester,
+) -> None:
+    """An ini file in a directory above the repository makes that directory pytest's
+    rootdir, which a worktree of REF cannot hold: the error says where each lies and
+    what to do, not only that the rootdir is in no repository."""
+    pytester.makeini("[pytest]\n")
+    repo = pytester.path / "project"
+    repo.mkdir()
+    (repo / "test_x.py").write_text("def test_x():\n    pass\n")
+    commit_base(repo)
+    pytester._monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(pytester.path.parent))
+    pytester._monkeypatch.chdir(repo)
+    result = pytester.runpytest_subprocess("--opprof", "--opprof-against=HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*the tests lie in the git repository at *project, but pytest's rootdir * lies "
+            "above it: run with --rootdir inside the repository"
+        ]
+    )
+
+
 def test_update_baselines_is_refused(pytester: pytest.Pytester) -> None:
     make_repo(pytester.path)
     result = pytester.runpytest_subprocess("--opprof-update-baselines", "--opprof-against=HEAD")

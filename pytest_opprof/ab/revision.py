@@ -58,6 +58,14 @@ def _git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def toplevel(where: Path) -> Path | None:
+    """The top of the git repository holding ``where``; None where there is none."""
+    try:
+        return Path(_git(where, "rev-parse", "--show-toplevel")).resolve()
+    except RevisionError:
+        return None
+
+
 def check_out(ref: str, where: Path) -> BaseRevision:
     """Check ``ref`` out, detached, in a new worktree of the repository holding ``where``."""
     try:

@@ -27,7 +27,7 @@ from pytest_opprof.ab import project_options
 from pytest_opprof.ab.base_side import BaseSide, BaseSideError, Launch, launch
 from pytest_opprof.ab.options import AB_ADDRESSES, AB_LAYOUT, AGAINST, AgainstOptions
 from pytest_opprof.ab.replicas import Replicas
-from pytest_opprof.ab.revision import BaseRevision, RevisionError, check_out, remove
+from pytest_opprof.ab.revision import BaseRevision, RevisionError, check_out, remove, toplevel
 from pytest_opprof.gate.tolerance import DEFAULT_AB_TIME_TOLERANCE
 from pytest_opprof.plugin.layout import Layout
 from pytest_opprof.plugin.options import OpprofOptions
@@ -55,7 +55,15 @@ def revision_for(config: pytest.Config, against: AgainstOptions) -> tuple[BaseRe
     try:
         return check_out(against.ref, config.rootpath), True
     except RevisionError as exc:
-        raise pytest.UsageError(f"{AGAINST.option}={against.ref}: {exc}") from None
+        said = f"{AGAINST.option}={against.ref}: {exc}"
+        repo = toplevel(config.invocation_params.dir)
+        if repo is not None and not config.rootpath.resolve().is_relative_to(repo):
+            said += (
+                f"; the tests lie in the git repository at {repo}, but pytest's rootdir "
+                f"{config.rootpath} (where it found {config.inipath or 'no ini file'}) lies "
+                "above it: run with --rootdir inside the repository"
+            )
+        raise pytest.UsageError(said) from None
 
 
 def partner_options(
