@@ -4,10 +4,12 @@ globals it began with, a test calling pytest-benchmark's fixture once a run."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.run_helpers import PytestRunner
+if TYPE_CHECKING:
+    from run_helpers import PytestRunner
 
 MODULE = '''
 import numpy as np
