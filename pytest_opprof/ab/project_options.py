@@ -98,7 +98,7 @@ def _projects(plugin: object, rootpath: Path) -> bool:
 
 
 def apply(config: pytest.Config, values: Mapping[str, object]) -> None:
-    """Set the head's values of the options this side's conftest files define too."""
+    """Set the head's values of the options this side's own plugins define too."""
     for dest, value in values.items():
         if hasattr(config.option, dest):
             setattr(config.option, dest, value)
