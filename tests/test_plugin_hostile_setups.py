@@ -98,6 +98,37 @@ def test_beside_xdist(pytester: pytest.Pytester, run_pytest: PytestRunner) -> No
     _assert_clean(result)
 
 
+def test_an_op_that_frees_more_than_2_gib_reaches_the_xdist_controller(
+    pytester: pytest.Pytester, run_pytest: PytestRunner
+) -> None:
+    """A figure below -2**31 (here the bytes freed outside any op, as numpy's own
+    ``test_big_arrays`` frees them) rides to the controller: execnet, pytest-xdist's
+    transport, cannot carry such an int, and the worker's report ended the whole run with
+    an internal error until the payload travelled as JSON text.  ``np.empty`` touches no
+    page, so the 2 GiB cost no memory."""
+    pytester.makepyfile(
+        test_big="""
+        import numpy as np
+
+        def test_frees_a_big_block():
+            a = np.empty(2**31 + 2**20, dtype=np.uint8)
+            del a
+
+        def test_after():
+            assert np.ones(3).sum() == 3
+        """
+    )
+    result = run_pytest("-n", "2", "--opprof", "--opprof-report=report.json")
+    result.assert_outcomes(passed=2)
+    _assert_clean(result)
+    tests = json.loads((pytester.path / "report.json").read_text())["tests"]
+    freed = [
+        op["self_memory_bytes"]
+        for op in tests["test_big.py::test_frees_a_big_block"]["ops"].values()
+    ]
+    assert min(freed) < -(2**31), freed
+
+
 def test_beside_pytest_benchmark(pytester: pytest.Pytester, run_pytest: PytestRunner) -> None:
     pytester.makepyfile(
         """

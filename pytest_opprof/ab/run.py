@@ -31,6 +31,7 @@ from pytest_opprof.ab.revision import BaseRevision, RevisionError, check_out, re
 from pytest_opprof.gate.tolerance import DEFAULT_AB_TIME_TOLERANCE
 from pytest_opprof.plugin.layout import Layout
 from pytest_opprof.plugin.options import OpprofOptions
+from pytest_opprof.plugin.payload import attached
 
 if TYPE_CHECKING:
     from pytest_opprof.ab.session import ABSession
@@ -262,8 +263,8 @@ class ABController:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A pytest-xdist worker's A/B verdict, for the controller's judge (before the
         controller reads the report's figures)."""
-        data = getattr(report, "opprof", None)
-        if self.session is not None and isinstance(data, dict) and "ab_verdict" in data:
+        data = attached(report) if self.session is not None else None
+        if self.session is not None and data is not None and "ab_verdict" in data:
             self.session.shipped[report.nodeid] = data["ab_verdict"]
 
     def pin(self, config: pytest.Config) -> None:

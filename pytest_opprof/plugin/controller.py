@@ -33,6 +33,7 @@ from pytest_opprof.plugin.payload import (
     STEPPED_ASIDE_ATTRIBUTE,
     WORKER_NOTES,
     ProfiledTest,
+    attached,
 )
 from pytest_opprof.plugin.repeatable import benchmark_off_key
 from pytest_opprof.render.html import HistoryLinks, write_html
@@ -90,7 +91,7 @@ class Controller:
         handed = self._handed.pop(report.nodeid, None)
         if handed is not None:
             return handed
-        data = getattr(report, REPORT_ATTRIBUTE, None)
+        data = attached(report)
         if data is None:
             return None
         # The parsed copy is the one kept; reports live for the whole session.

@@ -5,8 +5,10 @@ their JSON form reads back (times rounded like a baseline's), so a pytest-xdist
 controller judging a worker's figures again reaches the verdict the worker
 reached.  Then:
 
-* a pytest-xdist worker puts that JSON on the call report (attribute
-  ``opprof``), which xdist carries to the controller;
+* a pytest-xdist worker puts that JSON on the call report as text (attribute
+  ``opprof``, :func:`attach`), which xdist carries to the controller: execnet, its
+  transport, cannot carry an int below -2**31 (an op that freed more than 2 GiB: numpy's
+  ``test_big_arrays``), and one such figure ended the whole run with an internal error;
 * a single process builds the rounded figures directly (:meth:`ProfiledTest.as_stored`,
   no text) and hands them, with the judgement already made, to its controller
   side in memory: no parse, no second verdict.
@@ -18,8 +20,11 @@ when no figures do.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import pytest
 
 from pytest_opprof.gate.jsonio import Fields
 from pytest_opprof.gate.session import Judgement
@@ -34,6 +39,20 @@ aside), so a pytest-xdist controller learns it from its workers too."""
 LEFT_BEHIND_ATTRIBUTE = "opprof_left_behind"
 """Set on the teardown report of a test that left a profile recording or scopes open
 (what it left, which the plugin reset), for the same reason."""
+
+
+def attach(report: pytest.TestReport, data: dict[str, object]) -> None:
+    """Put a worker's payload on its call report, as JSON text (see the module docstring)."""
+    setattr(report, REPORT_ATTRIBUTE, json.dumps(data, separators=(",", ":")))
+
+
+def attached(report: pytest.TestReport) -> dict[str, Any] | None:
+    """The payload on ``report``, parsed once (the parsed form replaces the text)."""
+    data = getattr(report, REPORT_ATTRIBUTE, None)
+    if isinstance(data, str):
+        data = json.loads(data)
+        setattr(report, REPORT_ATTRIBUTE, data)
+    return data if isinstance(data, dict) else None
 
 
 @dataclass

@@ -46,10 +46,10 @@ from pytest_opprof.plugin.options import OpprofOptions
 from pytest_opprof.plugin.outputs import flame, junit_properties, trace_writer
 from pytest_opprof.plugin.payload import (
     LEFT_BEHIND_ATTRIBUTE,
-    REPORT_ATTRIBUTE,
     STEPPED_ASIDE_ATTRIBUTE,
     WORKER_NOTES,
     ProfiledTest,
+    attach,
 )
 from pytest_opprof.plugin.round_noise import RoundNoise
 from pytest_opprof.plugin.sources_held import HeldSources
@@ -491,7 +491,8 @@ class Worker:
                 # An A/B verdict depends on this worker's base side and run: it travels
                 # as reached, where a baseline verdict is reached again from the figures.
                 data["ab_verdict"] = shipment
-            setattr(report, REPORT_ATTRIBUTE, data)
+            if data is not None:
+                attach(report, data)
         judged = sent.judgement.result if sent.judgement is not None else None
         item.user_properties.extend(junit_properties(result.summary, verdict, busy, work, judged))
         if judgement_basis not in (None, "baseline"):
