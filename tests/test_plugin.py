@@ -790,7 +790,14 @@ def test_a_failing_round_fails_the_test(
     )
     result = run_pytest("--opprof", "--opprof-capture", "none", "--opprof-rounds", "3")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*AssertionError: round 2 failed*"])
+    # The error, then what made it: the body ran again, and how to mark such a test.
+    result.stdout.fnmatch_lines(
+        [
+            "*AssertionError: round 2 failed*",
+            "*opprof: this came from run 2 of the test's body in one call*"
+            "@pytest.mark.profile(rounds=1, warmup=0).",
+        ]
+    )
 
 
 @pytest.mark.slow

@@ -11,8 +11,12 @@ in a test's call phase, and some items keep state from one run to the next.
   (``FixtureAlreadyUsed``): each run may call it once again.  Its timing loops are off
   under ``--opprof`` (``benchmark_loops_off``), so a call runs the function once.
 
-:class:`Repeatable`, registered beside the worker, wraps such an item's ``runtest`` for
-its call phase; every other item runs as it is.
+* A test that cannot run twice (it consumes a fixture, or creates a file that must not
+  exist: numpy's ``test_CachedHTTPFile``) fails in its second run; the failure says so
+  and what to mark (``RERUN_ADVICE``), where it read as the test's own error before.
+
+:class:`Repeatable`, registered beside the worker, wraps each item's ``runtest`` for its
+call phase (one Python call a run, never per op).
 """
 
 from __future__ import annotations
@@ -28,25 +32,51 @@ benchmark_off_key = pytest.StashKey[bool]()
 """Whether this session turned pytest-benchmark's timing loops off."""
 
 
+RERUN_ADVICE = (
+    "opprof: this came from run {run} of the test's body in one call (warm-ups and rounds "
+    "run it again with the same fixture values), after a run that passed. A test that "
+    "cannot run twice (it consumes a fixture, or creates a file that must not exist) "
+    "needs @pytest.mark.profile(rounds=1, warmup=0)."
+)
+
+
 class Repeatable:
-    """Makes an item's body run alike each time it runs within one call phase."""
+    """Makes an item's body run alike each time it runs within one call phase, and says
+    so where a run after the first fails."""
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         reset = _reset_for(item)
-        if reset is None:
-            return (yield)
         body = item.runtest
+        runs = 0
 
         def runtest() -> None:
-            reset()
-            body()
+            nonlocal runs
+            runs += 1
+            if reset is not None:
+                reset()
+            try:
+                body()
+            except Exception as exc:  # a skip or xfail is no Exception: left alone
+                if runs > 1:
+                    _said_again(item, exc, runs)
+                raise
 
         item.runtest = runtest  # type: ignore[method-assign]
         try:
             return (yield)
         finally:
             del item.runtest
+
+
+def _said_again(item: pytest.Item, exc: Exception, run: int) -> None:
+    """Tell the failure of a run after the first for what it is: the test passes without
+    the plugin, and fails here because its body ran twice."""
+    text = RERUN_ADVICE.format(run=run)
+    if hasattr(exc, "add_note"):  # Python 3.11: pytest prints it under the error
+        exc.add_note(text)
+    else:
+        item.add_report_section("call", "opprof", text)
 
 
 def _reset_for(item: pytest.Item) -> Callable[[], None] | None:
