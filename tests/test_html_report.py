@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tomllib
 from html_helpers import MARKED, REGRESSED, Reports, make_reports
 from run_helpers import REPO_ROOT
 
@@ -21,6 +20,11 @@ import pytest_opprof as opprof
 from pytest_opprof.model import build_tree
 from pytest_opprof.render.flame import flame_tree
 from pytest_opprof.render.html import DETAIL_LIMIT, ROW_OPS, page_data, render_html
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the test extra installs it there
+    import tomli as tomllib
 
 
 @pytest.fixture(scope="module")

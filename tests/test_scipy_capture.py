@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from run_helpers import PytestRunner
+from scipy_versions import BATCHED
 
 import pytest_opprof as opprof
 from pytest_opprof import _native
@@ -152,8 +153,9 @@ def test_plain_c_functions_taking_args_are_ops() -> None:
     with opprof.profile(capture=["scipy"], record_shapes=True) as prof:
         for _ in range(LOOP):
             got = (scipy_linalg.solve(a, b), scipy_linalg.inv(a), m @ v)
-        with pytest.raises(scipy_linalg.LinAlgError):
-            scipy_linalg.solve(np.zeros((3, 3)), np.ones(3))
+        if BATCHED:  # a singular matrix raises from the plain C function itself
+            with pytest.raises(scipy_linalg.LinAlgError):
+                scipy_linalg.solve(np.zeros((3, 3)), np.ones(3))
         wrap.cdist_cosine_double_wrap(XA=xa, XB=xb, dm=dm)  # keywords reach it
         with pytest.raises(TypeError, match="XA"):
             wrap.cdist_cosine_double_wrap()
@@ -161,8 +163,9 @@ def test_plain_c_functions_taking_args_are_ops() -> None:
         assert np.allclose(want, have)
     assert np.allclose(dm, distance.cdist(xa, xb, "cosine"))
     counts = op_counts(prof)
-    assert counts["scipy.linalg._batched_linalg._solve"] == LOOP + 1
-    assert counts["scipy.linalg._batched_linalg._inv"] == LOOP
+    if BATCHED:
+        assert counts["scipy.linalg._batched_linalg._solve"] == LOOP + 1
+        assert counts["scipy.linalg._batched_linalg._inv"] == LOOP
     assert counts["scipy.sparse._sparsetools.csr_matvec"] == LOOP
     assert counts["scipy.spatial._distance_wrap.cdist_cosine_double_wrap"] == 2
     with opprof.profile(capture=["scipy"]) as idle_check:
@@ -170,7 +173,7 @@ def test_plain_c_functions_taking_args_are_ops() -> None:
     assert not op_counts(idle_check)
     with opprof.profile(capture=["numpy"]) as numpy_only:
         scipy_linalg.solve(a, b)
-    assert "scipy.linalg._batched_linalg._solve" not in op_counts(numpy_only)
+    assert not [name for name in op_counts(numpy_only) if name.startswith("scipy.")]
 
 
 def test_scipy_alone_records_shapes() -> None:
@@ -182,4 +185,7 @@ def test_scipy_alone_records_shapes() -> None:
         scipy_linalg.solve(a, a[:, :2])
     shapes = {row.key: row.input_shapes for row in prof.key_averages(group_by_input_shape=True)}
     assert shapes["scipy.linalg.lapack.dgetrf"] == [[12, 12]]
-    assert shapes["scipy.linalg._batched_linalg._solve"][:2] == [[12, 12], [12, 2]]
+    if BATCHED:
+        assert shapes["scipy.linalg._batched_linalg._solve"][:2] == [[12, 12], [12, 2]]
+    else:
+        assert shapes["scipy.linalg.lapack.dgetrs"] == [[12, 12], [12], [12, 2]]

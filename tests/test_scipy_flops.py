@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from run_helpers import PytestRunner
+from scipy_versions import BATCHED
 
 import pytest_opprof as opprof
 
@@ -39,9 +40,22 @@ SVD_VALUES = 4 * M * N * N - 4 * N**3 // 3
         (lambda: scipy_linalg.lu_factor(A), "lapack.dgetrf", 50 * 50 * 50 - 50**3 // 3),
         (lambda: scipy_linalg.cholesky(SPD), "lapack.dpotrf", 50**3 // 3),
         (lambda: lapack.dgesv(A, B), "lapack.dgesv", 2 * 50**3 // 3 + 2 * 50 * 50 * 3),
-        (lambda: scipy_linalg.solve(A, B), "_batched_linalg._solve", 2 * 50**3 // 3 + 15000),
-        (lambda: scipy_linalg.inv(A), "_batched_linalg._inv", 2 * 50**3),
-        (lambda: scipy_linalg.inv(np.stack([A, A])), "_batched_linalg._inv", 2 * 2 * 50**3),
+        *(
+            [
+                (
+                    lambda: scipy_linalg.solve(A, B),
+                    "_batched_linalg._solve",
+                    2 * 50**3 // 3 + 15000,
+                ),
+                (lambda: scipy_linalg.inv(A), "_batched_linalg._inv", 2 * 50**3),
+                (lambda: scipy_linalg.inv(np.stack([A, A])), "_batched_linalg._inv", 2 * 2 * 50**3),
+            ]
+            if BATCHED
+            else [  # getrf counted in its own case
+                (lambda: scipy_linalg.solve(A, B), "lapack.dgetrs", 2 * 50 * 50 * 3),
+                (lambda: scipy_linalg.inv(A), "lapack.dgetri", 4 * 50**3 // 3),
+            ]
+        ),
         (lambda: lapack.dgetrs(*lapack.dgetrf(A)[:2], B), "lapack.dgetrs", 2 * 50 * 50 * 3),
         (lambda: lapack.dgetri(*lapack.dgetrf(A)[:2]), "lapack.dgetri", 4 * 50**3 // 3),
         (lambda: scipy_linalg.svd(T), "lapack.dgesdd", SVD_FULL),
