@@ -10,7 +10,6 @@ in a test's call phase, and some items keep state from one run to the next.
 * pytest-benchmark's ``benchmark`` fixture may be called once a test
   (``FixtureAlreadyUsed``): each run may call it once again.  Its timing loops are off
   under ``--opprof`` (``benchmark_loops_off``), so a call runs the function once.
-
 * A test that cannot run twice (it consumes a fixture, or creates a file that must not
   exist: numpy's ``test_CachedHTTPFile``) fails in its second run; the failure says so
   and what to mark (``RERUN_ADVICE``), where it read as the test's own error before.
@@ -62,11 +61,15 @@ class Repeatable:
                     _said_again(item, exc, runs)
                 raise
 
+        own = "runtest" in vars(item)  # another plugin's wrapper, kept for after
         item.runtest = runtest  # type: ignore[method-assign]
         try:
             return (yield)
         finally:
-            del item.runtest
+            if own:
+                item.runtest = body  # type: ignore[method-assign]
+            else:
+                del item.runtest
 
 
 def _said_again(item: pytest.Item, exc: Exception, run: int) -> None:
