@@ -27,6 +27,7 @@ import pytest
 
 VARIABLE = "OPPROF_AB_PROJECT_OPTIONS"
 """The partner's environment variable holding the values (JSON: ``{dest: value}``)."""
+_given_key = pytest.StashKey[dict[str, object]]()
 
 
 class _Recorder:
@@ -55,7 +56,14 @@ class _Recorder:
 def given(config: pytest.Config) -> dict[str, object]:
     """The values of the options the project's own plugins add (its conftest files, and
     modules of its tree loaded with ``-p`` or ``pytest_plugins``), where the user gave one
-    other than its default and it is plain data (JSON)."""
+    other than its default and it is plain data (JSON).  Found once a session: every
+    partner is launched with them."""
+    if _given_key not in config.stash:
+        config.stash[_given_key] = _find(config)
+    return config.stash[_given_key]
+
+
+def _find(config: pytest.Config) -> dict[str, object]:
     out: dict[str, object] = {}
     for plugin in config.pluginmanager.get_plugins():
         if not _projects(plugin, config.rootpath):

@@ -148,11 +148,10 @@ def path_options(config: pytest.Config, where: BaseRevision) -> list[str]:
 
 def _in_tree(where: BaseRevision, here: Path, path: str) -> str:
     """``path`` (relative to ``here``, a glob allowed) where ``where``'s tree has it."""
-    absolute = Path(os.path.realpath(here / path))
     try:
-        return str(where.worktree / absolute.relative_to(where.repo))
+        return str(where.base_path(here / path))
     except ValueError:  # outside the repository
-        return str(absolute)
+        return os.path.realpath(here / path)
 
 
 def start_partner(
@@ -263,8 +262,10 @@ class ABController:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A pytest-xdist worker's A/B verdict, for the controller's judge (before the
         controller reads the report's figures)."""
-        data = attached(report) if self.session is not None else None
-        if self.session is not None and data is not None and "ab_verdict" in data:
+        if self.session is None:
+            return
+        data = attached(report)
+        if data is not None and "ab_verdict" in data:
             self.session.shipped[report.nodeid] = data["ab_verdict"]
 
     def pin(self, config: pytest.Config) -> None:

@@ -52,9 +52,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not is_enabled(config):
         return
     options = read_options(config)
-    from pytest_opprof.plugin.repeatable import benchmark_loops_off, benchmark_off_key
+    from pytest_opprof.plugin.repeatable import benchmark_loops_off
 
-    config.stash[benchmark_off_key] = benchmark_loops_off(config)
+    benchmark_loops_off(config)
     partner = config.stash.get(partner_key, None)  # this process is an A/B base side
     against = read_against(config) if partner is None else None
     from pytest_opprof.capture.plan import plan

@@ -35,7 +35,7 @@ from pytest_opprof.plugin.payload import (
     ProfiledTest,
     attached,
 )
-from pytest_opprof.plugin.repeatable import benchmark_off_key
+from pytest_opprof.plugin.repeatable import BENCHMARK_PLUGIN
 from pytest_opprof.render.html import HistoryLinks, write_html
 from pytest_opprof.render.report import session_lines, write_markdown
 from pytest_opprof.render.units import format_memory, format_time
@@ -79,7 +79,7 @@ class Controller:
         extra = "; python memory" if self.options.python_memory else ""
         rounds = policy.rounds_line(self.options.rounds, self.options.gate.min_time_ns)
         line = f"opprof: capture {names}; rounds {rounds}, warmup {self.options.warmup}{extra}"
-        if config.stash.get(benchmark_off_key, False):
+        if config.pluginmanager.hasplugin(BENCHMARK_PLUGIN):  # benchmark_loops_off
             line += (
                 "\nopprof: pytest-benchmark's timing loops are off (--benchmark-disable): "
                 "each benchmark(...) call runs its function once, in every round"

@@ -27,8 +27,6 @@ import pytest
 
 BENCHMARK_PLUGIN = "benchmark"
 """pytest-benchmark's plugin name (its ``pytest11`` entry point)."""
-benchmark_off_key = pytest.StashKey[bool]()
-"""Whether this session turned pytest-benchmark's timing loops off."""
 
 
 RERUN_ADVICE = (
@@ -104,14 +102,14 @@ def _reset_for(item: pytest.Item) -> Callable[[], None] | None:
     return None
 
 
-def benchmark_loops_off(config: pytest.Config) -> bool:
+def benchmark_loops_off(config: pytest.Config) -> None:
     """Turn pytest-benchmark's timing loops off for a profiled session, as its
     ``--benchmark-disable`` does (and as it does itself under pytest-xdist): its times
     would include the capture's cost, and a test's op counts and FLOPs would follow the
-    loop count it calibrates anew each run.  Whether pytest-benchmark is there.  With
+    loop count it calibrates anew each run.  With
     ``--benchmark-enable`` the session cannot run: both plugins time the same body."""
     if not config.pluginmanager.hasplugin(BENCHMARK_PLUGIN):
-        return False
+        return
     if getattr(config.option, "benchmark_enable", False):
         raise pytest.UsageError(
             "--benchmark-enable cannot be used with --opprof: pytest-benchmark's timing "
@@ -119,4 +117,3 @@ def benchmark_loops_off(config: pytest.Config) -> bool:
             "without --opprof"
         )
     config.option.benchmark_disable = True
-    return True
